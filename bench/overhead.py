@@ -1,0 +1,119 @@
+"""Step-time overhead of an mxtorch training loop against the hand-written PyTorch loop.
+
+Same model, same optimizer (SGD, momentum 0.9, wd 1e-4), same batch, one context, measured
+in the same run, interleaved in rounds so that machine noise hits both alike.  Prints the
+median step time of each and the ratio mxtorch / torch (≤ 1.05 is the target).
+
+    python bench/overhead.py [--steps 30] [--rounds 7] [--batch 128] [--models mlp,lenet]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import torch
+import torch.nn.functional as F
+
+import mxtorch as mx
+from mxtorch import autograd, gluon
+from mxtorch.gluon import nn
+
+
+def mx_net(name: str) -> gluon.HybridBlock:
+    net = nn.HybridSequential()
+    if name == "mlp":
+        net.add(nn.Dense(512, activation="relu"), nn.Dense(512, activation="relu"), nn.Dense(10))
+    else:
+        net.add(nn.Conv2D(20, kernel_size=5, activation="relu"), nn.MaxPool2D(2, 2),
+                nn.Conv2D(50, kernel_size=5, activation="relu"), nn.MaxPool2D(2, 2),
+                nn.Flatten(), nn.Dense(500, activation="relu"), nn.Dense(10))
+    return net
+
+
+def torch_net(name: str) -> torch.nn.Module:
+    if name == "mlp":
+        return torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(784, 512), torch.nn.ReLU(),
+                                   torch.nn.Linear(512, 512), torch.nn.ReLU(), torch.nn.Linear(512, 10))
+    return torch.nn.Sequential(
+        torch.nn.Conv2d(1, 20, 5), torch.nn.ReLU(), torch.nn.MaxPool2d(2, 2),
+        torch.nn.Conv2d(20, 50, 5), torch.nn.ReLU(), torch.nn.MaxPool2d(2, 2),
+        torch.nn.Flatten(), torch.nn.Linear(800, 500), torch.nn.ReLU(), torch.nn.Linear(500, 10))
+
+
+def make_mx_step(name: str, x: torch.Tensor, y: torch.Tensor):  # type: ignore[no-untyped-def]
+    net = mx_net(name)
+    net.initialize(mx.init.Xavier())
+    net.hybridize()
+    net(x)
+    trainer = gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.01, "momentum": 0.9, "wd": 1e-4})
+    loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
+    batch = x.shape[0]
+
+    def step() -> None:
+        with autograd.record():
+            loss = loss_fn(net(x), y)
+        loss.backward()
+        trainer.step(batch)
+
+    return step
+
+
+def make_torch_step(name: str, x: torch.Tensor, y: torch.Tensor):  # type: ignore[no-untyped-def]
+    net = torch_net(name)
+    opt = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9, weight_decay=1e-4)
+    yl = y.long()
+
+    def step() -> None:
+        loss = F.cross_entropy(net(x), yl)
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    return step
+
+
+def time_steps(step, n: int) -> float:  # type: ignore[no-untyped-def]
+    t0 = time.perf_counter()
+    for _ in range(n):
+        step()
+    return (time.perf_counter() - t0) / n
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--steps", type=int, default=30, help="steps per round")
+    ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--batch", type=int, default=128)
+    ap.add_argument("--models", default="mlp,lenet")
+    ap.add_argument("--threads", type=int, default=0)
+    args = ap.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    torch.manual_seed(0)
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, batch {args.batch}, "
+          f"{args.rounds} rounds x {args.steps} steps, interleaved")
+    print(f"{'model':<8}{'torch ms/step':>15}{'mxtorch ms/step':>17}{'ratio':>8}")
+    worst = 0.0
+    for name in args.models.split(","):
+        x = torch.rand(args.batch, 1, 28, 28)
+        y = torch.randint(0, 10, (args.batch,)).float()
+        steps = {"torch": make_torch_step(name, x, y), "mxtorch": make_mx_step(name, x, y)}
+        for s in steps.values():  # warm-up
+            time_steps(s, 5)
+        times: dict[str, list[float]] = {k: [] for k in steps}
+        for r in range(args.rounds):
+            order = list(steps) if r % 2 == 0 else list(reversed(steps))
+            for k in order:
+                times[k].append(time_steps(steps[k], args.steps))
+        t_ref = statistics.median(times["torch"])
+        t_mx = statistics.median(times["mxtorch"])
+        ratio = t_mx / t_ref
+        worst = max(worst, ratio)
+        print(f"{name:<8}{t_ref * 1e3:>15.3f}{t_mx * 1e3:>17.3f}{ratio:>8.3f}")
+    print(f"worst ratio {worst:.3f} (target <= 1.05)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,32 @@
+"""Entry point of the ``mxtorch`` command: ``mxtorch <subcommand> [options]``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from . import train
+
+_SUBCOMMANDS = {"train": train}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="mxtorch", description="MXNet's Gluon and KVStore, on PyTorch")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, mod in _SUBCOMMANDS.items():
+        mod.add_parser(sub)  # type: ignore[attr-defined]
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return 2
+    return int(_SUBCOMMANDS[args.command].run(args) or 0)  # type: ignore[attr-defined]
+
+
+if __name__ == "__main__":
+    sys.exit(main())

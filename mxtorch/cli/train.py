@@ -1,0 +1,217 @@
+"""``mxtorch train``: train a model-zoo network on a data set that needs no download.
+
+By default: LeNet on Fashion-MNIST — the full data set where it is installed (Debian's
+``dataset-fashion-mnist`` puts it in /usr/share/datasets/fashion-mnist), otherwise the
+class-balanced subset shipped inside mxtorch.  Prints a progress bar, evaluates on the
+held-out split, saves the parameters and a metrics file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+DATASETS = ("fashion-mnist", "mnist", "cifar10", "cifar100")
+
+
+@dataclass
+class TrainConfig:
+    """Options of a training run (command-line flags map one to one onto these fields)."""
+
+    model: str = "lenet"
+    dataset: str = "fashion-mnist"
+    data_root: str | None = None
+    epochs: int = 3
+    batch_size: int = 128
+    optimizer: str = "sgd"
+    lr: float = 0.05
+    momentum: float = 0.9
+    wd: float = 1e-4
+    ctx: str = "cpu"
+    kvstore: str = "device"
+    hybridize: bool = True
+    seed: int = 42
+    num_workers: int = 0
+    output: str = "runs/train"
+    progress: bool = True
+    threads: int = 0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def add_parser(sub: Any) -> argparse.ArgumentParser:
+    d = TrainConfig()
+    p = sub.add_parser("train", help="train a model-zoo network on an embedded/local data set",
+                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model", default=d.model, help="model-zoo name (lenet, mlp, resnet18_v1, ...)")
+    p.add_argument("--dataset", default=d.dataset, choices=DATASETS)
+    p.add_argument("--data-root", default=d.data_root,
+                   help="folder with the data set's standard files (idx / CIFAR binary)")
+    p.add_argument("--epochs", type=int, default=d.epochs)
+    p.add_argument("--batch-size", type=int, default=d.batch_size, help="global batch size")
+    p.add_argument("--optimizer", default=d.optimizer)
+    p.add_argument("--lr", type=float, default=d.lr)
+    p.add_argument("--momentum", type=float, default=d.momentum, help="for sgd/nag/rmsprop")
+    p.add_argument("--wd", type=float, default=d.wd)
+    p.add_argument("--ctx", default=d.ctx,
+                   help="contexts, comma separated: 'cpu', 'cpu:0,cpu:1', 'gpu:0,gpu:1'")
+    p.add_argument("--kvstore", default=d.kvstore, help="kvstore for several contexts (local, device)")
+    p.add_argument("--no-hybridize", dest="hybridize", action="store_false")
+    p.add_argument("--seed", type=int, default=d.seed)
+    p.add_argument("--num-workers", type=int, default=d.num_workers, help="data loader workers")
+    p.add_argument("--output", default=d.output, help="folder for model.params and metrics.json")
+    p.add_argument("--no-progress", dest="progress", action="store_false")
+    p.add_argument("--threads", type=int, default=d.threads, help="torch intra-op threads (0: default)")
+    return p
+
+
+def _config_from_args(args: argparse.Namespace) -> TrainConfig:
+    fields = TrainConfig.__dataclass_fields__
+    return TrainConfig(**{k: v for k, v in vars(args).items() if k in fields})
+
+
+def parse_contexts(spec: str) -> list[Any]:
+    from ..context import as_context
+
+    parts = [s.strip() for s in spec.split(",") if s.strip()]
+    if not parts:
+        raise SystemExit(f"--ctx {spec!r}: give at least one context, e.g. 'cpu' or 'cpu:0,cpu:1'")
+    try:
+        return [as_context(s) for s in parts]
+    except (ValueError, TypeError) as e:
+        raise SystemExit(f"--ctx {spec!r}: {e}") from None
+
+
+def load_datasets(cfg: TrainConfig) -> tuple[Any, Any, str]:
+    """Train and test sets plus a sentence saying which data was used."""
+    from ..base import MXNetError
+    from ..gluon.data import vision
+
+    if cfg.dataset == "fashion-mnist":
+        if cfg.data_root is None:
+            try:
+                train = vision.FashionMNIST(train=True)
+                test = vision.FashionMNIST(train=False)
+                return train, test, f"full Fashion-MNIST from {train.root}"
+            except MXNetError:
+                root = vision.datasets.embedded_fashion_mnist_root()
+                train = vision.FashionMNIST(root=root, train=True)
+                test = vision.FashionMNIST(root=root, train=False)
+                return train, test, (f"the Fashion-MNIST subset shipped with mxtorch ({len(train)} train / "
+                                     f"{len(test)} test images; install Debian's dataset-fashion-mnist "
+                                     "for the full set)")
+        train = vision.FashionMNIST(root=cfg.data_root, train=True)
+        test = vision.FashionMNIST(root=cfg.data_root, train=False)
+        return train, test, f"Fashion-MNIST from {train.root}"
+    cls = {"mnist": vision.MNIST, "cifar10": vision.CIFAR10, "cifar100": vision.CIFAR100}[cfg.dataset]
+    train, test = cls(root=cfg.data_root, train=True), cls(root=cfg.data_root, train=False)
+    return train, test, f"{cfg.dataset} from {getattr(train, 'root', cfg.data_root)}"
+
+
+def evaluate(net: Any, loader: Any, ctx: list[Any]) -> float:
+    """Held-out accuracy of ``net`` over ``loader``."""
+    import torch
+
+    from .. import autograd, metric
+    from ..gluon.utils import split_and_load
+
+    acc = metric.Accuracy()
+    with torch.no_grad(), autograd.predict_mode():
+        for data, label in loader:
+            parts = split_and_load(data, ctx, even_split=False)
+            labels = split_and_load(label, ctx, even_split=False)
+            acc.update(labels, [net(x) for x in parts])
+    return float(acc.get()[1])
+
+
+def train(cfg: TrainConfig, log: Any = None) -> dict[str, Any]:
+    """Run the training job described by ``cfg``; returns the metrics that are also saved."""
+    import torch
+
+    import mxtorch as mx
+
+    from .. import autograd
+    from ..gluon import Trainer, loss, model_zoo
+    from ..gluon.data import DataLoader
+    from ..gluon.data.vision import transforms
+    from ..progress import ProgressBar
+    from ..gluon.utils import split_and_load
+
+    def say(msg: str) -> None:
+        print(msg, file=log or sys.stdout, flush=True)
+
+    if cfg.threads > 0:
+        torch.set_num_threads(cfg.threads)
+    mx.random.seed(cfg.seed)
+    ctx = parse_contexts(cfg.ctx)
+    train_set, test_set, data_desc = load_datasets(cfg)
+    say(f"data: {data_desc}")
+    to_tensor = transforms.ToTensor()
+    train_loader = DataLoader(train_set.transform_first(to_tensor), batch_size=cfg.batch_size,
+                              shuffle=True, last_batch="discard", num_workers=cfg.num_workers)
+    test_loader = DataLoader(test_set.transform_first(to_tensor), batch_size=max(cfg.batch_size, 256),
+                             shuffle=False, last_batch="keep", num_workers=cfg.num_workers)
+    classes = 100 if cfg.dataset == "cifar100" else 10
+    net = model_zoo.vision.get_model(cfg.model, classes=classes)
+    net.initialize(mx.init.Xavier(magnitude=2.24), ctx=ctx)
+    if cfg.hybridize:
+        net.hybridize()
+    opt_params: dict[str, Any] = {"learning_rate": cfg.lr, "wd": cfg.wd}
+    if cfg.optimizer.lower() in ("sgd", "nag", "signum", "lars"):
+        opt_params["momentum"] = cfg.momentum
+    trainer = Trainer(net.collect_params(), cfg.optimizer, opt_params, kvstore=cfg.kvstore)
+    loss_fn = loss.SoftmaxCrossEntropyLoss()
+    say(f"model: {cfg.model}  contexts: {ctx}  optimizer: {cfg.optimizer} {opt_params}  "
+        f"batch: {cfg.batch_size}  epochs: {cfg.epochs}")
+    history = []
+    t_start = time.perf_counter()
+    for epoch in range(cfg.epochs):
+        acc = mx.metric.Accuracy()
+        loss_sum = 0.0
+        n_seen = 0
+        bar = ProgressBar(len(train_loader), desc=f"epoch {epoch + 1}/{cfg.epochs}", enabled=cfg.progress)
+        for data, label in train_loader:
+            parts = split_and_load(data, ctx)
+            labels = split_and_load(label, ctx)
+            with autograd.record():
+                outs = [net(x) for x in parts]
+                losses = [loss_fn(o, y) for o, y in zip(outs, labels)]
+            for l in losses:
+                l.backward()
+            trainer.step(data.shape[0])
+            loss_sum += sum(float(l.detach().sum()) for l in losses)
+            acc.update(labels, [o.detach() for o in outs])
+            n_seen += data.shape[0]
+            bar.update(1, samples=data.shape[0], loss=loss_sum / n_seen, acc=acc.get()[1])
+        bar.close()
+        test_acc = evaluate(net, test_loader, ctx)
+        rec = {"epoch": epoch + 1, "train_loss": loss_sum / max(n_seen, 1),
+               "train_acc": acc.get()[1], "test_acc": test_acc, "seconds": bar.elapsed,
+               "samples_per_sec": bar.rate}
+        history.append(rec)
+        say(f"epoch {epoch + 1}: train loss {rec['train_loss']:.4f}  train acc {rec['train_acc']:.4f}  "
+            f"test acc {test_acc:.4f}  {rec['samples_per_sec']:,.0f} samples/s  {rec['seconds']:.1f}s")
+    total = time.perf_counter() - t_start
+    os.makedirs(cfg.output, exist_ok=True)
+    params_path = os.path.join(cfg.output, "model.params")
+    net.save_parameters(params_path)
+    result = {"config": asdict(cfg), "data": data_desc, "epochs": history,
+              "final_test_acc": history[-1]["test_acc"] if history else None, "total_seconds": total,
+              "params_file": params_path, "torch": torch.__version__, "mxtorch": mx.__version__}
+    with open(os.path.join(cfg.output, "metrics.json"), "w") as f:
+        json.dump(result, f, indent=2)
+    say(f"final held-out accuracy: {result['final_test_acc']:.4f}  ({total:.1f}s); saved {params_path} and "
+        f"{os.path.join(cfg.output, 'metrics.json')}")
+    return result
+
+
+def run(args: argparse.Namespace) -> int:
+    cfg = _config_from_args(args)
+    if cfg.epochs < 1 or cfg.batch_size < 1:
+        raise SystemExit("--epochs and --batch-size must be >= 1")
+    train(cfg)
+    return 0

@@ -1,0 +1,397 @@
+"""Block and HybridBlock: Gluon's building blocks, as ``torch.nn.Module`` subclasses."""
+
+from __future__ import annotations
+
+import os
+import re
+import warnings
+from collections import OrderedDict
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import torch
+
+from ..base import MXNetError
+from ..context import Context
+from .parameter import Parameter, ParameterDict, _fwd, wrap_torch_parameter
+
+__all__ = ["Block", "HybridBlock", "SymbolBlock", "collect_params", "HYBRIDIZE_ENV"]
+
+HYBRIDIZE_ENV = "MXTORCH_HYBRIDIZE"
+"""Environment variable choosing what ``hybridize()`` does: 'auto' (default: torch.compile on
+CUDA, eager on CPU, where compiling small networks was measured slower), 'compile' or 'eager'."""
+_HYBRIDIZE_CHOICES = ("auto", "compile", "eager")
+
+
+def _hybridize_policy() -> str:
+    v = os.environ.get(HYBRIDIZE_ENV, "auto").strip().lower() or "auto"
+    if v not in _HYBRIDIZE_CHOICES:
+        raise MXNetError(f"{HYBRIDIZE_ENV}={v!r} is not valid: use one of {_HYBRIDIZE_CHOICES}")
+    return v
+
+
+def _input_context(args: tuple[Any, ...]) -> Context | None:
+    for a in args:
+        if isinstance(a, torch.Tensor):
+            tag = getattr(a, "_mx_ctx", None)
+            if tag is not None:
+                return tag  # type: ignore[no-any-return]
+            if a.device.type == "cuda":
+                return Context("gpu", a.device.index or 0)
+            return None
+        if isinstance(a, (list, tuple)) and a:
+            return _input_context(tuple(a))
+    return None
+
+
+class Block(torch.nn.Module):
+    """Base class of all Gluon layers and models; a ``torch.nn.Module``.
+
+    Assigning a :class:`Parameter` or a child block as an attribute registers it.
+    ``prefix``/``params`` are accepted for MXNet 1.x code (``params`` shares parameters).
+    """
+
+    def __init__(self, prefix: str | None = None, params: ParameterDict | None = None) -> None:
+        super().__init__()
+        object.__setattr__(self, "_gluon_params", OrderedDict())
+        object.__setattr__(self, "_prefix", prefix or "")
+        object.__setattr__(self, "_params_1x", ParameterDict(self._prefix, shared=params))
+
+    # ---- registration ------------------------------------------------------------------
+    def __setattr__(self, name: str, value: Any) -> None:
+        if isinstance(value, Parameter):
+            gp = self.__dict__.get("_gluon_params")
+            if gp is None:
+                raise MXNetError("call super().__init__() before assigning parameters in a Block")
+            old = gp.get(name)
+            if old is not None and old is not value:
+                old._owners = [(r, a) for r, a in old._owners if not (r() is self and a == name)]
+            self.__dict__.pop(name, None)
+            self._modules.pop(name, None)
+            self._buffers.pop(name, None)
+            gp[name] = value
+            object.__setattr__(self, name, value)
+            value._add_owner(self, name)
+        else:
+            super().__setattr__(name, value)
+
+    def __delattr__(self, name: str) -> None:
+        gp = self.__dict__.get("_gluon_params")
+        if gp is not None and name in gp:
+            p = gp.pop(name)
+            p._owners = [(r, a) for r, a in p._owners if not (r() is self and a == name)]
+            self._parameters.pop(name, None)
+            object.__delattr__(self, name)
+        else:
+            super().__delattr__(name)
+
+    def register_child(self, block: torch.nn.Module, name: str | None = None) -> torch.nn.Module:
+        """Register ``block`` as a child (named by position when ``name`` is None)."""
+        self.add_module(name if name is not None else str(len(self._modules)), block)
+        return block
+
+    @property
+    def prefix(self) -> str:
+        return self._prefix
+
+    @property
+    def name(self) -> str:
+        return self._prefix.rstrip("_") or type(self).__name__.lower()
+
+    @property
+    def params(self) -> ParameterDict:
+        """MXNet 1.x: this block's own ParameterDict (``self.params.get(name, shape=...)``)."""
+        return self._params_1x
+
+    @contextmanager
+    def name_scope(self) -> Iterator[None]:
+        """MXNet 1.x naming scope; names come from attribute paths here, so it only yields."""
+        yield
+
+    # ---- parameters --------------------------------------------------------------------
+    def collect_params(self, select: str | None = None) -> ParameterDict:
+        """All parameters of this block and its children, keyed by attribute path.
+
+        ``select`` is a regular expression matched against the names (e.g. '.*weight|.*bias').
+        """
+        return collect_params(self, select)
+
+    def initialize(
+        self,
+        init: Any = None,
+        ctx: Context | Sequence[Context] | None = None,
+        verbose: bool = False,
+        force_reinit: bool = False,
+    ) -> None:
+        """Initialize all parameters (default initializer: Uniform(0.07), as MXNet)."""
+        self.collect_params().initialize(init if init is not None else "uniform", ctx, verbose, force_reinit)
+
+    def share_parameters(self, shared: ParameterDict | dict[str, Parameter]) -> Block:
+        """Replace parameters by those in ``shared`` with the same structural names."""
+        for name, p in shared.items():
+            mod: torch.nn.Module = self
+            *path, attr = name.split(".")
+            for part in path:
+                mod = getattr(mod, part)
+            setattr(mod, attr, p)
+        return self
+
+    def save_parameters(self, filename: str, deduplicate: bool = False) -> None:
+        """Save parameters (first context's copy) as safetensors, keyed by attribute path."""
+        from .serialization import save_tensors
+
+        params = self.collect_params()
+        out: dict[str, torch.Tensor] = {}
+        seen: set[int] = set()
+        for k, p in params.items():
+            if deduplicate and id(p) in seen:
+                continue
+            seen.add(id(p))
+            out[k] = p.data(p.list_ctx()[0]).detach()
+        save_tensors(filename, out)
+
+    def load_parameters(
+        self,
+        filename: str,
+        ctx: Context | Sequence[Context] | None = None,
+        allow_missing: bool = False,
+        ignore_extra: bool = False,
+        cast_dtype: bool = False,
+        dtype_source: str = "current",
+    ) -> None:
+        """Load parameters saved by ``save_parameters``; errors name the offending parameter."""
+        from .serialization import load_into
+
+        load_into(self.collect_params(), filename, ctx=ctx, allow_missing=allow_missing,
+                  ignore_extra=ignore_extra, cast_dtype=cast_dtype, dtype_source=dtype_source)
+
+    save_params = save_parameters
+    load_params = load_parameters
+
+    def cast(self, dtype: Any) -> Block:
+        """Cast every parameter of this block (and children) to ``dtype``."""
+        for p in self.collect_params().values():
+            p.cast(dtype)
+        return self
+
+    def reset_ctx(self, ctx: Context | Sequence[Context]) -> None:
+        self.collect_params().reset_ctx(ctx)
+
+    def hybridize(self, active: bool = True, **kwargs: Any) -> None:
+        """Hybridize every HybridBlock child (a plain Block itself always runs eagerly)."""
+        for child in self.children():
+            if isinstance(child, Block):
+                child.hybridize(active, **kwargs)
+
+    # ---- calling -----------------------------------------------------------------------
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if _fwd.depth or torch.compiler.is_compiling():
+            return super().__call__(*args, **kwargs)
+        prev = _fwd.ctx
+        _fwd.ctx = _input_context(args)
+        _fwd.depth = 1
+        try:
+            return super().__call__(*args, **kwargs)
+        finally:
+            _fwd.depth = 0
+            _fwd.ctx = prev
+
+    def forward(self, *args: Any) -> Any:
+        raise NotImplementedError(f"{type(self).__name__} must define forward()")
+
+    def summary(self, *inputs: Any) -> str:
+        """Print (and return) a table of layers, output shapes and parameter counts."""
+        rows: list[tuple[str, str, int]] = []
+        hooks = []
+
+        def hook(mod: torch.nn.Module, _inp: Any, out: Any, name: str = "") -> None:
+            shape = _shapes(out)
+            n = sum(p.numel() for p in mod.parameters(recurse=False))
+            gp = getattr(mod, "_gluon_params", {})
+            n = max(n, sum(int(torch.Size(p.shape).numel()) for p in gp.values()
+                           if p.shape is not None and p.is_initialized))
+            rows.append((f"{name or 'Input'} ({type(mod).__name__})", shape, n))
+
+        for name, mod in self.named_modules():
+            hooks.append(mod.register_forward_hook(lambda m, i, o, name=name: hook(m, i, o, name)))
+        try:
+            self(*inputs)
+        finally:
+            for h in hooks:
+                h.remove()
+        rows = [rows[-1]] + rows[:-1] if rows else rows
+        total = sum(p.numel() for p in self.parameters())
+        trainable = sum(p.numel() for p in self.parameters() if p.requires_grad)
+        w = max([len(r[0]) for r in rows] + [20])
+        lines = ["-" * (w + 40), f"{'Layer (type)':<{w}} {'Output Shape':<25} {'Param #':>12}", "=" * (w + 40)]
+        lines += [f"{a:<{w}} {b:<25} {c:>12,}" for a, b, c in rows]
+        lines += ["=" * (w + 40), f"Parameters in forward computation graph: {total:,}",
+                  f"Trainable params: {trainable:,}", f"Non-trainable params: {total - trainable:,}",
+                  "-" * (w + 40)]
+        text = "\n".join(lines)
+        print(text)
+        return text
+
+
+def _shapes(out: Any) -> str:
+    if isinstance(out, torch.Tensor):
+        return str(tuple(out.shape))
+    if isinstance(out, (list, tuple)):
+        return "[" + ", ".join(_shapes(o) for o in out) + "]"
+    return type(out).__name__
+
+
+def collect_params(module: torch.nn.Module, select: str | None = None) -> ParameterDict:
+    """Gluon parameters of ``module`` and its children (plain torch parameters are wrapped)."""
+    out = ParameterDict()
+    seen: set[int] = set()
+    for mod_name, mod in module.named_modules(remove_duplicate=True):
+        prefix = mod_name + "." if mod_name else ""
+        gp = getattr(mod, "_gluon_params", None)
+        names: list[tuple[str, Parameter]] = []
+        if gp is not None:
+            names.extend(gp.items())
+        for pname, tp in mod._parameters.items():
+            if tp is None or (gp is not None and pname in gp):
+                continue
+            names.append((pname, wrap_torch_parameter(tp, pname)))
+        for pname, p in names:
+            if id(p) in seen:
+                continue
+            seen.add(id(p))
+            out._params[prefix + pname] = p
+    if select is not None:
+        pattern = re.compile(select)
+        for k in [k for k in out._params if not pattern.match(k)]:
+            del out._params[k]
+    return out
+
+
+class HybridBlock(Block):
+    """A Block whose computation can be compiled (``hybridize()`` → ``torch.compile``).
+
+    Define ``forward(self, x, ...)``; MXNet 1.x style ``hybrid_forward(self, F, x, ...,
+    **params)`` also works (``F`` is ``mxtorch.nd``, the parameters arrive as tensors).
+    """
+
+    def __init__(self, prefix: str | None = None, params: ParameterDict | None = None) -> None:
+        super().__init__(prefix, params)
+        object.__setattr__(self, "_hybrid_active", False)
+        object.__setattr__(self, "_compiled", None)
+        object.__setattr__(self, "_compile_kwargs", {})
+        object.__setattr__(self, "_compile_failed", False)
+        object.__setattr__(self, "_warmed_up", False)
+
+    def hybridize(self, active: bool = True, backend: str | None = None, static_alloc: bool = False,
+                  static_shape: bool = False, **kwargs: Any) -> None:
+        """Compile this block's forward with torch.compile when that is expected to be faster.
+
+        ``backend=None`` follows ``MXTORCH_HYBRIDIZE`` ('auto': compile on CUDA, stay eager on
+        CPU); ``backend='eager'`` never compiles; any other value is a torch.compile backend
+        (e.g. 'inductor') and forces compilation.  A compilation failure falls back to eager
+        execution with one warning.  ``static_shape=True`` asks for a non-dynamic graph.
+        """
+        if backend is not None and not isinstance(backend, str):
+            raise TypeError(f"backend must be a string or None, got {backend!r}")
+        if backend not in (None, "eager"):
+            import torch._dynamo
+
+            known = torch._dynamo.list_backends(exclude_tags=())
+            if backend not in known:
+                raise ValueError(f"hybridize: unknown backend {backend!r}; use 'eager' or one of {known}")
+        object.__setattr__(self, "_hybrid_active", bool(active))
+        object.__setattr__(self, "_compiled", None)
+        object.__setattr__(self, "_compile_failed", False)
+        opts = dict(kwargs)
+        if static_shape:
+            opts.setdefault("dynamic", False)
+        object.__setattr__(self, "_compile_kwargs", {"backend": backend, **opts})
+        # children are compiled as part of this block, not on their own
+        for child in self.children():
+            if isinstance(child, Block):
+                child.hybridize(False)
+
+    def _should_compile(self, args: tuple[Any, ...]) -> bool:
+        backend = self._compile_kwargs.get("backend")
+        if backend == "eager":
+            return False
+        if backend is not None:
+            return True
+        policy = _hybridize_policy()
+        if policy != "auto":
+            return policy == "compile"
+        return any(isinstance(a, torch.Tensor) and a.is_cuda for a in args)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if not self._hybrid_active or self._compile_failed or torch.compiler.is_compiling() or _fwd.depth:
+            return super().__call__(*args, **kwargs)
+        if not self._warmed_up:
+            # the first call runs eagerly: it completes deferred shape inference
+            out = super().__call__(*args, **kwargs)
+            object.__setattr__(self, "_warmed_up", True)
+            return out
+        if self._compiled is None:
+            if not self._should_compile(args):
+                return super().__call__(*args, **kwargs)
+            kw = dict(self._compile_kwargs)
+            if kw.get("backend") is None:
+                kw.pop("backend")
+            module_call = torch.nn.Module.__call__
+            object.__setattr__(self, "_compiled",
+                               torch.compile(lambda *a, **k: module_call(self, *a, **k), **kw))
+        prev = _fwd.ctx
+        _fwd.ctx = _input_context(args)
+        _fwd.depth = 1
+        try:
+            return self._compiled(*args, **kwargs)
+        except Exception as e:  # compiler missing, unsupported op, ...: run eagerly from now on
+            warnings.warn(f"hybridize: torch.compile failed for {type(self).__name__} ({e!r}); "
+                          "running eagerly", RuntimeWarning, stacklevel=2)
+            object.__setattr__(self, "_compile_failed", True)
+        finally:
+            _fwd.depth = 0
+            _fwd.ctx = prev
+        return super().__call__(*args, **kwargs)
+
+    def forward(self, *args: Any) -> Any:
+        hf = getattr(self, "hybrid_forward", None)
+        if hf is None:
+            raise NotImplementedError(f"{type(self).__name__} must define forward() (or hybrid_forward())")
+        from .. import nd
+
+        params = {}
+        for name, p in self._gluon_params.items():
+            if not p.is_initialized and p._deferred is not None:
+                raise MXNetError(
+                    f"{type(self).__name__}.hybrid_forward: parameter {name!r} has unknown shape "
+                    f"{p.shape}; give the full shape, or write forward() and call infer_shape"
+                )
+            params[name] = p.data()
+        return hf(nd, *args, **params)
+
+    def infer_shape(self, *args: Any) -> None:
+        """Override to set unknown parameter shapes from the inputs (called before forward)."""
+
+    def export(self, path: str, epoch: int = 0, **kwargs: Any) -> None:
+        """Save parameters as ``path-%04d.params`` (safetensors); symbol files do not exist here."""
+        self.save_parameters(f"{path}-{epoch:04d}.params")
+
+    def optimize_for(self, x: Any, *args: Any, backend: str | None = None, **kwargs: Any) -> None:
+        self.hybridize(True, backend=backend, **kwargs)
+        self(x, *args)
+
+
+class SymbolBlock(HybridBlock):
+    """MXNet's graph-import block; symbol graphs do not exist in mxtorch."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        raise MXNetError("SymbolBlock needs MXNet symbol graphs, which mxtorch does not have: "
+                         "rebuild the network from gluon.nn layers and load_parameters()")
+
+    @staticmethod
+    def imports(*args: Any, **kwargs: Any) -> None:
+        raise MXNetError("SymbolBlock.imports needs MXNet symbol graphs, which mxtorch does not have: "
+                         "rebuild the network from gluon.nn layers and load_parameters()")
+
+

@@ -1,0 +1,397 @@
+"""ResNet v1 (post-activation) and v2 (pre-activation), for ImageNet and for CIFAR-sized images.
+
+References: He et al., "Deep Residual Learning for Image Recognition" (v1) and "Identity
+Mappings in Deep Residual Networks" (v2).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from .... import context as _context
+from ... import nn
+from ...block import HybridBlock
+
+__all__ = [
+    "ResNetV1", "ResNetV2", "BasicBlockV1", "BasicBlockV2", "BottleneckV1", "BottleneckV2",
+    "CIFARResNetV1", "CIFARResNetV2", "get_resnet", "get_cifar_resnet",
+    "resnet18_v1", "resnet34_v1", "resnet50_v1", "resnet101_v1", "resnet152_v1",
+    "resnet18_v2", "resnet34_v2", "resnet50_v2", "resnet101_v2", "resnet152_v2",
+    "cifar_resnet20_v1", "cifar_resnet56_v1", "cifar_resnet110_v1",
+    "cifar_resnet20_v2", "cifar_resnet56_v2", "cifar_resnet110_v2",
+]
+
+_DEFAULT_ROOT = "~/.mxnet/models"
+
+
+def _conv3x3(channels: int, stride: int, in_channels: int) -> nn.Conv2D:
+    return nn.Conv2D(channels, kernel_size=3, strides=stride, padding=1, use_bias=False,
+                     in_channels=in_channels)
+
+
+def _bn(last_gamma: bool = False, **kwargs: Any) -> nn.BatchNorm:
+    return nn.BatchNorm(gamma_initializer="zeros", **kwargs) if last_gamma else nn.BatchNorm(**kwargs)
+
+
+# ---- residual units ------------------------------------------------------------------------
+
+
+class BasicBlockV1(HybridBlock):
+    """Two 3x3 convolutions, each followed by BatchNorm; ReLU after the residual sum.
+
+    ``downsample=True`` adds a strided 1x1 convolution + BatchNorm on the shortcut.
+    ``last_gamma=True`` starts the last BatchNorm's gamma at zero.
+    """
+
+    def __init__(self, channels: int, stride: int, downsample: bool = False, in_channels: int = 0,
+                 last_gamma: bool = False, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.body = nn.HybridSequential()
+        self.body.add(_conv3x3(channels, stride, in_channels), nn.BatchNorm(), nn.Activation("relu"),
+                      _conv3x3(channels, 1, channels), _bn(last_gamma))
+        self.downsample: nn.HybridSequential | None = None
+        if downsample:
+            self.downsample = nn.HybridSequential()
+            self.downsample.add(nn.Conv2D(channels, kernel_size=1, strides=stride, use_bias=False,
+                                          in_channels=in_channels), nn.BatchNorm())
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        residual = self.downsample(x) if self.downsample is not None else x
+        return F.relu(self.body(x) + residual)
+
+
+class BottleneckV1(HybridBlock):
+    """1x1 (stride) → 3x3 → 1x1 convolutions with ``channels // 4`` inner width, post-activation."""
+
+    def __init__(self, channels: int, stride: int, downsample: bool = False, in_channels: int = 0,
+                 last_gamma: bool = False, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        mid = channels // 4
+        self.body = nn.HybridSequential()
+        self.body.add(
+            nn.Conv2D(mid, kernel_size=1, strides=stride, use_bias=False, in_channels=in_channels),
+            nn.BatchNorm(), nn.Activation("relu"),
+            _conv3x3(mid, 1, mid), nn.BatchNorm(), nn.Activation("relu"),
+            nn.Conv2D(channels, kernel_size=1, strides=1, use_bias=False, in_channels=mid),
+            _bn(last_gamma),
+        )
+        self.downsample: nn.HybridSequential | None = None
+        if downsample:
+            self.downsample = nn.HybridSequential()
+            self.downsample.add(nn.Conv2D(channels, kernel_size=1, strides=stride, use_bias=False,
+                                          in_channels=in_channels), nn.BatchNorm())
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        residual = self.downsample(x) if self.downsample is not None else x
+        return F.relu(self.body(x) + residual)
+
+
+class BasicBlockV2(HybridBlock):
+    """Pre-activation basic unit: BN → ReLU → 3x3 conv, twice; the shortcut is a plain 1x1 conv."""
+
+    def __init__(self, channels: int, stride: int, downsample: bool = False, in_channels: int = 0,
+                 last_gamma: bool = False, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.bn1 = nn.BatchNorm()
+        self.conv1 = _conv3x3(channels, stride, in_channels)
+        self.bn2 = _bn(last_gamma)
+        self.conv2 = _conv3x3(channels, 1, channels)
+        self.downsample: nn.Conv2D | None = None
+        if downsample:
+            self.downsample = nn.Conv2D(channels, kernel_size=1, strides=stride, use_bias=False,
+                                        in_channels=in_channels)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        residual = x
+        x = F.relu(self.bn1(x))
+        if self.downsample is not None:
+            residual = self.downsample(x)
+        x = self.conv1(x)
+        x = F.relu(self.bn2(x))
+        x = self.conv2(x)
+        return x + residual
+
+
+class BottleneckV2(HybridBlock):
+    """Pre-activation bottleneck: (BN → ReLU → conv) for 1x1, 3x3 (stride), 1x1 convolutions."""
+
+    def __init__(self, channels: int, stride: int, downsample: bool = False, in_channels: int = 0,
+                 last_gamma: bool = False, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        mid = channels // 4
+        self.bn1 = nn.BatchNorm()
+        self.conv1 = nn.Conv2D(mid, kernel_size=1, strides=1, use_bias=False, in_channels=in_channels)
+        self.bn2 = nn.BatchNorm()
+        self.conv2 = _conv3x3(mid, stride, mid)
+        self.bn3 = _bn(last_gamma)
+        self.conv3 = nn.Conv2D(channels, kernel_size=1, strides=1, use_bias=False, in_channels=mid)
+        self.downsample: nn.Conv2D | None = None
+        if downsample:
+            self.downsample = nn.Conv2D(channels, kernel_size=1, strides=stride, use_bias=False,
+                                        in_channels=in_channels)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        residual = x
+        x = F.relu(self.bn1(x))
+        if self.downsample is not None:
+            residual = self.downsample(x)
+        x = self.conv1(x)
+        x = self.conv2(F.relu(self.bn2(x)))
+        x = self.conv3(F.relu(self.bn3(x)))
+        return x + residual
+
+
+def _check_layout(layers: list[int], channels: list[int]) -> None:
+    if len(layers) + 1 != len(channels):
+        raise ValueError(f"ResNet: channels needs one more entry than layers (the stem width), got "
+                         f"layers={list(layers)} and channels={list(channels)}")
+    if any(int(n) < 1 for n in layers):
+        raise ValueError(f"ResNet: every stage needs at least one unit, got layers={list(layers)}")
+
+
+def _make_stage(block: Any, num_units: int, channels: int, stride: int, in_channels: int,
+                last_gamma: bool) -> nn.HybridSequential:
+    stage = nn.HybridSequential()
+    stage.add(block(channels, stride, channels != in_channels, in_channels=in_channels,
+                    last_gamma=last_gamma))
+    for _ in range(num_units - 1):
+        stage.add(block(channels, 1, False, in_channels=channels, last_gamma=last_gamma))
+    return stage
+
+
+# ---- networks ------------------------------------------------------------------------------
+
+
+class ResNetV1(HybridBlock):
+    """ResNet v1: ``features`` (stem, residual stages, global average pool) and ``output`` (Dense).
+
+    ``block`` is BasicBlockV1 or BottleneckV1, ``layers`` the units per stage and ``channels``
+    the stem width followed by each stage's width.  ``thumbnail=True`` replaces the 7x7/2
+    convolution + max-pool stem by one 3x3 convolution, for 32x32 inputs.
+    """
+
+    def __init__(self, block: Any, layers: list[int], channels: list[int], classes: int = 1000,
+                 thumbnail: bool = False, last_gamma: bool = False, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        _check_layout(layers, channels)
+        self.features = nn.HybridSequential()
+        if thumbnail:
+            self.features.add(_conv3x3(channels[0], 1, 0))
+        else:
+            self.features.add(nn.Conv2D(channels[0], kernel_size=7, strides=2, padding=3, use_bias=False),
+                              nn.BatchNorm(), nn.Activation("relu"),
+                              nn.MaxPool2D(pool_size=3, strides=2, padding=1))
+        for i, n in enumerate(layers):
+            self.features.add(_make_stage(block, n, channels[i + 1], 1 if i == 0 else 2, channels[i],
+                                          last_gamma))
+        self.features.add(nn.GlobalAvgPool2D())
+        self.output = nn.Dense(classes, in_units=channels[-1])
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.output(self.features(x))
+
+
+class ResNetV2(HybridBlock):
+    """ResNet v2 (pre-activation); same arguments as :class:`ResNetV1`, with the V2 units.
+
+    The input first goes through a BatchNorm without scale and shift (data normalization);
+    the features end with BatchNorm → ReLU → global average pool → flatten.
+    """
+
+    def __init__(self, block: Any, layers: list[int], channels: list[int], classes: int = 1000,
+                 thumbnail: bool = False, last_gamma: bool = False, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        _check_layout(layers, channels)
+        self.features = nn.HybridSequential()
+        self.features.add(nn.BatchNorm(scale=False, center=False))
+        if thumbnail:
+            self.features.add(_conv3x3(channels[0], 1, 0))
+        else:
+            self.features.add(nn.Conv2D(channels[0], kernel_size=7, strides=2, padding=3, use_bias=False),
+                              nn.BatchNorm(), nn.Activation("relu"),
+                              nn.MaxPool2D(pool_size=3, strides=2, padding=1))
+        for i, n in enumerate(layers):
+            self.features.add(_make_stage(block, n, channels[i + 1], 1 if i == 0 else 2, channels[i],
+                                          last_gamma))
+        self.features.add(nn.BatchNorm(), nn.Activation("relu"), nn.GlobalAvgPool2D(), nn.Flatten())
+        self.output = nn.Dense(classes, in_units=channels[-1])
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.output(self.features(x))
+
+
+class CIFARResNetV1(HybridBlock):
+    """ResNet v1 for 32x32 images: 3x3 stem (conv → BN → ReLU), then 3 stages (16/32/64 wide)."""
+
+    def __init__(self, block: Any, layers: list[int], channels: list[int], classes: int = 10,
+                 last_gamma: bool = False, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        _check_layout(layers, channels)
+        self.features = nn.HybridSequential()
+        self.features.add(_conv3x3(channels[0], 1, 0), nn.BatchNorm(), nn.Activation("relu"))
+        for i, n in enumerate(layers):
+            self.features.add(_make_stage(block, n, channels[i + 1], 1 if i == 0 else 2, channels[i],
+                                          last_gamma))
+        self.features.add(nn.GlobalAvgPool2D())
+        self.output = nn.Dense(classes, in_units=channels[-1])
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.output(self.features(x))
+
+
+class CIFARResNetV2(HybridBlock):
+    """Pre-activation ResNet for 32x32 images (input BatchNorm, 3x3 stem, 3 stages)."""
+
+    def __init__(self, block: Any, layers: list[int], channels: list[int], classes: int = 10,
+                 last_gamma: bool = False, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        _check_layout(layers, channels)
+        self.features = nn.HybridSequential()
+        self.features.add(nn.BatchNorm(scale=False, center=False), _conv3x3(channels[0], 1, 0))
+        for i, n in enumerate(layers):
+            self.features.add(_make_stage(block, n, channels[i + 1], 1 if i == 0 else 2, channels[i],
+                                          last_gamma))
+        self.features.add(nn.BatchNorm(), nn.Activation("relu"), nn.GlobalAvgPool2D(), nn.Flatten())
+        self.output = nn.Dense(classes, in_units=channels[-1])
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.output(self.features(x))
+
+
+# ---- specifications and constructors -------------------------------------------------------
+
+# depth -> (unit kind, units per stage, stem width + stage widths)
+_RESNET_SPEC: dict[int, tuple[str, list[int], list[int]]] = {
+    18: ("basic", [2, 2, 2, 2], [64, 64, 128, 256, 512]),
+    34: ("basic", [3, 4, 6, 3], [64, 64, 128, 256, 512]),
+    50: ("bottleneck", [3, 4, 6, 3], [64, 256, 512, 1024, 2048]),
+    101: ("bottleneck", [3, 4, 23, 3], [64, 256, 512, 1024, 2048]),
+    152: ("bottleneck", [3, 8, 36, 3], [64, 256, 512, 1024, 2048]),
+}
+_NETS: dict[int, type[HybridBlock]] = {1: ResNetV1, 2: ResNetV2}
+_UNITS: dict[int, dict[str, type[HybridBlock]]] = {
+    1: {"basic": BasicBlockV1, "bottleneck": BottleneckV1},
+    2: {"basic": BasicBlockV2, "bottleneck": BottleneckV2},
+}
+
+
+def get_resnet(version: int, num_layers: int, pretrained: bool = False,
+               ctx: _context.Context | None = None, root: str = _DEFAULT_ROOT, **kwargs: Any) -> HybridBlock:
+    """ResNet ``version`` (1 or 2) of depth ``num_layers`` (18, 34, 50, 101 or 152).
+
+    ``ctx`` and ``root`` are accepted for MXNet compatibility and unused; ``pretrained=True``
+    raises (weights are never downloaded).  Other keywords (``classes``, ``thumbnail``,
+    ``last_gamma``) go to :class:`ResNetV1` / :class:`ResNetV2`.
+    """
+    from . import check_pretrained
+
+    if num_layers not in _RESNET_SPEC:
+        raise ValueError(f"ResNet depth {num_layers} is not supported; choose one of {sorted(_RESNET_SPEC)}")
+    if version not in _NETS:
+        raise ValueError(f"ResNet version {version} is not supported; choose 1 or 2")
+    check_pretrained(pretrained, f"resnet{num_layers}_v{version}")
+    kind, layers, channels = _RESNET_SPEC[num_layers]
+    return _NETS[version](_UNITS[version][kind], layers, channels, **kwargs)
+
+
+def get_cifar_resnet(version: int, num_layers: int, pretrained: bool = False,
+                     ctx: _context.Context | None = None, root: str = _DEFAULT_ROOT,
+                     **kwargs: Any) -> HybridBlock:
+    """CIFAR ResNet ``version`` (1 or 2) with ``num_layers = 6n + 2`` (20, 56, 110, ...).
+
+    Three stages of ``n`` basic units, 16/32/64 channels wide; ``classes`` defaults to 10.
+    """
+    from . import check_pretrained
+
+    if version not in _NETS:
+        raise ValueError(f"CIFAR ResNet version {version} is not supported; choose 1 or 2")
+    if num_layers < 8 or (num_layers - 2) % 6 != 0:
+        raise ValueError(f"CIFAR ResNet depth must be 6n + 2 (20, 32, 44, 56, 110, ...), got {num_layers}")
+    check_pretrained(pretrained, f"cifar_resnet{num_layers}_v{version}")
+    n = (num_layers - 2) // 6
+    net_cls = CIFARResNetV1 if version == 1 else CIFARResNetV2
+    block = BasicBlockV1 if version == 1 else BasicBlockV2
+    return net_cls(block, [n] * 3, [16, 16, 32, 64], **kwargs)
+
+
+def resnet18_v1(**kwargs: Any) -> HybridBlock:
+    """ResNet-18 v1 (basic units, 2-2-2-2)."""
+    return get_resnet(1, 18, **kwargs)
+
+
+def resnet34_v1(**kwargs: Any) -> HybridBlock:
+    """ResNet-34 v1 (basic units, 3-4-6-3)."""
+    return get_resnet(1, 34, **kwargs)
+
+
+def resnet50_v1(**kwargs: Any) -> HybridBlock:
+    """ResNet-50 v1 (bottleneck units, 3-4-6-3)."""
+    return get_resnet(1, 50, **kwargs)
+
+
+def resnet101_v1(**kwargs: Any) -> HybridBlock:
+    """ResNet-101 v1 (bottleneck units, 3-4-23-3)."""
+    return get_resnet(1, 101, **kwargs)
+
+
+def resnet152_v1(**kwargs: Any) -> HybridBlock:
+    """ResNet-152 v1 (bottleneck units, 3-8-36-3)."""
+    return get_resnet(1, 152, **kwargs)
+
+
+def resnet18_v2(**kwargs: Any) -> HybridBlock:
+    """ResNet-18 v2 (pre-activation basic units, 2-2-2-2)."""
+    return get_resnet(2, 18, **kwargs)
+
+
+def resnet34_v2(**kwargs: Any) -> HybridBlock:
+    """ResNet-34 v2 (pre-activation basic units, 3-4-6-3)."""
+    return get_resnet(2, 34, **kwargs)
+
+
+def resnet50_v2(**kwargs: Any) -> HybridBlock:
+    """ResNet-50 v2 (pre-activation bottleneck units, 3-4-6-3)."""
+    return get_resnet(2, 50, **kwargs)
+
+
+def resnet101_v2(**kwargs: Any) -> HybridBlock:
+    """ResNet-101 v2 (pre-activation bottleneck units, 3-4-23-3)."""
+    return get_resnet(2, 101, **kwargs)
+
+
+def resnet152_v2(**kwargs: Any) -> HybridBlock:
+    """ResNet-152 v2 (pre-activation bottleneck units, 3-8-36-3)."""
+    return get_resnet(2, 152, **kwargs)
+
+
+def cifar_resnet20_v1(**kwargs: Any) -> HybridBlock:
+    """ResNet-20 v1 for CIFAR (3 units per stage)."""
+    return get_cifar_resnet(1, 20, **kwargs)
+
+
+def cifar_resnet56_v1(**kwargs: Any) -> HybridBlock:
+    """ResNet-56 v1 for CIFAR (9 units per stage)."""
+    return get_cifar_resnet(1, 56, **kwargs)
+
+
+def cifar_resnet110_v1(**kwargs: Any) -> HybridBlock:
+    """ResNet-110 v1 for CIFAR (18 units per stage)."""
+    return get_cifar_resnet(1, 110, **kwargs)
+
+
+def cifar_resnet20_v2(**kwargs: Any) -> HybridBlock:
+    """ResNet-20 v2 for CIFAR (3 pre-activation units per stage)."""
+    return get_cifar_resnet(2, 20, **kwargs)
+
+
+def cifar_resnet56_v2(**kwargs: Any) -> HybridBlock:
+    """ResNet-56 v2 for CIFAR (9 pre-activation units per stage)."""
+    return get_cifar_resnet(2, 56, **kwargs)
+
+
+def cifar_resnet110_v2(**kwargs: Any) -> HybridBlock:
+    """ResNet-110 v2 for CIFAR (18 pre-activation units per stage)."""
+    return get_cifar_resnet(2, 110, **kwargs)

@@ -1,0 +1,136 @@
+"""Activation layers: Activation(act_type), LeakyReLU, PReLU, ELU, SELU, GELU, Swish, SiLU."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from ..block import HybridBlock
+from ..parameter import Parameter
+
+__all__ = ["Activation", "LeakyReLU", "PReLU", "ELU", "SELU", "GELU", "Swish", "SiLU", "activation_fn"]
+
+_ACTIVATIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
+    "relu": torch.relu,
+    "sigmoid": torch.sigmoid,
+    "tanh": torch.tanh,
+    "softrelu": F.softplus,
+    "softsign": F.softsign,
+    "log_sigmoid": F.logsigmoid,
+    "mish": F.mish,
+    "gelu": F.gelu,
+    "silu": F.silu,
+    "swish": F.silu,
+    "elu": F.elu,
+    "selu": F.selu,
+}
+
+
+def activation_fn(act_type: str) -> Callable[[torch.Tensor], torch.Tensor]:
+    """The function for MXNet's ``act_type`` name; unknown names list the known ones."""
+    fn = _ACTIVATIONS.get(act_type) if isinstance(act_type, str) else None
+    if fn is None:
+        raise ValueError(f"unknown activation {act_type!r}: expected one of {sorted(_ACTIVATIONS)}")
+    return fn
+
+
+class Activation(HybridBlock):
+    """Applies ``act_type`` ('relu', 'sigmoid', 'tanh', 'softrelu', 'softsign', ...)."""
+
+    def __init__(self, activation: str, prefix: str | None = None, params: Any = None) -> None:
+        super().__init__(prefix, params)
+        self._act_type = activation
+        self._fn = activation_fn(activation)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self._fn(x)
+
+    def __repr__(self) -> str:
+        return f"Activation({self._act_type})"
+
+
+class LeakyReLU(HybridBlock):
+    """``x if x > 0 else alpha * x``."""
+
+    def __init__(self, alpha: float, prefix: str | None = None, params: Any = None) -> None:
+        super().__init__(prefix, params)
+        if alpha < 0:
+            raise ValueError(f"LeakyReLU: alpha must be >= 0, got {alpha!r}")
+        self._alpha = float(alpha)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.leaky_relu(x, self._alpha)
+
+    def __repr__(self) -> str:
+        return f"LeakyReLU({self._alpha})"
+
+
+class PReLU(HybridBlock):
+    """Leaky ReLU with a learned slope (``alpha``), shared over all channels by default."""
+
+    def __init__(self, alpha_initializer: Any = None, in_channels: int = 1, prefix: str | None = None,
+                 params: Any = None) -> None:
+        super().__init__(prefix, params)
+        from ... import initializer
+
+        self.alpha = Parameter("alpha", shape=(in_channels,),
+                               init=alpha_initializer if alpha_initializer is not None
+                               else initializer.Constant(0.25))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        a = self.alpha.data()
+        if a.numel() > 1 and x.dim() > 1:
+            a = a.reshape((1, -1) + (1,) * (x.dim() - 2))
+        return torch.where(x >= 0, x, a * x)
+
+
+class ELU(HybridBlock):
+    """``x if x > 0 else alpha * (exp(x) - 1)``."""
+
+    def __init__(self, alpha: float = 1.0, prefix: str | None = None, params: Any = None) -> None:
+        super().__init__(prefix, params)
+        self._alpha = float(alpha)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.elu(x, self._alpha)
+
+
+class SELU(HybridBlock):
+    """Scaled ELU (Klambauer et al., 2017)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.selu(x)
+
+
+class GELU(HybridBlock):
+    """Gaussian error linear unit; ``approximation='tanh'`` uses the tanh formula."""
+
+    def __init__(self, approximation: str = "erf", prefix: str | None = None, params: Any = None) -> None:
+        super().__init__(prefix, params)
+        if approximation not in ("erf", "tanh"):
+            raise ValueError(f"GELU approximation must be 'erf' or 'tanh', got {approximation!r}")
+        self._approx = "none" if approximation == "erf" else "tanh"
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.gelu(x, approximate=self._approx)
+
+
+class Swish(HybridBlock):
+    """``x * sigmoid(beta * x)`` (Ramachandran et al., 2017)."""
+
+    def __init__(self, beta: float = 1.0, prefix: str | None = None, params: Any = None) -> None:
+        super().__init__(prefix, params)
+        self._beta = float(beta)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.silu(x) if self._beta == 1.0 else x * torch.sigmoid(self._beta * x)
+
+
+class SiLU(Swish):
+    """``x * sigmoid(x)``."""
+
+    def __init__(self, prefix: str | None = None, params: Any = None) -> None:
+        super().__init__(1.0, prefix, params)

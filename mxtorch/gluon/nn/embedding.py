@@ -1,0 +1,58 @@
+"""Embedding: integer indices (given as ints or floats, as MXNet allows) -> dense vectors."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from ..._dtype import dtype_name, to_torch_dtype
+from ...base import MXNetError
+from ..block import HybridBlock
+from ..parameter import Parameter
+
+__all__ = ["Embedding"]
+
+
+class Embedding(HybridBlock):
+    """Looks up rows of ``weight`` (shape (input_dim, output_dim)) for each index of the input.
+
+    Input of shape (d1, ..., dk) gives output (d1, ..., dk, output_dim).  Float indices are
+    truncated to integers, as MXNet does.  Indices outside [0, input_dim) raise an error on CPU
+    (a device-side assertion on GPU, where checking would force a synchronization).
+    ``sparse_grad=True`` (row-sparse gradients) is not supported: gradients are dense.
+    """
+
+    def __init__(self, input_dim: int, output_dim: int, dtype: Any = "float32",
+                 weight_initializer: Any = None, sparse_grad: bool = False, prefix: str | None = None,
+                 params: Any = None) -> None:
+        super().__init__(prefix, params)
+        for what, v in (("input_dim", input_dim), ("output_dim", output_dim)):
+            if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
+                raise ValueError(f"Embedding: {what} must be a positive int, got {v!r}")
+        if sparse_grad:
+            raise MXNetError("Embedding(sparse_grad=True): row-sparse gradients are not supported yet (they "
+                             "come with the sparse parameter-server work); use sparse_grad=False, which "
+                             "gives dense gradients with the same values")
+        self._input_dim, self._output_dim = input_dim, output_dim
+        self._dtype = to_torch_dtype(dtype)
+        self.weight = Parameter("weight", shape=(input_dim, output_dim), dtype=self._dtype,
+                                init=weight_initializer, allow_deferred_init=True)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if not isinstance(x, torch.Tensor):
+            x = torch.as_tensor(x)
+        if x.dtype.is_complex or x.dtype == torch.bool:
+            raise TypeError(f"Embedding: indices must be integers or floats, got dtype {x.dtype}")
+        idx = x if x.dtype == torch.int64 else x.long()
+        if idx.device.type == "cpu" and idx.numel():
+            lo, hi = int(idx.min()), int(idx.max())
+            if lo < 0 or hi >= self._input_dim:
+                bad = lo if lo < 0 else hi
+                raise MXNetError(f"Embedding: index {bad} is out of range for input_dim={self._input_dim} "
+                                 f"(expected 0 <= index < {self._input_dim})")
+        return F.embedding(idx, self.weight.data())
+
+    def __repr__(self) -> str:
+        return f"Embedding({self._input_dim} -> {self._output_dim}, {dtype_name(self._dtype)})"

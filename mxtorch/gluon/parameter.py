@@ -1,0 +1,540 @@
+"""Gluon parameters: one logical weight with a copy per context.
+
+A :class:`Parameter` owns one ``torch.nn.Parameter`` per context it was initialized on.
+The copy of the first context is also registered with the owning block's torch module
+machinery, so ``block.parameters()``, ``state_dict()`` and torch optimizers see it.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import weakref
+from collections import OrderedDict
+from collections.abc import Iterable, Iterator, MutableMapping, Sequence
+from typing import Any
+
+import torch
+
+from .._dtype import dtype_name, to_torch_dtype
+from ..base import DeferredInitializationError, MXNetError
+from ..context import Context, as_context, context_of, current_context
+
+__all__ = ["Parameter", "Constant", "ParameterDict", "DeferredInitializationError", "forward_context"]
+
+_GRAD_REQS = ("write", "add", "null")
+
+
+class _ForwardState(threading.local):
+    ctx: Context | None = None
+    depth: int = 0
+
+
+_fwd = _ForwardState()
+
+
+def forward_context() -> Context | None:
+    """The context of the input of the outermost block call now running (None outside)."""
+    return _fwd.ctx
+
+
+def _shape_known(shape: tuple[int, ...] | None) -> bool:
+    return shape is not None and all(int(s) > 0 for s in shape)
+
+
+class Parameter:
+    """A trainable (or fixed, ``grad_req='null'``) tensor of a block, with a copy per context.
+
+    ``shape`` may contain 0 or -1 for dimensions that are inferred at the first forward
+    pass (``allow_deferred_init=True``).  ``lr_mult``/``wd_mult`` scale the optimizer's
+    learning rate and weight decay for this parameter.
+    """
+
+    def __init__(
+        self,
+        name: str = "weight",
+        grad_req: str = "write",
+        shape: int | Sequence[int] | None = None,
+        dtype: Any = "float32",
+        lr_mult: float = 1.0,
+        wd_mult: float = 1.0,
+        init: Any = None,
+        allow_deferred_init: bool = False,
+        differentiable: bool = True,
+        stype: str = "default",
+        grad_stype: str = "default",
+    ) -> None:
+        self.name = name
+        self._shape: tuple[int, ...] | None = None
+        self.shape = shape  # type: ignore[assignment]
+        self._dtype = to_torch_dtype(dtype)
+        self.lr_mult = float(lr_mult)
+        self.wd_mult = float(wd_mult)
+        self.init = init
+        self.allow_deferred_init = allow_deferred_init
+        self._differentiable = differentiable
+        if stype != "default" or grad_stype != "default":
+            raise MXNetError(
+                f"Parameter {name!r}: stype={stype!r}, grad_stype={grad_stype!r} need sparse storage, "
+                "which this version does not support; use the default stype"
+            )
+        self.stype, self.grad_stype = stype, grad_stype
+        self._data: list[torch.nn.Parameter] | None = None
+        self._grad_req = "null"
+        self.grad_req = grad_req if differentiable else "null"
+        self._ctx_list: list[Context] = []
+        self._ctx_index: dict[Context, int] = {}
+        self._deferred: tuple[Any, list[Context], Any] | None = None
+        self._owners: list[tuple[weakref.ref[torch.nn.Module], str]] = []
+
+    # ---- descriptive properties --------------------------------------------------------
+    def __repr__(self) -> str:
+        return f"Parameter {self.name} (shape={self.shape}, dtype={dtype_name(self._dtype)})"
+
+    @property
+    def shape(self) -> tuple[int, ...] | None:
+        return self._shape
+
+    @shape.setter
+    def shape(self, new: int | Sequence[int] | None) -> None:
+        if new is None:
+            self._shape = None
+            return
+        new_t = (int(new),) if isinstance(new, int) else tuple(int(s) for s in new)
+        old = self._shape
+        if old is not None and _shape_known(old) and old != new_t:
+            raise MXNetError(f"Parameter {self.name!r}: cannot change shape from {old} to {new_t}")
+        if old is not None and len(old) == len(new_t):
+            for o, n in zip(old, new_t):
+                if o > 0 and n > 0 and o != n:
+                    raise MXNetError(
+                        f"Parameter {self.name!r}: expected shape compatible with {old}, got {new_t}"
+                    )
+            new_t = tuple(n if n > 0 else o for o, n in zip(old, new_t))
+        self._shape = new_t
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self._dtype
+
+    @dtype.setter
+    def dtype(self, dtype: Any) -> None:
+        self.cast(dtype)
+
+    @property
+    def grad_req(self) -> str:
+        return self._grad_req
+
+    @grad_req.setter
+    def grad_req(self, req: str) -> None:
+        if req not in _GRAD_REQS:
+            raise ValueError(f"grad_req must be one of {_GRAD_REQS}, got {req!r}")
+        if not self._differentiable:
+            req = "null"
+        self._grad_req = req
+        if self._data is not None:
+            for d in self._data:
+                d.requires_grad_(req != "null")
+                if req == "null":
+                    d.grad = None
+
+    # ---- initialization ----------------------------------------------------------------
+    def initialize(
+        self,
+        init: Any = None,
+        ctx: Context | Sequence[Context] | None = None,
+        default_init: Any = None,
+        force_reinit: bool = False,
+    ) -> None:
+        """Create this parameter's data on ``ctx`` (a context or a list of them).
+
+        ``init`` overrides the parameter's own initializer, which overrides ``default_init``
+        (Uniform when nothing is given).  Shapes with unknown dimensions are initialized at
+        the first forward pass when ``allow_deferred_init`` is set.
+        """
+        if self._data is not None and not force_reinit:
+            return
+        ctx_list = _ctx_list(ctx)
+        chosen = init if init is not None else self.init
+        if default_init is None:
+            default_init = "uniform"
+        if not _shape_known(self._shape):
+            if not self.allow_deferred_init:
+                raise MXNetError(
+                    f"cannot initialize Parameter {self.name!r}: its shape {self._shape} is not fully "
+                    "known; give the full shape (e.g. in_units/in_channels) or allow deferred init"
+                )
+            self._deferred = (chosen, ctx_list, default_init)
+            return
+        self._init_impl(chosen, ctx_list, default_init)
+
+    def _init_impl(self, init: Any, ctx_list: list[Context], default_init: Any) -> None:
+        from .. import initializer as _init
+
+        assert self._shape is not None
+        first = torch.empty(self._shape, dtype=self._dtype, device=ctx_list[0].torch_device)
+        # Gluon's rule: the initializer given here, else the parameter's own, else the global
+        # default fills the tensor whatever its name; initializers that dispatch on the name
+        # themselves (Mixed, Load) are called with it.
+        initializer = _init.create(init if init is not None else default_init)
+        desc = _init.InitDesc(self.name)
+        if type(initializer).__call__ is not _init.Initializer.__call__:
+            initializer(desc, first)
+        else:
+            initializer._init_weight(desc, first)
+        self._set_copies([first.to(c.torch_device, copy=(i > 0)) for i, c in enumerate(ctx_list)], ctx_list)
+        self._deferred = None
+
+    def _set_copies(self, tensors: list[torch.Tensor], ctx_list: list[Context]) -> None:
+        req = self._grad_req != "null"
+        self._data = [torch.nn.Parameter(t.detach(), requires_grad=req) for t in tensors]
+        self._ctx_list = list(ctx_list)
+        self._ctx_index = {c: i for i, c in enumerate(ctx_list)}
+        self._sync_owners()
+
+    def _sync_owners(self) -> None:
+        primary = self._data[0] if self._data else None
+        live = []
+        for ref, attr in self._owners:
+            mod = ref()
+            if mod is None:
+                continue
+            mod._parameters[attr] = primary
+            live.append((ref, attr))
+        self._owners = live
+
+    def _add_owner(self, module: torch.nn.Module, attr: str) -> None:
+        self._owners.append((weakref.ref(module), attr))
+        module._parameters[attr] = self._data[0] if self._data else None
+
+    def _finish_deferred_init(self) -> None:
+        """Initialize now that the shape is known (called by layers at the first forward)."""
+        if self._data is not None:
+            return
+        if self._deferred is None:
+            raise MXNetError(
+                f"Parameter {self.name!r} has not been initialized: call block.initialize() "
+                "(or param.initialize()) before using it"
+            )
+        if not _shape_known(self._shape):
+            raise DeferredInitializationError(
+                f"Parameter {self.name!r}: shape {self._shape} still has unknown dimensions"
+            )
+        init, ctx_list, default_init = self._deferred
+        self._init_impl(init, ctx_list, default_init)
+
+    def infer_shape(self, shape: Sequence[int]) -> None:
+        """Fill unknown dimensions from ``shape`` and finish a pending deferred init."""
+        self.shape = tuple(shape)
+        if self._data is None and self._deferred is not None:
+            self._finish_deferred_init()
+
+    @property
+    def is_initialized(self) -> bool:
+        return self._data is not None
+
+    # ---- access ------------------------------------------------------------------------
+    def _check(self) -> list[torch.nn.Parameter]:
+        if self._data is not None:
+            return self._data
+        if self._deferred is not None:
+            raise DeferredInitializationError(
+                f"Parameter {self.name!r} has not been initialized yet because its shape {self._shape} "
+                "is inferred from the data: run a forward pass first (or give the full shape)"
+            )
+        raise MXNetError(
+            f"Parameter {self.name!r} has not been initialized: call net.initialize() (or "
+            "param.initialize()) before using it"
+        )
+
+    def _index(self, ctx: Context | None) -> int:
+        if ctx is None:
+            ctx = _fwd.ctx
+            if ctx is None:
+                return 0
+        idx = self._ctx_index.get(ctx)
+        if idx is not None:
+            return idx
+        dev = ctx.torch_device
+        for i, c in enumerate(self._ctx_list):
+            if c.torch_device == dev:
+                return i
+        raise MXNetError(
+            f"Parameter {self.name!r} was not initialized on context {ctx}; it lives on "
+            f"{self._ctx_list}. Initialize it there or move the data with split_and_load/as_in_context"
+        )
+
+    def data(self, ctx: Context | None = None) -> torch.nn.Parameter:
+        """The copy on ``ctx`` (default: the context of the running forward pass, or the first)."""
+        data = self._data
+        if data is not None and len(data) == 1 and ctx is None:
+            return data[0]
+        data = self._check()
+        return data[self._index(ctx)]
+
+    def list_data(self) -> list[torch.nn.Parameter]:
+        return list(self._check())
+
+    def grad(self, ctx: Context | None = None) -> torch.Tensor:
+        """The gradient buffer on ``ctx`` (zeros before the first backward)."""
+        if self._grad_req == "null":
+            raise MXNetError(f"Parameter {self.name!r} has grad_req='null': it has no gradient")
+        d = self.data(ctx)
+        if d.grad is None:
+            d.grad = torch.zeros_like(d)
+        return d.grad
+
+    def list_grad(self) -> list[torch.Tensor]:
+        self._check()
+        return [self.grad(c) for c in self._ctx_list]
+
+    def list_ctx(self) -> list[Context]:
+        if self._data is None and self._deferred is not None:
+            return list(self._deferred[1])
+        self._check()
+        return list(self._ctx_list)
+
+    def set_data(self, data: Any) -> None:
+        """Copy ``data`` into every context's copy."""
+        src = torch.as_tensor(data)
+        if self._data is None:
+            self.shape = tuple(src.shape)
+            if self._deferred is not None:
+                self._finish_deferred_init()
+            else:
+                self._check()
+        assert self._data is not None
+        if tuple(src.shape) != tuple(self._data[0].shape):
+            raise MXNetError(
+                f"Parameter {self.name!r}: set_data got shape {tuple(src.shape)}, expected "
+                f"{tuple(self._data[0].shape)}"
+            )
+        with torch.no_grad():
+            for d in self._data:
+                d.copy_(src)
+
+    def zero_grad(self) -> None:
+        """Reset gradients to zero (needed between steps with ``grad_req='add'``)."""
+        if self._data is None:
+            return
+        for d in self._data:
+            if d.grad is not None:
+                d.grad.zero_()
+
+    def reset_ctx(self, ctx: Context | Sequence[Context]) -> None:
+        """Move the parameter to other contexts, keeping its value."""
+        ctx_list = _ctx_list(ctx)
+        if self._data is None:
+            if self._deferred is not None:
+                self._deferred = (self._deferred[0], ctx_list, self._deferred[2])
+                return
+            self._check()
+        assert self._data is not None
+        src = self._data[0].detach()
+        self._set_copies([src.to(c.torch_device, copy=True) for c in ctx_list], ctx_list)
+
+    def cast(self, dtype: Any) -> None:
+        """Cast every copy (and its gradient) to ``dtype``."""
+        self._dtype = to_torch_dtype(dtype)
+        if self._data is None:
+            return
+        with torch.no_grad():
+            for d in self._data:
+                d.data = d.data.to(self._dtype)
+                if d.grad is not None:
+                    d.grad = d.grad.to(self._dtype)
+
+    def var(self) -> Any:
+        raise MXNetError("symbolic variables do not exist in mxtorch: use param.data() in forward")
+
+
+class Constant(Parameter):
+    """A parameter that is never updated (``grad_req='null'``), with a fixed value."""
+
+    def __init__(self, name: str, value: Any) -> None:
+        t = torch.as_tensor(value)
+        if not t.is_floating_point():
+            t = t.float()
+        self._value = t
+        super().__init__(name, grad_req="null", shape=tuple(t.shape), dtype=t.dtype, init="zeros",
+                         differentiable=False)
+
+    def _init_impl(self, init: Any, ctx_list: list[Context], default_init: Any) -> None:
+        self._set_copies([self._value.to(c.torch_device, copy=True) for c in ctx_list], ctx_list)
+        self._deferred = None
+
+
+def _ctx_list(ctx: Context | Sequence[Context] | None) -> list[Context]:
+    if ctx is None:
+        return [current_context()]
+    if isinstance(ctx, (list, tuple)):
+        if not ctx:
+            raise ValueError("ctx list is empty: give at least one context")
+        out = [as_context(c) for c in ctx]
+    else:
+        out = [as_context(ctx)]
+    if len(set(out)) != len(out):
+        raise ValueError(f"ctx list {out} contains duplicates")
+    return out
+
+
+class ParameterDict(MutableMapping[str, Parameter]):
+    """An ordered name → Parameter mapping with MXNet's bulk operations.
+
+    ``get(name, **kwargs)`` follows MXNet 1.x: it returns the parameter named
+    ``prefix + name``, creating it with ``kwargs`` when absent.
+    """
+
+    def __init__(self, prefix: str = "", shared: ParameterDict | None = None) -> None:
+        self._params: OrderedDict[str, Parameter] = OrderedDict()
+        self._prefix = prefix
+        self._shared = shared
+
+    @property
+    def prefix(self) -> str:
+        return self._prefix
+
+    def __getitem__(self, key: str) -> Parameter:
+        return self._params[key]
+
+    def __setitem__(self, key: str, value: Parameter) -> None:
+        if not isinstance(value, Parameter):
+            raise TypeError(f"ParameterDict values must be Parameters, got {type(value).__name__}")
+        self._params[key] = value
+
+    def __delitem__(self, key: str) -> None:
+        del self._params[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._params)
+
+    def __len__(self) -> int:
+        return len(self._params)
+
+    def __repr__(self) -> str:
+        body = "\n".join(f"  {k}: {v!r}" for k, v in self._params.items())
+        return f"ParameterDict(\n{body}\n)"
+
+    def get(self, name: str, **kwargs: Any) -> Parameter:  # type: ignore[override]
+        full = self._prefix + name
+        if full in self._params:
+            return self._params[full]
+        if self._shared is not None and full in self._shared._params:
+            p = self._shared._params[full]
+        else:
+            p = Parameter(full, **kwargs)
+        self._params[full] = p
+        return p
+
+    def update(self, other: Any = (), /, **kw: Any) -> None:  # type: ignore[override]
+        items = other.items() if hasattr(other, "items") else other
+        for k, v in items:
+            if k in self._params and self._params[k] is not v:
+                raise MXNetError(f"cannot update ParameterDict: a different Parameter named {k!r} exists")
+            self[k] = v
+
+    def initialize(
+        self,
+        init: Any = None,
+        ctx: Context | Sequence[Context] | None = None,
+        verbose: bool = False,
+        force_reinit: bool = False,
+    ) -> None:
+        """Initialize every parameter (its own ``init`` wins over ``init`` given here)."""
+        for p in self._params.values():
+            p.initialize(None, ctx, default_init=init, force_reinit=force_reinit)
+
+    def zero_grad(self) -> None:
+        for p in self._params.values():
+            if p.grad_req != "null":
+                p.zero_grad()
+
+    def reset_ctx(self, ctx: Context | Sequence[Context]) -> None:
+        for p in self._params.values():
+            p.reset_ctx(ctx)
+
+    def setattr(self, name: str, value: Any) -> None:
+        """Set attribute ``name`` (e.g. 'grad_req', 'lr_mult') on every parameter."""
+        for p in self._params.values():
+            setattr(p, name, value)
+
+    def list_ctx(self) -> list[Context]:
+        out: list[Context] = []
+        for p in self._params.values():
+            for c in p.list_ctx():
+                if c not in out:
+                    out.append(c)
+        return out
+
+    def select(self, select: str | None) -> ParameterDict:
+        if select is None:
+            return self
+        pattern = re.compile(select)
+        out = ParameterDict(self._prefix)
+        for k, v in self._params.items():
+            if pattern.match(k):
+                out._params[k] = v
+        return out
+
+    def save(self, filename: str, strip_prefix: str = "") -> None:
+        from .serialization import save_tensors
+
+        tensors = {}
+        for k, p in self._params.items():
+            if strip_prefix and not k.startswith(strip_prefix):
+                raise ValueError(f"prefix {strip_prefix!r} is not a prefix of parameter {k!r}")
+            tensors[k[len(strip_prefix):]] = p.data().detach()
+        save_tensors(filename, tensors)
+
+    def load(self, filename: str, ctx: Any = None, allow_missing: bool = False,
+             ignore_extra: bool = False, restore_prefix: str = "", cast_dtype: bool = False) -> None:
+        from .serialization import load_into
+
+        targets = {k[len(restore_prefix):] if k.startswith(restore_prefix) else k: v
+                   for k, v in self._params.items()}
+        load_into(targets, filename, ctx=ctx, allow_missing=allow_missing, ignore_extra=ignore_extra,
+                  cast_dtype=cast_dtype)
+
+
+def as_parameters(params: Any) -> list[tuple[str, Parameter]]:
+    """Normalize what a Trainer accepts: ParameterDict, dict, list of Parameters or torch params."""
+    if isinstance(params, (ParameterDict, dict)):
+        items = list(params.items())
+    elif isinstance(params, torch.nn.Module):
+        from .block import collect_params
+
+        items = list(collect_params(params).items())
+    elif isinstance(params, Iterable) and not isinstance(params, (str, torch.Tensor)):
+        items = []
+        for i, p in enumerate(params):
+            items.append((getattr(p, "name", None) or f"param{i}", p))
+    else:
+        raise TypeError(
+            f"expected a ParameterDict, a dict or a list of Parameters, got {type(params).__name__}"
+        )
+    out: list[tuple[str, Parameter]] = []
+    seen: set[int] = set()
+    for name, p in items:
+        if isinstance(p, torch.nn.Parameter):
+            p = wrap_torch_parameter(p, name)
+        if not isinstance(p, Parameter):
+            raise TypeError(f"parameter {name!r} is a {type(p).__name__}, expected gluon.Parameter")
+        if id(p) in seen:
+            continue
+        seen.add(id(p))
+        out.append((name, p))
+    return out
+
+
+def wrap_torch_parameter(tp: torch.nn.Parameter, name: str) -> Parameter:
+    """A gluon Parameter view of a plain torch parameter (one context: its device)."""
+    p = getattr(tp, "_mx_param", None)
+    if p is None:
+        p = Parameter(name, grad_req="write" if tp.requires_grad else "null", shape=tuple(tp.shape),
+                      dtype=tp.dtype)
+        p._data = [tp]
+        ctx = context_of(tp)
+        p._ctx_list = [ctx]
+        p._ctx_index = {ctx: 0}
+        tp._mx_param = p  # type: ignore[attr-defined]
+    return p

@@ -1,0 +1,154 @@
+"""The KVStore interface every backend implements, and the registry that names backends.
+
+A key is an ``int`` or a ``str``; a value is a ``torch.Tensor`` (or, for a key pushed from
+several contexts, a list of them, which the store sums).  Backends declare what they can do
+through :meth:`KVStoreBase.is_capable`; the Trainer reads those declarations instead of
+inspecting a backend's type name.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Callable, Sequence
+from typing import Any, Union
+
+import torch
+
+from ..base import MXNetError
+
+__all__ = ["KVStoreBase", "KVStoreError", "Key", "Value", "register", "create", "registered_names",
+           "is_registered"]
+
+Key = Union[int, str]
+Value = Union[torch.Tensor, Sequence[torch.Tensor]]
+
+
+class KVStoreError(MXNetError):
+    """A KVStore call failed: unknown key, shape mismatch, bad backend name, dead peer, ..."""
+
+
+class KVStoreBase(abc.ABC):
+    """The interface of every KVStore backend ('local', 'device', allreduce, parameter server)."""
+
+    OPTIMIZER = "optimizer"
+    """Capability: the store can run the optimizer itself (``set_optimizer``, update on kvstore)."""
+    GRADIENT_COMPRESSION = "gradient_compression"
+    """Capability: the store accepts ``set_gradient_compression``."""
+    DISTRIBUTED = "distributed"
+    """Capability: the store spans several processes (rank/num_workers meaningful)."""
+
+    @property
+    @abc.abstractmethod
+    def type(self) -> str:
+        """The name this store was created with."""
+
+    @property
+    def rank(self) -> int:
+        return 0
+
+    @property
+    def num_workers(self) -> int:
+        return 1
+
+    @property
+    def local_rank(self) -> int:
+        return 0
+
+    @abc.abstractmethod
+    def init(self, key: Key | Sequence[Key], value: Value | Sequence[Value]) -> None:
+        """Create ``key`` with its initial ``value`` (once per key)."""
+
+    @abc.abstractmethod
+    def push(self, key: Key | Sequence[Key], value: Value | Sequence[Value], priority: int = 0) -> None:
+        """Send values to the store; several values for one key are summed."""
+
+    @abc.abstractmethod
+    def pull(self, key: Key | Sequence[Key], out: Value | Sequence[Value] | None = None,
+             priority: int = 0, ignore_sparse: bool = True) -> None:
+        """Copy the stored value of ``key`` into ``out`` (each tensor of a list)."""
+
+    def pushpull(self, key: Key | Sequence[Key], value: Value | Sequence[Value],
+                 out: Value | Sequence[Value] | None = None, priority: int = 0) -> None:
+        """``push`` then ``pull``; with ``out=None`` the result overwrites ``value``."""
+        self.push(key, value, priority)
+        self.pull(key, value if out is None else out, priority)
+
+    def broadcast(self, key: Key | Sequence[Key], value: Value | Sequence[Value],
+                  out: Value | Sequence[Value], priority: int = 0) -> None:
+        """Initialize ``key`` with ``value`` (rank 0's in a distributed store) and pull it to ``out``."""
+        self.init(key, value)
+        self.pull(key, out, priority)
+
+    def row_sparse_pull(self, key: Key, out: Any = None, priority: int = 0, row_ids: Any = None) -> None:
+        raise KVStoreError(f"KVStore {self.type!r} has no row-sparse storage: use pull()")
+
+    def set_optimizer(self, optimizer: Any) -> None:
+        raise KVStoreError(f"KVStore {self.type!r} cannot run an optimizer: update on the workers instead")
+
+    def set_gradient_compression(self, compression_params: dict[str, Any]) -> None:
+        raise KVStoreError(f"KVStore {self.type!r} does not support gradient compression")
+
+    def is_capable(self, capability: str) -> bool:
+        """Whether this store supports ``capability`` (see the class constants)."""
+        return False
+
+    def save_optimizer_states(self, fname: str, dump_optimizer: bool = False) -> None:
+        raise KVStoreError(f"KVStore {self.type!r} holds no optimizer state")
+
+    def load_optimizer_states(self, fname: str) -> None:
+        raise KVStoreError(f"KVStore {self.type!r} holds no optimizer state")
+
+    def barrier(self) -> None:
+        """Wait until every worker reaches this point (no-op in one process)."""
+
+    def close(self) -> None:
+        """Release resources (connections, process groups)."""
+
+
+_REGISTRY: dict[str, Callable[..., KVStoreBase]] = {}
+
+
+def register(name: str | type[KVStoreBase] | None = None) -> Any:
+    """Register a backend class: ``@register`` (lower-case class name) or ``@register('name')``.
+
+    The class is called as ``cls(name, **kwargs)`` by :func:`create`.  Registering a name twice
+    raises: a silent overwrite would hide a typo or a clash.
+    """
+
+    def deco(cls: type[KVStoreBase], key: str | None = None) -> type[KVStoreBase]:
+        if not (isinstance(cls, type) and issubclass(cls, KVStoreBase)):
+            raise TypeError(f"only KVStoreBase subclasses can be registered, got {cls!r}")
+        register_factory(key or cls.__name__, cls)
+        return cls
+
+    if isinstance(name, type):
+        return deco(name)
+    return lambda cls: deco(cls, name)
+
+
+def register_factory(name: str, factory: Callable[..., KVStoreBase]) -> None:
+    """Register a callable that builds a store (for names handled by one class, e.g. 'device')."""
+    key = name.lower()
+    if key in _REGISTRY:
+        raise KVStoreError(f"a KVStore named {key!r} is already registered ({_REGISTRY[key]!r})")
+    _REGISTRY[key] = factory
+
+
+def registered_names() -> list[str]:
+    return sorted(_REGISTRY)
+
+
+def is_registered(name: str) -> bool:
+    return isinstance(name, str) and name.lower() in _REGISTRY
+
+
+def create(name: str | KVStoreBase = "local", **kwargs: Any) -> KVStoreBase:
+    """Create the KVStore ``name`` ('local', 'device', ...); an instance is returned as is."""
+    if isinstance(name, KVStoreBase):
+        return name
+    if not isinstance(name, str):
+        raise TypeError(f"KVStore name must be a string, got {type(name).__name__}: {name!r}")
+    factory = _REGISTRY.get(name.lower())
+    if factory is None:
+        raise KVStoreError(f"unknown KVStore type {name!r}: known types are {registered_names()}")
+    return factory(name.lower(), **kwargs)

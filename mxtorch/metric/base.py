@@ -1,0 +1,490 @@
+"""Evaluation-metric base classes, the metric registry and ``create``.
+
+Metrics keep their running sums as torch tensors on the device of the data they were given, so an
+``update`` never waits for the device; the Python number is produced only by ``get()``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
+from numbers import Number
+from typing import Any, TypeVar
+
+import numpy
+import torch
+
+__all__ = [
+    "EvalMetric",
+    "CompositeEvalMetric",
+    "CustomMetric",
+    "check_label_shapes",
+    "register",
+    "alias",
+    "create",
+    "np",
+    "registered_names",
+]
+
+ArrayLike = torch.Tensor | numpy.ndarray | Number
+Arrays = ArrayLike | Sequence[ArrayLike] | None
+Scalar = int | float | torch.Tensor
+
+_M = TypeVar("_M", bound="type[EvalMetric]")
+
+
+# ----------------------------------------------------------------------------------------------------------
+# array helpers
+# ----------------------------------------------------------------------------------------------------------
+def _to_tensor(x: Any) -> torch.Tensor:
+    """A detached tensor from a tensor, numpy array or number (numpy data is shared, not copied)."""
+    if isinstance(x, torch.Tensor):
+        return x.detach()
+    if isinstance(x, (numpy.ndarray, numpy.generic, Number, list, tuple)):
+        return torch.as_tensor(numpy.asarray(x))
+    raise TypeError(f"expected a torch.Tensor, a numpy array or a number, got {type(x).__name__}: {x!r}")
+
+
+def _as_list(x: Arrays) -> list[torch.Tensor]:
+    """Wrap a single array into a list; turn every element into a tensor."""
+    if x is None:
+        return []
+    if isinstance(x, (torch.Tensor, numpy.ndarray, numpy.generic, Number)):
+        return [_to_tensor(x)]
+    if isinstance(x, Mapping):
+        return [_to_tensor(v) for v in x.values()]
+    if isinstance(x, (list, tuple)):
+        return [_to_tensor(v) for v in x]
+    raise TypeError(f"expected an array or a list of arrays, got {type(x).__name__}: {x!r}")
+
+
+def _shape_of(x: Any) -> Any:
+    if isinstance(x, (torch.Tensor, numpy.ndarray)):
+        return tuple(x.shape)
+    return len(x)
+
+
+def check_label_shapes(labels: Any, preds: Any, wrap: bool = False, shape: bool = False) -> tuple[Any, Any]:
+    """Check that labels and predictions agree: in number of arrays, or (``shape=True``) in shape.
+
+    With ``wrap=True`` single arrays are wrapped into lists (of tensors) before the check.
+    Raises ``ValueError`` stating both shapes.
+    """
+    if wrap:
+        labels, preds = _as_list(labels), _as_list(preds)
+    if shape:
+        label_shape, pred_shape = _shape_of(labels), _shape_of(preds)
+    else:
+        label_shape, pred_shape = len(labels), len(preds)
+    if label_shape != pred_shape:
+        what = "Shape" if shape else "Number of arrays"
+        raise ValueError(f"{what} of labels {label_shape} does not match that of predictions {pred_shape}")
+    return labels, preds
+
+
+def _acc_float(x: torch.Tensor) -> torch.Tensor:
+    """Widest float dtype the tensor's device supports (float64, or float32 on MPS)."""
+    return x.to(torch.float32 if x.device.type == "mps" else torch.float64)
+
+
+def _acc_value(x: Scalar) -> Scalar:
+    """Normalise a per-batch value for accumulation: integer tensors → int64, float tensors → widest."""
+    if not isinstance(x, torch.Tensor):
+        return x
+    x = x.detach()
+    if x.dtype == torch.bool or not (x.is_floating_point() or x.is_complex()):
+        return x.to(torch.int64)
+    return _acc_float(x)
+
+
+def _add(acc: Scalar, value: Scalar) -> Scalar:
+    """``acc + value`` without leaving the device; a tensor on another device is moved to ``acc``'s."""
+    value = _acc_value(value)
+    if isinstance(acc, torch.Tensor) and isinstance(value, torch.Tensor) and value.device != acc.device:
+        value = value.to(acc.device)
+    return acc + value
+
+
+def _on_device_of(label: torch.Tensor, pred: torch.Tensor) -> torch.Tensor:
+    """``label`` moved to ``pred``'s device (host→device copies are queued, not waited for)."""
+    if label.device == pred.device:
+        return label
+    return label.to(pred.device, non_blocking=label.device.type == "cpu")
+
+
+def _py(x: Scalar) -> float | int:
+    """Python number of a scalar (the one place a device value is read back)."""
+    if isinstance(x, torch.Tensor):
+        return x.item()
+    return x
+
+
+# ----------------------------------------------------------------------------------------------------------
+# EvalMetric
+# ----------------------------------------------------------------------------------------------------------
+class EvalMetric:
+    """Base class of all evaluation metrics.
+
+    ``update(labels, preds)`` adds a batch, ``get()`` gives ``(name, value)``; ``reset()`` starts over.
+    Besides the local statistics (cleared by ``reset_local``) a global copy is kept that only
+    ``reset`` clears, read by ``get_global``.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        output_names: Sequence[str] | None = None,
+        label_names: Sequence[str] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        self.name = str(name)
+        self.output_names = list(output_names) if output_names is not None else None
+        self.label_names = list(label_names) if label_names is not None else None
+        kwargs.pop("has_global_stats", None)
+        self._kwargs = kwargs
+        self._sum: Scalar = 0
+        self._num: Scalar = 0
+        self._gsum: Scalar = 0
+        self._gnum: Scalar = 0
+        self.reset()
+
+    def __str__(self) -> str:
+        return f"EvalMetric: {dict(self.get_name_value())}"
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(name={self.name!r})"
+
+    # -- statistics, as Python numbers ---------------------------------------------------------------------
+    @property
+    def sum_metric(self) -> float | int:
+        """Running sum of the local statistic."""
+        return _py(self._sum)
+
+    @sum_metric.setter
+    def sum_metric(self, value: Scalar) -> None:
+        self._sum = value
+
+    @property
+    def num_inst(self) -> float | int:
+        """Number of instances counted locally."""
+        return _py(self._num)
+
+    @num_inst.setter
+    def num_inst(self, value: Scalar) -> None:
+        self._num = value
+
+    @property
+    def global_sum_metric(self) -> float | int:
+        """Running sum of the global statistic."""
+        return _py(self._gsum)
+
+    @global_sum_metric.setter
+    def global_sum_metric(self, value: Scalar) -> None:
+        self._gsum = value
+
+    @property
+    def global_num_inst(self) -> float | int:
+        """Number of instances counted globally."""
+        return _py(self._gnum)
+
+    @global_num_inst.setter
+    def global_num_inst(self, value: Scalar) -> None:
+        self._gnum = value
+
+    def _accumulate(self, value: Scalar, count: Scalar) -> None:
+        """Add ``value`` to both sums and ``count`` to both counts, staying on the device."""
+        self._sum = _add(self._sum, value)
+        self._gsum = _add(self._gsum, value)
+        self._num = _add(self._num, count)
+        self._gnum = _add(self._gnum, count)
+
+    # -- API -----------------------------------------------------------------------------------------------
+    def get_config(self) -> dict[str, Any]:
+        """The arguments that recreate this metric with ``create(**config)``."""
+        config = dict(self._kwargs)
+        config.update(
+            {
+                "metric": type(self).__name__,
+                "name": self.name,
+                "output_names": self.output_names,
+                "label_names": self.label_names,
+            }
+        )
+        return config
+
+    def update_dict(self, label: Mapping[str, Any], pred: Mapping[str, Any]) -> None:
+        """Update with name→array mappings, selecting ``label_names``/``output_names`` when set."""
+        if self.output_names is not None:
+            preds = [pred[name] for name in self.output_names]
+        else:
+            preds = list(pred.values())
+        if self.label_names is not None:
+            labels = [label[name] for name in self.label_names]
+        else:
+            labels = list(label.values())
+        self.update(labels, preds)
+
+    def update(self, labels: Arrays, preds: Arrays) -> None:
+        """Add one batch of labels and predictions (arrays or lists of arrays)."""
+        raise NotImplementedError(f"{type(self).__name__} must implement update()")
+
+    def reset(self) -> None:
+        """Clear local and global statistics."""
+        self._sum, self._num, self._gsum, self._gnum = 0, 0, 0, 0
+
+    def reset_local(self) -> None:
+        """Clear the local statistics only."""
+        self._sum, self._num = 0, 0
+
+    def _finish(self, sum_metric: Scalar, num_inst: Scalar, local: bool) -> float:
+        """Metric value from the accumulated statistics (``nan`` when nothing was seen)."""
+        num = _py(num_inst)
+        if num == 0:
+            return float("nan")
+        return float(_py(sum_metric)) / num
+
+    def get(self) -> tuple[Any, Any]:
+        """``(name, value)`` of the local statistics; value is ``nan`` before any update."""
+        return self.name, self._finish(self._sum, self._num, local=True)
+
+    def get_global(self) -> tuple[Any, Any]:
+        """``(name, value)`` of the global statistics."""
+        return self.name, self._finish(self._gsum, self._gnum, local=False)
+
+    def get_name_value(self) -> list[tuple[str, float]]:
+        """``[(name, value), ...]`` of the local statistics."""
+        return _zip_name_value(*self.get())
+
+    def get_global_name_value(self) -> list[tuple[str, float]]:
+        """``[(name, value), ...]`` of the global statistics."""
+        return _zip_name_value(*self.get_global())
+
+
+def _zip_name_value(name: Any, value: Any) -> list[tuple[str, float]]:
+    if not isinstance(name, list):
+        name, value = [name], [value]
+    return list(zip(name, value))
+
+
+# ----------------------------------------------------------------------------------------------------------
+# registry
+# ----------------------------------------------------------------------------------------------------------
+_REGISTRY: dict[str, type[EvalMetric]] = {}
+
+
+def _register_name(name: str, klass: type[EvalMetric]) -> None:
+    key = name.lower()
+    old = _REGISTRY.get(key)
+    if old is not None and old is not klass:
+        raise ValueError(
+            f"metric name {name!r} is already registered to {old.__module__}.{old.__name__}; "
+            f"cannot register {klass.__module__}.{klass.__name__} under it"
+        )
+    _REGISTRY[key] = klass
+
+
+def register(klass: _M) -> _M:
+    """Class decorator: register an ``EvalMetric`` subclass under its lower-cased class name."""
+    if not (isinstance(klass, type) and issubclass(klass, EvalMetric)):
+        raise TypeError(f"register expects an EvalMetric subclass, got {klass!r}")
+    _register_name(klass.__name__, klass)
+    return klass
+
+
+def alias(*aliases: str) -> Callable[[_M], _M]:
+    """Class decorator: register an ``EvalMetric`` subclass under extra names."""
+
+    def deco(klass: _M) -> _M:
+        if not (isinstance(klass, type) and issubclass(klass, EvalMetric)):
+            raise TypeError(f"alias expects an EvalMetric subclass, got {klass!r}")
+        for name in aliases:
+            _register_name(name, klass)
+        return klass
+
+    return deco
+
+
+def registered_names() -> list[str]:
+    """Sorted list of every registered metric name and alias."""
+    return sorted(_REGISTRY)
+
+
+def create(metric: Any, *args: Any, **kwargs: Any) -> EvalMetric:
+    """Create a metric from a name, a callable, a list of those, an ``EvalMetric`` class or instance.
+
+    A name is looked up case-insensitively (aliases such as ``'acc'`` and ``'ce'`` included); a
+    callable ``feval(label, pred)`` becomes a ``CustomMetric``; a list becomes a
+    ``CompositeEvalMetric``; an instance is returned unchanged.
+    """
+    if isinstance(metric, EvalMetric):
+        if args or kwargs:
+            raise TypeError(f"create() got extra arguments {args!r} {kwargs!r} along with metric {metric!r}")
+        return metric
+    if isinstance(metric, type):
+        if issubclass(metric, EvalMetric):
+            return metric(*args, **kwargs)
+        raise TypeError(f"cannot create a metric from class {metric!r}: expected an EvalMetric subclass")
+    if isinstance(metric, (list, tuple)):
+        composite = CompositeEvalMetric()
+        for child in metric:
+            composite.add(create(child, *args, **kwargs))
+        return composite
+    if isinstance(metric, str):
+        text = metric.strip()
+        if text.startswith("{"):
+            config = json.loads(text)
+            return create(**config)
+        klass = _REGISTRY.get(text.lower())
+        if klass is None:
+            raise ValueError(f"unknown metric {metric!r}: expected one of {registered_names()}")
+        return klass(*args, **kwargs)
+    if callable(metric):
+        return CustomMetric(metric, *args, **kwargs)
+    raise TypeError(
+        f"cannot create a metric from {type(metric).__name__} {metric!r}: expected a name, a callable, "
+        "a list, or an EvalMetric"
+    )
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Composite / Custom
+# ----------------------------------------------------------------------------------------------------------
+@register
+@alias("composite")
+class CompositeEvalMetric(EvalMetric):
+    """Several metrics updated together; ``get()`` returns ``([names], [values])``."""
+
+    def __init__(
+        self,
+        metrics: Sequence[Any] | None = None,
+        name: str = "composite",
+        output_names: Sequence[str] | None = None,
+        label_names: Sequence[str] | None = None,
+    ) -> None:
+        self.metrics: list[EvalMetric] = [create(m) for m in (metrics or [])]
+        super().__init__(name, output_names=output_names, label_names=label_names)
+
+    def add(self, metric: Any) -> None:
+        """Append a child metric (anything ``create`` accepts)."""
+        self.metrics.append(create(metric))
+
+    def get_metric(self, index: int) -> EvalMetric:
+        """The child metric at ``index``."""
+        if not isinstance(index, int) or not -len(self.metrics) <= index < len(self.metrics):
+            raise ValueError(
+                f"metric index {index!r} is out of range: expected 0 <= index < {len(self.metrics)}"
+            )
+        return self.metrics[index]
+
+    def update_dict(self, label: Mapping[str, Any], pred: Mapping[str, Any]) -> None:
+        if self.label_names is not None:
+            label = OrderedDict((k, v) for k, v in label.items() if k in self.label_names)
+        if self.output_names is not None:
+            pred = OrderedDict((k, v) for k, v in pred.items() if k in self.output_names)
+        for metric in self.metrics:
+            metric.update_dict(label, pred)
+
+    def update(self, labels: Arrays, preds: Arrays) -> None:
+        for metric in self.metrics:
+            metric.update(labels, preds)
+
+    def reset(self) -> None:
+        super().reset()
+        for metric in getattr(self, "metrics", []):
+            metric.reset()
+
+    def reset_local(self) -> None:
+        super().reset_local()
+        for metric in self.metrics:
+            metric.reset_local()
+
+    @staticmethod
+    def _collect(results: list[tuple[Any, Any]]) -> tuple[list[str], list[float]]:
+        names: list[str] = []
+        values: list[float] = []
+        for name, value in results:
+            if isinstance(name, list):
+                names.extend(name)
+                values.extend(value)
+            else:
+                names.append(name)
+                values.append(value)
+        return names, values
+
+    def get(self) -> tuple[list[str], list[float]]:
+        return self._collect([m.get() for m in self.metrics])
+
+    def get_global(self) -> tuple[list[str], list[float]]:
+        return self._collect([m.get_global() for m in self.metrics])
+
+    def get_config(self) -> dict[str, Any]:
+        config = super().get_config()
+        config["metrics"] = [m.get_config() for m in self.metrics]
+        return config
+
+
+@register
+class CustomMetric(EvalMetric):
+    """A metric computed by ``feval(label, pred)`` on numpy arrays, one pair at a time.
+
+    ``feval`` returns either a number (counted as one instance) or ``(sum_metric, num_inst)``.
+    Converting to numpy reads the data back from the device, so this metric does synchronise.
+    """
+
+    def __init__(
+        self,
+        feval: Callable[[numpy.ndarray, numpy.ndarray], Any],
+        name: str | None = None,
+        allow_extra_outputs: bool = False,
+        output_names: Sequence[str] | None = None,
+        label_names: Sequence[str] | None = None,
+    ) -> None:
+        if not callable(feval):
+            raise TypeError(f"feval must be callable, got {type(feval).__name__}: {feval!r}")
+        if name is None:
+            name = getattr(feval, "__name__", type(feval).__name__)
+            if "<" in name:
+                name = f"custom({name})"
+        super().__init__(
+            name,
+            feval=feval,
+            allow_extra_outputs=allow_extra_outputs,
+            output_names=output_names,
+            label_names=label_names,
+        )
+        self._feval = feval
+        self._allow_extra_outputs = allow_extra_outputs
+
+    def update(self, labels: Arrays, preds: Arrays) -> None:
+        labels_l, preds_l = _as_list(labels), _as_list(preds)
+        if not self._allow_extra_outputs:
+            check_label_shapes(labels_l, preds_l)
+        for pred, label in zip(preds_l, labels_l):
+            reval = self._feval(label.cpu().numpy(), pred.cpu().numpy())
+            if isinstance(reval, tuple):
+                if len(reval) != 2:
+                    raise ValueError(
+                        f"feval returned a tuple of {len(reval)} items {reval!r}: expected (sum, count)"
+                    )
+                value, count = reval
+                self._accumulate(float(value), _py(count) if isinstance(count, torch.Tensor) else count)
+            else:
+                self._accumulate(float(reval), 1)
+
+    def get_config(self) -> dict[str, Any]:
+        raise NotImplementedError("CustomMetric cannot be serialized")
+
+
+def np(
+    numpy_feval: Callable[[numpy.ndarray, numpy.ndarray], Any],
+    name: str | None = None,
+    allow_extra_outputs: bool = False,
+) -> CustomMetric:
+    """A ``CustomMetric`` from a function of numpy ``(label, pred)`` returning a number."""
+
+    def feval(label: numpy.ndarray, pred: numpy.ndarray) -> Any:
+        return numpy_feval(label, pred)
+
+    feval.__name__ = getattr(numpy_feval, "__name__", "feval")
+    return CustomMetric(feval, name, allow_extra_outputs)

@@ -1,0 +1,106 @@
+"""Small helpers shared by the ``mxtorch.nd`` modules (argument coercion, axis handling)."""
+
+from __future__ import annotations
+
+import builtins
+import numbers
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import torch
+
+from .._dtype import to_torch_dtype
+from ..context import Context, as_context, context_of
+
+Shape = int | Sequence[int]
+
+
+def device_of(ctx: Context | str | torch.device | None) -> torch.device:
+    """The torch device for ``ctx`` (None means the current context)."""
+    return as_context(ctx).torch_device
+
+
+def dtype_of(dtype: Any, default: torch.dtype | None = torch.float32) -> torch.dtype:
+    """``dtype`` as a torch dtype (None gives ``default``)."""
+    return to_torch_dtype(dtype, default)
+
+
+def tag(t: torch.Tensor, ctx: Context | str | torch.device | None) -> torch.Tensor:
+    """Tag ``t`` with its MXNet context when that context is not implied by its device (cpu(1))."""
+    c = as_context(ctx)
+    if c != context_of(t):
+        t._mx_ctx = c  # type: ignore[attr-defined]
+    return t
+
+
+def as_shape(shape: Any, what: str = "shape") -> tuple[int, ...]:
+    """An int or a sequence of ints as a shape tuple; raises naming the bad value."""
+    if shape is None:
+        return ()
+    if isinstance(shape, numbers.Integral) and not isinstance(shape, bool):
+        shape = (int(shape),)
+    if isinstance(shape, torch.Size):
+        return tuple(shape)
+    try:
+        out = tuple(int(s) for s in shape)
+    except (TypeError, ValueError) as e:
+        raise TypeError(f"{what} must be an int or a sequence of ints, got {shape!r}") from e
+    for s, orig in zip(out, shape):
+        if isinstance(orig, bool) or (isinstance(orig, float) and orig != s):
+            raise TypeError(f"{what} must be an int or a sequence of ints, got {shape!r}")
+    return out
+
+
+def check_nonneg_shape(shape: tuple[int, ...]) -> tuple[int, ...]:
+    if builtins.any(s < 0 for s in shape):
+        raise ValueError(f"shape entries must be non-negative, got {shape}")
+    return shape
+
+
+def norm_axis(axis: int, ndim: int, what: str = "axis") -> int:
+    """Turn a possibly negative axis into ``0..ndim-1``; raises naming the value and the ndim."""
+    if not isinstance(axis, numbers.Integral) or isinstance(axis, bool):
+        raise TypeError(f"{what} must be an int, got {axis!r}")
+    a = int(axis)
+    if not -ndim <= a < builtins.max(ndim, 1):
+        raise ValueError(f"{what}={axis} is out of range for an array with {ndim} dimension(s)")
+    return a % builtins.max(ndim, 1)
+
+
+def norm_axes(axis: Any, ndim: int, exclude: bool = False) -> tuple[int, ...]:
+    """Axes for a reduction: None means all; ``exclude`` gives the complement (MXNet's flag)."""
+    if axis is None:
+        return tuple(range(ndim))
+    if isinstance(axis, (tuple, list)) and len(axis) == 0:
+        return () if exclude else tuple(range(ndim))
+    if isinstance(axis, numbers.Integral):
+        axis = (axis,)
+    axes = tuple(sorted({norm_axis(a, ndim) for a in axis}))
+    if exclude:
+        axes = tuple(a for a in range(ndim) if a not in axes)
+    return axes
+
+
+def as_tensor(x: Any, like: torch.Tensor | None = None) -> torch.Tensor:
+    """``x`` as a tensor: tensors pass through; numpy/scalars follow ``like``'s device."""
+    if isinstance(x, torch.Tensor):
+        return x
+    device = like.device if like is not None else None
+    if isinstance(x, np.ndarray):
+        return torch.as_tensor(x, device=device)
+    if like is not None and isinstance(x, numbers.Number):
+        return torch.as_tensor(x, dtype=like.dtype, device=device)
+    return torch.as_tensor(np.asarray(x), device=device)
+
+
+def is_float(t: torch.Tensor) -> bool:
+    return t.is_floating_point() or t.is_complex()
+
+
+def to_index(t: Any, like: torch.Tensor | None = None) -> torch.Tensor:
+    """Indices (MXNet passes them as float arrays) as int64, rounding float values toward zero."""
+    t = as_tensor(t, like)
+    if t.dtype != torch.int64:
+        t = t.to(torch.int64)
+    return t

@@ -1,0 +1,86 @@
+"""``nd.save`` / ``nd.load``: lists or dicts of tensors in a safetensors file (no pickle)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import torch
+
+from ..base import MXNetError
+
+__all__ = ["save", "load", "load_frombuffer"]
+
+_KIND_KEY = "mxtorch_container"
+
+
+def save(
+    fname: str | os.PathLike[str], data: torch.Tensor | Sequence[torch.Tensor] | Mapping[str, torch.Tensor]
+) -> None:
+    """Save a tensor, a list of tensors (keys '0', '1', ...) or a dict of str -> tensor."""
+    from safetensors.torch import save_file
+
+    if isinstance(data, torch.Tensor):
+        data = [data]
+    if isinstance(data, Mapping):
+        kind = "dict"
+        items = list(data.items())
+        for k, _ in items:
+            if not isinstance(k, str):
+                raise TypeError(f"save: dict keys must be str, got {type(k).__name__} {k!r}")
+    elif isinstance(data, (list, tuple)):
+        kind = "list"
+        items = [(str(i), v) for i, v in enumerate(data)]
+    else:
+        raise TypeError(
+            f"save: data must be a tensor, a list of tensors or a dict of tensors, got {type(data).__name__}"
+        )
+    flat: dict[str, torch.Tensor] = {}
+    for k, v in items:
+        if not isinstance(v, torch.Tensor):
+            raise TypeError(f"save: entry {k!r} is a {type(v).__name__}, expected a torch.Tensor")
+        flat[k] = v.detach().to("cpu").contiguous().clone()
+    save_file(flat, os.fspath(fname), metadata={"format": "mxtorch", _KIND_KEY: kind})
+
+
+def _unpack(tensors: dict[str, torch.Tensor], metadata: Mapping[str, str] | None) -> Any:
+    if (metadata or {}).get(_KIND_KEY) == "list":
+        return [tensors[k] for k in sorted(tensors, key=int)]
+    return dict(tensors)
+
+
+def load(fname: str | os.PathLike[str]) -> list[torch.Tensor] | dict[str, torch.Tensor]:
+    """Load what :func:`save` wrote: a list if a list was saved, else a dict (tensors on CPU)."""
+    from safetensors import safe_open
+
+    name = os.fspath(fname)
+    if not os.path.isfile(name):
+        raise MXNetError(f"load: file {name!r} does not exist")
+    try:
+        with safe_open(name, framework="pt", device="cpu") as f:
+            meta = f.metadata()
+            tensors = {k: f.get_tensor(k) for k in f.keys()}  # noqa: SIM118 - safe_open has no __iter__
+    except Exception as e:  # safetensors raises its own error types for bad headers
+        raise MXNetError(
+            f"load: cannot read {name!r}: not a valid safetensors file (corrupt or truncated?): {e}"
+        ) from e
+    return _unpack(tensors, meta)  # type: ignore[no-any-return]
+
+
+def load_frombuffer(buf: bytes) -> list[torch.Tensor] | dict[str, torch.Tensor]:
+    """Like :func:`load`, from the bytes of a saved file."""
+    import json
+    import struct
+
+    from safetensors.torch import load as st_load
+
+    try:
+        tensors = st_load(bytes(buf))
+        (n,) = struct.unpack("<Q", bytes(buf[:8]))
+        meta = json.loads(bytes(buf[8 : 8 + n])).get("__metadata__")
+    except Exception as e:
+        raise MXNetError(
+            f"load_frombuffer: the {len(buf)} bytes are not a valid safetensors file: {e}"
+        ) from e
+    return _unpack(tensors, meta)  # type: ignore[no-any-return]

@@ -1,0 +1,750 @@
+"""MXNet's neural-network operators (``F.FullyConnected``, ``F.Convolution`` ...) on torch.
+
+These are what MXNet 1.x ``hybrid_forward(F, x, ...)`` code calls; ``F`` is ``mxtorch.nd``.
+Operators whose behaviour depends on training (``Dropout``, ``BatchNorm``, ``LeakyReLU``
+with 'rrelu') take ``training``; None reads :func:`mxtorch.autograd.is_training`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import numbers
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from ..base import MXNetError
+from ._common import dtype_of, norm_axis, to_index
+from ._ops import _no0d
+
+__all__ = [
+    "softmax",
+    "log_softmax",
+    "softmin",
+    "SoftmaxActivation",
+    "L2Normalization",
+    "smooth_l1",
+    "softmax_cross_entropy",
+    "Activation",
+    "LeakyReLU",
+    "FullyConnected",
+    "Convolution",
+    "Deconvolution",
+    "Pooling",
+    "BatchNorm",
+    "Dropout",
+    "Embedding",
+    "LayerNorm",
+    "GroupNorm",
+    "InstanceNorm",
+    "LRN",
+    "UpSampling",
+    "SequenceMask",
+    "SequenceLast",
+    "SequenceReverse",
+    "log_sigmoid",
+    "mish",
+]
+
+Tensor = torch.Tensor
+
+
+def _training(training: bool | None) -> bool:
+    if training is not None:
+        return bool(training)
+    try:
+        autograd = importlib.import_module("mxtorch.autograd")
+    except ImportError:
+        return False
+    return bool(autograd.is_training())
+
+
+def _tuple(v: Any, n: int, default: int, name: str) -> tuple[int, ...]:
+    """An int or an n-tuple as an n-tuple (empty/None gives ``default`` everywhere)."""
+    if v is None or (isinstance(v, (tuple, list)) and len(v) == 0):
+        return (default,) * n
+    if isinstance(v, numbers.Integral):
+        return (int(v),) * n
+    t = tuple(int(x) for x in v)
+    if len(t) != n:
+        raise ValueError(f"{name}={tuple(v)} must have {n} entries for {n}-D spatial data")
+    return t
+
+
+# ----------------------------------------------------------------------------------------------
+# softmax family
+# ----------------------------------------------------------------------------------------------
+
+
+def _length_mask(data: Tensor, axis: int, length: Tensor) -> Tensor:
+    n = data.shape[axis]
+    pos_shape = [1] * data.dim()
+    pos_shape[axis] = n
+    pos = torch.arange(n, device=data.device).reshape(pos_shape)
+    ln = to_index(length, data).to(data.device).unsqueeze(axis)
+    return pos < ln
+
+
+def softmax(
+    data: Tensor,
+    axis: int = -1,
+    temperature: float | None = None,
+    length: Tensor | None = None,
+    use_length: bool = False,
+    dtype: Any = None,
+) -> Tensor:
+    """exp(x/T) normalised along ``axis``; with ``use_length`` only the first length[i] entries
+    take part and the rest are 0."""
+    x = data if dtype is None else data.to(dtype_of(dtype))
+    ax = norm_axis(axis, x.dim())
+    if temperature is not None and temperature != 1.0:
+        x = x / temperature
+    if not use_length:
+        return torch.softmax(x, dim=ax)
+    if length is None:
+        raise ValueError("softmax: use_length=True needs a length array")
+    mask = _length_mask(x, ax, length)
+    lowest = torch.finfo(x.dtype).min if x.is_floating_point() else -1e30
+    out = torch.softmax(x.masked_fill(~mask, lowest), dim=ax)
+    return out.masked_fill(~mask, 0.0)
+
+
+def log_softmax(
+    data: Tensor,
+    axis: int = -1,
+    temperature: float | None = None,
+    length: Tensor | None = None,
+    use_length: bool = False,
+    dtype: Any = None,
+) -> Tensor:
+    """log(softmax(data)); with ``use_length`` the masked entries are -inf."""
+    x = data if dtype is None else data.to(dtype_of(dtype))
+    ax = norm_axis(axis, x.dim())
+    if temperature is not None and temperature != 1.0:
+        x = x / temperature
+    if not use_length:
+        return torch.log_softmax(x, dim=ax)
+    if length is None:
+        raise ValueError("log_softmax: use_length=True needs a length array")
+    mask = _length_mask(x, ax, length)
+    out = torch.log_softmax(x.masked_fill(~mask, torch.finfo(x.dtype).min), dim=ax)
+    return out.masked_fill(~mask, float("-inf"))
+
+
+def softmin(data: Tensor, axis: int = -1, temperature: float | None = None, dtype: Any = None) -> Tensor:
+    """softmax(-data)."""
+    return softmax(-data, axis=axis, temperature=temperature, dtype=dtype)
+
+
+def SoftmaxActivation(data: Tensor, mode: str = "instance") -> Tensor:
+    """Softmax over all but the first axis ('instance') or over axis 1 ('channel')."""
+    if mode == "instance":
+        return torch.softmax(data.reshape(data.shape[0], -1), dim=1).reshape(data.shape)
+    if mode == "channel":
+        return torch.softmax(data, dim=1)
+    raise ValueError(f"SoftmaxActivation: mode must be 'instance' or 'channel', got {mode!r}")
+
+
+def L2Normalization(data: Tensor, eps: float = 1e-10, mode: str = "instance") -> Tensor:
+    """data / sqrt(sum(data**2) + eps), the sum over all but axis 0 ('instance'), over axis 1
+    ('channel') or over axes 2.. ('spatial')."""
+    if data.dim() <= 1:
+        axes: tuple[int, ...] = tuple(range(data.dim()))
+    elif mode == "instance":
+        axes = tuple(range(1, data.dim()))
+    elif mode == "channel":
+        axes = (1,)
+    elif mode == "spatial":
+        axes = tuple(range(2, data.dim()))
+        if not axes:
+            raise ValueError(f"L2Normalization: mode 'spatial' needs >= 3-D data, got {tuple(data.shape)}")
+    else:
+        raise ValueError(f"L2Normalization: mode must be 'instance', 'channel' or 'spatial', got {mode!r}")
+    return data / torch.sqrt(torch.sum(data * data, dim=axes, keepdim=True) + eps)
+
+
+def smooth_l1(data: Tensor, scalar: float = 1.0) -> Tensor:
+    """0.5*(s*x)^2 where |x| < 1/s^2, else |x| - 0.5/s^2 (s = ``scalar``)."""
+    s2 = scalar * scalar
+    ax = torch.abs(data)
+    return torch.where(ax < 1.0 / s2, 0.5 * s2 * data * data, ax - 0.5 / s2)
+
+
+def softmax_cross_entropy(data: Tensor, label: Tensor) -> Tensor:
+    """Summed cross entropy of softmax(data) against integer labels, shape (1,)."""
+    return _no0d(F.cross_entropy(data, to_index(label, data), reduction="sum"))
+
+
+# ----------------------------------------------------------------------------------------------
+# activations
+# ----------------------------------------------------------------------------------------------
+
+
+def log_sigmoid(data: Tensor) -> Tensor:
+    return F.logsigmoid(data)
+
+
+def mish(data: Tensor) -> Tensor:
+    return F.mish(data)
+
+
+_ACTIVATIONS = {
+    "relu": torch.relu,
+    "sigmoid": torch.sigmoid,
+    "tanh": torch.tanh,
+    "softrelu": F.softplus,
+    "softsign": F.softsign,
+    "log_sigmoid": F.logsigmoid,
+    "mish": F.mish,
+}
+
+
+def Activation(data: Tensor, act_type: str = "relu") -> Tensor:
+    """Elementwise activation: 'relu', 'sigmoid', 'tanh', 'softrelu' (softplus), 'softsign',
+    'log_sigmoid' or 'mish'."""
+    fn = _ACTIVATIONS.get(act_type)
+    if fn is None:
+        raise ValueError(f"Activation: unknown act_type {act_type!r}; expected one of {sorted(_ACTIVATIONS)}")
+    return fn(data)
+
+
+def LeakyReLU(
+    data: Tensor,
+    gamma: Tensor | None = None,
+    act_type: str = "leaky",
+    slope: float = 0.25,
+    lower_bound: float = 0.125,
+    upper_bound: float = 0.334,
+    training: bool | None = None,
+) -> Tensor:
+    """Leaky ReLU family: 'leaky' (slope), 'prelu' (learned ``gamma`` per channel, axis 1),
+    'elu' (alpha = slope), 'selu', 'gelu' or 'rrelu' (random slope in training)."""
+    if act_type == "leaky":
+        return F.leaky_relu(data, slope)
+    if act_type == "prelu":
+        if gamma is None:
+            raise ValueError("LeakyReLU: act_type 'prelu' needs gamma")
+        g = gamma
+        if gamma.numel() > 1 and data.dim() > 1:
+            g = gamma.reshape((1, -1) + (1,) * (data.dim() - 2))
+        return torch.where(data > 0, data, g * data)
+    if act_type == "elu":
+        return F.elu(data, alpha=slope)
+    if act_type == "selu":
+        return F.selu(data)
+    if act_type == "gelu":
+        return F.gelu(data)
+    if act_type == "rrelu":
+        return F.rrelu(data, lower_bound, upper_bound, training=_training(training))
+    raise ValueError(
+        f"LeakyReLU: unknown act_type {act_type!r}; "
+        "expected 'leaky', 'prelu', 'elu', 'selu', 'gelu' or 'rrelu'"
+    )
+
+
+# ----------------------------------------------------------------------------------------------
+# dense / conv / pooling
+# ----------------------------------------------------------------------------------------------
+
+
+def FullyConnected(
+    data: Tensor,
+    weight: Tensor,
+    bias: Tensor | None = None,
+    num_hidden: int | None = None,
+    no_bias: bool = False,
+    flatten: bool = True,
+) -> Tensor:
+    """data @ weight.T + bias; weight is (num_hidden, in_units).  ``flatten`` first collapses
+    all axes but the first, otherwise the product applies to the last axis."""
+    if num_hidden is not None and weight.shape[0] != num_hidden:
+        raise ValueError(
+            f"FullyConnected: weight shape {tuple(weight.shape)} does not give num_hidden={num_hidden}"
+        )
+    x = data.reshape(data.shape[0], -1) if flatten else data
+    if x.shape[-1] != weight.shape[-1]:
+        raise ValueError(
+            f"FullyConnected: input {tuple(data.shape)} (flatten={flatten}) has {x.shape[-1]} features, "
+            f"weight {tuple(weight.shape)} expects {weight.shape[-1]}"
+        )
+    return F.linear(x, weight, None if no_bias else bias)
+
+
+_CONV = {1: F.conv1d, 2: F.conv2d, 3: F.conv3d}
+_DECONV = {1: F.conv_transpose1d, 2: F.conv_transpose2d, 3: F.conv_transpose3d}
+_FIRST = {"NCW", "NCHW", "NCDHW", None}
+_LAST = {"NWC", "NHWC", "NDHWC"}
+
+
+def _to_channels_first(data: Tensor, layout: str | None) -> tuple[Tensor, bool]:
+    if layout in _FIRST:
+        return data, False
+    if layout in _LAST:
+        if len(layout) != data.dim():
+            raise ValueError(f"layout {layout!r} does not fit data of shape {tuple(data.shape)}")
+        return data.movedim(-1, 1), True
+    raise ValueError(f"unknown layout {layout!r}: expected e.g. 'NCHW' or 'NHWC'")
+
+
+def _spatial(data: Tensor, name: str) -> int:
+    n = data.dim() - 2
+    if n not in (1, 2, 3):
+        raise ValueError(
+            f"{name}: expected 3-D to 5-D data (N, C, spatial...), got shape {tuple(data.shape)}"
+        )
+    return n
+
+
+def Convolution(
+    data: Tensor,
+    weight: Tensor,
+    bias: Tensor | None = None,
+    kernel: Any = None,
+    stride: Any = None,
+    dilate: Any = None,
+    pad: Any = None,
+    num_filter: int | None = None,
+    num_group: int = 1,
+    workspace: int = 1024,
+    no_bias: bool = False,
+    cudnn_tune: Any = None,
+    cudnn_off: bool = False,
+    layout: str | None = None,
+) -> Tensor:
+    """1-D/2-D/3-D convolution; weight is (num_filter, C/num_group, *kernel) (channel-last
+    layouts take (num_filter, *kernel, C/num_group))."""
+    x, last = _to_channels_first(data, layout)
+    w = weight.movedim(-1, 1) if last else weight
+    n = _spatial(x, "Convolution")
+    if kernel is not None and len(tuple(kernel)) and tuple(int(k) for k in kernel) != tuple(w.shape[2:]):
+        raise ValueError(
+            f"Convolution: kernel={tuple(kernel)} does not match weight shape {tuple(weight.shape)}"
+        )
+    if num_filter is not None and w.shape[0] != num_filter:
+        raise ValueError(
+            f"Convolution: weight shape {tuple(weight.shape)} does not give num_filter={num_filter}"
+        )
+    if x.shape[1] != w.shape[1] * num_group:
+        raise ValueError(
+            f"Convolution: data has {x.shape[1]} channels but weight {tuple(weight.shape)} with "
+            f"num_group={num_group} expects {w.shape[1] * num_group}"
+        )
+    out = _CONV[n](
+        x,
+        w,
+        None if no_bias else bias,
+        _tuple(stride, n, 1, "stride"),
+        _tuple(pad, n, 0, "pad"),
+        _tuple(dilate, n, 1, "dilate"),
+        num_group,
+    )
+    return out.movedim(1, -1) if last else out
+
+
+def Deconvolution(
+    data: Tensor,
+    weight: Tensor,
+    bias: Tensor | None = None,
+    kernel: Any = None,
+    stride: Any = None,
+    dilate: Any = None,
+    pad: Any = None,
+    adj: Any = None,
+    target_shape: Any = None,
+    num_filter: int | None = None,
+    num_group: int = 1,
+    workspace: int = 512,
+    no_bias: bool = True,
+    cudnn_tune: Any = None,
+    cudnn_off: bool = False,
+    layout: str | None = None,
+) -> Tensor:
+    """Transposed convolution; weight is (C, num_filter/num_group, *kernel).  ``adj`` adds
+    output padding; ``target_shape`` (spatial) picks pad and adj to reach that output size."""
+    x, last = _to_channels_first(data, layout)
+    w = weight.movedim(-1, 1) if last else weight
+    n = _spatial(x, "Deconvolution")
+    if x.shape[1] != w.shape[0]:
+        raise ValueError(
+            f"Deconvolution: data has {x.shape[1]} channels, "
+            f"weight {tuple(weight.shape)} expects {w.shape[0]}"
+        )
+    if num_filter is not None and w.shape[1] * num_group != num_filter:
+        raise ValueError(
+            f"Deconvolution: weight shape {tuple(weight.shape)} with num_group={num_group} does not give "
+            f"num_filter={num_filter}"
+        )
+    s = _tuple(stride, n, 1, "stride")
+    d = _tuple(dilate, n, 1, "dilate")
+    p = _tuple(pad, n, 0, "pad")
+    a = _tuple(adj, n, 0, "adj")
+    if target_shape is not None and len(tuple(target_shape)):
+        tgt = _tuple(target_shape, n, 0, "target_shape")
+        pads, adjs = [], []
+        for i in range(n):
+            k_eff = (w.shape[2 + i] - 1) * d[i] + 1
+            total = s[i] * (x.shape[2 + i] - 1) + k_eff - tgt[i]
+            if total < 0:
+                raise ValueError(f"Deconvolution: target_shape {tgt} is larger than this layer can produce")
+            pads.append((total + 1) // 2)
+            adjs.append(total % 2)
+        p, a = tuple(pads), tuple(adjs)
+    out = _DECONV[n](x, w, None if no_bias else bias, s, p, a, num_group, d)
+    return out.movedim(1, -1) if last else out
+
+
+def _sum_pool(
+    x: Tensor,
+    n: int,
+    k: tuple[int, ...],
+    s: tuple[int, ...],
+    p: tuple[int, ...],
+    ceil_mode: bool,
+    avg: bool,
+    count_include_pad: bool,
+) -> Tensor:
+    lifted = n == 1
+    if lifted:
+        x = x.unsqueeze(2)
+        k, s, p = (1,) + k, (1,) + s, (0,) + p
+    fn = F.avg_pool2d if x.dim() == 4 else F.avg_pool3d
+    if avg:
+        out = fn(x, k, s, p, ceil_mode=ceil_mode, count_include_pad=count_include_pad)
+    else:
+        out = fn(x, k, s, p, ceil_mode=ceil_mode, count_include_pad=True, divisor_override=1)
+    return out.squeeze(2) if lifted else out
+
+
+def Pooling(
+    data: Tensor,
+    kernel: Any = None,
+    pool_type: str = "max",
+    global_pool: bool = False,
+    cudnn_off: bool = False,
+    pooling_convention: str = "valid",
+    stride: Any = None,
+    pad: Any = None,
+    p_value: int | None = None,
+    count_include_pad: bool | None = None,
+    layout: str | None = None,
+) -> Tensor:
+    """Max/avg/sum/lp pooling over 1-3 spatial axes.  'valid' floors the output size, 'full'
+    rounds it up; ``global_pool`` pools the whole spatial extent (output size 1)."""
+    if pool_type not in ("max", "avg", "sum", "lp"):
+        raise ValueError(f"Pooling: pool_type must be 'max', 'avg', 'sum' or 'lp', got {pool_type!r}")
+    if pooling_convention not in ("valid", "full"):
+        raise ValueError(f"Pooling: pooling_convention must be 'valid' or 'full', got {pooling_convention!r}")
+    x, last = _to_channels_first(data, layout)
+    n = _spatial(x, "Pooling")
+    pv = 2 if p_value is None else p_value
+    if global_pool:
+        dims = tuple(range(2, x.dim()))
+        if pool_type == "max":
+            out = torch.amax(x, dim=dims, keepdim=True)
+        elif pool_type == "avg":
+            out = torch.mean(x, dim=dims, keepdim=True)
+        elif pool_type == "sum":
+            out = torch.sum(x, dim=dims, keepdim=True)
+        else:
+            out = torch.sum(torch.abs(x) ** pv, dim=dims, keepdim=True) ** (1.0 / pv)
+        return out.movedim(1, -1) if last else out
+    if kernel is None or len(tuple(kernel)) == 0:
+        raise ValueError("Pooling: kernel is required unless global_pool=True")
+    k = _tuple(kernel, n, 1, "kernel")
+    s = _tuple(stride, n, 1, "stride")
+    p = _tuple(pad, n, 0, "pad")
+    ceil_mode = pooling_convention == "full"
+    cip = True if count_include_pad is None else bool(count_include_pad)
+    if pool_type == "max":
+        if any(pi > ki // 2 for pi, ki in zip(p, k)):
+            pads: list[int] = []
+            for pi in reversed(p):
+                pads += [pi, pi]
+            x = F.pad(x, pads, value=float("-inf"))
+            p = (0,) * n
+        fn = {1: F.max_pool1d, 2: F.max_pool2d, 3: F.max_pool3d}[n]
+        out = fn(x, k, s, p, ceil_mode=ceil_mode)
+    elif pool_type == "avg":
+        out = _sum_pool(x, n, k, s, p, ceil_mode, True, cip)
+    elif pool_type == "sum":
+        out = _sum_pool(x, n, k, s, p, ceil_mode, False, True)
+    else:
+        out = _sum_pool(torch.abs(x) ** pv, n, k, s, p, ceil_mode, False, True) ** (1.0 / pv)
+    return out.movedim(1, -1) if last else out
+
+
+# ----------------------------------------------------------------------------------------------
+# normalisation
+# ----------------------------------------------------------------------------------------------
+
+
+def BatchNorm(
+    data: Tensor,
+    gamma: Tensor | None = None,
+    beta: Tensor | None = None,
+    moving_mean: Tensor | None = None,
+    moving_var: Tensor | None = None,
+    eps: float = 1e-3,
+    momentum: float = 0.9,
+    fix_gamma: bool = True,
+    use_global_stats: bool = False,
+    output_mean_var: bool = False,
+    axis: int = 1,
+    cudnn_off: bool = False,
+    training: bool | None = None,
+    **kwargs: Any,
+) -> Any:
+    """Batch normalisation over ``axis`` (the channel axis).
+
+    In training (and not ``use_global_stats``) it normalises with the batch statistics and
+    updates the moving ones in place, MXNet's way: ``moving = momentum*moving + (1-momentum)*batch``
+    (batch variance is the biased one).  Otherwise it uses the moving statistics.
+    ``fix_gamma`` treats gamma as ones.  ``output_mean_var`` returns [out, mean, var].
+    """
+    ax = norm_axis(axis, data.dim())
+    x = data if ax == 1 else data.movedim(ax, 1)
+    c = x.shape[1]
+    g = None if (fix_gamma or gamma is None) else gamma
+    use_batch = _training(training) and not use_global_stats
+    red = [0] + list(range(2, x.dim()))
+    if use_batch:
+        count = x.numel() // c if c else 0
+        if count > 1:
+            out = F.batch_norm(x, None, None, g, beta, training=True, momentum=0.0, eps=eps)
+            with torch.no_grad():
+                var, mean = torch.var_mean(x.detach(), dim=red, correction=0)
+        else:
+            var, mean = torch.var_mean(x, dim=red, correction=0)
+            shape = (1, c) + (1,) * (x.dim() - 2)
+            out = (x - mean.reshape(shape)) * torch.rsqrt(var.reshape(shape) + eps)
+            if g is not None:
+                out = out * g.reshape(shape)
+            if beta is not None:
+                out = out + beta.reshape(shape)
+            mean, var = mean.detach(), var.detach()
+        with torch.no_grad():
+            if moving_mean is not None:
+                moving_mean.mul_(momentum).add_(mean.to(moving_mean.dtype), alpha=1.0 - momentum)
+            if moving_var is not None:
+                moving_var.mul_(momentum).add_(var.to(moving_var.dtype), alpha=1.0 - momentum)
+    else:
+        if moving_mean is None or moving_var is None:
+            raise ValueError("BatchNorm: moving_mean and moving_var are needed outside training")
+        out = F.batch_norm(x, moving_mean, moving_var, g, beta, training=False, eps=eps)
+        mean, var = moving_mean, moving_var
+    if ax != 1:
+        out = out.movedim(1, ax)
+    if output_mean_var:
+        return [out, mean, var]
+    return out
+
+
+def _check_affine(p: Tensor | None, size: int, name: str, op: str) -> None:
+    if p is not None and p.numel() != size:
+        raise ValueError(f"{op}: {name} has {p.numel()} elements, expected {size}")
+
+
+def LayerNorm(
+    data: Tensor,
+    gamma: Tensor | None = None,
+    beta: Tensor | None = None,
+    axis: int = -1,
+    eps: float = 1e-5,
+    output_mean_var: bool = False,
+) -> Any:
+    """Normalise over the single axis ``axis``, then scale by gamma and shift by beta.
+    ``output_mean_var`` returns [out, mean, std] (keeping the reduced axis)."""
+    ax = norm_axis(axis, data.dim())
+    x = data if ax == data.dim() - 1 else data.movedim(ax, -1)
+    c = x.shape[-1]
+    _check_affine(gamma, c, "gamma", "LayerNorm")
+    _check_affine(beta, c, "beta", "LayerNorm")
+    out = F.layer_norm(x, (c,), gamma, beta, eps)
+    if ax != data.dim() - 1:
+        out = out.movedim(-1, ax)
+    if output_mean_var:
+        var, mean = torch.var_mean(data, dim=ax, correction=0, keepdim=True)
+        return [out, mean, torch.sqrt(var + eps)]
+    return out
+
+
+def GroupNorm(
+    data: Tensor,
+    gamma: Tensor | None = None,
+    beta: Tensor | None = None,
+    num_groups: int = 1,
+    eps: float = 1e-5,
+    output_mean_var: bool = False,
+) -> Any:
+    """Normalise each group of ``C/num_groups`` channels; gamma/beta are per channel (C,)
+    or, as in MXNet 1.x, per group (num_groups,)."""
+    c = data.shape[1]
+    if c % num_groups:
+        raise ValueError(f"GroupNorm: {c} channels cannot be split into num_groups={num_groups}")
+    per_group = gamma is not None and gamma.numel() == num_groups and num_groups != c
+    if per_group:
+        out = F.group_norm(data, num_groups, None, None, eps)
+        shape = (data.shape[0], num_groups, c // num_groups) + tuple(data.shape[2:])
+        pshape = (1, num_groups) + (1,) * (len(shape) - 2)
+        out = out.reshape(shape)
+        if gamma is not None:
+            out = out * gamma.reshape(pshape)
+        if beta is not None:
+            out = out + beta.reshape(pshape)
+        out = out.reshape(data.shape)
+    else:
+        _check_affine(gamma, c, "gamma", "GroupNorm")
+        _check_affine(beta, c, "beta", "GroupNorm")
+        out = F.group_norm(data, num_groups, gamma, beta, eps)
+    if output_mean_var:
+        g = data.reshape(data.shape[0], num_groups, -1)
+        var, mean = torch.var_mean(g, dim=-1, correction=0)
+        return [out, mean, torch.sqrt(var + eps)]
+    return out
+
+
+def InstanceNorm(
+    data: Tensor, gamma: Tensor | None = None, beta: Tensor | None = None, eps: float = 1e-3
+) -> Tensor:
+    """Normalise each (sample, channel) over its spatial axes; gamma/beta are per channel."""
+    if data.dim() < 3:
+        raise ValueError(f"InstanceNorm: expected >= 3-D data (N, C, spatial...), got {tuple(data.shape)}")
+    return F.instance_norm(data, weight=gamma, bias=beta, eps=eps)
+
+
+def LRN(data: Tensor, alpha: float = 1e-4, beta: float = 0.75, knorm: float = 2.0, nsize: int = 5) -> Tensor:
+    """Local response normalisation across ``nsize`` neighbouring channels."""
+    return F.local_response_norm(data, nsize, alpha=alpha, beta=beta, k=knorm)
+
+
+def UpSampling(
+    *data: Tensor, scale: int = 1, sample_type: str = "nearest", num_args: int = 1, **kwargs: Any
+) -> Tensor:
+    """Nearest-neighbour upsampling of (N, C, H, W) by an integer ``scale``."""
+    if sample_type != "nearest":
+        raise MXNetError(f"UpSampling: only sample_type='nearest' is supported here, got {sample_type!r}")
+    outs = [F.interpolate(d, scale_factor=scale, mode="nearest") for d in data]
+    return outs[0] if len(outs) == 1 else torch.cat(outs, dim=1)
+
+
+# ----------------------------------------------------------------------------------------------
+# dropout / embedding
+# ----------------------------------------------------------------------------------------------
+
+
+def Dropout(
+    data: Tensor,
+    p: float = 0.5,
+    mode: str = "training",
+    axes: Any = (),
+    cudnn_off: bool = False,
+    training: bool | None = None,
+) -> Tensor:
+    """Zero entries with probability ``p`` and scale the rest by 1/(1-p), in training (or always
+    with mode='always').  ``axes`` share one mask value along those axes."""
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"Dropout: p must be in [0, 1], got {p!r}")
+    if mode not in ("training", "always"):
+        raise ValueError(f"Dropout: mode must be 'training' or 'always', got {mode!r}")
+    if p == 0.0 or not (mode == "always" or _training(training)):
+        return data
+    if not axes:
+        return F.dropout(data, p, training=True)
+    mshape = list(data.shape)
+    for a in axes:
+        mshape[norm_axis(a, data.dim())] = 1
+    if p == 1.0:
+        return data * 0.0
+    keep = torch.empty(mshape, dtype=data.dtype, device=data.device).bernoulli_(1.0 - p)
+    return data * keep / (1.0 - p)
+
+
+def Embedding(
+    data: Tensor,
+    weight: Tensor,
+    input_dim: int | None = None,
+    output_dim: int | None = None,
+    dtype: Any = "float32",
+    sparse_grad: bool = False,
+) -> Tensor:
+    """Rows of ``weight`` (input_dim, output_dim) picked by ``data`` (indices clipped to range)."""
+    if input_dim is not None and weight.shape[0] != input_dim:
+        raise ValueError(f"Embedding: weight shape {tuple(weight.shape)} does not give input_dim={input_dim}")
+    if output_dim is not None and weight.shape[1] != output_dim:
+        raise ValueError(
+            f"Embedding: weight shape {tuple(weight.shape)} does not give output_dim={output_dim}"
+        )
+    idx = to_index(data, weight).clamp(0, weight.shape[0] - 1)
+    return F.embedding(idx, weight)
+
+
+# ----------------------------------------------------------------------------------------------
+# sequences
+# ----------------------------------------------------------------------------------------------
+
+
+def _seq_axes(data: Tensor, axis: int, op: str) -> tuple[int, int]:
+    if axis not in (0, 1) or data.dim() < 2:
+        raise ValueError(
+            f"{op}: axis must be 0 or 1 on >= 2-D data, got axis={axis}, shape {tuple(data.shape)}"
+        )
+    return axis, 1 - axis
+
+
+def _seq_len(sequence_length: Tensor | None, batch: int, data: Tensor, op: str) -> Tensor:
+    if sequence_length is None:
+        raise ValueError(f"{op}: use_sequence_length=True needs sequence_length")
+    ln = to_index(sequence_length, data).to(data.device).reshape(-1)
+    if ln.numel() != batch:
+        raise ValueError(f"{op}: sequence_length has {ln.numel()} entries, the batch has {batch}")
+    return ln
+
+
+def SequenceMask(
+    data: Tensor,
+    sequence_length: Tensor | None = None,
+    use_sequence_length: bool = False,
+    value: float = 0.0,
+    axis: int = 0,
+) -> Tensor:
+    """Set entries past each sequence's length to ``value`` (time on ``axis``, batch on the other
+    of axes 0/1)."""
+    if not use_sequence_length:
+        return data
+    t_ax, b_ax = _seq_axes(data, axis, "SequenceMask")
+    ln = _seq_len(sequence_length, data.shape[b_ax], data, "SequenceMask")
+    t = torch.arange(data.shape[t_ax], device=data.device)
+    mask = t.unsqueeze(1) < ln.unsqueeze(0) if t_ax == 0 else ln.unsqueeze(1) > t.unsqueeze(0)
+    mask = mask.reshape(tuple(mask.shape) + (1,) * (data.dim() - 2))
+    return torch.where(mask, data, torch.as_tensor(value, dtype=data.dtype, device=data.device))
+
+
+def SequenceLast(
+    data: Tensor, sequence_length: Tensor | None = None, use_sequence_length: bool = False, axis: int = 0
+) -> Tensor:
+    """The last valid step of each sequence (the final step without sequence lengths)."""
+    t_ax, b_ax = _seq_axes(data, axis, "SequenceLast")
+    if not use_sequence_length:
+        return data.select(t_ax, data.shape[t_ax] - 1)
+    ln = _seq_len(sequence_length, data.shape[b_ax], data, "SequenceLast")
+    last = (ln - 1).clamp(min=0)
+    b = torch.arange(data.shape[b_ax], device=data.device)
+    return data[last, b] if t_ax == 0 else data[b, last]
+
+
+def SequenceReverse(
+    data: Tensor, sequence_length: Tensor | None = None, use_sequence_length: bool = False, axis: int = 0
+) -> Tensor:
+    """Reverse each sequence's first length[i] steps (all steps without sequence lengths)."""
+    t_ax, b_ax = _seq_axes(data, axis, "SequenceReverse")
+    if not use_sequence_length:
+        return torch.flip(data, (t_ax,))
+    ln = _seq_len(sequence_length, data.shape[b_ax], data, "SequenceReverse")
+    x = data if t_ax == 0 else data.transpose(0, 1)
+    steps = torch.arange(x.shape[0], device=x.device).unsqueeze(1)
+    lens = ln.unsqueeze(0)
+    src = torch.where(steps < lens, lens - 1 - steps, steps)
+    idx = src.reshape(tuple(src.shape) + (1,) * (x.dim() - 2)).expand_as(x)
+    out = torch.gather(x, 0, idx)
+    return out if t_ax == 0 else out.transpose(0, 1)

@@ -1,0 +1,55 @@
+"""AdaDelta (MXNet 2.0 semantics)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from .base import Optimizer, _check_real, _check_unit, _prep_grad, register
+
+__all__ = ["AdaDelta"]
+
+
+@register
+class AdaDelta(Optimizer):
+    """AdaDelta (Zeiler, 2012)::
+
+        g = clip(rescale_grad * grad, clip_gradient) + wd * weight
+        acc_g = rho * acc_g + (1 - rho) * g**2
+        delta = sqrt(acc_delta + epsilon) / sqrt(acc_g + epsilon) * g
+        acc_delta = rho * acc_delta + (1 - rho) * delta**2
+        weight -= lr * delta
+
+    Args:
+        learning_rate: default 1.0.
+        rho: decay rate in [0, 1), default 0.9.
+        epsilon: default 1e-6 (MXNet 2.0; MXNet 1.x used 1e-5).
+    """
+
+    def __init__(
+        self, learning_rate: float | None = 1.0, rho: float = 0.9, epsilon: float = 1e-6, **kwargs: Any
+    ) -> None:
+        super().__init__(learning_rate=learning_rate, **kwargs)
+        self.rho = _check_unit("rho", rho)
+        self.epsilon = _check_real("epsilon", epsilon, lo=0.0)
+
+    def create_state(self, index: Any, weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(acc_g, acc_delta)``, zeros like ``weight``."""
+        return (
+            torch.zeros_like(weight, memory_format=torch.preserve_format),
+            torch.zeros_like(weight, memory_format=torch.preserve_format),
+        )
+
+    def _step(
+        self, index: Any, weight: torch.Tensor, grad: torch.Tensor, state: Any, lr: float, wd: float
+    ) -> None:
+        acc_g, acc_delta = state
+        rho, eps = self.rho, self.epsilon
+        g = _prep_grad(grad, float(self.rescale_grad), self.clip_gradient)
+        if wd != 0.0:
+            g.add_(weight, alpha=wd)
+        acc_g.mul_(rho).addcmul_(g, g, value=1.0 - rho)
+        delta = (acc_delta + eps).sqrt_().div_((acc_g + eps).sqrt_()).mul_(g)
+        acc_delta.mul_(rho).addcmul_(delta, delta, value=1.0 - rho)
+        weight.add_(delta, alpha=-lr)

@@ -1,0 +1,73 @@
+"""Adam (MXNet semantics: bias correction folded into the learning rate)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+
+from .base import _check_bool, _check_real, _check_unit, _FusedOptimizer, _preprocess_grads, register
+
+__all__ = ["Adam"]
+
+
+@register
+class Adam(_FusedOptimizer):
+    """The Adam optimizer (Kingma & Ba, 2014) as MXNet applies it, at step ``t`` of each weight::
+
+        g = clip(rescale_grad * grad, clip_gradient) + wd * weight
+        m = beta1 * m + (1 - beta1) * g
+        v = beta2 * v + (1 - beta2) * g**2
+        lr_t = lr * sqrt(1 - beta2**t) / (1 - beta1**t)
+        weight -= lr_t * m / (sqrt(v) + epsilon)
+
+    Args:
+        learning_rate: default 0.001.
+        beta1, beta2: decay rates in [0, 1) (defaults 0.9, 0.999).
+        epsilon: default 1e-8.
+        lazy_update: accepted for MXNet compatibility; dense tensors always get the standard update.
+    """
+
+    def __init__(
+        self,
+        learning_rate: float | None = 0.001,
+        beta1: float = 0.9,
+        beta2: float = 0.999,
+        epsilon: float = 1e-8,
+        lazy_update: bool = False,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(learning_rate=learning_rate, **kwargs)
+        self.beta1 = _check_unit("beta1", beta1)
+        self.beta2 = _check_unit("beta2", beta2)
+        self.epsilon = _check_real("epsilon", epsilon, lo=0.0)
+        self.lazy_update = _check_bool("lazy_update", lazy_update)
+
+    def create_state(self, index: Any, weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(mean, var)``, zeros like ``weight``."""
+        return (
+            torch.zeros_like(weight, memory_format=torch.preserve_format),
+            torch.zeros_like(weight, memory_format=torch.preserve_format),
+        )
+
+    def _effective_lr(self, index: Any, lr: float) -> float:
+        t = self._index_update_count[index]
+        return lr * math.sqrt(1.0 - self.beta2**t) / (1.0 - self.beta1**t)
+
+    def _fused_step(
+        self, weights: list[torch.Tensor], grads: list[torch.Tensor], states: list[Any], lr: float, wd: float
+    ) -> None:
+        means, vars_ = self._check_pair_states(states)
+        rescale = float(self.rescale_grad)
+        if self.clip_gradient is not None or wd != 0.0:
+            grads = _preprocess_grads(grads, weights, rescale, self.clip_gradient, wd)
+            rescale = 1.0
+        b1, b2 = self.beta1, self.beta2
+        torch._foreach_mul_(means, b1)
+        torch._foreach_add_(means, grads, alpha=(1.0 - b1) * rescale)
+        torch._foreach_mul_(vars_, b2)
+        torch._foreach_addcmul_(vars_, grads, grads, value=(1.0 - b2) * rescale * rescale)
+        denom = torch._foreach_sqrt(vars_)
+        torch._foreach_add_(denom, self.epsilon)
+        torch._foreach_addcdiv_(weights, means, denom, value=-lr)

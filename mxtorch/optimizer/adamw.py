@@ -1,0 +1,81 @@
+"""AdamW: Adam with decoupled weight decay (MXNet's AdamW / contrib ``adamw_update`` semantics)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+
+from .base import _check_bool, _check_real, _check_unit, _FusedOptimizer, _preprocess_grads, register
+
+__all__ = ["AdamW"]
+
+
+@register
+class AdamW(_FusedOptimizer):
+    """Adam with decoupled weight decay (Loshchilov & Hutter), at step ``t`` of each weight::
+
+        g = clip(rescale_grad * grad, clip_gradient)           # no weight decay in g
+        m = beta1 * m + (1 - beta1) * g
+        v = beta2 * v + (1 - beta2) * g**2
+        lr_t = lr * sqrt(1 - beta2**t) / (1 - beta1**t)        # lr_t = lr if not correct_bias
+        weight -= lr_t * (m / (sqrt(v) + epsilon) + wd * weight)
+
+    This is MXNet's ``AdamW`` fused path (contrib ``adamw_update`` with ``eta = lr_t``, ``lr = 1``):
+    the decay term is scaled by the same (bias-corrected) step size and uses the weight before
+    this step.
+
+    Args:
+        learning_rate: default 0.001.
+        beta1, beta2: decay rates in [0, 1) (defaults 0.9, 0.999).
+        epsilon: default 1e-6.
+        correct_bias: apply the bias correction to the step size (default True).
+    """
+
+    def __init__(
+        self,
+        learning_rate: float | None = 0.001,
+        beta1: float = 0.9,
+        beta2: float = 0.999,
+        epsilon: float = 1e-6,
+        correct_bias: bool = True,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(learning_rate=learning_rate, **kwargs)
+        self.beta1 = _check_unit("beta1", beta1)
+        self.beta2 = _check_unit("beta2", beta2)
+        self.epsilon = _check_real("epsilon", epsilon, lo=0.0)
+        self.correct_bias = _check_bool("correct_bias", correct_bias)
+
+    def create_state(self, index: Any, weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(mean, var)``, zeros like ``weight``."""
+        return (
+            torch.zeros_like(weight, memory_format=torch.preserve_format),
+            torch.zeros_like(weight, memory_format=torch.preserve_format),
+        )
+
+    def _effective_lr(self, index: Any, lr: float) -> float:
+        if not self.correct_bias:
+            return lr
+        t = self._index_update_count[index]
+        return lr * math.sqrt(1.0 - self.beta2**t) / (1.0 - self.beta1**t)
+
+    def _fused_step(
+        self, weights: list[torch.Tensor], grads: list[torch.Tensor], states: list[Any], lr: float, wd: float
+    ) -> None:
+        means, vars_ = self._check_pair_states(states)
+        rescale = float(self.rescale_grad)
+        if self.clip_gradient is not None:
+            grads = _preprocess_grads(grads, weights, rescale, self.clip_gradient, 0.0)
+            rescale = 1.0
+        b1, b2 = self.beta1, self.beta2
+        torch._foreach_mul_(means, b1)
+        torch._foreach_add_(means, grads, alpha=(1.0 - b1) * rescale)
+        torch._foreach_mul_(vars_, b2)
+        torch._foreach_addcmul_(vars_, grads, grads, value=(1.0 - b2) * rescale * rescale)
+        denom = torch._foreach_sqrt(vars_)
+        torch._foreach_add_(denom, self.epsilon)
+        if wd != 0.0:
+            torch._foreach_mul_(weights, 1.0 - lr * wd)
+        torch._foreach_addcdiv_(weights, means, denom, value=-lr)

@@ -1,0 +1,88 @@
+"""LARS: SGD with layer-wise adaptive learning rates (MXNet 2.0 semantics)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from .base import Optimizer, _check_bool, _check_real, _check_unit, _norm, _prep_grad, register
+
+__all__ = ["LARS"]
+
+_NO_LARS_SUFFIXES = ("gamma", "beta", "bias")
+
+
+@register
+class LARS(Optimizer):
+    """LARS (You et al., *Large Batch Training of Convolutional Networks*): SGD with momentum whose
+    learning rate is scaled per layer::
+
+        w_norm = ||weight||;  g_norm = ||rescale_grad * grad||
+        lars = eta * w_norm / (g_norm + wd * w_norm + epsilon) if w_norm > 0 and g_norm > 0 else 1
+        g = clip(rescale_grad * grad, clip_gradient) + wd * weight
+        mom = momentum * mom - lr * lars * g;  weight += mom        (weight -= lr * lars * g if momentum == 0)
+
+    Parameters whose name (``param_idx2name`` or ``param_dict[index].name``) ends in ``gamma``,
+    ``beta`` or ``bias`` use ``lars = 1``.
+
+    Args:
+        learning_rate: default 0.1.
+        momentum: in [0, 1), default 0.
+        eta: LARS coefficient, default 0.001.
+        epsilon: default 1e-8.
+        lazy_update: accepted for MXNet compatibility, no effect on dense tensors.
+    """
+
+    def __init__(
+        self,
+        learning_rate: float | None = 0.1,
+        momentum: float = 0.0,
+        eta: float = 0.001,
+        epsilon: float = 1e-8,
+        lazy_update: bool = False,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(learning_rate=learning_rate, **kwargs)
+        self.momentum = _check_unit("momentum", momentum)
+        self.eta = _check_real("eta", eta, lo=0.0)
+        self.epsilon = _check_real("epsilon", epsilon, lo=0.0)
+        self.lazy_update = _check_bool("lazy_update", lazy_update)
+
+    def create_state(self, index: Any, weight: torch.Tensor) -> torch.Tensor | None:
+        """The momentum buffer (zeros like ``weight``), or None when ``momentum == 0``."""
+        if self.momentum == 0.0:
+            return None
+        return torch.zeros_like(weight, memory_format=torch.preserve_format)
+
+    def _param_name(self, index: Any) -> str:
+        if index in self.idx2name:
+            return str(self.idx2name[index])
+        param = self.param_dict.get(index) if self.param_dict else None
+        name = getattr(param, "name", None)
+        return str(name) if name is not None else str(index)
+
+    def _lars_factor(
+        self, index: Any, weight: torch.Tensor, grad: torch.Tensor, wd: float
+    ) -> torch.Tensor | float:
+        if self._param_name(index).endswith(_NO_LARS_SUFFIXES):
+            return 1.0
+        w_norm = _norm(weight)
+        g_norm = _norm(grad) * abs(float(self.rescale_grad))
+        lars = self.eta * w_norm / (g_norm + wd * w_norm + self.epsilon)
+        return torch.where((w_norm > 0) & (g_norm > 0), lars, torch.ones_like(lars))
+
+    def _step(
+        self, index: Any, weight: torch.Tensor, grad: torch.Tensor, state: Any, lr: float, wd: float
+    ) -> None:
+        lars = self._lars_factor(index, weight, grad, wd)
+        step = lars * lr if isinstance(lars, float) else (lars * lr).to(weight.dtype)
+        g = _prep_grad(grad, float(self.rescale_grad), self.clip_gradient)
+        if wd != 0.0:
+            g.add_(weight, alpha=wd)
+        g.mul_(step)
+        if state is None:
+            weight.sub_(g)
+        else:
+            state.mul_(self.momentum).sub_(g)
+            weight.add_(state)

@@ -1,0 +1,354 @@
+"""Tests of mxtorch.metric against values computed by hand / with numpy."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+import mxtorch.metric as metric
+from mxtorch.metric import base as metric_base
+
+
+def _onehot_scores(pred_labels: list[int], num_classes: int = 2) -> torch.Tensor:
+    scores = torch.full((len(pred_labels), num_classes), 0.1)
+    scores[torch.arange(len(pred_labels)), torch.tensor(pred_labels)] = 0.9
+    return scores
+
+
+# ---------------------------------------------------------------------------------------------- accuracy
+def test_accuracy_argmax_and_label_predictions() -> None:
+    acc = metric.Accuracy()
+    assert acc.get()[0] == "accuracy" and math.isnan(acc.get()[1])
+    preds = [torch.tensor([[0.3, 0.7], [0.0, 1.0], [0.4, 0.6]])]
+    labels = [torch.tensor([0, 1, 1])]
+    acc.update(labels, preds)
+    assert acc.get() == ("accuracy", pytest.approx(2 / 3))
+    # predictions already given as labels (same shape as the labels), as numpy arrays, not in a list
+    acc.update(np.array([1.0, 0.0]), np.array([1.0, 1.0]))
+    assert acc.get()[1] == pytest.approx(3 / 5)
+    assert acc.num_inst == 5 and acc.sum_metric == 3
+    assert isinstance(acc.get()[1], float)
+
+
+def test_accuracy_axis_zero() -> None:
+    acc = metric.Accuracy(axis=0)
+    # classes along axis 0: columns are samples
+    acc.update(torch.tensor([1, 0, 2]), torch.tensor([[0.1, 0.8, 0.1], [0.7, 0.1, 0.1], [0.2, 0.1, 0.8]]))
+    assert acc.get()[1] == pytest.approx(1.0)
+
+
+def test_topk_accuracy_k3() -> None:
+    rng = np.random.default_rng(999)
+    preds = rng.random((10, 10)).astype(np.float32)
+    labels = np.array([2, 6, 9, 2, 3, 4, 7, 8, 9, 6])
+    top3 = np.argsort(-preds, axis=1)[:, :3]
+    expected = np.mean([labels[i] in top3[i] for i in range(10)])
+    m = metric.TopKAccuracy(top_k=3)
+    assert m.name == "top_k_accuracy_3"
+    m.update([torch.from_numpy(labels)], [torch.from_numpy(preds)])
+    assert m.get()[1] == pytest.approx(expected)
+    # hand-made case: label 0 is third best in row 0, worst in row 1
+    m2 = metric.TopKAccuracy(top_k=3)
+    m2.update(torch.tensor([0, 0]), torch.tensor([[0.2, 0.5, 0.4, 0.1], [0.1, 0.5, 0.4, 0.3]]))
+    assert m2.get()[1] == pytest.approx(0.5)
+    # top_k larger than the number of classes counts everything as a hit
+    m3 = metric.TopKAccuracy(top_k=5)
+    m3.update(torch.tensor([1, 0]), torch.rand(2, 3))
+    assert m3.get()[1] == 1.0
+
+
+def test_topk_accuracy_k1_equals_accuracy() -> None:
+    preds = torch.rand(20, 5, generator=torch.Generator().manual_seed(0))
+    labels = torch.randint(0, 5, (20,), generator=torch.Generator().manual_seed(1))
+    top1, acc = metric.TopKAccuracy(), metric.Accuracy()
+    top1.update(labels, preds)
+    acc.update(labels, preds)
+    assert top1.get()[1] == pytest.approx(acc.get()[1])
+    with pytest.raises(ValueError, match="top_k"):
+        metric.TopKAccuracy(top_k=0)
+    with pytest.raises(ValueError, match=r"\(2, 3, 4\)"):
+        top1.update(torch.zeros(2), torch.zeros(2, 3, 4))
+
+
+# ------------------------------------------------------------------------------------------------ F1 / MCC
+# batch 1: labels [0,1,1,0,1] preds [0,1,0,1,1] -> tp=2 fp=1 fn=1 tn=1
+# batch 2: labels [1,1,1,0]   preds [1,0,0,0]   -> tp=1 fp=0 fn=2 tn=1
+_B1 = ([0, 1, 1, 0, 1], [0, 1, 0, 1, 1])
+_B2 = ([1, 1, 1, 0], [1, 0, 0, 0])
+
+
+def _feed(m: metric.EvalMetric) -> None:
+    for labels, preds in (_B1, _B2):
+        m.update([torch.tensor(labels)], [_onehot_scores(preds)])
+
+
+def test_f1_macro_and_micro() -> None:
+    macro, micro = metric.F1(), metric.F1(average="micro")
+    _feed(macro)
+    _feed(micro)
+    # batch 1: p = r = 2/3 -> f1 = 2/3; batch 2: p = 1, r = 1/3 -> f1 = 0.5
+    assert macro.get() == ("f1", pytest.approx((2 / 3 + 0.5) / 2))
+    # all: tp=3 fp=1 fn=3 -> p = 3/4, r = 1/2 -> f1 = 0.6
+    assert micro.get() == ("f1", pytest.approx(0.6))
+    assert micro.num_inst == 9 and macro.num_inst == 2
+
+
+def test_f1_degenerate_and_label_predictions() -> None:
+    m = metric.F1()
+    m.update(torch.tensor([0, 0, 0]), torch.tensor([0, 0, 0]))  # no positives at all: F1 is 0
+    assert m.get()[1] == 0.0
+    with pytest.raises(ValueError, match="binary"):
+        m.update(torch.tensor([0, 1, 2]), _onehot_scores([0, 1, 1]))
+    with pytest.raises(ValueError, match="average"):
+        metric.F1(average="weighted")
+
+
+def test_mcc_macro_and_micro() -> None:
+    macro, micro = metric.MCC(), metric.MCC(average="micro")
+    _feed(macro)
+    _feed(micro)
+    # batch 1: (2*1 - 1*1) / sqrt(3*3*2*2) = 1/6; batch 2: (1*1 - 0*2) / sqrt(1*3*1*3) = 1/3
+    assert macro.get() == ("mcc", pytest.approx((1 / 6 + 1 / 3) / 2))
+    # all: tp=3 fp=1 fn=3 tn=2 -> (6 - 3) / sqrt(4*6*3*5)
+    assert micro.get()[1] == pytest.approx(3 / math.sqrt(360))
+    # zero factors in the denominator are replaced by 1
+    m = metric.MCC()
+    m.update(torch.tensor([1, 1]), _onehot_scores([1, 1]))
+    assert m.get()[1] == 0.0
+
+
+# ---------------------------------------------------------------------------------------------- regression
+def test_mae_mse_rmse_average_per_batch() -> None:
+    l1, p1 = np.array([1.0, 2.0, 3.0]), np.array([1.5, 2.0, 1.0])
+    l2, p2 = np.array([[0.0], [4.0]]), np.array([1.0, 1.0])  # (N,1) labels vs (N,) predictions
+    d1, d2 = l1 - p1, l2.ravel() - p2
+    expected = {
+        "mae": (np.abs(d1).mean() + np.abs(d2).mean()) / 2,
+        "mse": ((d1**2).mean() + (d2**2).mean()) / 2,
+        "rmse": (np.sqrt((d1**2).mean()) + np.sqrt((d2**2).mean())) / 2,
+    }
+    for name, value in expected.items():
+        m = metric.create(name)
+        m.update([torch.tensor(l1)], [torch.tensor(p1, dtype=torch.float32)])
+        m.update(l2, p2)
+        assert m.get() == (name, pytest.approx(value)), name
+        assert m.num_inst == 2
+
+
+def test_regression_shape_mismatch_states_both_shapes() -> None:
+    with pytest.raises(ValueError, match=r"\(3,\).*\(4,\)"):
+        metric.MAE().update(torch.zeros(3), torch.zeros(4))
+    with pytest.raises(ValueError, match=r"\(2, 3\).*\(2, 4\)"):
+        metric.MSE().update(torch.zeros(2, 3), torch.zeros(2, 4))
+
+
+def test_pearson_macro_and_micro() -> None:
+    rng = np.random.default_rng(3)
+    batches = [(rng.random(8), rng.random(8)) for _ in range(3)]
+    macro, micro = metric.PearsonCorrelation(), metric.create("pearsonr", average="micro")
+    for label, pred in batches:
+        macro.update([torch.tensor(label)], [torch.tensor(pred)])
+        micro.update([torch.tensor(label)], [torch.tensor(pred)])
+    expected_macro = np.mean([np.corrcoef(p, lab)[0, 1] for lab, p in batches])
+    all_l = np.concatenate([b[0] for b in batches])
+    all_p = np.concatenate([b[1] for b in batches])
+    assert macro.get() == ("pearsonr", pytest.approx(expected_macro))
+    assert micro.get()[1] == pytest.approx(np.corrcoef(all_p, all_l)[0, 1])
+    with pytest.raises(ValueError, match=r"\(4,\).*\(4, 1\)"):
+        macro.update(torch.zeros(4), torch.zeros(4, 1))
+
+
+# ------------------------------------------------------------------------------------------ probabilities
+def test_cross_entropy_and_nll() -> None:
+    probs = np.array([[0.3, 0.7], [0.0, 1.0], [0.4, 0.6]])
+    labels = np.array([0, 1, 1])
+    expected = np.mean(-np.log(probs[np.arange(3), labels] + 1e-12))
+    ce = metric.CrossEntropy()
+    ce.update([torch.tensor(labels)], [torch.tensor(probs, dtype=torch.float32)])
+    assert ce.get() == ("cross-entropy", pytest.approx(expected, rel=1e-6))
+    nll = metric.create("nll_loss")
+    nll.update(labels, probs)
+    assert nll.get() == ("nll-loss", pytest.approx(expected))
+    with pytest.raises(ValueError, match=r"\(2,\).*\(3, 2\)"):
+        ce.update(torch.tensor([0, 1]), torch.tensor(probs))
+
+
+def test_perplexity_with_ignore_label() -> None:
+    probs = torch.tensor([[0.1, 0.9], [0.6, 0.4], [0.5, 0.5], [0.2, 0.8]])
+    labels = torch.tensor([1, 0, -1, 1])  # -1 is ignored (and clipped, so it does not index out of range)
+    ppl = metric.Perplexity(ignore_label=-1)
+    ppl.update([labels], [probs])
+    expected = math.exp(-(math.log(0.9) + math.log(0.6) + math.log(0.8)) / 3)
+    assert ppl.get() == ("perplexity", pytest.approx(expected))
+    assert ppl.num_inst == 3
+    # without ignore_label the -1 entry counts (clipped to class 0: p = 0.5)
+    plain = metric.Perplexity(ignore_label=None)
+    plain.update([labels], [probs])
+    expected_all = math.exp(-(math.log(0.9) + math.log(0.6) + math.log(0.5) + math.log(0.8)) / 4)
+    assert plain.get()[1] == pytest.approx(expected_all)
+
+
+def test_perplexity_class_axis_1() -> None:
+    logits = torch.randn(2, 5, 3, generator=torch.Generator().manual_seed(0))
+    probs = torch.softmax(logits, dim=1)  # (B, C, T)
+    labels = torch.tensor([[0, 4, 2], [1, 1, 3]])
+    ppl = metric.Perplexity(ignore_label=None, axis=1)
+    ppl.update(labels, probs)
+    picked = probs.gather(1, labels.unsqueeze(1)).squeeze(1)
+    assert ppl.get()[1] == pytest.approx(math.exp(-picked.log().mean().item()), rel=1e-5)
+    with pytest.raises(ValueError, match=r"\(2, 4\).*\(2, 5, 3\)"):
+        ppl.update(torch.zeros(2, 4), probs)
+
+
+def test_loss_metric() -> None:
+    m = metric.create("loss")
+    m.update(None, [torch.tensor([1.0, 2.0, 3.0])])
+    m.update(None, torch.tensor([4.0]))
+    assert m.get() == ("loss", pytest.approx(2.5))
+    assert metric.create("torch").get()[0] == "torch"
+
+
+# -------------------------------------------------------------------------------------- reset / global
+def test_reset_and_global() -> None:
+    acc = metric.Accuracy()
+    acc.update(torch.tensor([1, 1]), torch.tensor([1, 0]))
+    acc.reset_local()
+    assert math.isnan(acc.get()[1])
+    acc.update(torch.tensor([1]), torch.tensor([1]))
+    assert acc.get()[1] == 1.0
+    assert acc.get_global()[1] == pytest.approx(2 / 3)
+    acc.reset()
+    assert math.isnan(acc.get()[1]) and math.isnan(acc.get_global()[1])
+    assert acc.num_inst == 0 and acc.sum_metric == 0
+    f1 = metric.F1(average="micro")
+    _feed(f1)
+    f1.reset()
+    assert math.isnan(f1.get()[1])
+    ((name, value),) = acc.get_name_value()
+    assert name == "accuracy" and math.isnan(value)
+
+
+def test_update_does_not_read_values_back() -> None:
+    """Updates run on 'meta' tensors, which have no values: any read-back would raise."""
+    labels, scores = torch.zeros(4, dtype=torch.int64, device="meta"), torch.empty(4, 2, device="meta")
+    for m in [
+        metric.Accuracy(),
+        metric.TopKAccuracy(2),
+        metric.F1(),
+        metric.MCC(average="micro"),
+        metric.MAE(),
+        metric.RMSE(),
+        metric.CrossEntropy(),
+        metric.Perplexity(ignore_label=0),
+        metric.Loss(),
+    ]:
+        m.update([labels], [scores])
+        m.update([labels], [scores])
+    pc = metric.PearsonCorrelation(average="micro")
+    pc.update(torch.empty(4, device="meta"), torch.empty(4, device="meta"))
+    pc.update(torch.empty(4, device="meta"), torch.empty(4, device="meta"))
+
+
+# ------------------------------------------------------------------------------------ composite / custom
+def test_composite() -> None:
+    comp = metric.CompositeEvalMetric(["acc", metric.F1()])
+    comp.add("ce")
+    comp.update([torch.tensor([0, 1, 1])], [torch.tensor([[0.3, 0.7], [0.0, 1.0], [0.4, 0.6]])])
+    names, values = comp.get()
+    assert names == ["accuracy", "f1", "cross-entropy"]
+    assert values[0] == pytest.approx(2 / 3)
+    assert isinstance(comp.get_metric(1), metric.F1)
+    with pytest.raises(ValueError, match="out of range"):
+        comp.get_metric(3)
+    assert [n for n, _ in comp.get_name_value()] == names
+    comp.reset()
+    assert all(math.isnan(v) for v in comp.get()[1])
+
+
+def test_custom_metric_and_np() -> None:
+    def abs_err(label: np.ndarray, pred: np.ndarray) -> float:
+        assert isinstance(label, np.ndarray) and isinstance(pred, np.ndarray)
+        return float(np.abs(label - pred).sum())
+
+    m = metric.np(abs_err)
+    assert m.name == "abs_err"
+    m.update([torch.tensor([1.0, 2.0])], [torch.tensor([0.0, 2.0])])
+    m.update([torch.tensor([1.0])], [torch.tensor([4.0])])
+    assert m.get() == ("abs_err", pytest.approx(2.0))
+    pairs = metric.CustomMetric(lambda lab, pred: ((lab == pred).sum(), lab.size))
+    assert pairs.name == "custom(<lambda>)"
+    pairs.update(torch.tensor([1, 2, 3]), torch.tensor([1, 0, 3]))
+    assert pairs.get()[1] == pytest.approx(2 / 3)
+    extra = metric.CustomMetric(abs_err, name="e", allow_extra_outputs=True)
+    extra.update([torch.zeros(1)], [torch.ones(1), torch.ones(3)])  # extra outputs are ignored
+    assert extra.get() == ("e", 1.0)
+    with pytest.raises(ValueError, match="1.*2"):
+        metric.CustomMetric(abs_err).update([torch.zeros(1)], [torch.ones(1), torch.ones(3)])
+
+
+# -------------------------------------------------------------------------------------------- create
+@pytest.mark.parametrize(
+    ("name", "klass"),
+    [
+        ("acc", metric.Accuracy),
+        ("Accuracy", metric.Accuracy),
+        ("top_k_accuracy", metric.TopKAccuracy),
+        ("top_k_acc", metric.TopKAccuracy),
+        ("F1", metric.F1),
+        ("mcc", metric.MCC),
+        ("mae", metric.MAE),
+        ("MSE", metric.MSE),
+        ("rmse", metric.RMSE),
+        ("ce", metric.CrossEntropy),
+        ("cross-entropy", metric.CrossEntropy),
+        ("nll_loss", metric.NegativeLogLikelihood),
+        ("perplexity", metric.Perplexity),
+        ("pearsonr", metric.PearsonCorrelation),
+        ("loss", metric.Loss),
+    ],
+)
+def test_create_by_name(name: str, klass: type) -> None:
+    assert type(metric.create(name)) is klass
+
+
+def test_create_other_forms_and_errors() -> None:
+    acc = metric.Accuracy()
+    assert metric.create(acc) is acc
+    assert isinstance(metric.create(lambda lab, pred: 0.0), metric.CustomMetric)
+    comp = metric.create(["acc", "mae"])
+    assert isinstance(comp, metric.CompositeEvalMetric) and len(comp.metrics) == 2
+    top = metric.create("top_k_accuracy", top_k=3)
+    assert top.name == "top_k_accuracy_3"
+    again = metric.create(**top.get_config())
+    assert isinstance(again, metric.TopKAccuracy) and again.top_k == 3 and again.name == "top_k_accuracy_3"
+    with pytest.raises(ValueError, match=r"'nope'.*accuracy"):
+        metric.create("nope")
+    with pytest.raises(TypeError):
+        metric.create(3)
+
+
+def test_register_duplicate_raises() -> None:
+    class Accuracy(metric.EvalMetric):
+        pass
+
+    with pytest.raises(ValueError, match="already registered"):
+        metric.register(Accuracy)
+
+    @metric.register
+    class MyUniqueTestMetric(metric.EvalMetric):
+        def __init__(self) -> None:
+            super().__init__("mine")
+
+    assert isinstance(metric.create("myuniquetestmetric"), MyUniqueTestMetric)
+    metric.register(MyUniqueTestMetric)  # the same class again is a no-op
+    metric_base._REGISTRY.pop("myuniquetestmetric")
+
+
+def test_mismatched_number_of_arrays() -> None:
+    with pytest.raises(ValueError, match=r"labels 2 .* predictions 1"):
+        metric.Accuracy().update([torch.zeros(2), torch.zeros(2)], [torch.zeros(2, 3)])
+    with pytest.raises(ValueError, match=r"\(4,\).*\(3, 2\)"):
+        metric.Accuracy().update(torch.zeros(4), torch.zeros(3, 2))
