@@ -43,6 +43,16 @@ class _State(threading.local):
 _state = _State()
 
 
+class _Mirror:
+    """Plain copy of the last state set: torch.compile guards plain attributes reliably but
+    misreads ``threading.local``, so compiled code reads the mode from here."""
+
+    training: bool = False
+
+
+_mirror = _Mirror()
+
+
 def is_recording() -> bool:
     """True inside ``record()`` (and not inside a nested ``pause()``)."""
     return _state.recording
@@ -50,6 +60,8 @@ def is_recording() -> bool:
 
 def is_training() -> bool:
     """True in training mode: inside ``record()`` (train_mode=True) or ``train_mode()``."""
+    if torch.compiler.is_compiling():
+        return _mirror.training
     return _state.training
 
 
@@ -64,7 +76,7 @@ def set_recording(is_recording: bool) -> bool:  # noqa: A002 - MXNet's name
 def set_training(train_mode: bool) -> bool:
     """Set training state; returns the previous one."""
     prev = _state.training
-    _state.training = bool(train_mode)
+    _state.training = _mirror.training = bool(train_mode)
     return prev
 
 
@@ -76,11 +88,12 @@ def _scope(recording: bool | None, training: bool | None) -> Iterator[None]:
         _state.recording = recording
         torch.set_grad_enabled(recording)
     if training is not None:
-        _state.training = training
+        _state.training = _mirror.training = training
     try:
         yield
     finally:
         _state.recording, _state.training = prev_rec, prev_train
+        _mirror.training = prev_train
         torch.set_grad_enabled(prev_grad)
 
 

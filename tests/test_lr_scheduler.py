@@ -26,7 +26,8 @@ class _StatefulFactor:
 
 
 @pytest.mark.parametrize(
-    "n,want", [(0, 1.0), (1, 1.0), (3, 1.0), (4, 0.5), (6, 0.5), (7, 0.25), (10, 0.125), (13, 0.1), (100, 0.1)]
+    "n,want",
+    [(0, 1.0), (1, 1.0), (3, 1.0), (4, 0.5), (6, 0.5), (7, 0.25), (10, 0.125), (13, 0.1), (100, 0.1)],
 )
 def test_factor_scheduler(n, want):
     s = lrs.FactorScheduler(step=3, factor=0.5, stop_factor_lr=0.1, base_lr=1.0)
@@ -62,7 +63,9 @@ def test_multifactor_warmup():
     assert s(1) == pytest.approx(0.2) and s(4) == pytest.approx(0.8) and s(11) == pytest.approx(0.4)
 
 
-@pytest.mark.parametrize("n,want", [(0, 1.0), (5, 0.1 + 0.9 * 0.25), (8, 0.1 + 0.9 * 0.04), (10, 0.1), (20, 0.1)])
+@pytest.mark.parametrize(
+    "n,want", [(0, 1.0), (5, 0.1 + 0.9 * 0.25), (8, 0.1 + 0.9 * 0.04), (10, 0.1), (20, 0.1)]
+)
 def test_poly_scheduler(n, want):
     s = lrs.PolyScheduler(max_update=10, base_lr=1.0, pwr=2, final_lr=0.1)
     assert s(n) == pytest.approx(want)
@@ -76,7 +79,9 @@ def test_poly_scheduler_warmup():
     assert s.max_steps == 8
 
 
-@pytest.mark.parametrize("n,want", [(0, 1.0), (5, 0.5), (10, 0.0), (11, 0.0), (2, (1 + math.cos(math.pi / 5)) / 2)])
+@pytest.mark.parametrize(
+    "n,want", [(0, 1.0), (5, 0.5), (10, 0.0), (11, 0.0), (2, (1 + math.cos(math.pi / 5)) / 2)]
+)
 def test_cosine_scheduler(n, want):
     s = lrs.CosineScheduler(max_update=10, base_lr=1.0, final_lr=0.0)
     assert s(n) == pytest.approx(want)

@@ -35,6 +35,7 @@ def test_array_dtypes_and_ctx() -> None:
     a = nd.array(np.arange(6, dtype=np.float64).reshape(2, 3))
     assert a.dtype == torch.float32 and a.shape == (2, 3)
     assert nd.array([1, 2, 3]).dtype == torch.float32
+    assert nd.array(3).shape == (1,)
     assert nd.array(np.arange(3), dtype="int64").dtype == torch.int64
     t = torch.arange(4, dtype=torch.int32)
     b = nd.array(t)
@@ -912,3 +913,40 @@ def test_random_shapes_and_params() -> None:
     out = torch.empty(3)
     assert nd.random.uniform(shape=(3,), out=out) is out
     assert mxrandom.uniform is nd.random.uniform
+
+
+def test_training_flag_follows_autograd() -> None:
+    from mxtorch import autograd
+
+    x = torch.ones(100, 10)
+    assert torch.equal(nd.Dropout(x, p=0.5), x)  # not training outside a scope
+    with autograd.train_mode():
+        assert (nd.Dropout(x, p=0.5) == 0).any()
+        mm = torch.zeros(10)
+        nd.BatchNorm(x * 2, None, None, mm, torch.ones(10))
+        close(mm, np.full(10, 0.2, np.float32))  # batch statistics updated the moving mean
+    with autograd.predict_mode():
+        assert torch.equal(nd.Dropout(x, p=0.5), x)
+
+
+def test_more_nn_ops() -> None:
+    x = torch.from_numpy(rnd(1, 2, 4, 4))
+    xl = x.permute(0, 2, 3, 1)
+    close(
+        nd.Pooling(xl, kernel=(2, 2), stride=(2, 2), layout="NHWC").permute(0, 3, 1, 2),
+        F.max_pool2d(x, 2).numpy(),
+    )
+    close(nd.LRN(x, nsize=3), F.local_response_norm(x, 3, alpha=1e-4, beta=0.75, k=2.0).numpy())
+    up = nd.UpSampling(x, scale=2, sample_type="nearest")
+    close(up, x.numpy().repeat(2, axis=2).repeat(2, axis=3))
+    with pytest.raises(MXNetError, match="nearest"):
+        nd.UpSampling(x, scale=2, sample_type="bilinear")
+    y = rnd(2, 4)
+    out = nd.log_softmax(torch.from_numpy(y), length=torch.tensor([2.0, 4.0]), use_length=True)
+    close(out[0, :2], np.log(np_softmax(y[0, :2])), atol=1e-5)
+    assert torch.isinf(out[0, 2:]).all()
+    close(
+        nd.softmax_cross_entropy(torch.from_numpy(y), torch.tensor([1.0, 3.0])),
+        np.array([-np.log(np_softmax(y)[0, 1]) - np.log(np_softmax(y)[1, 3])]),
+        rtol=1e-5,
+    )

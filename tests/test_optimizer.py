@@ -225,7 +225,9 @@ def test_update_matches_reference(name, hp, ref, kind):
             g = torch.tensor(gs[i])
             o.update(i, ws[i], g, states[i])
             assert torch.equal(g, torch.tensor(gs[i])), "update must not modify the gradient"
-    expected = _reference(ref, hp, kind, weights, grads, hp["learning_rate"], LR_MULT, WD_MULT, RESCALE, CLIP, WD)
+    expected = _reference(
+        ref, hp, kind, weights, grads, hp["learning_rate"], LR_MULT, WD_MULT, RESCALE, CLIP, WD
+    )
     for got, want in zip(ws, expected):
         torch.testing.assert_close(got, torch.tensor(want), rtol=1e-9, atol=1e-11)
     assert o.num_update == STEPS
@@ -259,7 +261,9 @@ def test_lars_skips_bias_and_uses_names():
         for i in range(2):
             o.update(i, ws[i], torch.tensor(gs[i]), states[i])
     ones = {0: 1.0, 1: 1.0}
-    expected = _reference(ref_lars, hp, "one", weights, grads, 0.1, ones, ones, RESCALE, None, WD, names=names)
+    expected = _reference(
+        ref_lars, hp, "one", weights, grads, 0.1, ones, ones, RESCALE, None, WD, names=names
+    )
     for got, want in zip(ws, expected):
         torch.testing.assert_close(got, torch.tensor(want), rtol=1e-9, atol=1e-11)
 
@@ -275,7 +279,9 @@ def test_lr_scheduler_drives_learning_rate():
         o.update([0, 1], ws, [torch.tensor(g) for g in gs], states)
     ones = {0: 1.0, 1: 1.0}
     zero_wd = {0: 0.0, 1: 0.0}
-    expected = _reference(ref_sgd, {"momentum": 0.9}, "one", weights, grads, sched, ones, zero_wd, 1.0, None, 0.0)
+    expected = _reference(
+        ref_sgd, {"momentum": 0.9}, "one", weights, grads, sched, ones, zero_wd, 1.0, None, 0.0
+    )
     for got, want in zip(ws, expected):
         torch.testing.assert_close(got, torch.tensor(want), rtol=1e-9, atol=1e-11)
     assert o.learning_rate == pytest.approx(0.2 * 0.5)  # num_update == 4 -> one decay
@@ -401,6 +407,10 @@ def test_update_multi_bad_lists():
         o.update([0, 1], torch.zeros(2), torch.zeros(2), None)
     with pytest.raises(MXNetError, match="momentum"):
         opt.SGD(momentum=0.9).update(0, torch.zeros(2), torch.zeros(2), None)
+    with pytest.raises(MXNetError, match=r"\(mean, var\)"):
+        opt.Adam().update_multi([0, 1], [torch.zeros(2)] * 2, [torch.zeros(2)] * 2, [None, None])
+    with pytest.raises(TypeError, match="index 1"):
+        opt.Adam().update_multi([0, 1], [torch.zeros(2), "w"], [torch.zeros(2)] * 2, [None, None])
 
 
 # ------------------------------------------------------------------------------------------------
@@ -481,7 +491,14 @@ def test_documented_defaults():
     d = opt.AdaDelta()
     assert (d.lr, d.rho, d.epsilon) == (1.0, 0.9, 1e-6)
     r = opt.RMSProp()
-    assert (r.lr, r.rho, r.momentum, r.epsilon, r.centered, r.clip_weights) == (0.001, 0.9, 0.9, 1e-8, False, None)
+    assert (r.lr, r.rho, r.momentum, r.epsilon, r.centered, r.clip_weights) == (
+        0.001,
+        0.9,
+        0.9,
+        1e-8,
+        False,
+        None,
+    )
     f = opt.Ftrl()
     assert (f.lr, f.lamda1, f.beta) == (0.1, 0.01, 1.0)
     la = opt.LAMB()
@@ -578,7 +595,12 @@ def _train(updater, weights, grad_seq):
 
 @pytest.mark.parametrize(
     "name,hp",
-    [("adam", {"learning_rate": 0.01}), ("sgd", {"momentum": 0.9}), ("sgd", {}), ("rmsprop", {"centered": True})],
+    [
+        ("adam", {"learning_rate": 0.01}),
+        ("sgd", {"momentum": 0.9}),
+        ("sgd", {}),
+        ("rmsprop", {"centered": True}),
+    ],
 )
 def test_updater_states_round_trip(name, hp):
     torch.manual_seed(2)

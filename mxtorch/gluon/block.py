@@ -6,12 +6,13 @@ import os
 import re
 import warnings
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
 import torch
 
+from .._dtype import to_torch_dtype
 from ..base import MXNetError
 from ..context import Context
 from .parameter import Parameter, ParameterDict, _fwd, wrap_torch_parameter
@@ -170,9 +171,15 @@ class Block(torch.nn.Module):
     load_params = load_parameters
 
     def cast(self, dtype: Any) -> Block:
-        """Cast every parameter of this block (and children) to ``dtype``."""
-        for p in self.collect_params().values():
+        """Cast this block's parameters and its children's to ``dtype`` (layers may override,
+        e.g. BatchNorm keeps float32 statistics)."""
+        for p in self._gluon_params.values():
             p.cast(dtype)
+        for child in self.children():
+            if isinstance(child, Block):
+                child.cast(dtype)
+            else:
+                child.to(to_torch_dtype(dtype))
         return self
 
     def reset_ctx(self, ctx: Context | Sequence[Context]) -> None:
@@ -282,6 +289,8 @@ class HybridBlock(Block):
         object.__setattr__(self, "_compile_kwargs", {})
         object.__setattr__(self, "_compile_failed", False)
         object.__setattr__(self, "_warmed_up", False)
+        # a subclass overriding infer_shape gets it called until its parameters are known
+        object.__setattr__(self, "_infer_pending", type(self).infer_shape is not HybridBlock.infer_shape)
 
     def hybridize(self, active: bool = True, backend: str | None = None, static_alloc: bool = False,
                   static_shape: bool = False, **kwargs: Any) -> None:
@@ -324,6 +333,8 @@ class HybridBlock(Block):
         return any(isinstance(a, torch.Tensor) and a.is_cuda for a in args)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if self._infer_pending:
+            self._run_infer_shape(args)
         if not self._hybrid_active or self._compile_failed or torch.compiler.is_compiling() or _fwd.depth:
             return super().__call__(*args, **kwargs)
         if not self._warmed_up:
@@ -345,14 +356,18 @@ class HybridBlock(Block):
         _fwd.depth = 1
         try:
             return self._compiled(*args, **kwargs)
-        except Exception as e:  # compiler missing, unsupported op, ...: run eagerly from now on
-            warnings.warn(f"hybridize: torch.compile failed for {type(self).__name__} ({e!r}); "
-                          "running eagerly", RuntimeWarning, stacklevel=2)
-            object.__setattr__(self, "_compile_failed", True)
+        except Exception as e:
+            error = e
         finally:
             _fwd.depth = 0
             _fwd.ctx = prev
-        return super().__call__(*args, **kwargs)
+        # An error of the input itself fails eagerly too and is raised as such; only when
+        # eager execution works was the compiler at fault: then stay eager from now on.
+        out = super().__call__(*args, **kwargs)
+        warnings.warn(f"hybridize: torch.compile failed for {type(self).__name__} ({error!r}); "
+                      "running eagerly", RuntimeWarning, stacklevel=2)
+        object.__setattr__(self, "_compile_failed", True)
+        return out
 
     def forward(self, *args: Any) -> Any:
         hf = getattr(self, "hybrid_forward", None)
@@ -371,7 +386,20 @@ class HybridBlock(Block):
         return hf(nd, *args, **params)
 
     def infer_shape(self, *args: Any) -> None:
-        """Override to set unknown parameter shapes from the inputs (called before forward)."""
+        """Override to set unknown parameter shapes from the inputs (MXNet 2.0's hook).
+
+        Called with the block's inputs before forward while any of its own parameters still
+        waits for its shape; set ``param.shape`` there (deferred init then completes).
+        """
+
+    def _run_infer_shape(self, args: tuple[Any, ...]) -> None:
+        pending = [p for p in self._gluon_params.values() if p._data is None and p._deferred is not None]
+        if pending:
+            self.infer_shape(*args)
+            for p in pending:
+                if p._data is None:
+                    p._finish_deferred_init()
+        object.__setattr__(self, "_infer_pending", False)
 
     def export(self, path: str, epoch: int = 0, **kwargs: Any) -> None:
         """Save parameters as ``path-%04d.params`` (safetensors); symbol files do not exist here."""

@@ -59,7 +59,7 @@ def array(source_array: Any, ctx: CtxLike = None, dtype: Any = None) -> torch.Te
     """A new tensor holding a copy of ``source_array`` (tensor, numpy array, list or scalar).
 
     As in MXNet the result is float32 unless ``dtype`` is given, except that a torch tensor
-    keeps its own dtype.
+    keeps its own dtype.  A Python or numpy scalar gives shape (1,).
     """
     device = device_of(ctx)
     if isinstance(source_array, torch.Tensor):
@@ -79,6 +79,8 @@ def array(source_array: Any, ctx: CtxLike = None, dtype: Any = None) -> torch.Te
             )
         if src.dtype.kind in "US":
             raise TypeError(f"cannot make a numeric array from strings: {source_array!r}")
+        if src.ndim == 0:  # MXNet 1.x arrays are never 0-d
+            src = src.reshape(1)
         out = torch.from_numpy(np.ascontiguousarray(src)).to(device=device, dtype=target)
     return tag(out, ctx)
 

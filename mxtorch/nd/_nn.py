@@ -60,6 +60,11 @@ def _training(training: bool | None) -> bool:
     return bool(autograd.is_training())
 
 
+def _given(v: Any) -> bool:
+    """True unless ``v`` is None or an empty sequence (MXNet's "not set")."""
+    return v is not None and not (isinstance(v, (tuple, list)) and len(v) == 0)
+
+
 def _tuple(v: Any, n: int, default: int, name: str) -> tuple[int, ...]:
     """An int or an n-tuple as an n-tuple (empty/None gives ``default`` everywhere)."""
     if v is None or (isinstance(v, (tuple, list)) and len(v) == 0):
@@ -317,10 +322,8 @@ def Convolution(
     x, last = _to_channels_first(data, layout)
     w = weight.movedim(-1, 1) if last else weight
     n = _spatial(x, "Convolution")
-    if kernel is not None and len(tuple(kernel)) and tuple(int(k) for k in kernel) != tuple(w.shape[2:]):
-        raise ValueError(
-            f"Convolution: kernel={tuple(kernel)} does not match weight shape {tuple(weight.shape)}"
-        )
+    if _given(kernel) and _tuple(kernel, n, 0, "kernel") != tuple(w.shape[2:]):
+        raise ValueError(f"Convolution: kernel={kernel!r} does not match weight shape {tuple(weight.shape)}")
     if num_filter is not None and w.shape[0] != num_filter:
         raise ValueError(
             f"Convolution: weight shape {tuple(weight.shape)} does not give num_filter={num_filter}"
@@ -379,7 +382,7 @@ def Deconvolution(
     d = _tuple(dilate, n, 1, "dilate")
     p = _tuple(pad, n, 0, "pad")
     a = _tuple(adj, n, 0, "adj")
-    if target_shape is not None and len(tuple(target_shape)):
+    if _given(target_shape):
         tgt = _tuple(target_shape, n, 0, "target_shape")
         pads, adjs = [], []
         for i in range(n):
@@ -449,7 +452,7 @@ def Pooling(
         else:
             out = torch.sum(torch.abs(x) ** pv, dim=dims, keepdim=True) ** (1.0 / pv)
         return out.movedim(1, -1) if last else out
-    if kernel is None or len(tuple(kernel)) == 0:
+    if not _given(kernel):
         raise ValueError("Pooling: kernel is required unless global_pool=True")
     k = _tuple(kernel, n, 1, "kernel")
     s = _tuple(stride, n, 1, "stride")

@@ -182,11 +182,8 @@ __all__ = [
 
 _bslice = builtins.slice
 _bmax = builtins.max
-_bmin = builtins.min
-_babs = builtins.abs
 
 Tensor = torch.Tensor
-Scalar = int | float | bool
 
 
 def _no0d(t: Tensor) -> Tensor:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import torch
@@ -44,6 +43,8 @@ class Adam(_FusedOptimizer):
         self.epsilon = _check_real("epsilon", epsilon, lo=0.0)
         self.lazy_update = _check_bool("lazy_update", lazy_update)
 
+    _state_layout = "pair"
+
     def create_state(self, index: Any, weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """``(mean, var)``, zeros like ``weight``."""
         return (
@@ -51,14 +52,15 @@ class Adam(_FusedOptimizer):
             torch.zeros_like(weight, memory_format=torch.preserve_format),
         )
 
-    def _effective_lr(self, index: Any, lr: float) -> float:
-        t = self._index_update_count[index]
-        return lr * math.sqrt(1.0 - self.beta2**t) / (1.0 - self.beta1**t)
+    def _effective_lrs(self, indices: list[Any], lrs: list[float]) -> list[float]:
+        # lr_t = lr * sqrt(1 - beta2**t) / (1 - beta1**t), t = this index's update count
+        return self._bias_corrected(indices, lrs, self.beta1, self.beta2)
 
     def _fused_step(
         self, weights: list[torch.Tensor], grads: list[torch.Tensor], states: list[Any], lr: float, wd: float
     ) -> None:
-        means, vars_ = self._check_pair_states(states)
+        means = [s[0] for s in states]
+        vars_ = [s[1] for s in states]
         rescale = float(self.rescale_grad)
         if self.clip_gradient is not None or wd != 0.0:
             grads = _preprocess_grads(grads, weights, rescale, self.clip_gradient, wd)

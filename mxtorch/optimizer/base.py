@@ -352,10 +352,17 @@ class Optimizer:
 
     def _get_lrs(self, indices: Sequence[Any]) -> list[float]:
         lr = self._base_lr()
-        return [lr * self._lr_mult_of(i) for i in indices]
+        if not (self.param_dict or self.lr_mult or self.idx2name):
+            return [lr] * len(indices)
+        mult = self._lr_mult_of
+        return [lr * mult(i) for i in indices]
 
     def _get_wds(self, indices: Sequence[Any]) -> list[float]:
-        return [self.wd * self._wd_mult_of(i) for i in indices]
+        wd = self.wd
+        if not (self.param_dict or self.wd_mult or self.idx2name):
+            return [wd] * len(indices)
+        mult = self._wd_mult_of
+        return [wd * mult(i) for i in indices]
 
     def _update_count(self, index: Any) -> None:
         """Count one more update of ``index`` (an index or a list); ``num_update`` is the maximum."""
@@ -511,7 +518,7 @@ class Optimizer:
                 setattr(self, key, dict(value) if isinstance(value, dict) else value)
 
 
-def _explain_failure(indices: list[Any], weights: list[Any], grads: list[Any], err: Exception) -> None:
+def _explain_failure(indices: list[Any], weights: list[Any], grads: list[Any], err: BaseException) -> None:
     """Turn a torch shape/device/dtype failure into a message naming the parameter."""
     for i, w, g in zip(indices, weights, grads):
         if not isinstance(w, torch.Tensor) or not isinstance(g, torch.Tensor):
@@ -530,6 +537,19 @@ def _explain_failure(indices: list[Any], weights: list[Any], grads: list[Any], e
             ) from err
 
 
+def _homogeneous(weights: list[Any], lrs: list[float], wds: list[float]) -> bool:
+    """True when all weights share dtype and device and all lrs and wds are equal (one group)."""
+    n = len(weights)
+    if lrs.count(lrs[0]) != n or wds.count(wds[0]) != n:
+        return False
+    dt0 = weights[0].dtype
+    dev0 = weights[0].device
+    for w in weights:
+        if w.dtype is not dt0 or w.device != dev0:
+            return False
+    return True
+
+
 class _FusedOptimizer(Optimizer):
     """Optimizers whose update runs as ``torch._foreach_*`` ops over all same-dtype tensors at once.
 
@@ -537,9 +557,6 @@ class _FusedOptimizer(Optimizer):
     sharing device, dtype, learning rate and weight decay; the single-tensor ``update`` runs the
     same code on a group of one, so both paths give identical results.
     """
-
-    def _effective_lr(self, index: Any, lr: float) -> float:
-        return lr
 
     def _fused_step(
         self, weights: list[torch.Tensor], grads: list[torch.Tensor], states: list[Any], lr: float, wd: float
@@ -572,55 +589,88 @@ class _FusedOptimizer(Optimizer):
         if n == 0:
             return
         self._update_count(indices)
-        lrs = self._get_lrs(indices)
+        lrs = self._effective_lrs(indices, self._get_lrs(indices))
         wds = self._get_wds(indices)
         groups: dict[tuple[Any, ...], tuple[list[Any], list[Any], list[Any], list[Any]]] = {}
-        for k in range(n):
-            w = weights[k]
-            g = grads[k]
-            if not isinstance(w, torch.Tensor) or not isinstance(g, torch.Tensor):
-                raise TypeError(
-                    f"weight and grad of index {indices[k]!r} must be torch.Tensor, "
-                    f"got {type(w).__name__} and {type(g).__name__}"
-                )
-            lr = self._effective_lr(indices[k], lrs[k])
-            key = (w.device, w.dtype, lr, wds[k])
-            group = groups.get(key)
-            if group is None:
-                group = groups[key] = ([], [], [], [])
-            group[0].append(indices[k])
-            group[1].append(w)
-            group[2].append(g)
-            group[3].append(states[k])
+        try:
+            if _homogeneous(weights, lrs, wds):
+                w0 = weights[0]
+                groups[(w0.dtype, w0.device, lrs[0], wds[0])] = (indices, weights, grads, states)
+            else:
+                self._group(groups, indices, weights, grads, states, lrs, wds)
+        except AttributeError as err:
+            _explain_failure(indices, weights, grads, err)
+            raise
         with torch.no_grad():
             for (_, _, lr, wd), (idx, ws, gs, ss) in groups.items():
                 try:
                     self._fused_step(ws, gs, ss, lr, wd)
-                except RuntimeError as err:
+                except (RuntimeError, TypeError, IndexError, ValueError) as err:
                     _explain_failure(idx, ws, gs, err)
+                    self._explain_states(idx, ss, err)
                     raise
 
-    def _check_tensor_states(self, states: list[Any], what: str) -> list[torch.Tensor]:
-        for s in states:
-            if not isinstance(s, torch.Tensor):
-                raise MXNetError(
-                    f"{type(self).__name__} needs a {what} tensor as state, got {type(s).__name__}; "
-                    "create states with create_state (was the optimizer's momentum changed afterwards?)"
-                )
-        return states
+    @staticmethod
+    def _group(
+        groups: dict[tuple[Any, ...], tuple[list[Any], list[Any], list[Any], list[Any]]],
+        indices: list[Any],
+        weights: list[Any],
+        grads: list[Any],
+        states: list[Any],
+        lrs: list[float],
+        wds: list[float],
+    ) -> None:
+        for i, w, g, s, lr, wd in zip(indices, weights, grads, states, lrs, wds):
+            key = (w.dtype, w.device, lr, wd)
+            group = groups.get(key)
+            if group is None:
+                groups[key] = ([i], [w], [g], [s])
+            else:
+                group[0].append(i)
+                group[1].append(w)
+                group[2].append(g)
+                group[3].append(s)
 
-    def _check_pair_states(self, states: list[Any]) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
-        first: list[torch.Tensor] = []
-        second: list[torch.Tensor] = []
-        for s in states:
-            if not (isinstance(s, (tuple, list)) and len(s) == 2):
-                raise MXNetError(
-                    f"{type(self).__name__} needs a (mean, var) tuple as state, got {type(s).__name__}; "
-                    "create states with create_state"
+    def _effective_lrs(self, indices: list[Any], lrs: list[float]) -> list[float]:
+        """Per-index learning rates as the update uses them (Adam folds its bias correction in here)."""
+        return lrs
+
+    def _bias_corrected(
+        self, indices: list[Any], lrs: list[float], beta1: float, beta2: float
+    ) -> list[float]:
+        counts = self._index_update_count
+        cache: dict[int, float] = {}
+        out = []
+        for i, lr in zip(indices, lrs):
+            t = counts[i]
+            c = cache.get(t)
+            if c is None:
+                c = cache[t] = math.sqrt(1.0 - beta2**t) / (1.0 - beta1**t)
+            out.append(lr * c)
+        return out
+
+    _state_layout = "tensor"  # 'tensor' or 'pair': what _fused_step expects in each state
+
+    def _explain_states(self, indices: list[Any], states: list[Any], err: Exception) -> None:
+        if self._state_layout == "tensor" and getattr(self, "momentum", 1.0) == 0.0:
+            return  # no state is used
+        for i, s in zip(indices, states):
+            if self._state_layout == "pair":
+                ok = (
+                    isinstance(s, (tuple, list))
+                    and len(s) == 2
+                    and all(isinstance(x, torch.Tensor) for x in s)
                 )
-            first.append(s[0])
-            second.append(s[1])
-        return first, second
+                what = "a (mean, var) tuple of tensors"
+            else:
+                ok = isinstance(s, torch.Tensor)
+                what = "a momentum tensor"
+            if not ok:
+                raise MXNetError(
+                    f"{type(self).__name__} needs {what} as the state of index {i!r}, got "
+                    f"{type(s).__name__}; create states with create_state (and recreate them if "
+                    "hyper-parameters such as momentum changed)"
+                ) from err
 
 
 # ----------------------------------------------------------------------------------------------

@@ -50,7 +50,7 @@ class NAG(_FusedOptimizer):
                 torch._foreach_mul_(weights, 1.0 - lr * wd)
             torch._foreach_add_(weights, grads, alpha=-lr * rescale)
             return
-        moms = self._check_tensor_states(states, "momentum")
+        moms = states
         m = self.momentum
         torch._foreach_mul_(moms, m)
         torch._foreach_add_(moms, grads, alpha=-lr * rescale)

@@ -56,7 +56,7 @@ class SGD(_FusedOptimizer):
                 torch._foreach_mul_(weights, 1.0 - lr * wd)
             torch._foreach_add_(weights, grads, alpha=-lr * rescale)
             return
-        moms = self._check_tensor_states(states, "momentum")
+        moms = states
         torch._foreach_mul_(moms, self.momentum)
         torch._foreach_add_(moms, grads, alpha=-lr * rescale)
         if wd != 0.0:

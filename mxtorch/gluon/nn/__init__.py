@@ -1,8 +1,17 @@
 """Gluon neural-network layers."""
 
-from .activations import ELU, GELU, SELU, Activation, LeakyReLU, PReLU, SiLU, Swish
-from .basic_layers import Dense, Dropout, Flatten, HybridLambda, HybridSequential, Identity, Lambda, Sequential
 from ..block import Block, HybridBlock, SymbolBlock
+from .activations import ELU, GELU, SELU, Activation, LeakyReLU, PReLU, SiLU, Swish
+from .basic_layers import (
+    Dense,
+    Dropout,
+    Flatten,
+    HybridLambda,
+    HybridSequential,
+    Identity,
+    Lambda,
+    Sequential,
+)
 
 __all__ = [
     "Block", "HybridBlock", "SymbolBlock", "Sequential", "HybridSequential", "Dense", "Dropout",

@@ -9,7 +9,6 @@ import torch
 import torch.nn.functional as F
 
 from ... import autograd
-
 from ...base import MXNetError
 from ..block import Block, HybridBlock
 from ..parameter import Parameter

@@ -5,11 +5,16 @@ Weights keep MXNet's shapes so checkpoints map one to one: a convolution's weigh
 ``(in_channels, channels // groups, *kernel)``.  With a channels-last layout ('NWC', 'NHWC',
 'NDHWC') data *and* weight follow that layout, as in MXNet (weight ``(channels, *kernel,
 in_channels // groups)``); the layers permute to channels-first around the torch kernels.
+
+Pooling runs on torch's kernels, which differ from MXNet in two corner cases: padding may be at
+most half the pool size (checked at construction), and with ``ceil_mode=True`` a last window that
+would start entirely inside the right padding is dropped (MXNet's 'full' convention keeps it).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from numbers import Integral
 from typing import Any
 
 import torch
@@ -35,14 +40,19 @@ _MAX_POOL = {1: F.max_pool1d, 2: F.max_pool2d, 3: F.max_pool3d}
 _AVG_POOL = {1: F.avg_pool1d, 2: F.avg_pool2d, 3: F.avg_pool3d}
 
 
+def _is_int(value: Any) -> bool:
+    """True for Python and numpy integers (not bools)."""
+    return isinstance(value, Integral) and not isinstance(value, bool)
+
+
 def _tuple(value: Any, n: int, what: str, layer: str, minimum: int = 0) -> tuple[int, ...]:
     """``value`` (an int or a sequence of ``n`` ints, each >= ``minimum``) as an n-tuple."""
     if isinstance(value, bool):
         raise TypeError(f"{layer}: {what} must be an int or a tuple of {n} ints, got {value!r}")
-    if isinstance(value, int):
-        out: tuple[int, ...] = (value,) * n
+    if _is_int(value):
+        out: tuple[int, ...] = (int(value),) * n
     elif isinstance(value, Sequence) and not isinstance(value, str):
-        if len(value) != n or not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+        if len(value) != n or not all(_is_int(v) for v in value):
             raise ValueError(f"{layer}: {what} must be an int or a tuple of {n} ints, got {value!r}")
         out = tuple(int(v) for v in value)
     else:
@@ -94,16 +104,17 @@ class _Conv(HybridBlock):
     ) -> None:
         super().__init__(prefix, params)
         n, name = self._ndim, type(self).__name__
-        if isinstance(channels, bool) or not isinstance(channels, int) or channels <= 0:
+        if not _is_int(channels) or channels <= 0:
             raise ValueError(f"{name}: channels must be a positive int, got {channels!r}")
-        if isinstance(groups, bool) or not isinstance(groups, int) or groups <= 0:
+        if not _is_int(groups) or groups <= 0:
             raise ValueError(f"{name}: groups must be a positive int, got {groups!r}")
-        if isinstance(in_channels, bool) or not isinstance(in_channels, int) or in_channels < 0:
+        if not _is_int(in_channels) or in_channels < 0:
             raise ValueError(f"{name}: in_channels must be an int >= 0 (0 = infer), got {in_channels!r}")
         if channels % groups:
             raise ValueError(f"{name}: channels ({channels}) must be divisible by groups ({groups})")
         if in_channels % groups:
             raise ValueError(f"{name}: in_channels ({in_channels}) must be divisible by groups ({groups})")
+        channels, groups, in_channels = int(channels), int(groups), int(in_channels)
         self._channels_last = _check_layout(layout, n, name)
         self._layout = layout
         self._channels = channels
@@ -519,13 +530,12 @@ class ReflectionPad2D(HybridBlock):
     def __init__(self, padding: int | Sequence[int] = 0, prefix: str | None = None,
                  params: Any = None) -> None:
         super().__init__(prefix, params)
-        if isinstance(padding, int) and not isinstance(padding, bool):
-            if padding < 0:
-                raise ValueError(f"ReflectionPad2D: padding must be >= 0, got {padding!r}")
-            width: tuple[int, ...] = (0, 0, 0, 0, padding, padding, padding, padding)
+        if not isinstance(padding, Sequence) and _is_int(padding) and int(padding) >= 0:
+            p = int(padding)
+            width: tuple[int, ...] = (0, 0, 0, 0, p, p, p, p)
         elif (isinstance(padding, Sequence) and len(padding) == 8
-              and all(isinstance(p, int) and not isinstance(p, bool) and p >= 0 for p in padding)):
-            width = tuple(int(p) for p in padding)
+              and all(_is_int(v) and v >= 0 for v in padding)):
+            width = tuple(int(v) for v in padding)
             if any(width[:4]):
                 raise ValueError(f"ReflectionPad2D: only H and W can be padded; the first four entries of "
                                  f"padding must be 0, got {padding!r}")

@@ -11,6 +11,7 @@ from ..._dtype import dtype_name, to_torch_dtype
 from ...base import MXNetError
 from ..block import HybridBlock
 from ..parameter import Parameter
+from .conv_layers import _is_int
 
 __all__ = ["Embedding"]
 
@@ -20,7 +21,8 @@ class Embedding(HybridBlock):
 
     Input of shape (d1, ..., dk) gives output (d1, ..., dk, output_dim).  Float indices are
     truncated to integers, as MXNet does.  Indices outside [0, input_dim) raise an error on CPU
-    (a device-side assertion on GPU, where checking would force a synchronization).
+    in eager mode; on GPU or when compiled, torch's own index check applies (checking here
+    would force a synchronization or a graph break).
     ``sparse_grad=True`` (row-sparse gradients) is not supported: gradients are dense.
     """
 
@@ -29,15 +31,15 @@ class Embedding(HybridBlock):
                  params: Any = None) -> None:
         super().__init__(prefix, params)
         for what, v in (("input_dim", input_dim), ("output_dim", output_dim)):
-            if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
+            if not _is_int(v) or v <= 0:
                 raise ValueError(f"Embedding: {what} must be a positive int, got {v!r}")
         if sparse_grad:
             raise MXNetError("Embedding(sparse_grad=True): row-sparse gradients are not supported yet (they "
                              "come with the sparse parameter-server work); use sparse_grad=False, which "
                              "gives dense gradients with the same values")
-        self._input_dim, self._output_dim = input_dim, output_dim
+        self._input_dim, self._output_dim = int(input_dim), int(output_dim)
         self._dtype = to_torch_dtype(dtype)
-        self.weight = Parameter("weight", shape=(input_dim, output_dim), dtype=self._dtype,
+        self.weight = Parameter("weight", shape=(self._input_dim, self._output_dim), dtype=self._dtype,
                                 init=weight_initializer, allow_deferred_init=True)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -46,7 +48,7 @@ class Embedding(HybridBlock):
         if x.dtype.is_complex or x.dtype == torch.bool:
             raise TypeError(f"Embedding: indices must be integers or floats, got dtype {x.dtype}")
         idx = x if x.dtype == torch.int64 else x.long()
-        if idx.device.type == "cpu" and idx.numel():
+        if idx.device.type == "cpu" and idx.numel() and not torch.compiler.is_compiling():
             lo, hi = int(idx.min()), int(idx.max())
             if lo < 0 or hi >= self._input_dim:
                 bad = lo if lo < 0 else hi

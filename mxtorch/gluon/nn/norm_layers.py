@@ -19,14 +19,15 @@ from ..._dtype import to_torch_dtype
 from ...base import MXNetError
 from ..block import HybridBlock
 from ..parameter import Parameter
+from .conv_layers import _is_int
 
 __all__ = ["BatchNorm", "BatchNormReLU", "SyncBatchNorm", "LayerNorm", "GroupNorm", "InstanceNorm"]
 
 
 def _check_channels(in_channels: Any, layer: str) -> int:
-    if isinstance(in_channels, bool) or not isinstance(in_channels, int) or in_channels < 0:
+    if not _is_int(in_channels) or in_channels < 0:
         raise ValueError(f"{layer}: in_channels must be an int >= 0 (0 = infer), got {in_channels!r}")
-    return in_channels
+    return int(in_channels)
 
 
 def _check_epsilon(epsilon: Any, layer: str) -> float:
@@ -119,11 +120,11 @@ class BatchNorm(_Affine):
         super().__init__(center, scale, beta_initializer, gamma_initializer, in_channels, True,
                          prefix, params)
         name = type(self).__name__
-        if isinstance(axis, bool) or not isinstance(axis, int):
+        if not _is_int(axis):
             raise TypeError(f"{name}: axis must be an int, got {axis!r}")
         if isinstance(momentum, bool) or not isinstance(momentum, (int, float)) or not 0.0 <= momentum <= 1.0:
             raise ValueError(f"{name}: momentum must be a float in [0, 1], got {momentum!r}")
-        self._axis = axis
+        self._axis = int(axis)
         self._momentum = float(momentum)
         self._epsilon = _check_epsilon(epsilon, name)
         self._use_global_stats = bool(use_global_stats)
@@ -159,17 +160,25 @@ class BatchNorm(_Affine):
         beta = self.beta.data()
         mean, var = self.running_mean.data(), self.running_var.data()
         if autograd.is_training() and not self._use_global_stats:
-            count = x.numel() // c
+            count = x.numel() // max(c, 1)
+            m = self._momentum
             if count < 2:
-                raise MXNetError(f"{name}: training needs more than one value per channel to compute batch "
-                                 f"statistics, got input shape {tuple(x.shape)}")
+                # One value per channel (torch refuses): as in MXNet the batch variance is 0, every
+                # value equals its mean, so the output is beta; an empty batch leaves the stats alone.
+                shape = (1, c) + (1,) * (x.dim() - 2)
+                g = gamma.reshape(shape) if gamma is not None else 1.0
+                out = (x - x) * g + beta.reshape(shape)
+                if count == 1:
+                    with torch.no_grad():
+                        mean.mul_(m).add_(x.reshape(c).to(mean.dtype), alpha=1.0 - m)
+                        var.mul_(m)
+                return out.movedim(1, axis) if axis != 1 else out
             # Scratch buffers take the batch statistics (momentum 1 replaces them); torch reports the
             # unbiased variance, rescaled below to MXNet's biased one.
             batch_mean = torch.zeros_like(mean)
             batch_var = torch.zeros_like(var)
             out = F.batch_norm(x, batch_mean, batch_var, gamma, beta, training=True, momentum=1.0,
                                eps=self._epsilon)
-            m = self._momentum
             with torch.no_grad():
                 mean.mul_(m).add_(batch_mean, alpha=1.0 - m)
                 var.mul_(m).add_(batch_var, alpha=(1.0 - m) * (count - 1) / count)
@@ -221,8 +230,7 @@ class SyncBatchNorm(BatchNorm):
         super().__init__(1, momentum, epsilon, center, scale, use_global_stats, beta_initializer,
                          gamma_initializer, running_mean_initializer, running_variance_initializer,
                          in_channels, prefix, params)
-        if num_devices is not None and (isinstance(num_devices, bool) or not isinstance(num_devices, int)
-                                        or num_devices < 1):
+        if num_devices is not None and (not _is_int(num_devices) or num_devices < 1):
             raise ValueError(f"SyncBatchNorm: num_devices must be a positive int or None, "
                              f"got {num_devices!r}")
         self._num_devices = num_devices
@@ -245,9 +253,9 @@ class LayerNorm(_Affine):
                  prefix: str | None = None, params: Any = None) -> None:
         super().__init__(center, scale, beta_initializer, gamma_initializer, in_channels, False,
                          prefix, params)
-        if isinstance(axis, bool) or not isinstance(axis, int):
+        if not _is_int(axis):
             raise TypeError(f"LayerNorm: axis must be an int, got {axis!r}")
-        self._axis = axis
+        self._axis = int(axis)
         self._epsilon = _check_epsilon(epsilon, "LayerNorm")
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -280,12 +288,12 @@ class GroupNorm(_Affine):
                  prefix: str | None = None, params: Any = None) -> None:
         super().__init__(center, scale, beta_initializer, gamma_initializer, in_channels, False,
                          prefix, params)
-        if isinstance(num_groups, bool) or not isinstance(num_groups, int) or num_groups <= 0:
+        if not _is_int(num_groups) or num_groups <= 0:
             raise ValueError(f"GroupNorm: num_groups must be a positive int, got {num_groups!r}")
         if in_channels % num_groups:
             raise ValueError(f"GroupNorm: in_channels ({in_channels}) must be divisible by num_groups "
                              f"({num_groups})")
-        self._num_groups = num_groups
+        self._num_groups = int(num_groups)
         self._epsilon = _check_epsilon(epsilon, "GroupNorm")
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -316,9 +324,9 @@ class InstanceNorm(_Affine):
                  prefix: str | None = None, params: Any = None) -> None:
         super().__init__(center, scale, beta_initializer, gamma_initializer, in_channels, False,
                          prefix, params)
-        if isinstance(axis, bool) or not isinstance(axis, int):
+        if not _is_int(axis):
             raise TypeError(f"InstanceNorm: axis must be an int, got {axis!r}")
-        self._axis = axis
+        self._axis = int(axis)
         self._epsilon = _check_epsilon(epsilon, "InstanceNorm")
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

@@ -145,7 +145,7 @@ def _reverse_sequence(seq: Sequenceish, length: int, valid_length: Tensor | None
             return seq.flip(axis)
         return list(reversed(seq))
     is_tensor = isinstance(seq, Tensor)
-    stacked = seq.movedim(axis, 0) if is_tensor else torch.stack(list(seq), dim=0)
+    stacked = seq.movedim(axis, 0) if isinstance(seq, Tensor) else torch.stack(list(seq), dim=0)
     t = torch.arange(length, device=stacked.device)[:, None]
     vl = valid_length.to(stacked.device)[None, :]
     idx = torch.where(t < vl, vl - 1 - t, t)  # (T, N)
@@ -192,7 +192,11 @@ def _check_states(cell: RecurrentCell, states: Any, batch_size: int) -> list[Ten
 
 # ---- base classes --------------------------------------------------------------------------
 class RecurrentCell(Block):
-    """Base class of recurrent cells; ``cell(inputs, states)`` returns ``(output, new_states)``."""
+    """Base class of recurrent cells; ``cell(inputs, states)`` returns ``(output, new_states)``.
+
+    Subclasses define ``state_info`` and ``forward(inputs, states)`` (hybrid cells may write
+    MXNet 1.x ``hybrid_forward(F, inputs, states, **params)`` instead).
+    """
 
     def __init__(self, prefix: str | None = None, params: Any = None) -> None:
         super().__init__(prefix, params)
@@ -269,9 +273,6 @@ class RecurrentCell(Block):
         self._counter += 1
         return super().__call__(inputs, states, *args, **kwargs)
 
-    def forward(self, inputs: Tensor, states: list[Tensor]) -> tuple[Tensor, list[Tensor]]:
-        raise NotImplementedError(f"{type(self).__name__} must define forward(inputs, states)")
-
 
 class HybridRecurrentCell(RecurrentCell, HybridBlock):
     """A recurrent cell that can be hybridized."""
@@ -341,9 +342,9 @@ class _GatedCell(HybridRecurrentCell):
             )
         w = self.i2h_weight
         if w._data is None:
-            w.infer_shape((w.shape[0], inputs.shape[-1]))
+            w.infer_shape((self._gates * self._hidden_size, inputs.shape[-1]))
             self._input_size = inputs.shape[-1]
-        elif w.shape[1] != inputs.shape[-1]:
+        elif w.shape is not None and w.shape[1] != inputs.shape[-1]:
             raise ValueError(
                 f"{type(self).__name__}: inputs have {inputs.shape[-1]} features, but the cell was "
                 f"built for input_size={w.shape[1]}"
@@ -701,13 +702,13 @@ class DropoutCell(HybridRecurrentCell):
     def state_info(self, batch_size: int = 0) -> list[dict[str, Any]]:
         return []
 
-    def _apply(self, x: Tensor) -> Tensor:
+    def _drop(self, x: Tensor) -> Tensor:
         if self._rate > 0.0 and autograd.is_training():
             return _dropout(x, self._rate, self._axes)
         return x
 
     def forward(self, inputs: Tensor, states: list[Tensor]) -> tuple[Tensor, list[Tensor]]:
-        return self._apply(inputs), list(states or [])
+        return self._drop(inputs), list(states or [])
 
     def unroll(
         self,
@@ -721,7 +722,7 @@ class DropoutCell(HybridRecurrentCell):
         self.reset()
         inputs, _, _ = _format_sequence(length, inputs, layout, merge_outputs)
         if isinstance(inputs, Tensor):
-            return self._apply(inputs), list(begin_state or [])
+            return self._drop(inputs), list(begin_state or [])
         return super().unroll(
             length,
             inputs,
@@ -852,7 +853,7 @@ class ResidualCell(ModifierCell):
             ref = ins if isinstance(ins, Tensor) else ins[0]
             ins = _mask_sequence(ins, length, _lengths_tensor(valid_length, batch_size, ref.device), axis)
         if merged:
-            return outputs + ins, states
+            return outputs + ins, states  # type: ignore[operator]
         return [o + i for o, i in zip(outputs, ins)], states
 
 
@@ -898,7 +899,6 @@ class BidirectionalCell(HybridRecurrentCell):
         valid_length: Any = None,
     ) -> tuple[Sequenceish, list[Tensor]]:
         self.reset()
-        was_tensor = isinstance(inputs, Tensor)
         steps, axis, batch_size = _format_sequence(length, inputs, layout, False)
         vl = None if valid_length is None else _lengths_tensor(valid_length, batch_size, steps[0].device)
         states = (
@@ -919,9 +919,7 @@ class BidirectionalCell(HybridRecurrentCell):
         )
         r_out = _reverse_sequence(r_out, len(steps), vl, axis)
         outputs: Sequenceish = [torch.cat([lo, ro], dim=-1) for lo, ro in zip(l_out, r_out)]
-        if merge_outputs is None:
-            merge_outputs = was_tensor
-        outputs, _, _ = _format_sequence(length, outputs, layout, merge_outputs)
+        outputs, _, _ = _format_sequence(length, outputs, layout, bool(merge_outputs))
         return outputs, list(l_states) + list(r_states)
 
     def __repr__(self) -> str:

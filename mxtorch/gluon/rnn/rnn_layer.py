@@ -114,6 +114,10 @@ class _RNNLayer(HybridBlock):
             ni = out_size * self._dir
         self._flat_names = names
 
+    def _param(self, name: str) -> Parameter:
+        params: dict[str, Parameter] = self.__dict__["_gluon_params"]
+        return params[name]
+
     # ---- states ------------------------------------------------------------------------
     def state_info(self, batch_size: int = 0) -> list[dict[str, Any]]:
         """Shapes of the states: (num_layers * directions, batch, size), layout 'LNC'."""
@@ -142,11 +146,11 @@ class _RNNLayer(HybridBlock):
 
     # ---- forward -----------------------------------------------------------------------
     def _infer_input_size(self, in_size: int) -> None:
-        first = self.l0_i2h_weight
+        first = self._param("l0_i2h_weight")
         if first._data is None and first.shape is not None and first.shape[1] == 0:
             for d in ("l", "r")[: self._dir]:
-                p = getattr(self, f"{d}0_i2h_weight")
-                p.infer_shape((p.shape[0], in_size))
+                p = self._param(f"{d}0_i2h_weight")
+                p.infer_shape((self._gates * self._hidden_size, in_size))
             self._input_size = in_size
         elif first.shape is not None and first.shape[1] not in (0, in_size):
             raise ValueError(
@@ -197,7 +201,7 @@ class _RNNLayer(HybridBlock):
         else:
             states = self._check_states(states, batch_size)
         self._infer_input_size(inputs.shape[2])
-        weights = [getattr(self, n).data() for n in self._flat_names]
+        weights: list[Tensor] = [self._param(n).data() for n in self._flat_names]
         if self._clip is not None:
             out, new_states = self._forward_clipped(inputs, states, weights, sequence_length)
         else:
@@ -228,6 +232,8 @@ class _RNNLayer(HybridBlock):
         )
         packed = pack_padded_sequence(x, lengths, batch_first=batch_first, enforce_sorted=False)
         order, unorder = packed.sorted_indices, packed.unsorted_indices
+        if order is None or unorder is None:  # only with enforce_sorted=True
+            order = unorder = torch.arange(x.shape[0 if batch_first else 1], device=x.device)
         hs = [s.index_select(1, order) for s in states]
         hx = (hs[0], hs[1]) if lstm else hs[0]
         res = self._call_kernel((packed.data, packed.batch_sizes), hx, weights, train, None)
@@ -290,7 +296,8 @@ class _RNNLayer(HybridBlock):
         return out, [torch.stack(h_out, 0), torch.stack(c_out, 0)]
 
     def __repr__(self) -> str:
-        in_size = self.l0_i2h_weight.shape[1] if self.l0_i2h_weight.shape else 0
+        shape = self._param("l0_i2h_weight").shape
+        in_size = shape[1] if shape else 0
         s = f"{type(self).__name__}({in_size or None} -> {self._hidden_size}, {self._layout}"
         if self._num_layers != 1:
             s += f", num_layers={self._num_layers}"

@@ -64,7 +64,11 @@ class BasicBlockV1(HybridBlock):
 
 
 class BottleneckV1(HybridBlock):
-    """1x1 (stride) → 3x3 → 1x1 convolutions with ``channels // 4`` inner width, post-activation."""
+    """1x1 (stride) → 3x3 → 1x1 convolutions with ``channels // 4`` inner width, post-activation.
+
+    As in MXNet's model zoo, the two 1x1 convolutions of the body carry a bias (so parameter
+    files keep the same names and shapes); the 3x3 convolution and the shortcut have none.
+    """
 
     def __init__(self, channels: int, stride: int, downsample: bool = False, in_channels: int = 0,
                  last_gamma: bool = False, **kwargs: Any) -> None:
@@ -72,10 +76,10 @@ class BottleneckV1(HybridBlock):
         mid = channels // 4
         self.body = nn.HybridSequential()
         self.body.add(
-            nn.Conv2D(mid, kernel_size=1, strides=stride, use_bias=False, in_channels=in_channels),
+            nn.Conv2D(mid, kernel_size=1, strides=stride, in_channels=in_channels),
             nn.BatchNorm(), nn.Activation("relu"),
             _conv3x3(mid, 1, mid), nn.BatchNorm(), nn.Activation("relu"),
-            nn.Conv2D(channels, kernel_size=1, strides=1, use_bias=False, in_channels=mid),
+            nn.Conv2D(channels, kernel_size=1, strides=1, in_channels=mid),
             _bn(last_gamma),
         )
         self.downsample: nn.HybridSequential | None = None
