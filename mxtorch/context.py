@@ -28,7 +28,8 @@ class Context:
 
     def __init__(self, device_type: str | Context, device_id: int = 0) -> None:
         if isinstance(device_type, Context):
-            device_type, device_id = device_type.device_type, device_type.device_id
+            device_id = device_type.device_id
+            device_type = device_type.device_type
         if device_type not in self._str2devtype:
             raise ValueError(
                 f"unknown device type {device_type!r}: expected one of {sorted(self._str2devtype)}"

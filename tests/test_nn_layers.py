@@ -552,8 +552,6 @@ def test_small_cnn_deferred_end_to_end() -> None:
     assert net(x).shape == (4, 5)
 
 
-@pytest.mark.xfail(strict=False, reason="hybridize: dynamo guards misread the threading.local training flag "
-                                        "(mxtorch/autograd.py), reported to the lead")
 def test_batchnorm_training_mode_under_compiled_hybridize() -> None:
     net = nn.HybridSequential()
     net.add(nn.BatchNorm(in_channels=3))

@@ -53,6 +53,10 @@ class Block(torch.nn.Module):
     ``prefix``/``params`` are accepted for MXNet 1.x code (``params`` shares parameters).
     """
 
+    _gluon_params: OrderedDict[str, Parameter]
+    _prefix: str
+    _params_1x: ParameterDict
+
     def __init__(self, prefix: str | None = None, params: ParameterDict | None = None) -> None:
         super().__init__()
         object.__setattr__(self, "_gluon_params", OrderedDict())
@@ -281,6 +285,13 @@ class HybridBlock(Block):
     Define ``forward(self, x, ...)``; MXNet 1.x style ``hybrid_forward(self, F, x, ...,
     **params)`` also works (``F`` is ``mxtorch.nd``, the parameters arrive as tensors).
     """
+
+    _hybrid_active: bool
+    _compiled: Any
+    _compile_kwargs: dict[str, Any]
+    _compile_failed: bool
+    _warmed_up: bool
+    _infer_pending: bool
 
     def __init__(self, prefix: str | None = None, params: ParameterDict | None = None) -> None:
         super().__init__(prefix, params)

@@ -372,7 +372,7 @@ def _ctx_list(ctx: Context | Sequence[Context] | None) -> list[Context]:
             raise ValueError("ctx list is empty: give at least one context")
         out = [as_context(c) for c in ctx]
     else:
-        out = [as_context(ctx)]
+        out = [as_context(ctx)]  # type: ignore[arg-type]
     if len(set(out)) != len(out):
         raise ValueError(f"ctx list {out} contains duplicates")
     return out

@@ -189,8 +189,8 @@ class Trainer:
         for i, p in enumerate(self._params):
             if p._grad_req == "null":
                 continue
-            grads = [d.grad for d in p._data]  # type: ignore[union-attr]
-            if any(g is None for g in grads):
+            grads = [d.grad for d in p._data if d.grad is not None]  # type: ignore[union-attr]
+            if len(grads) != len(p._data):  # type: ignore[arg-type]
                 continue
             kv.pushpull(i, grads, out=grads)
 
@@ -202,7 +202,7 @@ class Trainer:
             for i, p in live:
                 data = p._data
                 assert data is not None
-                kv.push(i, [d.grad for d in data])
+                kv.push(i, [d.grad for d in data])  # type: ignore[misc]
                 kv.pull(i, out=list(data))
         else:
             indices = [i for i, _ in live]

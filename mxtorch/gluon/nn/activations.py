@@ -81,7 +81,7 @@ class PReLU(HybridBlock):
                                else initializer.Constant(0.25))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        a = self.alpha.data()
+        a: torch.Tensor = self.alpha.data()
         if a.numel() > 1 and x.dim() > 1:
             a = a.reshape((1, -1) + (1,) * (x.dim() - 2))
         return torch.where(x >= 0, x, a * x)

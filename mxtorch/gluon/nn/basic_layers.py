@@ -40,6 +40,7 @@ class Sequential(Block):
         return self
 
     def forward(self, x: Any, *args: Any) -> Any:
+        block: Any
         for block in self._modules.values():
             x = block(x, *args)
             args = ()
@@ -49,7 +50,7 @@ class Sequential(Block):
         return (x, *args) if args else x
 
     def __getitem__(self, key: int | slice) -> Any:
-        mods = list(self._modules.values())
+        mods: list[Any] = list(self._modules.values())
         if isinstance(key, slice):
             net = type(self)()
             net.add(*mods[key])
