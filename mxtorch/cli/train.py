@@ -23,15 +23,16 @@ DATASETS = ("fashion-mnist", "mnist", "cifar10", "cifar100")
 class TrainConfig:
     """Options of a training run (command-line flags map one to one onto these fields)."""
 
-    model: str = "lenet"
+    model: str = "lenet_bn"
     dataset: str = "fashion-mnist"
     data_root: str | None = None
-    epochs: int = 3
+    epochs: int = 2
     batch_size: int = 128
     optimizer: str = "sgd"
     lr: float = 0.05
     momentum: float = 0.9
     wd: float = 1e-4
+    lr_schedule: str = "cosine"
     ctx: str = "cpu"
     kvstore: str = "device"
     hybridize: bool = True
@@ -57,6 +58,8 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--lr", type=float, default=d.lr)
     p.add_argument("--momentum", type=float, default=d.momentum, help="for sgd/nag/rmsprop")
     p.add_argument("--wd", type=float, default=d.wd)
+    p.add_argument("--lr-schedule", default=d.lr_schedule, choices=("cosine", "constant"),
+                   help="cosine: decay the lr to 0 over the run (default); constant: keep it")
     p.add_argument("--ctx", default=d.ctx,
                    help="contexts, comma separated: 'cpu', 'cpu:0,cpu:1', 'gpu:0,gpu:1'")
     p.add_argument("--kvstore", default=d.kvstore, help="kvstore for several contexts (local, device)")
@@ -161,11 +164,15 @@ def train(cfg: TrainConfig, log: Any = None) -> dict[str, Any]:
     if cfg.hybridize:
         net.hybridize()
     opt_params: dict[str, Any] = {"learning_rate": cfg.lr, "wd": cfg.wd}
+    if cfg.lr_schedule == "cosine":
+        opt_params["lr_scheduler"] = mx.lr_scheduler.CosineScheduler(
+            max_update=max(cfg.epochs * len(train_loader), 1), base_lr=cfg.lr)
     if cfg.optimizer.lower() in ("sgd", "nag", "signum", "lars"):
         opt_params["momentum"] = cfg.momentum
     trainer = Trainer(net.collect_params(), cfg.optimizer, opt_params, kvstore=cfg.kvstore)
     loss_fn = loss.SoftmaxCrossEntropyLoss()
-    say(f"model: {cfg.model}  contexts: {ctx}  optimizer: {cfg.optimizer} {opt_params}  "
+    shown = {k: v for k, v in opt_params.items() if k != "lr_scheduler"}
+    say(f"model: {cfg.model}  contexts: {ctx}  optimizer: {cfg.optimizer} {shown} ({cfg.lr_schedule} lr)  "
         f"batch: {cfg.batch_size}  epochs: {cfg.epochs}")
     history = []
     t_start = time.perf_counter()

@@ -275,7 +275,7 @@ _RESNET_SPEC: dict[int, tuple[str, list[int], list[int]]] = {
     101: ("bottleneck", [3, 4, 23, 3], [64, 256, 512, 1024, 2048]),
     152: ("bottleneck", [3, 8, 36, 3], [64, 256, 512, 1024, 2048]),
 }
-_NETS: dict[int, type[HybridBlock]] = {1: ResNetV1, 2: ResNetV2}
+_NETS: dict[int, type[ResNetV1] | type[ResNetV2]] = {1: ResNetV1, 2: ResNetV2}
 _UNITS: dict[int, dict[str, type[HybridBlock]]] = {
     1: {"basic": BasicBlockV1, "bottleneck": BottleneckV1},
     2: {"basic": BasicBlockV2, "bottleneck": BottleneckV2},
