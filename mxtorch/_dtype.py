@@ -51,7 +51,9 @@ def to_torch_dtype(dtype: Any, default: torch.dtype | None = torch.float32) -> t
             key = ""
         if key in _BY_NAME:
             return _BY_NAME[key]
-    raise TypeError(f"unknown dtype {dtype!r}: expected a torch dtype, a numpy dtype or one of {sorted(_BY_NAME)}")
+    raise TypeError(
+        f"unknown dtype {dtype!r}: expected a torch dtype, a numpy dtype or one of {sorted(_BY_NAME)}"
+    )
 
 
 def dtype_name(dtype: torch.dtype) -> str:

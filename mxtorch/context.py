@@ -9,7 +9,8 @@ parameter copy per context on a machine without GPUs.
 from __future__ import annotations
 
 import threading
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import torch
 

@@ -78,7 +78,8 @@ def test_multi_context_copies_and_split_and_load():
         o.backward()
     g0, g1 = w.grad(mx.cpu(0)), w.grad(mx.cpu(1))
     # each context's copy received the gradient of its own slice
-    ref = torch.nn.functional.relu(torch.nn.functional.linear(x[:3], d0.detach(), net[0].bias.data().detach()))
+    ref = torch.nn.functional.relu(
+        torch.nn.functional.linear(x[:3], d0.detach(), net[0].bias.data().detach()))
     assert not torch.equal(g0, g1)
     assert ref.shape == (3, 8)
     with pytest.raises(MXNetError, match="not initialized on context gpu"):

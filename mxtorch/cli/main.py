@@ -14,7 +14,7 @@ _SUBCOMMANDS = {"train": train}
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="mxtorch", description="MXNet's Gluon and KVStore, on PyTorch")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name, mod in _SUBCOMMANDS.items():
+    for mod in _SUBCOMMANDS.values():
         mod.add_parser(sub)  # type: ignore[attr-defined]
     return parser
 

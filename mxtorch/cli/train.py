@@ -141,8 +141,8 @@ def train(cfg: TrainConfig, log: Any = None) -> dict[str, Any]:
     from ..gluon import Trainer, loss, model_zoo
     from ..gluon.data import DataLoader
     from ..gluon.data.vision import transforms
-    from ..progress import ProgressBar
     from ..gluon.utils import split_and_load
+    from ..progress import ProgressBar
 
     def say(msg: str) -> None:
         print(msg, file=log or sys.stdout, flush=True)

@@ -235,7 +235,8 @@ class Block(torch.nn.Module):
         total = sum(p.numel() for p in self.parameters())
         trainable = sum(p.numel() for p in self.parameters() if p.requires_grad)
         w = max([len(r[0]) for r in rows] + [20])
-        lines = ["-" * (w + 40), f"{'Layer (type)':<{w}} {'Output Shape':<25} {'Param #':>12}", "=" * (w + 40)]
+        lines = ["-" * (w + 40), f"{'Layer (type)':<{w}} {'Output Shape':<25} {'Param #':>12}",
+                 "=" * (w + 40)]
         lines += [f"{a:<{w}} {b:<25} {c:>12,}" for a, b, c in rows]
         lines += ["=" * (w + 40), f"Parameters in forward computation graph: {total:,}",
                   f"Trainable params: {trainable:,}", f"Non-trainable params: {total - trainable:,}",

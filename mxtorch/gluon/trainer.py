@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-
 from .. import kvstore as kvs
 from .. import optimizer as opt
 from ..base import MXNetError
@@ -91,7 +90,7 @@ class Trainer:
         return ctxs or []
 
     def _init_kvstore(self) -> None:
-        for name, p in zip(self._param_names, self._params):
+        for p in self._params:
             if p._data is None:
                 p._check()  # raises a clear error for uninitialized or deferred parameters
         self._contexts = self._check_contexts()

@@ -5,7 +5,15 @@ themselves under their own names.
 """
 
 from . import local as _local  # noqa: F401  (registers 'local' and 'device')
-from .base import KVStoreBase, KVStoreError, create, is_registered, register, register_factory, registered_names
+from .base import (
+           KVStoreBase,
+           KVStoreError,
+           create,
+           is_registered,
+           register,
+           register_factory,
+           registered_names,
+)
 from .local import LocalKVStore
 
 KVStore = KVStoreBase

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Callable, Sequence
-from typing import Any, Union
+from typing import Any
 
 import torch
 
@@ -19,8 +19,8 @@ from ..base import MXNetError
 __all__ = ["KVStoreBase", "KVStoreError", "Key", "Value", "register", "create", "registered_names",
            "is_registered"]
 
-Key = Union[int, str]
-Value = Union[torch.Tensor, Sequence[torch.Tensor]]
+Key = int | str
+Value = torch.Tensor | Sequence[torch.Tensor]
 
 
 class KVStoreError(MXNetError):

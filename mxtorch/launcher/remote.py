@@ -1,0 +1,296 @@
+"""Command lines that start a job on several hosts: over ssh, with ``mpirun``, or with ``srun``.
+
+* **ssh** runs torchrun on every host of the hostfile (``--nnodes``, ``--node-rank``,
+  ``--master-addr`` = the first host), with the job's environment exported, from the current
+  directory (a shared file system is assumed, as MXNet's ssh launcher did).
+* **mpi** (Open MPI's ``mpirun``) and **slurm** (``srun``) start every worker themselves;
+  each worker runs through this module's entry point (``python -m mxtorch.launcher.remote
+  CMD ...``), which turns the rank and size that MPI or Slurm give into torchrun's
+  variables (``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``, ``LOCAL_WORLD_SIZE``, ``MASTER_ADDR``)
+  and then replaces itself with the command.
+
+A hostfile holds one host per line, optionally with a number of workers for it (``host
+slots=4`` or ``host:4``); ``#`` starts a comment.  Hosts without a count take one worker
+each, then the workers left over are spread over them in turn; hosts with a count never get
+more.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import IO
+
+from .job import DEFAULT_MASTER_PORT, DMLC_PS_ROOT_URI, JobSpec, LaunchError, worker_environment
+
+__all__ = ["Host", "parse_hostfile", "read_hostfile", "assign_workers", "torchrun_command", "ssh_commands",
+           "mpi_command",
+           "slurm_command", "run_commands", "rank_environment"]
+
+_HOST_RE = re.compile(r"^(?:[A-Za-z0-9._-]+@)?[A-Za-z0-9._-]+$")
+
+
+@dataclass(frozen=True)
+class Host:
+    """A hostfile entry: ``name`` as ssh takes it (``user@host`` allowed), ``slots`` or ``None``."""
+
+    name: str
+    slots: int | None = None
+
+    @property
+    def address(self) -> str:
+        """The host without its ``user@`` part (what other hosts connect to)."""
+        return self.name.rpartition("@")[2]
+
+
+def parse_hostfile(text: str, source: str = "hostfile") -> list[Host]:
+    """Hosts listed in ``text``; errors name ``source`` and the line number."""
+    hosts: list[Host] = []
+    seen: dict[str, int] = {}
+    for number, raw in enumerate(text.splitlines(), start=1):
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+        where = f"{source} line {number}"
+        fields = line.split()
+        name, slots_text = fields[0], None
+        if ":" in name:
+            name, _, slots_text = name.partition(":")
+        extra = fields[1:]
+        if len(extra) == 1 and extra[0].startswith("slots=") and slots_text is None:
+            slots_text = extra[0][len("slots="):]
+        elif extra:
+            raise LaunchError(f"{where}: {raw.strip()!r}: expected 'HOST', 'HOST slots=K' or 'HOST:K'")
+        if not _HOST_RE.match(name):
+            raise LaunchError(f"{where}: {name!r} is not a host name (letters, digits, '.', '-', '_', "
+                              "optionally 'user@')")
+        slots = None
+        if slots_text is not None:
+            if not slots_text.isdigit() or int(slots_text) < 1:
+                raise LaunchError(f"{where}: {raw.strip()!r}: the number of slots must be an integer >= 1, "
+                                  f"got {slots_text!r}")
+            slots = int(slots_text)
+        if name in seen:
+            raise LaunchError(f"{where}: host {name!r} is already listed on line {seen[name]}; "
+                              "give it once, with slots=K for several workers")
+        seen[name] = number
+        hosts.append(Host(name, slots))
+    if not hosts:
+        raise LaunchError(f"{source} lists no hosts (one host per line, '#' for comments)")
+    return hosts
+
+
+def read_hostfile(path: str) -> list[Host]:
+    try:
+        with open(path) as f:
+            text = f.read()
+    except OSError as e:
+        raise LaunchError(f"cannot read the hostfile {path!r}: {e.strerror}") from e
+    return parse_hostfile(text, source=path)
+
+
+def assign_workers(hosts: Sequence[Host], num_workers: int) -> list[tuple[Host, int]]:
+    """How many workers each host runs, in hostfile order; hosts that get none are left out."""
+    counts = [0] * len(hosts)
+    left = num_workers
+    for i, h in enumerate(hosts):  # first pass: every host up to its slots (1 without a count)
+        take = min(left, h.slots or 1)
+        counts[i] += take
+        left -= take
+    open_hosts = [i for i, h in enumerate(hosts) if h.slots is None]
+    if left and not open_hosts:
+        total = sum(h.slots or 0 for h in hosts)
+        raise LaunchError(f"the hostfile offers {total} slots but {num_workers} workers were asked for: "
+                          "raise slots=K, add hosts, or lower -n")
+    for j in range(left):  # the rest round-robin over hosts without a count
+        counts[open_hosts[j % len(open_hosts)]] += 1
+    return [(h, c) for h, c in zip(hosts, counts) if c]
+
+
+def _port(spec: JobSpec) -> int:
+    return spec.master_port if spec.master_port is not None else DEFAULT_MASTER_PORT
+
+
+def _exports(env: Mapping[str, str]) -> str:
+    return "export " + " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
+
+
+def torchrun_command(spec: JobSpec, *, nnodes: int, nproc_per_node: int, node_rank: int, master_addr: str,
+                     python: str = sys.executable) -> list[str]:
+    """The torchrun invocation one host runs (``--no-python``: the command is run as given)."""
+    return [python, "-m", "torch.distributed.run", f"--nnodes={nnodes}", f"--nproc-per-node={nproc_per_node}",
+            f"--node-rank={node_rank}", f"--master-addr={master_addr}", f"--master-port={_port(spec)}",
+            f"--max-restarts={spec.max_restarts}", "--no-python", *spec.command]
+
+
+def ssh_commands(spec: JobSpec, hosts: Sequence[Host], *, python: str = sys.executable,
+                 workdir: str | None = None) -> list[list[str]]:
+    """One ``ssh`` command per host that runs workers, in node-rank order."""
+    placed = assign_workers(hosts, spec.num_workers)
+    master = placed[0][0].address
+    env = worker_environment(spec, master, _port(spec))
+    cd = f"cd {shlex.quote(workdir or os.getcwd())}"
+    commands = []
+    for node_rank, (host, n) in enumerate(placed):
+        run = torchrun_command(spec, nnodes=len(placed), nproc_per_node=n, node_rank=node_rank,
+                               master_addr=master, python=python)
+        remote = f"{cd} && {_exports(env)} && {shlex.join(run)}"
+        commands.append(["ssh", "-o", "StrictHostKeyChecking=no", "-o", "BatchMode=yes", host.name, remote])
+    return commands
+
+
+def _no_restarts(spec: JobSpec, launcher: str) -> None:
+    if spec.max_restarts:
+        raise LaunchError(f"--max-restarts needs torchrun's agent, which the {launcher} launcher does not "
+                          "use: use --launcher ssh or local, or --max-restarts 0")
+
+
+def mpi_command(spec: JobSpec, hosts: Sequence[Host], *, python: str = sys.executable) -> list[str]:
+    """An Open MPI ``mpirun`` command starting every worker (``-x NAME=VALUE`` for the environment)."""
+    _no_restarts(spec, "mpi")
+    placed = assign_workers(hosts, spec.num_workers)
+    env = worker_environment(spec, placed[0][0].address, _port(spec))
+    env.update({"MASTER_ADDR": placed[0][0].address, "MASTER_PORT": str(_port(spec))})
+    cmd = ["mpirun", "-np", str(spec.num_workers), "-H", ",".join(f"{h.name}:{n}" for h, n in placed)]
+    for k, v in env.items():
+        cmd += ["-x", f"{k}={v}"]
+    return [*cmd, python, "-m", "mxtorch.launcher.remote", *spec.command]
+
+
+def slurm_command(spec: JobSpec, hosts: Sequence[Host] | None = None, *,
+                  python: str = sys.executable) -> list[str]:
+    """An ``srun`` command starting every worker in the current allocation (or on ``hosts``).
+
+    Rank 0's host, the rendezvous address, is found by each worker from Slurm's node list.
+    """
+    _no_restarts(spec, "slurm")
+    cmd = ["srun", f"--ntasks={spec.num_workers}"]
+    if hosts:
+        placed = assign_workers(hosts, spec.num_workers)
+        cmd += [f"--nodes={len(placed)}", "--nodelist=" + ",".join(h.address for h, _ in placed)]
+    env = worker_environment(spec, "", _port(spec))
+    del env[DMLC_PS_ROOT_URI]  # Slurm orders the nodes: the entry point finds rank 0's host
+    env["MASTER_PORT"] = str(_port(spec))
+    bad = [k for k, v in env.items() if "," in v]
+    if bad:
+        raise LaunchError(f"srun --export cannot carry values with ',' (in {', '.join(bad)}): "
+                          "set them in the job script instead")
+    cmd += ["--kill-on-bad-exit=1", "--export=ALL," + ",".join(f"{k}={v}" for k, v in env.items())]
+    return [*cmd, python, "-m", "mxtorch.launcher.remote", *spec.command]
+
+
+def run_commands(commands: Sequence[Sequence[str]], *, timeout: float | None = None,
+                 report: IO[str] | None = None, poll_s: float = 0.2) -> int:
+    """Run ``commands`` side by side; the first failure (or the time limit) stops the others.
+
+    Returns 0, the failed command's exit status, or 124 on timeout.
+    """
+    out = report if report is not None else sys.stderr
+    tool = commands[0][0]
+    if shutil.which(tool) is None:
+        raise LaunchError(f"{tool!r} is not on PATH: install it or use --dry-run to see the commands")
+    procs = [subprocess.Popen(list(c)) for c in commands]
+    deadline = None if timeout is None else time.monotonic() + timeout
+    try:
+        while True:
+            codes = [p.poll() for p in procs]
+            failed = [(i, c) for i, c in enumerate(codes) if c not in (None, 0)]
+            if failed:
+                i, code = failed[0]
+                print(f"mxtorch launch: command {i} ({shlex.join(commands[i][:5])} ...) failed with exit code "
+                      f"{code}; stopping the others", file=out, flush=True)
+                return code if code and code > 0 else 1
+            if all(c == 0 for c in codes):
+                return 0
+            if deadline is not None and time.monotonic() > deadline:
+                print(f"mxtorch launch: the job did not finish within {timeout:g} s; stopping it", file=out,
+                      flush=True)
+                return 124
+            time.sleep(poll_s)
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.terminate()
+        for p in procs:
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+
+
+# ---- the worker entry point for mpirun / srun ---------------------------------------------------
+_RANK_SCHEMES = (
+    # (rank, size, local rank, local size) as set by: Open MPI, MPICH / Intel MPI (PMI), Slurm
+    ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE"),
+    ("PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "MPI_LOCALNRANKS"),
+    ("SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", None),
+)
+
+
+def _slurm_tasks_on_node(tasks_per_node: str, node_id: int) -> int:
+    """``'2(x3),1'`` (Slurm's compressed list) and a node index -> tasks on that node."""
+    counts: list[int] = []
+    for part in tasks_per_node.split(","):
+        m = re.fullmatch(r"(\d+)(?:\(x(\d+)\))?", part.strip())
+        if not m:
+            raise LaunchError(f"cannot read SLURM_STEP_TASKS_PER_NODE={tasks_per_node!r}")
+        counts += [int(m.group(1))] * int(m.group(2) or 1)
+    return counts[node_id]
+
+
+def _first_slurm_host(nodelist: str) -> str:
+    """The first host of a Slurm node list such as ``'node[07-09,12],gpu1'`` -> ``'node07'``."""
+    first = re.split(r",(?![^\[]*\])", nodelist.strip(), maxsplit=1)[0]
+    return re.sub(r"\[([^\],-]+)[^\]]*\]", r"\1", first)
+
+
+def rank_environment(environ: Mapping[str, str]) -> dict[str, str]:
+    """torchrun's variables for a worker started by MPI or Slurm, from theirs."""
+    for rank_k, size_k, local_k, local_size_k in _RANK_SCHEMES:
+        if rank_k in environ and size_k in environ:
+            env = {"RANK": environ[rank_k], "WORLD_SIZE": environ[size_k],
+                   "LOCAL_RANK": environ.get(local_k, "0")}
+            if local_size_k is not None and local_size_k in environ:
+                env["LOCAL_WORLD_SIZE"] = environ[local_size_k]
+            elif "SLURM_STEP_TASKS_PER_NODE" in environ:
+                env["LOCAL_WORLD_SIZE"] = str(_slurm_tasks_on_node(environ["SLURM_STEP_TASKS_PER_NODE"],
+                                                                   int(environ.get("SLURM_NODEID", "0"))))
+            if "MASTER_ADDR" not in environ:
+                nodelist = environ.get("SLURM_STEP_NODELIST") or environ.get("SLURM_JOB_NODELIST")
+                if not nodelist:
+                    raise LaunchError("MASTER_ADDR is not set and no Slurm node list says where rank 0 runs")
+                env["MASTER_ADDR"] = _first_slurm_host(nodelist)
+            env.setdefault(DMLC_PS_ROOT_URI, environ.get(DMLC_PS_ROOT_URI) or
+                           env.get("MASTER_ADDR", environ.get("MASTER_ADDR", "")))
+            return env
+    raise LaunchError("python -m mxtorch.launcher.remote runs a worker under mpirun or srun, but none of "
+                      "OMPI_COMM_WORLD_RANK, PMI_RANK or SLURM_PROCID is set")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    command = list(sys.argv[1:] if argv is None else argv)
+    if not command:
+        print("usage: python -m mxtorch.launcher.remote COMMAND [ARGS...]", file=sys.stderr)
+        return 2
+    try:
+        os.environ.update(rank_environment(os.environ))
+    except LaunchError as e:
+        print(f"mxtorch.launcher.remote: {e}", file=sys.stderr)
+        return 2
+    try:
+        os.execvp(command[0], command)
+    except OSError as e:
+        print(f"mxtorch.launcher.remote: cannot run {command[0]!r}: {e.strerror}", file=sys.stderr)
+        return 127
+    return 0  # not reached: execvp replaced this process
+
+
+if __name__ == "__main__":
+    sys.exit(main())
