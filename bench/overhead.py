@@ -5,12 +5,18 @@ in the same run, interleaved in rounds so that machine noise hits both alike.  P
 median step time of each and the ratio mxtorch / torch (≤ 1.05 is the target).
 
     python bench/overhead.py [--steps 30] [--rounds 7] [--batch 128] [--models mlp,lenet]
+
+Where MXNet 1.9.1 is installed in its own venv (``.venv-mxnet``, see bench/mxnet_reference.py),
+the same run also times MXNet's hybridized Gluon step on the same model and prints it.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import statistics
+import subprocess
 import time
 
 import torch
@@ -88,13 +94,17 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=128)
     ap.add_argument("--models", default="mlp,lenet")
     ap.add_argument("--threads", type=int, default=0)
+    default_mx = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), ".venv-mxnet",
+                              "bin", "python")
+    ap.add_argument("--mxnet-python", default=default_mx if os.path.exists(default_mx) else "",
+                    help="python of a venv with mxnet 1.9.1 (empty: skip the MXNet column)")
     args = ap.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, batch {args.batch}, "
           f"{args.rounds} rounds x {args.steps} steps, interleaved")
-    print(f"{'model':<8}{'torch ms/step':>15}{'mxtorch ms/step':>17}{'ratio':>8}")
+    rows = []
     worst = 0.0
     for name in args.models.split(","):
         x = torch.rand(args.batch, 1, 28, 28)
@@ -111,8 +121,27 @@ def main() -> None:
         t_mx = statistics.median(times["mxtorch"])
         ratio = t_mx / t_ref
         worst = max(worst, ratio)
-        print(f"{name:<8}{t_ref * 1e3:>15.3f}{t_mx * 1e3:>17.3f}{ratio:>8.3f}")
-    print(f"worst ratio {worst:.3f} (target <= 1.05)")
+        rows.append((name, t_ref, t_mx, ratio))
+    mxnet: dict[str, list[float]] = {}
+    if args.mxnet_python:
+        script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "mxnet_reference.py")
+        env = dict(os.environ, OMP_NUM_THREADS=str(torch.get_num_threads()))
+        r = subprocess.run([args.mxnet_python, script, "--models", args.models, "--batch", str(args.batch),
+                            "--steps", str(args.steps), "--rounds", str(args.rounds)],
+                           capture_output=True, text=True, env=env, timeout=1800)
+        if r.returncode == 0:
+            mxnet = json.loads(r.stdout.strip().splitlines()[-1])
+        else:
+            print(f"(MXNet reference failed: {r.stderr.strip().splitlines()[-1:]})")
+    head = f"{'model':<8}{'torch ms/step':>15}{'mxtorch ms/step':>17}{'ratio':>8}"
+    print(head + (f"{'MXNet 1.9.1 ms/step':>21}{'mxtorch/MXNet':>15}" if mxnet else ""))
+    for name, t_ref, t_mx, ratio in rows:
+        line = f"{name:<8}{t_ref * 1e3:>15.3f}{t_mx * 1e3:>17.3f}{ratio:>8.3f}"
+        if name in mxnet:
+            t_mxnet = statistics.median(mxnet[name])
+            line += f"{t_mxnet:>21.3f}{t_mx * 1e3 / t_mxnet:>15.3f}"
+        print(line)
+    print(f"worst ratio mxtorch/torch {worst:.3f} (target <= 1.05)")
 
 
 if __name__ == "__main__":

@@ -31,6 +31,8 @@ _SUBMODULES = {
     "test_utils": "mxtorch.test_utils",
     "ndarray_methods": "mxtorch.ndarray_methods",
     "context": "mxtorch.context",
+    "horovod": "mxtorch.horovod",
+    "distributed": "mxtorch.distributed",
 }
 
 __all__ = [

@@ -6,9 +6,9 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from . import train
+from . import launch, train
 
-_SUBCOMMANDS = {"train": train}
+_SUBCOMMANDS = {"launch": launch, "train": train}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -21,7 +21,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(argv)
+    args.argv = argv  # lets a subcommand run itself again, e.g. `train --workers N` under the launcher
     if args.command is None:
         parser.print_help()
         return 2

@@ -4,6 +4,11 @@ By default: LeNet on Fashion-MNIST — the full data set where it is installed (
 ``dataset-fashion-mnist`` puts it in /usr/share/datasets/fashion-mnist), otherwise the
 class-balanced subset shipped inside mxtorch.  Prints a progress bar, evaluates on the
 held-out split, saves the parameters and a metrics file.
+
+``--workers N --kvstore allreduce`` (or ``horovod``) trains with N processes: the command
+runs itself again under ``mxtorch launch -n N``; each worker reads its own shard of the
+training set with ``--batch-size / N`` samples per step, gradients are summed over the
+workers, and worker 0 evaluates, prints and saves.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ class TrainConfig:
     lr_schedule: str = "cosine"
     ctx: str = "cpu"
     kvstore: str = "device"
+    workers: int = 1
     hybridize: bool = True
     seed: int = 42
     num_workers: int = 0
@@ -62,7 +68,12 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                    help="cosine: decay the lr to 0 over the run (default); constant: keep it")
     p.add_argument("--ctx", default=d.ctx,
                    help="contexts, comma separated: 'cpu', 'cpu:0,cpu:1', 'gpu:0,gpu:1'")
-    p.add_argument("--kvstore", default=d.kvstore, help="kvstore for several contexts (local, device)")
+    p.add_argument("--kvstore", default=d.kvstore,
+                   help="how gradients are shared: local/device (contexts of one process), allreduce or "
+                        "horovod (several workers)")
+    p.add_argument("--workers", type=int, default=d.workers,
+                   help="worker processes, started on this machine by `mxtorch launch`; needs --kvstore "
+                        "allreduce or horovod; --batch-size stays the global batch")
     p.add_argument("--no-hybridize", dest="hybridize", action="store_false")
     p.add_argument("--seed", type=int, default=d.seed)
     p.add_argument("--num-workers", type=int, default=d.num_workers, help="data loader workers")
@@ -131,21 +142,73 @@ def evaluate(net: Any, loader: Any, ctx: list[Any]) -> float:
     return float(acc.get()[1])
 
 
+def launched_world_size() -> int | None:
+    """The number of workers of the job this process belongs to (None when not launched as one)."""
+    from ..distributed.env import DistributedConfigError, world_info_from_env
+
+    try:
+        info = world_info_from_env()
+    except DistributedConfigError as e:
+        raise SystemExit(str(e)) from None
+    return None if info is None else info.world_size
+
+
+def _join_job(cfg: TrainConfig) -> Any:
+    """The distributed KVStore of this worker, or None when training in one process."""
+    import mxtorch as mx
+
+    world = launched_world_size()
+    if world is None and cfg.workers > 1:
+        raise SystemExit(f"workers={cfg.workers}: start the job with `mxtorch train --workers {cfg.workers}` "
+                         "(or under `mxtorch launch`), not by calling train() in one process")
+    if world is None or world == 1:
+        return None
+    if cfg.workers not in (1, world):
+        raise SystemExit(f"--workers {cfg.workers} but this job was launched with {world} workers")
+    kv = mx.kv.create(cfg.kvstore)
+    if not kv.is_capable(mx.kv.KVStoreBase.DISTRIBUTED):
+        raise SystemExit(f"this process is one of {world} workers, but --kvstore {cfg.kvstore!r} only "
+                         "reduces gradients inside one process: use --kvstore allreduce (or horovod)")
+    if cfg.batch_size % kv.num_workers:
+        raise SystemExit(f"--batch-size {cfg.batch_size} (the global batch) must be divisible by the "
+                         f"{kv.num_workers} workers")
+    return kv
+
+
+def _sum_over_workers(kv: Any, key: str, values: list[float]) -> list[float]:
+    import torch
+
+    t = torch.tensor(values, dtype=torch.float64)
+    kv.pushpull(key, t, out=t)
+    return [float(v) for v in t]
+
+
 def train(cfg: TrainConfig, log: Any = None) -> dict[str, Any]:
-    """Run the training job described by ``cfg``; returns the metrics that are also saved."""
+    """Run the training job described by ``cfg``; returns the metrics that are also saved.
+
+    In a job started by ``mxtorch launch`` (or ``--workers N``) with a distributed KVStore,
+    this process trains on its shard and only worker 0 evaluates, prints and writes files:
+    the held-out accuracy then describes exactly the saved model (parameters are equal on
+    every worker, BatchNorm running statistics are worker 0's).
+    """
     import torch
 
     import mxtorch as mx
 
     from .. import autograd
     from ..gluon import Trainer, loss, model_zoo
-    from ..gluon.data import DataLoader
+    from ..gluon.data import DataLoader, SplitSampler
     from ..gluon.data.vision import transforms
     from ..gluon.utils import split_and_load
     from ..progress import ProgressBar
 
+    kv = _join_job(cfg)
+    rank, n_workers = (kv.rank, kv.num_workers) if kv is not None else (0, 1)
+    lead = rank == 0
+
     def say(msg: str) -> None:
-        print(msg, file=log or sys.stdout, flush=True)
+        if lead:
+            print(msg, file=log or sys.stdout, flush=True)
 
     if cfg.threads > 0:
         torch.set_num_threads(cfg.threads)
@@ -154,8 +217,15 @@ def train(cfg: TrainConfig, log: Any = None) -> dict[str, Any]:
     train_set, test_set, data_desc = load_datasets(cfg)
     say(f"data: {data_desc}")
     to_tensor = transforms.ToTensor()
-    train_loader = DataLoader(train_set.transform_first(to_tensor), batch_size=cfg.batch_size,
-                              shuffle=True, last_batch="discard", num_workers=cfg.num_workers)
+    sampler = None
+    if kv is None:
+        train_loader = DataLoader(train_set.transform_first(to_tensor), batch_size=cfg.batch_size,
+                                  shuffle=True, last_batch="discard", num_workers=cfg.num_workers)
+    else:  # each worker its shard, reshuffled every epoch with the same seed on every worker
+        sampler = SplitSampler(len(train_set), n_workers, rank, even_size=True, seed=cfg.seed)
+        train_loader = DataLoader(train_set.transform_first(to_tensor),
+                                  batch_size=cfg.batch_size // n_workers, sampler=sampler,
+                                  last_batch="discard", num_workers=cfg.num_workers)
     test_loader = DataLoader(test_set.transform_first(to_tensor), batch_size=max(cfg.batch_size, 256),
                              shuffle=False, last_batch="keep", num_workers=cfg.num_workers)
     classes = 100 if cfg.dataset == "cifar100" else 10
@@ -169,18 +239,23 @@ def train(cfg: TrainConfig, log: Any = None) -> dict[str, Any]:
             max_update=max(cfg.epochs * len(train_loader), 1), base_lr=cfg.lr)
     if cfg.optimizer.lower() in ("sgd", "nag", "signum", "lars"):
         opt_params["momentum"] = cfg.momentum
-    trainer = Trainer(net.collect_params(), cfg.optimizer, opt_params, kvstore=cfg.kvstore)
+    trainer = Trainer(net.collect_params(), cfg.optimizer, opt_params,
+                      kvstore=kv if kv is not None else cfg.kvstore)
     loss_fn = loss.SoftmaxCrossEntropyLoss()
     shown = {k: v for k, v in opt_params.items() if k != "lr_scheduler"}
     say(f"model: {cfg.model}  contexts: {ctx}  optimizer: {cfg.optimizer} {shown} ({cfg.lr_schedule} lr)  "
-        f"batch: {cfg.batch_size}  epochs: {cfg.epochs}")
+        f"batch: {cfg.batch_size}  epochs: {cfg.epochs}"
+        + (f"  workers: {n_workers} x {cfg.batch_size // n_workers} ({kv.type} kvstore)" if kv else ""))
     history = []
     t_start = time.perf_counter()
     for epoch in range(cfg.epochs):
         acc = mx.metric.Accuracy()
         loss_sum = 0.0
         n_seen = 0
-        bar = ProgressBar(len(train_loader), desc=f"epoch {epoch + 1}/{cfg.epochs}", enabled=cfg.progress)
+        if sampler is not None:
+            sampler.set_epoch(epoch)
+        bar = ProgressBar(len(train_loader), desc=f"epoch {epoch + 1}/{cfg.epochs}",
+                          enabled=cfg.progress and lead)
         for data, label in train_loader:
             parts = split_and_load(data, ctx)
             labels = split_and_load(label, ctx)
@@ -189,36 +264,68 @@ def train(cfg: TrainConfig, log: Any = None) -> dict[str, Any]:
                 losses = [loss_fn(o, y) for o, y in zip(outs, labels)]
             for l in losses:
                 l.backward()
-            trainer.step(data.shape[0])
+            trainer.step(data.shape[0])  # this worker's batch: the Trainer scales by the workers too
             loss_sum += sum(float(l.detach().sum()) for l in losses)
             acc.update(labels, [o.detach() for o in outs])
             n_seen += data.shape[0]
             bar.update(1, samples=data.shape[0], loss=loss_sum / n_seen, acc=acc.get()[1])
         bar.close()
-        test_acc = evaluate(net, test_loader, ctx)
-        rec = {"epoch": epoch + 1, "train_loss": loss_sum / max(n_seen, 1),
-               "train_acc": acc.get()[1], "test_acc": test_acc, "seconds": bar.elapsed,
-               "samples_per_sec": bar.rate}
+        train_loss, train_acc, rate = loss_sum / max(n_seen, 1), acc.get()[1], bar.rate
+        if kv is not None:  # the whole job's loss, accuracy and throughput, not one shard's
+            total_loss, correct, count, seconds = _sum_over_workers(
+                kv, "train_stats", [loss_sum, train_acc * n_seen, n_seen, bar.elapsed])
+            train_loss, train_acc = total_loss / max(count, 1), correct / max(count, 1)
+            rate = count / max(seconds / n_workers, 1e-9)
+        test_acc = evaluate(net, test_loader, ctx) if lead else float("nan")
+        rec = {"epoch": epoch + 1, "train_loss": train_loss, "train_acc": train_acc, "test_acc": test_acc,
+               "seconds": bar.elapsed, "samples_per_sec": rate}
         history.append(rec)
         say(f"epoch {epoch + 1}: train loss {rec['train_loss']:.4f}  train acc {rec['train_acc']:.4f}  "
             f"test acc {test_acc:.4f}  {rec['samples_per_sec']:,.0f} samples/s  {rec['seconds']:.1f}s")
     total = time.perf_counter() - t_start
+    result = {"config": asdict(cfg), "data": data_desc, "epochs": history,
+              "final_test_acc": history[-1]["test_acc"] if history else None, "total_seconds": total,
+              "workers": n_workers, "torch": torch.__version__, "mxtorch": mx.__version__}
+    if not lead:
+        kv.close()  # type: ignore[union-attr]
+        return result
     os.makedirs(cfg.output, exist_ok=True)
     params_path = os.path.join(cfg.output, "model.params")
     net.save_parameters(params_path)
-    result = {"config": asdict(cfg), "data": data_desc, "epochs": history,
-              "final_test_acc": history[-1]["test_acc"] if history else None, "total_seconds": total,
-              "params_file": params_path, "torch": torch.__version__, "mxtorch": mx.__version__}
+    result["params_file"] = params_path
     with open(os.path.join(cfg.output, "metrics.json"), "w") as f:
         json.dump(result, f, indent=2)
     say(f"final held-out accuracy: {result['final_test_acc']:.4f}  ({total:.1f}s); saved {params_path} and "
         f"{os.path.join(cfg.output, 'metrics.json')}")
+    if kv is not None:
+        kv.close()
     return result
+
+
+def _run_workers(cfg: TrainConfig, argv: list[str]) -> int:
+    """Run this same ``mxtorch train`` command as ``cfg.workers`` local workers."""
+    from .. import kvstore
+    from ..launcher import JobSpec, LaunchError, launch_local
+
+    if not kvstore.is_registered(cfg.kvstore):
+        raise SystemExit(f"--kvstore {cfg.kvstore!r} is unknown: known types are "
+                         f"{kvstore.registered_names()}")
+    if cfg.batch_size % cfg.workers:
+        raise SystemExit(f"--batch-size {cfg.batch_size} (the global batch) must be divisible by "
+                         f"--workers {cfg.workers}")
+    try:
+        spec = JobSpec(command=[sys.executable, "-m", "mxtorch.cli.main", *argv], num_workers=cfg.workers)
+        return launch_local(spec)
+    except LaunchError as e:
+        raise SystemExit(f"mxtorch train --workers {cfg.workers}: {e}") from None
 
 
 def run(args: argparse.Namespace) -> int:
     cfg = _config_from_args(args)
-    if cfg.epochs < 1 or cfg.batch_size < 1:
-        raise SystemExit("--epochs and --batch-size must be >= 1")
+    if cfg.epochs < 1 or cfg.batch_size < 1 or cfg.workers < 1:
+        raise SystemExit("--epochs, --batch-size and --workers must be >= 1")
+    if cfg.workers > 1 and launched_world_size() is None:
+        argv = getattr(args, "argv", None)
+        return _run_workers(cfg, list(argv) if argv is not None else sys.argv[1:])
     train(cfg)
     return 0

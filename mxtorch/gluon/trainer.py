@@ -61,6 +61,10 @@ class Trainer:
         self._kv_initialized = False
         self._contexts: list[Context] = []
         self._updaters: list[Any] = []
+        self._num_workers = 1
+        self._grad_sync: Any = None  # a store that reduces gradients during backward ('overlap')
+        if all(p._data is not None for p in self._params):
+            self._init_distributed_early()
 
     # ---- properties ------------------------------------------------------------------
     @property
@@ -76,6 +80,16 @@ class Trainer:
         self._optimizer.set_learning_rate(lr)
 
     # ---- set-up ----------------------------------------------------------------------
+    def _init_distributed_early(self) -> None:
+        # A distributed store must give every worker rank 0's weights before the first forward
+        # pass, not at the first step (whose gradients would come from different weights).
+        # Parameters whose shape is inferred at the first forward wait for the first step.
+        spec = self._kvstore_spec
+        store = kvs.create(spec) if isinstance(spec, str) else spec
+        if store is not None and store.is_capable(kvs.KVStoreBase.DISTRIBUTED):
+            self._kvstore_spec = store
+            self._init_kvstore()
+
     def _check_contexts(self) -> list[Context]:
         ctxs: list[Context] | None = None
         for name, p in zip(self._param_names, self._params):
@@ -122,14 +136,19 @@ class Trainer:
         if kv is not None:
             if upd:
                 kv.set_optimizer(self._optimizer)
-            for i, p in enumerate(self._params):
-                if p.grad_req == "null" and not kv.is_capable(kvs.KVStoreBase.DISTRIBUTED):
-                    continue
-                data = p.list_data()
-                if kv.is_capable(kvs.KVStoreBase.DISTRIBUTED):
-                    kv.broadcast(i, data[0], out=data)
-                else:
-                    kv.init(i, data[0])
+            if kv.is_capable(kvs.KVStoreBase.DISTRIBUTED):
+                # Every worker starts from rank 0's values; one call lets the store batch them.
+                datas = [p.list_data() for p in self._params]
+                kv.broadcast(list(range(len(datas))), [d[0] for d in datas], out=datas)
+                self._num_workers = kv.num_workers
+            else:
+                for i, p in enumerate(self._params):
+                    if p.grad_req != "null":
+                        kv.init(i, p.list_data()[0])
+            if not upd and kv.is_capable("overlap"):
+                # The store reduces gradients while backward runs (its hooks), finished at step.
+                self._grad_sync = kv
+                self._grad_sync.attach_gradient_hooks(self._params)
         n_updaters = 0 if upd else len(self._contexts)
         self._updaters = [opt.get_updater(self._optimizer) for _ in range(n_updaters)]
         self._kv_initialized = True
@@ -139,7 +158,8 @@ class Trainer:
         """Reduce gradients, rescale them by ``1/batch_size`` and update every parameter."""
         if not self._kv_initialized:
             self._init_kvstore()
-        self._optimizer.rescale_grad = self._scale / batch_size
+        # Gradients are summed over workers: divide by the global batch (MXNet/Horovod).
+        self._optimizer.rescale_grad = self._scale / (batch_size * self._num_workers)
         self._allreduce_grads()
         self._update(ignore_stale_grad)
 
@@ -159,7 +179,8 @@ class Trainer:
         if self._update_on_kvstore:
             raise MXNetError("update() is not available with update_on_kvstore=True: create the "
                              "Trainer with update_on_kvstore=False")
-        self._optimizer.rescale_grad = self._scale / batch_size
+        # Gradients are summed over workers: divide by the global batch (MXNet/Horovod).
+        self._optimizer.rescale_grad = self._scale / (batch_size * self._num_workers)
         self._update(ignore_stale_grad)
 
     def _live(self, ignore_stale_grad: bool) -> list[tuple[int, Parameter]]:
@@ -184,6 +205,9 @@ class Trainer:
     def _allreduce_grads(self) -> None:
         kv = self._kvstore
         if kv is None or self._update_on_kvstore:
+            return
+        if self._grad_sync is not None:
+            self._grad_sync.synchronize_gradients(self._params)
             return
         for i, p in enumerate(self._params):
             if p._grad_req == "null":

@@ -1,10 +1,12 @@
 """KVStore: one interface for every way of sharing parameters and gradients.
 
 ``mx.kv.create(name)`` with 'local' or 'device' here; distributed backends register
-themselves under their own names.
+themselves under their own names ('allreduce', 'horovod', 'nccl': :mod:`.allreduce`).
 """
 
+from . import allreduce as _allreduce  # noqa: F401  (registers 'allreduce', 'horovod', 'nccl')
 from . import local as _local  # noqa: F401  (registers 'local' and 'device')
+from .allreduce import AllreduceKVStore
 from .base import (
            KVStoreBase,
            KVStoreError,
@@ -18,5 +20,5 @@ from .local import LocalKVStore
 
 KVStore = KVStoreBase
 
-__all__ = ["KVStoreBase", "KVStore", "KVStoreError", "LocalKVStore", "create", "register",
-           "register_factory", "registered_names", "is_registered"]
+__all__ = ["KVStoreBase", "KVStore", "KVStoreError", "LocalKVStore", "AllreduceKVStore", "create",
+           "register", "register_factory", "registered_names", "is_registered"]

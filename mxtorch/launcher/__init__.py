@@ -5,7 +5,14 @@ it uses: the job description (:mod:`.job`), the local launcher on torch's elasti
 (:mod:`.local`) and the ssh / mpirun / srun command builders (:mod:`.remote`).
 """
 
-from .job import DEFAULT_MASTER_PORT, JobSpec, LaunchError, parse_env_pairs, resolve_command, worker_environment
+from .job import (
+    DEFAULT_MASTER_PORT,
+    JobSpec,
+    LaunchError,
+    parse_env_pairs,
+    resolve_command,
+    worker_environment,
+)
 from .local import EXIT_TIMEOUT, JobTimedOut, launch_local
 from .remote import (
     Host,

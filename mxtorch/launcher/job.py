@@ -5,7 +5,7 @@ the environment to add, restarts and a time limit.  :func:`worker_environment` t
 the variables MXNet's launcher used to set (``DMLC_*``), so that scripts written for MXNet
 still find their role and the scheduler's address; rank, world size and the rendezvous
 address (``RANK``, ``WORLD_SIZE``, ``MASTER_ADDR``, ...) come from torchrun or, for MPI and
-Slurm, from :mod:`mxtorch.launcher.remote`'s worker entry point.
+Slurm, from the worker entry point ``python -m mxtorch.launcher``.
 """
 
 from __future__ import annotations
@@ -17,19 +17,18 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from ..base import MXNetError
+from ..distributed.env import DMLC_NUM_SERVER, DMLC_NUM_WORKER, DMLC_PS_ROOT_PORT, DMLC_PS_ROOT_URI, DMLC_ROLE
 
 __all__ = ["LaunchError", "JobSpec", "parse_env_pairs", "worker_environment", "resolve_command",
-           "DEFAULT_MASTER_PORT"]
+           "DEFAULT_MASTER_PORT", "RESTART_ENV"]
 
 DEFAULT_MASTER_PORT = 29500
 """Rendezvous port on the first host when none is given (torchrun's default too)."""
 
-# MXNet's variables (the parameter-server engineer's module will own these names).
-DMLC_ROLE = "DMLC_ROLE"
-DMLC_NUM_WORKER = "DMLC_NUM_WORKER"
-DMLC_NUM_SERVER = "DMLC_NUM_SERVER"
-DMLC_PS_ROOT_URI = "DMLC_PS_ROOT_URI"
-DMLC_PS_ROOT_PORT = "DMLC_PS_ROOT_PORT"
+RESTART_ENV = {"TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1"}
+"""For torchrun agents of jobs that may restart: workers then get a fresh store for every attempt.
+A store shared with the agent keeps the previous attempt's keys, and restarted gloo/NCCL groups
+dial dead peers (pytorch/pytorch#135712)."""
 
 _PYTHON_NAMES = ("python", "python3", f"python3.{sys.version_info.minor}")
 
@@ -112,13 +111,16 @@ def worker_environment(spec: JobSpec, master_addr: str, master_port: int) -> dic
 
 def resolve_command(command: list[str], environ: Mapping[str, str] | None = None) -> list[str]:
     """The command a local worker runs: a bare ``python``/``python3`` becomes this interpreter
-    (so the job uses the environment mxtorch runs in), a ``*.py`` file is run with it, and any
-    other program must be found on PATH or be a path to an executable file.
+    (so the job uses the environment mxtorch runs in), as does ``mxtorch`` (this mxtorch's
+    command line), a ``*.py`` file is run with it, and any other program must be found on PATH
+    or be a path to an executable file.
     """
     environ = os.environ if environ is None else environ
     prog, rest = command[0], list(command[1:])
     if prog in _PYTHON_NAMES:
         return [sys.executable, *rest]
+    if prog == "mxtorch":
+        return [sys.executable, "-m", "mxtorch.cli.main", *rest]
     if prog.endswith(".py") and os.path.isfile(prog):
         return [sys.executable, prog, *rest]
     if os.sep in prog:

@@ -1,9 +1,11 @@
 """Run a job's workers on this machine through torchrun's machinery.
 
-Workers are started by torch's elastic agent (:func:`torch.distributed.launcher.api.elastic_launch`
-with a static rendezvous on 127.0.0.1), so they receive exactly what torchrun gives them
-(``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``, ``LOCAL_WORLD_SIZE``, ``MASTER_ADDR``,
-``MASTER_PORT``), restarts follow ``--max-restarts`` and one worker's failure stops the others.
+Workers are started by torch's elastic agent (:func:`torch.distributed.launcher.api.elastic_launch`,
+c10d rendezvous on 127.0.0.1 at the job's port), so they receive exactly what torchrun gives
+them (``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``, ``LOCAL_WORLD_SIZE``, ``MASTER_ADDR``,
+``MASTER_PORT`` — a fresh store port for every attempt), restarts follow ``--max-restarts``
+and one worker's failure stops the others.  Each worker's output lines are shown with its
+rank in front (``[worker1]:``).
 mxtorch adds MXNet's ``DMLC_*`` variables, a time limit, and a failure report naming the rank
 that failed first, with its traceback (from torch's error file when the script used
 ``@record``, otherwise the tail of that worker's stderr, which is copied to a log file).
@@ -25,7 +27,7 @@ import uuid
 from collections.abc import Iterator, Mapping
 from typing import IO, Any
 
-from .job import JobSpec, LaunchError, resolve_command, worker_environment
+from .job import RESTART_ENV, JobSpec, LaunchError, resolve_command, worker_environment
 
 __all__ = ["launch_local", "JobTimedOut", "EXIT_TIMEOUT"]
 
@@ -80,10 +82,10 @@ def _time_limit(seconds: float | None) -> Iterator[None]:
 
 @contextlib.contextmanager
 def _quiet_torch_elastic() -> Iterator[None]:
-    # torch's agent logs each SIGTERM it sends; mxtorch prints its own summary instead.
+    # torch's agent logs each worker it stops or sees fail; mxtorch prints one summary instead.
     log = logging.getLogger("torch.distributed.elastic")
     level = log.level
-    log.setLevel(logging.ERROR)
+    log.setLevel(logging.CRITICAL)
     try:
         yield
     finally:
@@ -91,12 +93,17 @@ def _quiet_torch_elastic() -> Iterator[None]:
 
 
 def _recording_logs_specs(log_dir: str) -> Any:
-    """torch's default log layout, remembering where each attempt's stderr files are."""
+    """torch's default log layout, remembering where each attempt's stderr files are.
+
+    Both streams are copied to files and shown line by line with the worker's rank in front
+    (``[worker1]:...``): whole lines never interleave, and a failed worker's stderr can be read
+    back for the report.
+    """
     from torch.distributed.elastic.multiprocessing.api import DefaultLogsSpecs, Std
 
     class RecordingLogsSpecs(DefaultLogsSpecs):
         def __init__(self) -> None:
-            super().__init__(log_dir=log_dir, tee=Std.ERR)
+            super().__init__(log_dir=log_dir, tee=Std.ALL)
             self.stderr_files: dict[int, str] = {}
 
         def reify(self, envs: dict[int, dict[str, str]]) -> Any:
@@ -122,15 +129,15 @@ def launch_local(spec: JobSpec, *, master_addr: str = "127.0.0.1", report: IO[st
     command = resolve_command(spec.command)
     port = spec.master_port if spec.master_port is not None else _free_port(master_addr)
     env = worker_environment(spec, master_addr, port)
-    env.setdefault("PYTHONUNBUFFERED", "1")  # see worker output as it happens
+    env.update(RESTART_ENV)
     if spec.num_workers > 1 and "OMP_NUM_THREADS" not in os.environ:
         env.setdefault("OMP_NUM_THREADS", "1")  # as torchrun: N workers must not oversubscribe the cores
     log_dir = tempfile.mkdtemp(prefix="mxtorch-launch-")
     logs = _recording_logs_specs(log_dir)
     config = LaunchConfig(
         min_nodes=1, max_nodes=1, nproc_per_node=spec.num_workers, run_id=uuid.uuid4().hex,
-        role="worker", rdzv_backend="static", rdzv_endpoint=f"{master_addr}:{port}",
-        rdzv_configs={"rank": 0}, max_restarts=spec.max_restarts, monitor_interval=0.1,
+        role="worker", rdzv_backend="c10d", rdzv_endpoint=f"{master_addr}:{port}",
+        rdzv_configs={}, local_addr=master_addr, max_restarts=spec.max_restarts, monitor_interval=0.1,
         logs_specs=logs, log_line_prefix_template="[worker${rank}]:", shutdown_timeout=_SHUTDOWN_GRACE_S,
     )
     start = time.monotonic()
@@ -176,15 +183,22 @@ def _cause_order(rank: int, failure: Any, stderr_files: Mapping[int, str]) -> tu
     all; the stderr log's last write tells when each worker really stopped.
     """
     when = float(failure.timestamp)
-    if failure.error_file_data.get("message") in (None, ""):
+    if _error_message(failure) is None:
         path = stderr_files.get(failure.local_rank, "")
         with contextlib.suppress(OSError):
             when = os.path.getmtime(path)
     return (1 if _killed_by_launcher(failure.exitcode) else 0, when, rank)
 
 
+def _error_message(failure: Any) -> Any:
+    """What the worker wrote to torch's error file (it does when its entry point used ``@record``)."""
+    if not os.path.isfile(failure.error_file):
+        return None
+    return failure.error_file_data.get("message") or None
+
+
 def _traceback_of(failure: Any, stderr_file: str | None) -> str:
-    message = failure.error_file_data.get("message")
+    message = _error_message(failure)
     if isinstance(message, dict):  # written by torch's @record: the exception and its call stack
         info = message.get("extraInfo", {})
         stack = info.get("py_callstack") if isinstance(info, dict) else None

@@ -4,10 +4,9 @@
   ``--master-addr`` = the first host), with the job's environment exported, from the current
   directory (a shared file system is assumed, as MXNet's ssh launcher did).
 * **mpi** (Open MPI's ``mpirun``) and **slurm** (``srun``) start every worker themselves;
-  each worker runs through this module's entry point (``python -m mxtorch.launcher.remote
-  CMD ...``), which turns the rank and size that MPI or Slurm give into torchrun's
-  variables (``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``, ``LOCAL_WORLD_SIZE``, ``MASTER_ADDR``)
-  and then replaces itself with the command.
+  each worker runs through the package's entry point (``python -m mxtorch.launcher CMD
+  ...``), which turns the rank and size that MPI or Slurm give into torchrun's variables
+  (:func:`rank_environment`) and then replaces itself with the command.
 
 A hostfile holds one host per line, optionally with a number of workers for it (``host
 slots=4`` or ``host:4``); ``#`` starts a comment.  Hosts without a count take one worker
@@ -24,15 +23,26 @@ import shutil
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import IO
 
-from .job import DEFAULT_MASTER_PORT, DMLC_PS_ROOT_URI, JobSpec, LaunchError, worker_environment
+from ..distributed.env import (
+    DMLC_PS_ROOT_URI,
+    LOCAL_RANK,
+    LOCAL_WORLD_SIZE,
+    MASTER_ADDR,
+    MASTER_PORT,
+    RANK,
+    WORLD_SIZE,
+    DistributedConfigError,
+    world_info_from_env,
+)
+from .job import DEFAULT_MASTER_PORT, RESTART_ENV, JobSpec, LaunchError, worker_environment
 
 __all__ = ["Host", "parse_hostfile", "read_hostfile", "assign_workers", "torchrun_command", "ssh_commands",
-           "mpi_command",
-           "slurm_command", "run_commands", "rank_environment"]
+           "mpi_command", "slurm_command", "run_commands", "rank_environment"]
 
 _HOST_RE = re.compile(r"^(?:[A-Za-z0-9._-]+@)?[A-Za-z0-9._-]+$")
 
@@ -123,24 +133,35 @@ def _exports(env: Mapping[str, str]) -> str:
 
 
 def torchrun_command(spec: JobSpec, *, nnodes: int, nproc_per_node: int, node_rank: int, master_addr: str,
-                     python: str = sys.executable) -> list[str]:
-    """The torchrun invocation one host runs (``--no-python``: the command is run as given)."""
+                     python: str = sys.executable, run_id: str | None = None) -> list[str]:
+    """The torchrun invocation one host runs (``--no-python``: the command is run as given).
+
+    Without restarts: a static rendezvous (``--node-rank``, ``--master-addr``).  With restarts:
+    torch's c10d rendezvous, which gives every attempt a fresh store (see :data:`RESTART_ENV`).
+    """
+    if spec.max_restarts:
+        rdzv = ["--rdzv-backend=c10d", f"--rdzv-endpoint={master_addr}:{_port(spec)}",
+                f"--rdzv-id={run_id or 'mxtorch-' + uuid.uuid4().hex[:12]}"]
+    else:
+        rdzv = [f"--node-rank={node_rank}", f"--master-addr={master_addr}", f"--master-port={_port(spec)}"]
     return [python, "-m", "torch.distributed.run", f"--nnodes={nnodes}", f"--nproc-per-node={nproc_per_node}",
-            f"--node-rank={node_rank}", f"--master-addr={master_addr}", f"--master-port={_port(spec)}",
-            f"--max-restarts={spec.max_restarts}", "--no-python", *spec.command]
+            *rdzv, f"--max-restarts={spec.max_restarts}", "--no-python", *spec.command]
 
 
 def ssh_commands(spec: JobSpec, hosts: Sequence[Host], *, python: str = sys.executable,
-                 workdir: str | None = None) -> list[list[str]]:
+                 workdir: str | None = None, run_id: str | None = None) -> list[list[str]]:
     """One ``ssh`` command per host that runs workers, in node-rank order."""
     placed = assign_workers(hosts, spec.num_workers)
     master = placed[0][0].address
     env = worker_environment(spec, master, _port(spec))
+    if spec.max_restarts:
+        env.update(RESTART_ENV)
+    run_id = run_id or "mxtorch-" + uuid.uuid4().hex[:12]  # one rendezvous id for every host
     cd = f"cd {shlex.quote(workdir or os.getcwd())}"
     commands = []
     for node_rank, (host, n) in enumerate(placed):
         run = torchrun_command(spec, nnodes=len(placed), nproc_per_node=n, node_rank=node_rank,
-                               master_addr=master, python=python)
+                               master_addr=master, python=python, run_id=run_id)
         remote = f"{cd} && {_exports(env)} && {shlex.join(run)}"
         commands.append(["ssh", "-o", "StrictHostKeyChecking=no", "-o", "BatchMode=yes", host.name, remote])
     return commands
@@ -157,11 +178,11 @@ def mpi_command(spec: JobSpec, hosts: Sequence[Host], *, python: str = sys.execu
     _no_restarts(spec, "mpi")
     placed = assign_workers(hosts, spec.num_workers)
     env = worker_environment(spec, placed[0][0].address, _port(spec))
-    env.update({"MASTER_ADDR": placed[0][0].address, "MASTER_PORT": str(_port(spec))})
+    env.update({MASTER_ADDR: placed[0][0].address, MASTER_PORT: str(_port(spec))})
     cmd = ["mpirun", "-np", str(spec.num_workers), "-H", ",".join(f"{h.name}:{n}" for h, n in placed)]
     for k, v in env.items():
         cmd += ["-x", f"{k}={v}"]
-    return [*cmd, python, "-m", "mxtorch.launcher.remote", *spec.command]
+    return [*cmd, python, "-m", "mxtorch.launcher", *spec.command]
 
 
 def slurm_command(spec: JobSpec, hosts: Sequence[Host] | None = None, *,
@@ -177,13 +198,13 @@ def slurm_command(spec: JobSpec, hosts: Sequence[Host] | None = None, *,
         cmd += [f"--nodes={len(placed)}", "--nodelist=" + ",".join(h.address for h, _ in placed)]
     env = worker_environment(spec, "", _port(spec))
     del env[DMLC_PS_ROOT_URI]  # Slurm orders the nodes: the entry point finds rank 0's host
-    env["MASTER_PORT"] = str(_port(spec))
+    env[MASTER_PORT] = str(_port(spec))
     bad = [k for k, v in env.items() if "," in v]
     if bad:
         raise LaunchError(f"srun --export cannot carry values with ',' (in {', '.join(bad)}): "
                           "set them in the job script instead")
     cmd += ["--kill-on-bad-exit=1", "--export=ALL," + ",".join(f"{k}={v}" for k, v in env.items())]
-    return [*cmd, python, "-m", "mxtorch.launcher.remote", *spec.command]
+    return [*cmd, python, "-m", "mxtorch.launcher", *spec.command]
 
 
 def run_commands(commands: Sequence[Sequence[str]], *, timeout: float | None = None,
@@ -204,8 +225,8 @@ def run_commands(commands: Sequence[Sequence[str]], *, timeout: float | None = N
             failed = [(i, c) for i, c in enumerate(codes) if c not in (None, 0)]
             if failed:
                 i, code = failed[0]
-                print(f"mxtorch launch: command {i} ({shlex.join(commands[i][:5])} ...) failed with exit code "
-                      f"{code}; stopping the others", file=out, flush=True)
+                print(f"mxtorch launch: command {i} ({shlex.join(commands[i][:5])} ...) failed with exit "
+                      f"code {code}; stopping the others", file=out, flush=True)
                 return code if code and code > 0 else 1
             if all(c == 0 for c in codes):
                 return 0
@@ -226,25 +247,6 @@ def run_commands(commands: Sequence[Sequence[str]], *, timeout: float | None = N
 
 
 # ---- the worker entry point for mpirun / srun ---------------------------------------------------
-_RANK_SCHEMES = (
-    # (rank, size, local rank, local size) as set by: Open MPI, MPICH / Intel MPI (PMI), Slurm
-    ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE"),
-    ("PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "MPI_LOCALNRANKS"),
-    ("SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", None),
-)
-
-
-def _slurm_tasks_on_node(tasks_per_node: str, node_id: int) -> int:
-    """``'2(x3),1'`` (Slurm's compressed list) and a node index -> tasks on that node."""
-    counts: list[int] = []
-    for part in tasks_per_node.split(","):
-        m = re.fullmatch(r"(\d+)(?:\(x(\d+)\))?", part.strip())
-        if not m:
-            raise LaunchError(f"cannot read SLURM_STEP_TASKS_PER_NODE={tasks_per_node!r}")
-        counts += [int(m.group(1))] * int(m.group(2) or 1)
-    return counts[node_id]
-
-
 def _first_slurm_host(nodelist: str) -> str:
     """The first host of a Slurm node list such as ``'node[07-09,12],gpu1'`` -> ``'node07'``."""
     first = re.split(r",(?![^\[]*\])", nodelist.strip(), maxsplit=1)[0]
@@ -252,45 +254,25 @@ def _first_slurm_host(nodelist: str) -> str:
 
 
 def rank_environment(environ: Mapping[str, str]) -> dict[str, str]:
-    """torchrun's variables for a worker started by MPI or Slurm, from theirs."""
-    for rank_k, size_k, local_k, local_size_k in _RANK_SCHEMES:
-        if rank_k in environ and size_k in environ:
-            env = {"RANK": environ[rank_k], "WORLD_SIZE": environ[size_k],
-                   "LOCAL_RANK": environ.get(local_k, "0")}
-            if local_size_k is not None and local_size_k in environ:
-                env["LOCAL_WORLD_SIZE"] = environ[local_size_k]
-            elif "SLURM_STEP_TASKS_PER_NODE" in environ:
-                env["LOCAL_WORLD_SIZE"] = str(_slurm_tasks_on_node(environ["SLURM_STEP_TASKS_PER_NODE"],
-                                                                   int(environ.get("SLURM_NODEID", "0"))))
-            if "MASTER_ADDR" not in environ:
-                nodelist = environ.get("SLURM_STEP_NODELIST") or environ.get("SLURM_JOB_NODELIST")
-                if not nodelist:
-                    raise LaunchError("MASTER_ADDR is not set and no Slurm node list says where rank 0 runs")
-                env["MASTER_ADDR"] = _first_slurm_host(nodelist)
-            env.setdefault(DMLC_PS_ROOT_URI, environ.get(DMLC_PS_ROOT_URI) or
-                           env.get("MASTER_ADDR", environ.get("MASTER_ADDR", "")))
-            return env
-    raise LaunchError("python -m mxtorch.launcher.remote runs a worker under mpirun or srun, but none of "
-                      "OMPI_COMM_WORLD_RANK, PMI_RANK or SLURM_PROCID is set")
+    """torchrun's variables for a worker that MPI or Slurm started, from theirs.
 
-
-def main(argv: Sequence[str] | None = None) -> int:
-    command = list(sys.argv[1:] if argv is None else argv)
-    if not command:
-        print("usage: python -m mxtorch.launcher.remote COMMAND [ARGS...]", file=sys.stderr)
-        return 2
+    The layout is read by :func:`mxtorch.distributed.env.world_info_from_env`; under Slurm,
+    rank 0's host (``MASTER_ADDR``) is the first node of the step.
+    """
+    env = dict(environ)
+    nodelist = env.get("SLURM_STEP_NODELIST") or env.get("SLURM_JOB_NODELIST")
+    if not env.get(MASTER_ADDR) and nodelist:
+        env[MASTER_ADDR] = _first_slurm_host(nodelist)
     try:
-        os.environ.update(rank_environment(os.environ))
-    except LaunchError as e:
-        print(f"mxtorch.launcher.remote: {e}", file=sys.stderr)
-        return 2
-    try:
-        os.execvp(command[0], command)
-    except OSError as e:
-        print(f"mxtorch.launcher.remote: cannot run {command[0]!r}: {e.strerror}", file=sys.stderr)
-        return 127
-    return 0  # not reached: execvp replaced this process
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+        info = world_info_from_env(env)
+    except DistributedConfigError as e:
+        raise LaunchError(str(e)) from e
+    if info is None:
+        raise LaunchError("python -m mxtorch.launcher runs a worker under mpirun or srun, but none of "
+                          "OMPI_COMM_WORLD_RANK, PMI_RANK or SLURM_PROCID is set")
+    out = {RANK: str(info.rank), WORLD_SIZE: str(info.world_size), LOCAL_RANK: str(info.local_rank),
+           LOCAL_WORLD_SIZE: str(info.local_size), MASTER_ADDR: info.master_addr}
+    if info.master_port is not None:
+        out[MASTER_PORT] = str(info.master_port)
+    out[DMLC_PS_ROOT_URI] = env.get(DMLC_PS_ROOT_URI) or info.master_addr
+    return out

@@ -1,0 +1,194 @@
+"""``mxtorch launch``: start a distributed job (the successor of MXNet's tools/launch.py).
+
+  mxtorch launch -n 2 python train.py --kvstore allreduce
+  mxtorch launch -n 8 --launcher ssh -H hosts.txt --env OMP_NUM_THREADS:4 python train.py
+  mxtorch launch -n 4 --launcher mpi -H hosts.txt --dry-run python train.py
+
+local (default): N workers on this machine, started by torchrun's agent; each gets RANK,
+WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT and MXNet's DMLC_ROLE,
+DMLC_NUM_WORKER, DMLC_NUM_SERVER, DMLC_PS_ROOT_URI, DMLC_PS_ROOT_PORT.  If one worker fails
+the others are stopped, and the launcher exits non-zero naming the rank and showing its
+traceback.  A bare `python` in COMMAND means the interpreter mxtorch runs in.
+
+ssh / mpi / slurm: the command lines that start the job on the hosts of the hostfile (one host
+per line, optional `slots=K` or `:K`, `#` comments); --dry-run prints them, one per line.
+
+Every option can also come from the environment as MXTORCH_LAUNCH_<OPTION> (for example
+MXTORCH_LAUNCH_NUM_WORKERS=4); a command-line option wins over the environment.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import shlex
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..launcher import JobSpec, LaunchError, parse_env_pairs
+
+LAUNCHERS = ("local", "ssh", "mpi", "slurm")
+ENV_PREFIX = "MXTORCH_LAUNCH_"
+"""``MXTORCH_LAUNCH_<FIELD>`` sets a :class:`LaunchOptions` field the command line left out."""
+
+
+@dataclass
+class LaunchOptions:
+    """Options of ``mxtorch launch`` (each flag maps onto the field of the same name)."""
+
+    command: list[str] = field(default_factory=list)
+    num_workers: int = 1
+    num_servers: int = 0
+    launcher: str = "local"
+    hostfile: str | None = None
+    env: list[str] = field(default_factory=list)
+    env_worker: list[str] = field(default_factory=list)
+    env_server: list[str] = field(default_factory=list)
+    max_restarts: int = 0
+    timeout: float | None = None
+    dry_run: bool = False
+    master_port: int | None = None
+
+    def job_spec(self) -> JobSpec:
+        return JobSpec(
+            command=list(self.command), num_workers=self.num_workers, num_servers=self.num_servers,
+            env=parse_env_pairs(self.env, "--env"),
+            worker_env=parse_env_pairs(self.env_worker, "--env-worker"),
+            server_env=parse_env_pairs(self.env_server, "--env-server"), max_restarts=self.max_restarts,
+            timeout=self.timeout, master_port=self.master_port,
+        )
+
+
+def add_parser(sub: Any) -> argparse.ArgumentParser:
+    d = LaunchOptions()
+    p = sub.add_parser("launch", help="start a distributed job (local, ssh, mpi, slurm)", description=__doc__,
+                       formatter_class=argparse.RawDescriptionHelpFormatter,
+                       usage="mxtorch launch [options] COMMAND [ARGS ...]")
+    # None marks "not given", so that the environment and then the defaults can fill in.
+    p.add_argument("-n", "--num-workers", type=int, default=None, help=f"workers (default {d.num_workers})")
+    p.add_argument("-s", "--num-servers", type=int, default=None,
+                   help="parameter servers (default 0; needs the 'dist_sync' KVStore)")
+    p.add_argument("--launcher", choices=LAUNCHERS, default=None, help=f"default {d.launcher}")
+    p.add_argument("-H", "--hostfile", default=None, help="hosts for ssh/mpi (and optionally slurm)")
+    for flag, who in (("--env", "every process"), ("--env-worker", "workers"), ("--env-server", "servers")):
+        p.add_argument(flag, action="append", default=None, metavar="NAME:VALUE",
+                       help=f"set an environment variable for {who} (repeatable)")
+    p.add_argument("--max-restarts", type=int, default=None,
+                   help="restart all workers up to R times after a failure (local, ssh; default 0)")
+    p.add_argument("--timeout", type=float, default=None, metavar="SEC",
+                   help="stop the job after SEC seconds")
+    p.add_argument("--dry-run", action="store_true", default=None, help="print the commands, run nothing")
+    p.add_argument("--master-port", type=int, default=None,
+                   help="rendezvous port on the first host (default: a free port locally, 29500 remotely)")
+    # dest 'cmd': the entry point's subcommand name already lives in args.command
+    p.add_argument("cmd", nargs=argparse.REMAINDER, metavar="COMMAND",
+                   help="the program each worker runs, and its arguments")
+    return p
+
+
+def _from_env(f: dataclasses.Field[Any], text: str) -> Any:
+    name = ENV_PREFIX + f.name.upper()
+    kind = str(f.type)
+    try:
+        if kind.startswith("list"):
+            return shlex.split(text)
+        if kind.startswith("bool"):
+            if text.strip().lower() not in ("1", "true", "yes", "0", "false", "no", ""):
+                raise ValueError("expected 1/0, true/false or yes/no")
+            return text.strip().lower() in ("1", "true", "yes")
+        if kind.startswith("int"):
+            return int(text)
+        if kind.startswith("float"):
+            return float(text)
+        return text
+    except ValueError as e:
+        raise LaunchError(f"environment variable {name}={text!r}: {e}") from None
+
+
+def options_from_args(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> LaunchOptions:
+    """Command line > ``MXTORCH_LAUNCH_*`` environment > defaults."""
+    environ = os.environ if environ is None else environ
+    values: dict[str, Any] = {}
+    for f in dataclasses.fields(LaunchOptions):
+        given = getattr(args, "cmd" if f.name == "command" else f.name, None)
+        if f.name == "command" and given and given[0] == "--":
+            given = given[1:]
+        if given not in (None, []):
+            values[f.name] = given
+        elif ENV_PREFIX + f.name.upper() in environ:
+            values[f.name] = _from_env(f, environ[ENV_PREFIX + f.name.upper()])
+    return LaunchOptions(**values)
+
+
+def _check_servers(spec: JobSpec) -> None:
+    if spec.num_servers == 0:
+        if spec.server_env:
+            print("mxtorch launch: note: --env-server is ignored, there are no servers (-s 0)",
+                  file=sys.stderr)
+        return
+    from .. import kvstore
+
+    if not kvstore.is_registered("dist_sync"):
+        raise LaunchError(f"-s {spec.num_servers}: parameter servers are not available yet (mxtorch has no "
+                          "'dist_sync' KVStore); launch with -s 0 and let the workers use "
+                          "--kvstore allreduce (or horovod)")
+    raise LaunchError(f"-s {spec.num_servers}: a 'dist_sync' KVStore exists, but `mxtorch launch` cannot "
+                      "start server processes yet")
+
+
+def launch(opts: LaunchOptions) -> int:
+    """Start (or, with ``dry_run``, print) the job ``opts`` describes; returns its exit status."""
+    from ..launcher import local, remote
+
+    spec = opts.job_spec()
+    _check_servers(spec)
+    if opts.launcher not in LAUNCHERS:
+        raise LaunchError(f"unknown launcher {opts.launcher!r}: choose one of {', '.join(LAUNCHERS)}")
+    if opts.launcher == "local":
+        if opts.hostfile:
+            raise LaunchError("-H/--hostfile is for --launcher ssh, mpi or slurm; the local launcher runs "
+                              "every worker on this machine")
+        if opts.dry_run:
+            print(shlex.join(_local_equivalent(spec)))
+            return 0
+        return local.launch_local(spec)
+    hosts = remote.read_hostfile(opts.hostfile) if opts.hostfile else None
+    if opts.launcher == "slurm":  # without a hostfile: the nodes of the current allocation
+        commands = [remote.slurm_command(spec, hosts)]
+    elif hosts is None:
+        raise LaunchError(f"--launcher {opts.launcher} needs a hostfile: -H FILE (one host per line)")
+    elif opts.launcher == "ssh":
+        commands = remote.ssh_commands(spec, hosts)
+    else:
+        commands = [remote.mpi_command(spec, hosts)]
+    if opts.dry_run:
+        for c in commands:
+            print(shlex.join(c))
+        return 0
+    return remote.run_commands(commands, timeout=spec.timeout)
+
+
+def _local_equivalent(spec: JobSpec) -> list[str]:
+    """The torchrun command line equal to a local launch (what --dry-run prints)."""
+    from ..launcher import DEFAULT_MASTER_PORT, resolve_command, torchrun_command, worker_environment
+    from ..launcher.job import RESTART_ENV
+
+    port = spec.master_port if spec.master_port is not None else DEFAULT_MASTER_PORT
+    resolved = dataclasses.replace(spec, command=resolve_command(spec.command), master_port=port)
+    env = worker_environment(resolved, "127.0.0.1", port)
+    if spec.max_restarts:
+        env.update(RESTART_ENV)
+    run = torchrun_command(resolved, nnodes=1, nproc_per_node=spec.num_workers, node_rank=0,
+                           master_addr="127.0.0.1")
+    return ["env", *(f"{k}={v}" for k, v in env.items()), *run]
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        return launch(options_from_args(args))
+    except LaunchError as e:
+        print(f"mxtorch launch: error: {e}", file=sys.stderr)
+        return 2

@@ -1,0 +1,281 @@
+"""The process group every distributed mxtorch component shares: join it, wait on it, leave it.
+
+:func:`init` joins the job described by the environment (see :mod:`mxtorch.distributed.env`)
+and registers :func:`shutdown` to run at interpreter exit, so a script needs no clean-up
+code.  Creating a distributed KVStore calls :func:`init` for you.
+
+Why the clean exit matters: on torch 2.13, gloo's worker threads free finished work items
+(and the tensors they hold) on their own.  If that happens while Python is finalizing,
+the thread cannot take the interpreter lock, is unwound by ``pthread_exit`` inside a
+``noexcept`` destructor, and the process aborts with "terminate called without an active
+exception".  :func:`shutdown` therefore waits for every rank (a barrier), then destroys the
+process group *before* finalization, which joins those threads.  This only works if nothing
+else keeps the process group alive (a ``DistributedDataParallel`` module does: delete it
+first); mxtorch's own objects never hold it.
+
+Example::
+
+    import mxtorch.distributed as mxdist
+    info = mxdist.init()          # rank, world_size, local_rank, ... from the launcher
+    mxdist.barrier()
+    # ... mxdist.shutdown() runs at exit
+"""
+
+from __future__ import annotations
+
+import atexit
+import datetime
+import logging
+import sys
+import threading
+from dataclasses import dataclass
+from types import TracebackType
+
+import torch
+import torch.distributed as dist
+
+from .env import (
+    LAUNCH_HINT,
+    DistributedConfigError,
+    DistributedError,
+    WorldInfo,
+    default_backend_override,
+    default_timeout,
+    world_info_from_env,
+)
+
+__all__ = ["init", "is_initialized", "world", "backend", "timeout", "barrier", "shutdown"]
+
+_log = logging.getLogger("mxtorch.distributed")
+
+
+@dataclass
+class _Group:
+    info: WorldInfo
+    backend: str
+    timeout: float
+    owned: bool  # mxtorch created the process group (and so destroys it at exit)
+
+
+_lock = threading.RLock()
+_group: _Group | None = None
+_atexit_registered = False
+_failed = False  # the interpreter is exiting because of an uncaught exception
+
+
+def init(backend: str | None = None, timeout: float | None = None) -> WorldInfo:
+    """Join the distributed job this process was launched in; return where it sits.
+
+    ``backend`` None picks ``MXTORCH_DIST_BACKEND`` if set, else gloo for CPU tensors plus
+    NCCL for CUDA tensors when every local rank has a GPU (``'cpu:gloo,cuda:nccl'``), else
+    ``'gloo'``.  ``timeout`` (seconds, default ``MXTORCH_DIST_TIMEOUT`` or 300) bounds the
+    rendezvous and every later collective.  Calling it again returns the same answer; if
+    torch.distributed was initialized directly, that process group is adopted as is.
+
+    Raises :class:`DistributedConfigError` when the process was not launched as part of a
+    job, and :class:`DistributedError` when the rendezvous fails.
+    """
+    global _group
+    with _lock:
+        if _group is not None and dist.is_initialized():
+            if backend is not None and not _same_backend(backend, _group.backend):
+                raise DistributedConfigError(
+                    f"rank {_group.info.rank}: the process group already uses backend {_group.backend!r}; "
+                    f"it cannot switch to {backend!r} in the same process: pass backend=None (or the same "
+                    "backend) everywhere, or call mxtorch.distributed.shutdown() first"
+                )
+            return _group.info
+        if dist.is_initialized():
+            _group = _adopt()
+            return _group.info
+        info = world_info_from_env()
+        if info is None:
+            raise DistributedConfigError(
+                "this process was not started as part of a distributed job (none of RANK/WORLD_SIZE, "
+                f"OMPI_COMM_WORLD_*, PMI_*, SLURM_* or DMLC_* is set): {LAUNCH_HINT}"
+            )
+        chosen = _choose_backend(backend, info)
+        seconds = default_timeout() if timeout is None else _check_timeout(timeout)
+        _join(info, chosen, seconds)
+        _group = _Group(info, chosen, seconds, owned=True)
+        _register_exit_handlers()
+        return info
+
+
+def is_initialized() -> bool:
+    """Whether :func:`init` has joined (or adopted) a process group that is still up."""
+    return _group is not None and dist.is_initialized()
+
+
+def world() -> WorldInfo:
+    """Where this process sits in the job; raises if :func:`init` has not run."""
+    return _require().info
+
+
+def backend() -> str:
+    """The torch.distributed backend of the process group ('gloo', 'cpu:gloo,cuda:nccl', ...)."""
+    return _require().backend
+
+
+def timeout() -> float:
+    """Seconds any collective of the process group may wait for a peer."""
+    return _require().timeout
+
+
+def barrier(timeout: float | None = None) -> None:
+    """Wait until every rank reaches this point, at most ``timeout`` seconds (default: the group's).
+
+    On gloo the barrier is monitored: when it times out, the error names the ranks that did
+    not arrive.  Raises :class:`DistributedError`.
+    """
+    g = _require()
+    seconds = g.timeout if timeout is None else _check_timeout(timeout)
+    if g.info.world_size == 1:
+        return
+    try:
+        if g.backend == "gloo":
+            dist.monitored_barrier(timeout=datetime.timedelta(seconds=seconds), wait_all_ranks=True)
+        else:
+            work = dist.barrier(async_op=True)
+            if work is not None:
+                work.wait(timeout=datetime.timedelta(seconds=seconds))
+    except RuntimeError as e:
+        raise DistributedError(
+            f"rank {g.info.rank} of {g.info.world_size}: barrier failed within {seconds:g} s: {e}. Some rank "
+            "did not reach it: it crashed, hangs, or runs different code; check the other ranks' logs"
+        ) from e
+
+
+def shutdown(timeout: float | None = None, wait_for_peers: bool = True) -> None:
+    """Leave the job cleanly: barrier (at most ``timeout`` s), then destroy the process group.
+
+    Runs at interpreter exit by itself (registered by :func:`init`); calling it earlier is
+    fine and later calls do nothing.  A rank that leaves because of an error should skip the
+    barrier (``wait_for_peers=False``; done for you when the exit is caused by an uncaught
+    exception) so that its peers learn of its death at once instead of at their timeout.  A
+    failing barrier is logged, never raised: the group is destroyed anyway.
+    """
+    global _group
+    with _lock:
+        g = _group
+        if not dist.is_initialized():
+            _group = None
+            return
+        size = g.info.world_size if g is not None else dist.get_world_size()
+        if size > 1 and wait_for_peers and not _failed:
+            try:
+                if g is None:
+                    dist.barrier()
+                else:
+                    barrier(timeout)
+            except (DistributedError, RuntimeError) as e:
+                _log.warning("mxtorch.distributed.shutdown: %s; destroying the process group anyway", e)
+        try:
+            dist.destroy_process_group()
+        except (RuntimeError, ValueError) as e:  # already destroyed by the user, or broken by a dead peer
+            _log.warning("mxtorch.distributed.shutdown: destroy_process_group failed: %s", e)
+        _group = None
+
+
+# ---- internals ---------------------------------------------------------------------------
+
+
+def _require() -> _Group:
+    g = _group
+    if g is None or not dist.is_initialized():
+        raise DistributedConfigError(
+            "the distributed process group is not initialized: call mxtorch.distributed.init() first "
+            f"(creating kvstore 'allreduce' or 'horovod' does it); {LAUNCH_HINT}"
+        )
+    return g
+
+
+def _check_timeout(seconds: float) -> float:
+    value = float(seconds)
+    if not value > 0 or value == float("inf"):
+        raise ValueError(f"timeout must be a positive, finite number of seconds, got {seconds!r}")
+    return value
+
+
+def _same_backend(asked: str, current: str) -> bool:
+    asked, current = asked.lower(), current.lower()
+    return asked == current or (asked in ("nccl", "gloo") and asked in current)
+
+
+def _nccl_usable(local_size: int) -> bool:
+    return torch.cuda.is_available() and dist.is_nccl_available() and torch.cuda.device_count() >= local_size
+
+
+def _choose_backend(asked: str | None, info: WorldInfo) -> str:
+    name = asked or default_backend_override()
+    if name is None:
+        return "cpu:gloo,cuda:nccl" if _nccl_usable(info.local_size) else "gloo"
+    name = name.lower()
+    if "nccl" in name and not _nccl_usable(1):
+        raise DistributedConfigError(
+            f"rank {info.rank}: backend {name!r} needs a CUDA GPU and a torch build with NCCL, but this "
+            f"process sees {torch.cuda.device_count()} GPU(s) and NCCL is "
+            f"{'available' if dist.is_nccl_available() else 'not built in'}: use backend 'gloo' (CPU), or "
+            "unset MXTORCH_DIST_BACKEND to choose automatically"
+        )
+    if "gloo" in name and not dist.is_gloo_available():
+        raise DistributedConfigError(f"rank {info.rank}: this torch build has no gloo backend: use 'nccl'")
+    return name
+
+
+def _join(info: WorldInfo, chosen: str, seconds: float) -> None:
+    td = datetime.timedelta(seconds=seconds)
+    device_id = None
+    if "nccl" in chosen:
+        device_id = torch.device("cuda", info.local_rank % torch.cuda.device_count())
+        torch.cuda.set_device(device_id)
+    try:
+        if info.master_port is None:  # one process: nothing to meet
+            dist.init_process_group(chosen, store=dist.HashStore(), rank=0, world_size=1, timeout=td,
+                                    device_id=device_id)
+        else:
+            host = f"[{info.master_addr}]" if ":" in info.master_addr else info.master_addr
+            dist.init_process_group(chosen, init_method=f"tcp://{host}:{info.master_port}", rank=info.rank,
+                                    world_size=info.world_size, timeout=td, device_id=device_id)
+    except (RuntimeError, ValueError) as e:
+        raise DistributedError(
+            f"rank {info.rank} of {info.world_size} could not join the job at {info.master_addr}:"
+            f"{info.master_port} (layout from {info.launcher} variables) within {seconds:g} s: {e}. Check "
+            f"that all {info.world_size} processes were started with the same MASTER_ADDR and MASTER_PORT, "
+            "that rank 0 can listen on that port, and raise MXTORCH_DIST_TIMEOUT if they start slowly"
+        ) from e
+
+
+def _adopt() -> _Group:
+    rank, size = dist.get_rank(), dist.get_world_size()
+    try:
+        env_info = world_info_from_env()
+    except DistributedConfigError:
+        env_info = None
+    if env_info is not None and (env_info.rank, env_info.world_size) == (rank, size):
+        info = env_info
+    else:
+        info = WorldInfo(rank, size, rank, size, 0, 1, "", None, "torch.distributed")
+    return _Group(info, str(dist.get_backend()), default_timeout(), owned=False)
+
+
+def _register_exit_handlers() -> None:
+    global _atexit_registered
+    if _atexit_registered:
+        return
+    _atexit_registered = True
+    previous = sys.excepthook
+
+    def note_failure(kind: type[BaseException], value: BaseException, tb: TracebackType | None) -> None:
+        global _failed
+        _failed = True
+        previous(kind, value, tb)
+
+    sys.excepthook = note_failure
+    atexit.register(_shutdown_at_exit)
+
+
+def _shutdown_at_exit() -> None:
+    g = _group
+    if g is not None and g.owned:
+        shutdown()

@@ -1,0 +1,103 @@
+"""``horovod.mxnet``'s API on mxtorch: ``import mxtorch.horovod as hvd``.
+
+Collectives run on torch.distributed (gloo for CPU tensors, NCCL for CUDA tensors) in the process
+group of :mod:`mxtorch.distributed`; launch with ``mxtorch launch`` or ``torchrun``.  A script
+written for ``horovod.mxnet`` runs with its import changed::
+
+    import mxtorch as mx
+    import mxtorch.horovod as hvd
+
+    hvd.init()
+    net.initialize(ctx=mx.cpu())
+    hvd.broadcast_parameters(net.collect_params(), root_rank=0)
+    trainer = hvd.DistributedTrainer(net.collect_params(), "sgd", {"learning_rate": 0.1})
+    ...
+    trainer.step(local_batch_size)
+
+Differences from Horovod, and why:
+
+* Collectives run in call order, so every rank must issue them in the same order; names are
+  checked, not used for matching.  A header exchanged before each collective turns mismatched
+  calls (names, shapes, dtypes, factors) into :class:`CollectiveMismatchError` on every rank.
+* ``priority`` is accepted and ignored; ops are synchronous and not differentiable.
+* ``hvd.Adasum`` raises ``NotImplementedError``; only the global process set exists.
+* ``broadcast_object``/``allgather_object`` send JSON (see :mod:`mxtorch.horovod._codec` for the
+  supported types) instead of cloudpickle, so nothing received is ever unpickled.
+* fp16/bf16 sums over more than two ranks accumulate in fp32 (rounded once at the end).
+* ``DistributedOptimizer`` averages inside the reduction rather than through ``rescale_grad``,
+  because the Trainer rewrites ``rescale_grad`` at every step.
+* ``DistributedTrainer`` with Horovod's defaults runs on the 'horovod' KVStore, which overlaps the
+  reduction with backward and, like every distributed store, gives all ranks rank 0's parameters
+  when the Trainer is created; with compression, a predivide factor or ``num_groups`` it reduces
+  at ``step`` exactly as Horovod does.
+* ``cross_rank``/``cross_size`` are the node index and count (Horovod's "same local rank"
+  definition gives the same numbers on evenly filled nodes).
+* A process not started by a launcher runs as a one-process job (``size() == 1``), as Horovod
+  does; one started by a launcher joins :mod:`mxtorch.distributed`'s process group.
+"""
+
+from __future__ import annotations
+
+from ._basics import (
+    ccl_built,
+    cross_rank,
+    cross_size,
+    cuda_built,
+    ddl_built,
+    global_process_set,
+    gloo_built,
+    gloo_enabled,
+    init,
+    is_initialized,
+    local_rank,
+    local_size,
+    mpi_built,
+    mpi_enabled,
+    mpi_threads_supported,
+    nccl_built,
+    rank,
+    rocm_built,
+    shutdown,
+    size,
+)
+from ._codec import ObjectDecodingError, ObjectEncodingError
+from ._compression import Compression, Compressor, FP16Compressor, NoneCompressor
+from ._errors import CollectiveMismatchError, HorovodError, NotInitializedError
+from ._objects import allgather_object, broadcast_object
+from ._ops import (
+    Adasum,
+    Average,
+    Max,
+    Min,
+    Product,
+    ReduceOp,
+    Sum,
+    allgather,
+    allreduce,
+    allreduce_,
+    alltoall,
+    barrier,
+    broadcast,
+    broadcast_,
+    grouped_allreduce,
+    grouped_allreduce_,
+    reducescatter,
+)
+from ._trainer import DistributedOptimizer, DistributedTrainer, broadcast_parameters
+
+__all__ = [
+    # set-up and topology
+    "init", "shutdown", "is_initialized", "size", "rank", "local_size", "local_rank", "cross_size",
+    "cross_rank", "mpi_threads_supported", "mpi_enabled", "mpi_built", "gloo_enabled", "gloo_built",
+    "nccl_built", "ddl_built", "ccl_built", "cuda_built", "rocm_built", "global_process_set",
+    # collectives
+    "ReduceOp", "Average", "Sum", "Adasum", "Min", "Max", "Product", "allreduce", "allreduce_",
+    "grouped_allreduce", "grouped_allreduce_", "allgather", "broadcast", "broadcast_", "alltoall",
+    "reducescatter", "barrier", "broadcast_object", "allgather_object",
+    # training
+    "Compression", "Compressor", "NoneCompressor", "FP16Compressor", "DistributedTrainer",
+    "DistributedOptimizer", "broadcast_parameters",
+    # errors
+    "HorovodError", "NotInitializedError", "CollectiveMismatchError", "ObjectEncodingError",
+    "ObjectDecodingError",
+]

@@ -1,0 +1,199 @@
+"""init/shutdown, ranks and sizes, and honest answers about what this Horovod surface is built on.
+
+``init()`` joins the process group of :mod:`mxtorch.distributed` (gloo on CPU, plus NCCL for
+CUDA tensors when every local rank has a GPU), whose layout comes from the launcher's variables
+(``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``, ... — see :mod:`mxtorch.distributed.env`).
+``cross_rank``/``cross_size`` are the node index and node count; Horovod defines them as the rank
+and count among processes with the same local rank, which is the same thing on evenly filled nodes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from ._errors import NotInitializedError
+
+__all__ = [
+    "init", "shutdown", "is_initialized", "size", "rank", "local_size", "local_rank", "cross_size",
+    "cross_rank", "mpi_threads_supported", "mpi_enabled", "mpi_built", "gloo_enabled", "gloo_built",
+    "nccl_built", "ddl_built", "ccl_built", "cuda_built", "rocm_built", "global_process_set",
+]
+
+
+@dataclass(frozen=True)
+class _Layout:
+    size: int
+    rank: int
+    local_size: int
+    local_rank: int
+    cross_size: int
+    cross_rank: int
+    backend: str
+
+
+_layout: _Layout | None = None
+
+
+class _GlobalProcessSet:
+    """Horovod's ``global_process_set``: all ranks (the only process set supported here)."""
+
+    def __repr__(self) -> str:
+        return "global_process_set"
+
+
+global_process_set = _GlobalProcessSet()
+
+
+def init(comm: Sequence[int] | None = None) -> None:
+    """Join the job's process group (idempotent).
+
+    ``comm`` is accepted as in Horovod only when it names every rank (``None`` or
+    ``range(world_size)``); MPI communicators and sub-communicators are not supported.  A
+    process not started by a launcher (no ``RANK``/``WORLD_SIZE`` or the like) runs as a
+    one-process job, without a process group.
+    """
+    global _layout
+    from ..distributed import env as _env
+    from ..distributed import group as _group
+
+    if not _group.is_initialized() and not dist.is_initialized() and _env.world_info_from_env() is None:
+        # Not started by a launcher: a one-process job without a process group, as in Horovod.
+        _check_comm(comm, 1)
+        _layout = _Layout(1, 0, 1, 0, 1, 0, "none")
+        return
+    info = _group.init()
+    _check_comm(comm, info.world_size)
+    _layout = _Layout(info.world_size, info.rank, info.local_size, info.local_rank, info.cross_size,
+                      info.cross_rank, _group.backend())
+
+
+def _check_comm(comm: Sequence[int] | None, world_size: int) -> None:
+    if comm is not None:
+        try:
+            ranks = sorted(int(r) for r in comm)
+        except TypeError:
+            raise TypeError(
+                f"comm must be None or a list of ranks; MPI communicators are not supported, got {comm!r}"
+            ) from None
+        if ranks != list(range(world_size)):
+            raise ValueError(f"comm={ranks} does not name all {world_size} ranks; mxtorch.horovod runs "
+                             "on the whole job only (no sub-communicators)")
+
+
+def shutdown() -> None:
+    """Leave the process group (a no-op when not initialized)."""
+    global _layout
+    if _layout is None:
+        return
+    alone = _layout.backend == "none"
+    _layout = None
+    if alone:
+        return
+    from ..distributed import group as _group
+
+    _group.shutdown()
+
+
+def is_initialized() -> bool:
+    return _layout is not None and (_layout.backend == "none" or dist.is_initialized())
+
+
+def require_init() -> _Layout:
+    if _layout is None or not (_layout.backend == "none" or dist.is_initialized()):
+        raise NotInitializedError(
+            "mxtorch.horovod has not been initialized: call hvd.init() first (in every process of the job)"
+        )
+    return _layout
+
+
+def process_group() -> Any:
+    """The torch.distributed group the collectives run on: the default group (None)."""
+    return None
+
+
+def check_process_set(process_set: Any) -> None:
+    if process_set is not None and process_set is not global_process_set:
+        raise NotImplementedError(
+            f"process_set={process_set!r}: mxtorch.horovod supports only the global process set "
+            "(leave process_set out)"
+        )
+
+
+def size() -> int:
+    """Number of ranks in the job."""
+    return require_init().size
+
+
+def rank() -> int:
+    """This process's rank, 0 .. size() - 1."""
+    return require_init().rank
+
+
+def local_size() -> int:
+    """Number of ranks on this node."""
+    return require_init().local_size
+
+
+def local_rank() -> int:
+    """This process's rank among the ranks of its node."""
+    return require_init().local_rank
+
+
+def cross_size() -> int:
+    """Number of nodes in the job."""
+    return require_init().cross_size
+
+
+def cross_rank() -> int:
+    """Index of this process's node."""
+    return require_init().cross_rank
+
+
+def mpi_threads_supported() -> bool:
+    """False: there is no MPI underneath (collectives use torch.distributed)."""
+    require_init()
+    return False
+
+
+def mpi_enabled() -> bool:
+    """False: MPI is never used."""
+    return False
+
+
+def mpi_built() -> bool:
+    return False
+
+
+def gloo_enabled() -> bool:
+    """Whether the initialized job moves CPU tensors with gloo (False before init)."""
+    return _layout is not None and "gloo" in _layout.backend
+
+
+def gloo_built() -> bool:
+    return bool(dist.is_gloo_available())
+
+
+def nccl_built() -> bool:
+    """Whether this torch build has NCCL (it is used for CUDA tensors when the job runs on it)."""
+    return bool(dist.is_nccl_available())
+
+
+def ddl_built() -> bool:
+    return False
+
+
+def ccl_built() -> bool:
+    return False
+
+
+def cuda_built() -> bool:
+    return torch.version.cuda is not None
+
+
+def rocm_built() -> bool:
+    return getattr(torch.version, "hip", None) is not None

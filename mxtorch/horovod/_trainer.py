@@ -1,0 +1,282 @@
+"""Horovod's Gluon integration: DistributedTrainer, DistributedOptimizer, broadcast_parameters."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import torch
+
+from .. import kvstore as kvs
+from .. import optimizer as opt
+from ..gluon.parameter import Parameter
+from ..gluon.trainer import Trainer
+from . import _basics, _ops
+from ._compression import Compression, Compressor, NoneCompressor
+
+__all__ = ["DistributedTrainer", "DistributedOptimizer", "broadcast_parameters"]
+
+
+def _check_predivide(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        raise ValueError(f"gradient_predivide_factor must be a positive number, got {value!r}")
+    return float(value)
+
+
+def _check_num_groups(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"num_groups must be an int >= 0, got {value!r}")
+    return value
+
+
+def _split(items: list[Any], n: int) -> list[list[Any]]:
+    """``items`` in ``n`` contiguous, nearly equal groups (fewer when there are fewer items)."""
+    n = min(n, len(items))
+    base, extra = divmod(len(items), n)
+    out, start = [], 0
+    for g in range(n):
+        end = start + base + (1 if g < extra else 0)
+        out.append(items[start:end])
+        start = end
+    return out
+
+
+def _sum_grads(payloads: list[torch.Tensor], num_groups: int, predivide: float, postscale: float,
+               name: str) -> None:
+    """Sum ``payloads`` over all ranks in place (each pre-divided by ``predivide``), in ``num_groups``
+    grouped collectives (0: one group)."""
+    groups = _split(payloads, num_groups) if num_groups > 0 else [payloads]
+    for g, group in enumerate(groups):
+        _ops.grouped_allreduce_(group, name=f"{name}.{g}", op=_ops.Sum, prescale_factor=1.0 / predivide,
+                                postscale_factor=postscale)
+
+
+class DistributedTrainer(Trainer):
+    """A :class:`mxtorch.gluon.Trainer` whose ``step`` averages gradients over all Horovod ranks.
+
+    ``step(batch_size)`` takes the *local* batch size: gradients are summed over ranks and the
+    optimizer's gradient scale is divided by the number of ranks, so one step equals a step on
+    the global batch.
+
+    With the defaults the gradients go through the 'horovod' KVStore
+    (:mod:`mxtorch.kvstore.allreduce`), which starts reducing them while backward runs; as with
+    every distributed store, creating the Trainer also gives every rank rank 0's initialized
+    parameters.  Otherwise the Trainer reduces them itself at ``step``, as Horovod does: each
+    rank's gradients are pre-divided by ``gradient_predivide_factor`` (the scale is multiplied
+    back), compressed by ``compression`` (``Compression.fp16`` sends fp32 gradients as fp16), and
+    summed in ``num_groups`` grouped collectives (0: one per dtype, like Horovod's tensor
+    fusion); parameters are then not broadcast here.  Either way, call
+    :func:`broadcast_parameters` after initialization, as with Horovod.
+    """
+
+    def __init__(
+        self,
+        params: Any,
+        optimizer: str | opt.Optimizer,
+        optimizer_params: dict[str, Any] | None = None,
+        compression: type[Compressor] | Compressor = Compression.none,
+        gradient_predivide_factor: float = 1.0,
+        prefix: str | None = None,
+        num_groups: int = 0,
+    ) -> None:
+        world = _basics.size()  # raises a clear error before hvd.init()
+        if isinstance(optimizer, DistributedOptimizer):
+            optimizer = optimizer._optimizer  # reducing twice would divide by size() twice
+        if prefix is not None and not isinstance(prefix, str):
+            raise TypeError(f"prefix must be a str or None, got {type(prefix).__name__}")
+        if not (hasattr(compression, "compress") and hasattr(compression, "decompress")):
+            raise TypeError(f"compression must have compress() and decompress(), like Compression.fp16; "
+                            f"got {compression!r}")
+        self._predivide = _check_predivide(gradient_predivide_factor)
+        self._num_groups = _check_num_groups(num_groups)
+        self._compression = compression
+        self._prefix = prefix or ""
+        plain = (compression is NoneCompressor or isinstance(compression, NoneCompressor)) and \
+            self._predivide == 1.0 and self._num_groups == 0
+        # With Horovod's defaults the 'horovod' KVStore does the work: it reduces gradients while
+        # backward runs and the Trainer divides by the global batch.  Compression, pre-division and
+        # explicit groups need the reduction below.
+        store = kvs.create("horovod") if world > 1 and plain else None
+        self._own_reduction = world > 1 and not plain
+        super().__init__(params, optimizer, optimizer_params, kvstore=store, update_on_kvstore=False)
+        if self._own_reduction:
+            # As Horovod: the average goes into the gradient scale, not into the reduced sums.
+            self._scale *= self._predivide / world
+
+    def _allreduce_grads(self) -> None:
+        if not self._own_reduction:
+            super()._allreduce_grads()
+            return
+        grads: list[tuple[list[torch.Tensor], torch.Tensor, Any]] = []
+        for p in self._params:
+            if p._grad_req == "null" or p._data is None:
+                continue
+            copies = [d.grad for d in p._data if d.grad is not None]
+            if len(copies) != len(p._data):
+                continue  # not part of this backward on this rank; step() reports it if it matters
+            first = copies[0]
+            for other in copies[1:]:  # several contexts in one process: sum them locally first
+                first.add_(other.to(first.device))
+            payload, ctx = self._compression.compress(first)
+            grads.append((copies, payload, ctx))
+        if not grads:
+            return
+        _sum_grads([g[1] for g in grads], self._num_groups, self._predivide, 1.0, f"{self._prefix}grads")
+        with torch.no_grad():
+            for copies, payload, ctx in grads:
+                first = copies[0]
+                if payload is not first:
+                    first.copy_(self._compression.decompress(payload, ctx))
+                for other in copies[1:]:
+                    other.copy_(first)
+
+
+class DistributedOptimizer(opt.Optimizer):
+    """Wraps an optimizer so that every ``update`` first averages the gradients over all ranks.
+
+    Everything else (learning rate, states, hyper-parameters) is the wrapped optimizer's: reads
+    and writes of attributes go through to it.  Use it with a plain ``Trainer`` (no distributed
+    KVStore) or with a KVStore updater; :class:`DistributedTrainer` unwraps it.
+    """
+
+    _OWN = frozenset({"_optimizer", "_predivide", "_num_groups"})
+
+    def __init__(self, optimizer: opt.Optimizer, gradient_predivide_factor: float = 1.0,
+                 num_groups: int = 0) -> None:
+        if not isinstance(optimizer, opt.Optimizer):
+            raise TypeError(
+                f"DistributedOptimizer wraps an mxtorch Optimizer, got {type(optimizer).__name__}"
+            )
+        if isinstance(optimizer, DistributedOptimizer):
+            raise TypeError("this optimizer is already a DistributedOptimizer: wrapping it again would "
+                            "reduce gradients twice")
+        _basics.size()  # raises a clear error before hvd.init()
+        object.__setattr__(self, "_optimizer", optimizer)
+        object.__setattr__(self, "_predivide", _check_predivide(gradient_predivide_factor))
+        object.__setattr__(self, "_num_groups", _check_num_groups(num_groups))
+
+    def __getattr__(self, name: str) -> Any:
+        if name in DistributedOptimizer._OWN:
+            raise AttributeError(name)  # not set yet (copy/unpickle): avoid infinite recursion
+        return getattr(self._optimizer, name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in DistributedOptimizer._OWN:
+            object.__setattr__(self, name, value)
+        else:
+            setattr(self._optimizer, name, value)
+
+    def __repr__(self) -> str:
+        return f"DistributedOptimizer({self._optimizer!r})"
+
+    def _average(self, index: Any, grad: Any) -> None:
+        world = _basics.size()
+        if world == 1:
+            return
+        grads = list(grad) if isinstance(index, (list, tuple)) else [grad]
+        keys = list(index) if isinstance(index, (list, tuple)) else [index]
+        for i, g in enumerate(grads):
+            if not isinstance(g, torch.Tensor):
+                raise TypeError(f"grad of index {keys[i]!r} must be a torch.Tensor, got {type(g).__name__}")
+        name = f"DistributedOptimizer.grad.{keys[0]}" + (f"-{keys[-1]}" if len(keys) > 1 else "")
+        _sum_grads(grads, self._num_groups, self._predivide, self._predivide / world, name)
+
+    def create_state(self, index: Any, weight: torch.Tensor) -> Any:
+        return self._optimizer.create_state(index, weight)
+
+    def create_state_multi_precision(self, index: Any, weight: torch.Tensor) -> Any:
+        return self._optimizer.create_state_multi_precision(index, weight)
+
+    def update(self, index: Any, weight: Any, grad: Any, state: Any) -> None:
+        self._average(index, grad)
+        self._optimizer.update(index, weight, grad, state)
+
+    def update_multi_precision(self, index: Any, weight: Any, grad: Any, state: Any) -> None:
+        self._average(index, grad)
+        self._optimizer.update_multi_precision(index, weight, grad, state)
+
+    def update_multi(
+        self, indices: list[Any], weights: list[Any], grads: list[Any], states: list[Any]
+    ) -> None:
+        self._average(indices, grads)
+        self._optimizer.update_multi(indices, weights, grads, states)
+
+    def set_learning_rate(self, lr: float) -> None:
+        self._optimizer.set_learning_rate(lr)
+
+    def set_lr_mult(self, args_lr_mult: dict[Any, float]) -> None:
+        self._optimizer.set_lr_mult(args_lr_mult)
+
+    def set_wd_mult(self, args_wd_mult: dict[Any, float]) -> None:
+        self._optimizer.set_wd_mult(args_wd_mult)
+
+    def _hyper_params(self) -> dict[str, Any]:
+        return self._optimizer._hyper_params()
+
+    def _load_hyper_params(self, blob: Any) -> None:
+        self._optimizer._load_hyper_params(blob)
+
+
+# ---- broadcast_parameters ------------------------------------------------------------------------
+def _broadcast_after_init(param: Parameter, root_rank: int, name: str) -> None:
+    """Make ``param``'s deferred initialization end with a broadcast from ``root_rank``."""
+    original = param._init_impl
+
+    def init_then_broadcast(init: Any, ctx_list: Any, default_init: Any) -> None:
+        original(init, ctx_list, default_init)
+        del param._init_impl  # back to the class's method: broadcast once
+        _broadcast_copies([param.list_data()], root_rank, name)
+
+    param._init_impl = init_then_broadcast  # type: ignore[method-assign]
+
+
+def _broadcast_copies(copies: Sequence[Sequence[torch.Tensor]], root_rank: int, name: str) -> None:
+    """Broadcast the first tensor of each list from ``root_rank`` and copy it to the rest."""
+    firsts = [c[0] for c in copies]
+    _ops.grouped_broadcast_(firsts, root_rank, name)
+    with torch.no_grad():
+        for c in copies:
+            for other in c[1:]:
+                other.copy_(c[0])
+
+
+def broadcast_parameters(params: Mapping[str, Any], root_rank: int = 0, prefix: str | None = None) -> None:
+    """Overwrite every parameter with ``root_rank``'s value (call after initialization).
+
+    ``params`` maps names to gluon Parameters or tensors (``net.collect_params()``, a
+    ``ParameterDict`` or a dict).  They are broadcast in sorted-name order, grouped into one
+    collective per dtype.  A parameter whose initialization is deferred until the first forward
+    pass is broadcast right after that initialization (every rank runs the forward pass, so every
+    rank joins).  ``prefix`` names the collective, so that several calls stay distinguishable.
+    """
+    if not isinstance(params, Mapping):
+        raise TypeError(
+            f"broadcast_parameters expects a dict or ParameterDict of parameters (net.collect_params()), "
+            f"got {type(params).__name__}"
+        )
+    if prefix is not None and not isinstance(prefix, str):
+        raise TypeError(f"prefix must be a str or None, got {type(prefix).__name__}")
+    root = _ops.check_root(root_rank)
+    _basics.require_init()
+    prefix = prefix or ""
+    ready: list[Sequence[torch.Tensor]] = []
+    for key in sorted(params, key=str):
+        value = params[key]
+        name = f"{prefix}{key}"
+        if isinstance(value, Parameter):
+            if value._data is None:
+                if value._deferred is None:
+                    raise ValueError(
+                        f"parameter {name!r} is not initialized: call net.initialize() before "
+                        "broadcast_parameters"
+                    )
+                _broadcast_after_init(value, root, f"broadcast_parameters.{name}")
+                continue
+            ready.append(value.list_data())
+        elif isinstance(value, torch.Tensor):
+            ready.append([value])
+        else:
+            raise TypeError(f"parameter {name!r} is a {type(value).__name__}; expected a gluon Parameter "
+                            "or a torch.Tensor")
+    if ready:
+        _broadcast_copies(ready, root, f"broadcast_parameters.{prefix}")
