@@ -32,6 +32,8 @@ _SUBMODULES = {
     "ndarray_methods": "mxtorch.ndarray_methods",
     "context": "mxtorch.context",
     "horovod": "mxtorch.horovod",
+    "amp": "mxtorch.amp",
+    "compression": "mxtorch.compression",
     "distributed": "mxtorch.distributed",
 }
 

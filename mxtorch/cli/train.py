@@ -41,6 +41,7 @@ class TrainConfig:
     ctx: str = "cpu"
     kvstore: str = "device"
     workers: int = 1
+    amp: str | None = None
     hybridize: bool = True
     seed: int = 42
     num_workers: int = 0
@@ -68,6 +69,8 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                    help="cosine: decay the lr to 0 over the run (default); constant: keep it")
     p.add_argument("--ctx", default=d.ctx,
                    help="contexts, comma separated: 'cpu', 'cpu:0,cpu:1', 'gpu:0,gpu:1'")
+    p.add_argument("--amp", default=d.amp, choices=("bf16", "fp16"),
+                   help="mixed precision: autocast + dynamic loss scaling (bf16 runs for real on CPU)")
     p.add_argument("--kvstore", default=d.kvstore,
                    help="how gradients are shared: local/device (contexts of one process), allreduce or "
                         "horovod (several workers)")
@@ -241,11 +244,17 @@ def train(cfg: TrainConfig, log: Any = None) -> dict[str, Any]:
         opt_params["momentum"] = cfg.momentum
     trainer = Trainer(net.collect_params(), cfg.optimizer, opt_params,
                       kvstore=kv if kv is not None else cfg.kvstore)
+    if cfg.amp:
+        from .. import amp
+
+        amp.init({"bf16": "bfloat16", "fp16": "float16"}[cfg.amp])
+        amp.init_trainer(trainer)
     loss_fn = loss.SoftmaxCrossEntropyLoss()
     shown = {k: v for k, v in opt_params.items() if k != "lr_scheduler"}
     say(f"model: {cfg.model}  contexts: {ctx}  optimizer: {cfg.optimizer} {shown} ({cfg.lr_schedule} lr)  "
         f"batch: {cfg.batch_size}  epochs: {cfg.epochs}"
-        + (f"  workers: {n_workers} x {cfg.batch_size // n_workers} ({kv.type} kvstore)" if kv else ""))
+        + (f"  workers: {n_workers} x {cfg.batch_size // n_workers} ({kv.type} kvstore)" if kv else "")
+        + (f"  amp: {cfg.amp}" if cfg.amp else ""))
     history = []
     t_start = time.perf_counter()
     for epoch in range(cfg.epochs):
@@ -262,8 +271,12 @@ def train(cfg: TrainConfig, log: Any = None) -> dict[str, Any]:
             with autograd.record():
                 outs = [net(x) for x in parts]
                 losses = [loss_fn(o, y) for o, y in zip(outs, labels)]
-            for l in losses:
-                l.backward()
+            if cfg.amp:
+                with amp.scale_loss(losses, trainer) as scaled:
+                    autograd.backward(scaled)
+            else:
+                for l in losses:
+                    l.backward()
             trainer.step(data.shape[0])  # this worker's batch: the Trainer scales by the workers too
             loss_sum += sum(float(l.detach().sum()) for l in losses)
             acc.update(labels, [o.detach() for o in outs])

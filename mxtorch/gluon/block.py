@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 import warnings
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from typing import Any
 
 import torch
@@ -44,6 +45,16 @@ def _input_context(args: tuple[Any, ...]) -> Context | None:
         if isinstance(a, (list, tuple)) and a:
             return _input_context(tuple(a))
     return None
+
+
+def _amp_region(args: tuple[Any, ...]) -> Any:
+    amp = sys.modules.get("mxtorch.amp")
+    if amp is None or not amp.is_initialized():
+        return nullcontext()
+    dev = next((a.device.type for a in args if isinstance(a, torch.Tensor)), "cpu")
+    if torch.is_autocast_enabled(dev):
+        return nullcontext()
+    return amp.autocast(device_type=dev)
 
 
 class Block(torch.nn.Module):
@@ -367,7 +378,8 @@ class HybridBlock(Block):
         _fwd.ctx = _input_context(args)
         _fwd.depth = 1
         try:
-            return self._compiled(*args, **kwargs)
+            with _amp_region(args):  # amp's call hooks do not see the compiled path
+                return self._compiled(*args, **kwargs)
         except Exception as e:
             error = e
         finally:

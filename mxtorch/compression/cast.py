@@ -1,0 +1,48 @@
+"""Compressors that send the gradient in a narrower float type (Horovod's ``Compression.fp16``).
+
+No error feedback: the rounding error is small and unbiased, as in Horovod and DDP's fp16 hook.
+Values beyond the target type's range become ``inf`` (fp16's largest finite value is 65504);
+bf16 keeps fp32's range at lower precision.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import torch
+
+from .base import CompressionContext, CompressionError, Compressor, Key, Payload
+
+__all__ = ["CastCompressor", "FP16Compressor", "BF16Compressor"]
+
+
+class CastCompressor(Compressor):
+    """Send the gradient cast to :attr:`wire_dtype`; decompression casts back to the original dtype."""
+
+    wire_dtype: ClassVar[torch.dtype] = torch.float16
+
+    def _encode(self, flat: torch.Tensor, ctx: CompressionContext,
+                key: Key) -> tuple[Payload, CompressionContext]:
+        return flat.to(self.wire_dtype), ctx
+
+    def decompress(self, payload: Payload, ctx: CompressionContext) -> torch.Tensor:
+        (data,) = self._check_payload(payload, 1, self.name)
+        if data.dtype != self.wire_dtype or data.numel() != ctx.numel:
+            raise CompressionError(
+                f"{self.name} payload must be {ctx.numel} {self.wire_dtype} values, got "
+                f"{data.numel()} {data.dtype} values")
+        return data.to(ctx.dtype).reshape(ctx.shape).to(ctx.device)
+
+
+class FP16Compressor(CastCompressor):
+    """Send gradients as IEEE float16 (half the bytes of fp32)."""
+
+    name = "fp16"
+    wire_dtype = torch.float16
+
+
+class BF16Compressor(CastCompressor):
+    """Send gradients as bfloat16 (half the bytes of fp32, fp32's exponent range)."""
+
+    name = "bf16"
+    wire_dtype = torch.bfloat16
