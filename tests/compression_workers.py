@@ -1,0 +1,54 @@
+"""Rank functions for compressed allreduce tests (run through mxtorch.distributed.testing)."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import torch
+
+import mxtorch as mx
+from mxtorch import autograd, compression, gluon
+from mxtorch.gluon import nn
+
+
+def _grad(rank: int, step: int, n: int = 37) -> torch.Tensor:
+    g = torch.Generator().manual_seed(100 * rank + step)
+    return torch.randn(n, generator=g)
+
+
+def compressed_pushpull(params: dict[str, Any], world: int, steps: int = 3) -> dict[str, Any]:
+    """pushpull with compression equals the sum over ranks of each rank's decompressed payload,
+    computed here by replaying every rank's compressor locally."""
+    torch.set_num_threads(1)
+    rank = int(os.environ["RANK"])
+    kv = mx.kv.create("horovod")
+    kv.set_gradient_compression(params)
+    replay = [compression.create(dict(params)) for _ in range(world)]
+    max_err = 0.0
+    for step in range(steps):
+        got = _grad(rank, step)
+        kv.pushpull("g", got)
+        expected = torch.zeros(37)
+        for r in range(world):
+            payload, ctx = replay[r].compress(_grad(r, step), "g")
+            expected += replay[r].decompress(payload, ctx)
+        max_err = max(max_err, float((got - expected).abs().max()))
+    return {"max_err": max_err, "wire": kv.wire_bytes_sent}
+
+
+def trainer_with_compression(params: dict[str, Any]) -> list[list[float]]:
+    torch.set_num_threads(1)
+    rank = int(os.environ["RANK"])
+    torch.manual_seed(rank)  # different initial weights: the broadcast must make them equal
+    net = nn.Dense(3, in_units=5)
+    net.initialize(mx.init.Xavier())
+    trainer = gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.1, "momentum": 0.9},
+                            kvstore="horovod", compression_params=params)
+    x = torch.randn(8, 5, generator=torch.Generator().manual_seed(rank))
+    for _ in range(3):
+        with autograd.record():
+            loss = (net(x) ** 2).mean(axis=1)
+        loss.backward()
+        trainer.step(8)
+    return net.weight.data().detach().tolist()
