@@ -23,6 +23,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
+from _models import mx_net, torch_net
 
 MiB = 1 << 20
 
@@ -70,34 +71,6 @@ def bench_bandwidth(sizes: list[int], iters: int, rounds: int) -> list[tuple[int
     return rows
 
 
-def _torch_model(name: str) -> torch.nn.Module:
-    if name == "mlp":
-        return torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(784, 512), torch.nn.ReLU(),
-                                   torch.nn.Linear(512, 512), torch.nn.ReLU(), torch.nn.Linear(512, 10))
-    if name == "lenet":
-        return torch.nn.Sequential(
-            torch.nn.Conv2d(1, 20, 5), torch.nn.ReLU(), torch.nn.MaxPool2d(2, 2),
-            torch.nn.Conv2d(20, 50, 5), torch.nn.ReLU(), torch.nn.MaxPool2d(2, 2),
-            torch.nn.Flatten(), torch.nn.Linear(800, 500), torch.nn.ReLU(), torch.nn.Linear(500, 10))
-    raise ValueError(name)
-
-
-def _mx_model(name: str) -> Any:
-    import mxtorch as mx
-    from mxtorch.gluon import nn
-
-    if name == "resnet18":
-        return mx.gluon.model_zoo.vision.get_model("resnet18_v1", classes=10, thumbnail=True)
-    net = nn.HybridSequential()
-    if name == "mlp":
-        net.add(nn.Dense(512, activation="relu"), nn.Dense(512, activation="relu"), nn.Dense(10))
-    else:
-        net.add(nn.Conv2D(20, kernel_size=5, activation="relu"), nn.MaxPool2D(2, 2),
-                nn.Conv2D(50, kernel_size=5, activation="relu"), nn.MaxPool2D(2, 2),
-                nn.Flatten(), nn.Dense(500, activation="relu"), nn.Dense(10))
-    return net
-
-
 def _data(name: str, batch: int) -> tuple[torch.Tensor, torch.Tensor]:
     g = torch.Generator().manual_seed(dist.get_rank())
     shape = (batch, 3, 32, 32) if name == "resnet18" else (batch, 1, 28, 28)
@@ -109,7 +82,7 @@ def _make_ddp_step(name: str, x: torch.Tensor, y: torch.Tensor) -> Any:
     from mxtorch import autograd
 
     # ResNet-18: mxtorch's own network wrapped by DDP, so both sides run the same layers
-    ref_net = _torch_model(name) if name != "resnet18" else _mx_model(name)
+    ref_net = torch_net(name) if name != "resnet18" else mx_net(name)
     if name == "resnet18":
         ref_net.initialize(mx.init.Xavier())
         ref_net(x)
@@ -130,7 +103,7 @@ def _make_mx_step(name: str, x: torch.Tensor, y: torch.Tensor) -> Any:
     import mxtorch as mx
     from mxtorch import autograd, gluon
 
-    net = _mx_model(name)
+    net = mx_net(name)
     net.initialize(mx.init.Xavier())
     net(x)
     trainer = gluon.Trainer(net.collect_params(), "sgd",

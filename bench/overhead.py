@@ -21,31 +21,10 @@ import time
 
 import torch
 import torch.nn.functional as F
+from _models import mx_net, torch_net
 
 import mxtorch as mx
 from mxtorch import autograd, gluon
-from mxtorch.gluon import nn
-
-
-def mx_net(name: str) -> gluon.HybridBlock:
-    net = nn.HybridSequential()
-    if name == "mlp":
-        net.add(nn.Dense(512, activation="relu"), nn.Dense(512, activation="relu"), nn.Dense(10))
-    else:
-        net.add(nn.Conv2D(20, kernel_size=5, activation="relu"), nn.MaxPool2D(2, 2),
-                nn.Conv2D(50, kernel_size=5, activation="relu"), nn.MaxPool2D(2, 2),
-                nn.Flatten(), nn.Dense(500, activation="relu"), nn.Dense(10))
-    return net
-
-
-def torch_net(name: str) -> torch.nn.Module:
-    if name == "mlp":
-        return torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(784, 512), torch.nn.ReLU(),
-                                   torch.nn.Linear(512, 512), torch.nn.ReLU(), torch.nn.Linear(512, 10))
-    return torch.nn.Sequential(
-        torch.nn.Conv2d(1, 20, 5), torch.nn.ReLU(), torch.nn.MaxPool2d(2, 2),
-        torch.nn.Conv2d(20, 50, 5), torch.nn.ReLU(), torch.nn.MaxPool2d(2, 2),
-        torch.nn.Flatten(), torch.nn.Linear(800, 500), torch.nn.ReLU(), torch.nn.Linear(500, 10))
 
 
 def make_mx_step(name: str, x: torch.Tensor, y: torch.Tensor):  # type: ignore[no-untyped-def]
