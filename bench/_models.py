@@ -37,3 +37,28 @@ def torch_net(name: str) -> torch.nn.Module:
             torch.nn.Conv2d(20, 50, 5), torch.nn.ReLU(), torch.nn.MaxPool2d(2, 2),
             torch.nn.Flatten(), torch.nn.Linear(800, 500), torch.nn.ReLU(), torch.nn.Linear(500, 10))
     raise ValueError(f"no torch.nn version of {name!r}: use mlp or lenet")
+
+
+def mx_train_step(name: str, x: torch.Tensor, y: torch.Tensor, kvstore: Any = "device",
+                  hybridize: bool = True) -> Any:
+    """One mxtorch training step (record, backward, Trainer SGD momentum 0.9, wd 1e-4) as a closure."""
+    import mxtorch as mx
+    from mxtorch import autograd, gluon
+
+    net = mx_net(name)
+    net.initialize(mx.init.Xavier())
+    if hybridize:
+        net.hybridize()
+    net(x)
+    trainer = gluon.Trainer(net.collect_params(), "sgd",
+                            {"learning_rate": 0.01, "momentum": 0.9, "wd": 1e-4}, kvstore=kvstore)
+    loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
+    batch = x.shape[0]
+
+    def step() -> None:
+        with autograd.record():
+            loss = loss_fn(net(x), y)
+        loss.backward()
+        trainer.step(batch)
+
+    return step

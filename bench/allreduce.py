@@ -23,7 +23,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
-from _models import mx_net, torch_net
+from _models import mx_net, mx_train_step, torch_net
 
 MiB = 1 << 20
 
@@ -99,32 +99,12 @@ def _make_ddp_step(name: str, x: torch.Tensor, y: torch.Tensor) -> Any:
     return step
 
 
-def _make_mx_step(name: str, x: torch.Tensor, y: torch.Tensor) -> Any:
-    import mxtorch as mx
-    from mxtorch import autograd, gluon
-
-    net = mx_net(name)
-    net.initialize(mx.init.Xavier())
-    net(x)
-    trainer = gluon.Trainer(net.collect_params(), "sgd",
-                            {"learning_rate": 0.01, "momentum": 0.9, "wd": 1e-4}, kvstore="horovod")
-    loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
-    batch = x.shape[0]
-
-    def step() -> None:
-        with autograd.record():
-            loss = loss_fn(net(x), y)
-        loss.backward()
-        trainer.step(batch)
-
-    return step
-
-
 def bench_training(models: list[str], batch: int, steps: int, rounds: int) -> list[tuple[str, float, float]]:
     rows = []
     for name in models:
         x, y = _data(name, batch)
-        fns = {"ddp": _make_ddp_step(name, x, y), "mx": _make_mx_step(name, x, y)}
+        fns = {"ddp": _make_ddp_step(name, x, y),
+               "mx": mx_train_step(name, x, y, kvstore="horovod", hybridize=False)}
         n_steps = max(2, steps // 4) if name == "resnet18" else steps
         for fn in fns.values():
             for _ in range(3):

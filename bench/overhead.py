@@ -21,28 +21,7 @@ import time
 
 import torch
 import torch.nn.functional as F
-from _models import mx_net, torch_net
-
-import mxtorch as mx
-from mxtorch import autograd, gluon
-
-
-def make_mx_step(name: str, x: torch.Tensor, y: torch.Tensor):  # type: ignore[no-untyped-def]
-    net = mx_net(name)
-    net.initialize(mx.init.Xavier())
-    net.hybridize()
-    net(x)
-    trainer = gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.01, "momentum": 0.9, "wd": 1e-4})
-    loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
-    batch = x.shape[0]
-
-    def step() -> None:
-        with autograd.record():
-            loss = loss_fn(net(x), y)
-        loss.backward()
-        trainer.step(batch)
-
-    return step
+from _models import mx_train_step, torch_net
 
 
 def make_torch_step(name: str, x: torch.Tensor, y: torch.Tensor):  # type: ignore[no-untyped-def]
@@ -88,7 +67,7 @@ def main() -> None:
     for name in args.models.split(","):
         x = torch.rand(args.batch, 1, 28, 28)
         y = torch.randint(0, 10, (args.batch,)).float()
-        steps = {"torch": make_torch_step(name, x, y), "mxtorch": make_mx_step(name, x, y)}
+        steps = {"torch": make_torch_step(name, x, y), "mxtorch": mx_train_step(name, x, y)}
         for s in steps.values():  # warm-up
             time_steps(s, 5)
         times: dict[str, list[float]] = {k: [] for k in steps}
