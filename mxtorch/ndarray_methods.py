@@ -12,6 +12,11 @@ Only names torch does not already define are added, so torch's own ``size``, ``s
 not MXNet's int property, and ``x.reshape`` does not read MXNet's special codes; use
 ``mxtorch.nd.reshape`` for those).  The functions are also usable directly:
 ``ndarray_methods.asnumpy(x)``.
+
+Sparse arrays (:mod:`mxtorch.nd.sparse`) get ``x.stype``, ``x.tostype(...)`` and, for csr,
+``x.indptr``.  MXNet's ``x.data`` and ``x.indices`` keep torch's meaning (torch already has
+them: ``x.values()`` and ``x.indices()`` / ``x.col_indices()``); use
+``mx.nd.sparse.data(x)`` and ``mx.nd.sparse.indices(x)`` for MXNet's.
 """
 
 from __future__ import annotations
@@ -39,18 +44,26 @@ __all__ = [
     "copyto",
     "attach_grad",
     "tostype",
+    "stype",
+    "indptr",
 ]
 
 _GRAD_REQS = ("write", "add", "null")
 
 
 def asnumpy(self: torch.Tensor) -> np.ndarray:
-    """A detached copy of the tensor as a numpy array on the CPU (bfloat16 becomes float32)."""
+    """A detached copy of the tensor as a numpy array on the CPU (bfloat16 becomes float32).
+
+    A sparse tensor (row_sparse, csr) gives its dense value, as MXNet's ``asnumpy`` does.
+    """
     t = self.detach()
+    fresh = t.layout != torch.strided  # to_dense() already made a new tensor
+    if fresh:
+        t = t.to_dense()
     if t.dtype == torch.bfloat16:
         t = t.float()
     arr = t.cpu().numpy()
-    return arr.copy() if self.device.type == "cpu" and t.dtype == self.dtype else arr
+    return arr.copy() if not fresh and self.device.type == "cpu" and t.dtype == self.dtype else arr
 
 
 def asscalar(self: torch.Tensor) -> Any:
@@ -140,10 +153,27 @@ def attach_grad(self: torch.Tensor, grad_req: str = "write", stype: Any = None) 
 
 
 def tostype(self: torch.Tensor, stype: str) -> torch.Tensor:
-    """Storage-type conversion: only 'default' (dense) is available here; returns the tensor."""
-    if stype != "default":
-        raise ValueError(f"tostype: only 'default' storage is available on a dense tensor, got {stype!r}")
-    return self
+    """The tensor in storage type ``stype`` ('default', 'row_sparse' or 'csr'; see mxtorch.nd.sparse).
+
+    The tensor itself when it already has that storage type.
+    """
+    from .nd import sparse
+
+    return sparse.tostype(self, stype)
+
+
+def stype(self: torch.Tensor) -> str:
+    """MXNet's storage type: 'default' (dense), 'row_sparse' (COO, one sparse dim) or 'csr'."""
+    from .nd import sparse
+
+    return sparse.stype(self)
+
+
+def indptr(self: torch.Tensor) -> torch.Tensor:
+    """Row pointers of a csr matrix (``crow_indices()``); an error for other storage types."""
+    from .nd import sparse
+
+    return sparse.indptr(self)
 
 
 def _table() -> dict[str, Any]:
@@ -160,6 +190,8 @@ def _table() -> dict[str, Any]:
         "copyto": copyto,
         "attach_grad": attach_grad,
         "tostype": tostype,
+        "stype": property(stype, doc="MXNet's storage type: 'default', 'row_sparse' or 'csr'."),
+        "indptr": property(indptr, doc="Row pointers of a csr matrix (MXNet's CSRNDArray.indptr)."),
     }
 
 

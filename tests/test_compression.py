@@ -358,3 +358,24 @@ def test_registry_refuses_duplicates(monkeypatch):
 
     compression.register("test-noop", NoOp)
     assert isinstance(compression.create({"type": "test-noop"}), NoOp)
+
+
+# -- 2bit residual bound (mxtorch extension) ----------------------------------------------------
+
+def test_two_bit_residual_limit_bounds_the_backlog():
+    t = 0.5
+    bounded = TwoBitCompressor(threshold=t, residual_limit=2.0)
+    unbounded = TwoBitCompressor(threshold=t)
+    g = torch.tensor([3.0, -3.0, 0.3, 1.2], dtype=torch.float64)
+    pb, cb = bounded.compress(g, key="w")
+    pu, cu = unbounded.compress(g, key="w")
+    assert torch.equal(bounded.decompress(pb, cb), unbounded.decompress(pu, cu))  # the same codes
+    # MXNet's residual keeps everything not sent; the bounded one keeps at most 2 sends' worth
+    assert unbounded.residual("w").tolist() == [2.5, -2.5, 0.3, 0.7]
+    assert bounded.residual("w").tolist() == [1.0, -1.0, 0.3, 0.7]
+    assert bounded.params() == {"threshold": 0.5, "residual_limit": 2.0}
+    assert unbounded.params() == {"threshold": 0.5}
+    assert compression.create({"type": "2bit", "threshold": 0.5, "residual_limit": 2.0}).residual_limit == 2.0
+    for bad in (0, -1.0, float("inf"), "4", True):
+        with pytest.raises(CompressionError, match="residual_limit"):
+            TwoBitCompressor(residual_limit=bad)

@@ -90,7 +90,7 @@ def test_timeout_stops_the_job():
     (["--env-worker", "1X:2"], "'1X' is not a valid environment variable name"),
     (["-n", "0"], "the number of workers (-n) must be an integer >= 1, got 0"),
     (["--timeout", "-1"], "--timeout must be a number of seconds > 0"),
-    (["-s", "1"], "parameter servers are not available yet"),
+    (["-s", "-1"], "the number of servers (-s) must be an integer >= 0, got -1"),
     (["--launcher", "ssh"], "--launcher ssh needs a hostfile"),
     (["-H", "hosts.txt"], "-H/--hostfile is for --launcher ssh, mpi or slurm"),
     (["--launcher", "mpi", "-H", "/nonexistent/hosts"], "cannot read the hostfile '/nonexistent/hosts'"),

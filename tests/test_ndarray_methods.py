@@ -13,6 +13,8 @@ from mxtorch.context import context_of, cpu
 
 NAMES = {
     "asnumpy",
+    "stype",
+    "indptr",
     "asscalar",
     "as_in_context",
     "context",

@@ -531,8 +531,6 @@ def test_embedding_dtype_and_errors() -> None:
         emb(torch.tensor([5]))
     with pytest.raises(mx.MXNetError, match="out of range"):
         emb(torch.tensor([-1]))
-    with pytest.raises(mx.MXNetError, match="sparse"):
-        nn.Embedding(5, 2, sparse_grad=True)
     with pytest.raises(ValueError, match="input_dim"):
         nn.Embedding(0, 2)
 

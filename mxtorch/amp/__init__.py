@@ -1,11 +1,12 @@
 """mxtorch.amp: automatic mixed precision, MXNet's ``mx.amp`` API on ``torch.autocast``.
 
 ``amp.init('bfloat16')`` makes every top-level Gluon block call run under autocast;
-``amp.init_trainer(trainer)`` adds dynamic loss scaling to a Trainer;
+``amp.init_trainer(trainer)`` adds dynamic loss scaling to a Trainer (through the Trainer's
+update hook; ``Trainer.save_states`` keeps the scale);
 ``with amp.scale_loss(loss, trainer) as scaled: autograd.backward(scaled)`` scales the loss;
 ``amp.unscale(trainer)`` gives true gradients before clipping; ``amp.convert_hybrid_block``
-casts a network's parameters (norm layers stay float32).  Single process: overflow decisions
-are not yet agreed across workers beyond what the gradient reduction already shares.
+casts a network's parameters (norm layers stay float32).  Across workers the overflow decision
+is taken on the reduced gradients, which every worker holds alike.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 from .amp import (
     FP32_LAYERS,
     LOW_PRECISION_LAYERS,
+    LossScalingHook,
     autocast,
     convert_hybrid_block,
     init,
@@ -26,4 +28,5 @@ from .amp import (
 from .loss_scaler import LossScaler
 
 __all__ = ["init", "is_initialized", "target_dtype", "reset", "autocast", "init_trainer", "scale_loss",
-           "unscale", "convert_hybrid_block", "LossScaler", "LOW_PRECISION_LAYERS", "FP32_LAYERS"]
+           "unscale", "convert_hybrid_block", "LossScaler", "LossScalingHook", "LOW_PRECISION_LAYERS",
+           "FP32_LAYERS"]

@@ -26,18 +26,18 @@ loss scaling; the first CPU forward under ``target_dtype='float16'`` warns once
 Hybridized blocks compiled by ``torch.compile``: the hooks do nothing while dynamo traces,
 so call a compiled network inside ``with amp.autocast():`` (dynamo supports that context).
 
-Trainer integration (:func:`init_trainer`) patches the given Trainer *instance* (its ``step``
-and ``update``), see that function.  Loss scaling is only needed for float16; bfloat16 has
-float32's exponent range, and ``init_trainer`` then starts at scale 1 unless told otherwise.
+Trainer integration (:func:`init_trainer`) sets a :class:`LossScalingHook` on the Trainer
+through its documented update hook (``Trainer.set_update_hook``), see that function.  Loss
+scaling is only needed for float16; bfloat16 has float32's exponent range, and ``init_trainer``
+then starts at scale 1 unless told otherwise.
 """
 
 from __future__ import annotations
 
 import functools
 import threading
-import types
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
@@ -48,7 +48,7 @@ from ..base import MXNetError
 from .loss_scaler import LossScaler
 
 __all__ = ["init", "is_initialized", "target_dtype", "reset", "autocast", "init_trainer", "scale_loss",
-           "unscale", "convert_hybrid_block", "LOW_PRECISION_LAYERS", "FP32_LAYERS"]
+           "unscale", "convert_hybrid_block", "LossScalingHook", "LOW_PRECISION_LAYERS", "FP32_LAYERS"]
 
 _TARGETS = {torch.float16: "float16", torch.bfloat16: "bfloat16"}
 
@@ -208,11 +208,87 @@ def autocast(target_dtype: str | torch.dtype | None = None, device_type: str = "
 
 
 # ---- Trainer integration -----------------------------------------------------------------
-def _scaler_of(trainer: Any) -> LossScaler:
-    scaler = getattr(trainer, "_amp_loss_scaler", None)
-    if scaler is None:
+class LossScalingHook:
+    """The :class:`gluon.UpdateHook <mxtorch.gluon.trainer.UpdateHook>` that :func:`init_trainer`
+    sets: dynamic loss scaling inside ``Trainer.step``/``update``.
+
+    After an exact reduction every context (and, with a distributed store, every worker) holds
+    the same sums, so the overflow check on the reduced gradients agrees everywhere; with
+    ``update_on_kvstore`` the local gradients are checked before they are pushed.
+
+    A store that *compresses* gradients would hide an overflow (2bit sends an ``inf`` as
+    ``+threshold``) and keep it in its error-feedback residual for good.  There the gradients
+    are unscaled and checked *before* the reduction (one fused pass), the workers agree on the
+    outcome with one tiny integer all-reduce, and an overflow skips the reduction as well as the
+    update: the compressor only ever sees finite, unscaled gradients, so its threshold and its
+    residuals do not depend on the loss scale.
+
+    Its state (``state_dict``) is the scaler's, saved by ``Trainer.save_states`` in the file's
+    ``'amp'`` hook section.
+    """
+
+    name = "amp"
+
+    def __init__(self, scaler: LossScaler) -> None:
+        self.scaler = scaler
+        self.unscaled: str | None = None  # who divided this step's gradients: "user" or "reduce"
+        self.last_overflow = False
+        self._overflow_before_reduce: bool | None = None
+
+    def before_reduce(self, trainer: Any, grads: list[torch.Tensor]) -> bool:
+        """With a compressing store: unscale and check this worker's gradients, agree with the
+        other workers; False (skip the reduction) on an overflow anywhere."""
+        self._overflow_before_reduce = None
+        kv = trainer._kvstore
+        if getattr(kv, "compressor", None) is None or trainer._update_on_kvstore:
+            return True
+        if self.unscaled is not None or any(g.is_sparse for g in grads):
+            # (a sparse gradient cannot be unscaled in place: the update then divides the scale out)
+            overflow = self.scaler.has_overflow(grads)
+        else:
+            overflow = self.scaler.unscale_(grads)
+            self.unscaled = "reduce"
+        if kv.num_workers > 1:
+            flag = torch.tensor([int(overflow)], dtype=torch.int64)
+            kv.pushpull("amp.overflow", flag)  # integers are never compressed
+            overflow = bool(flag.item())
+        self._overflow_before_reduce = overflow
+        return not overflow
+
+    def before_update(self, trainer: Any, grads: list[torch.Tensor]) -> float | None:
+        """Check ``grads`` for inf/nan in one fused pass and apply the scaler's policy; None (skip
+        the update) on overflow, else the factor that unscales the gradients."""
+        unscaled, self.unscaled = self.unscaled, None
+        early, self._overflow_before_reduce = self._overflow_before_reduce, None
+        overflow = True if early else self.scaler.has_overflow(grads)
+        used = self.scaler.loss_scale  # the scale this step's gradients carry, before the policy changes it
+        self.scaler.update_scale(overflow)
+        self.last_overflow = overflow
+        trainer._amp_last_overflow = overflow  # MXNet-era attribute, kept for scripts that read it
+        if overflow:
+            return None
+        return 1.0 if unscaled is not None else 1.0 / used
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"loss_scaler": self.scaler.state_dict()}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        if not isinstance(state, Mapping) or not isinstance(state.get("loss_scaler"), dict):
+            raise MXNetError(f"amp: not an AMP hook state (no 'loss_scaler' dict): {state!r:.200}")
+        self.scaler.load_state_dict(state["loss_scaler"])
+        self.unscaled = None
+        self._overflow_before_reduce = None
+
+
+def _hook_of(trainer: Any) -> LossScalingHook:
+    hook = getattr(trainer, "update_hook", None)
+    if not isinstance(hook, LossScalingHook):
         raise MXNetError("amp: this Trainer has no loss scaler; call amp.init_trainer(trainer) first")
-    return scaler  # type: ignore[no-any-return]
+    return hook
+
+
+def _scaler_of(trainer: Any) -> LossScaler:
+    return _hook_of(trainer).scaler
 
 
 def _trainer_grads(trainer: Any) -> list[torch.Tensor]:
@@ -224,87 +300,34 @@ def _trainer_grads(trainer: Any) -> list[torch.Tensor]:
     return out
 
 
-def _discard_grads(trainer: Any, live: list[tuple[int, Any]]) -> None:
-    for _, p in live:
-        for d in p._data:
-            if d.grad is None:
-                continue
-            if p._grad_req == "write":
-                d.grad = None
-            else:  # 'add': the accumulated values are garbage after an overflow
-                d.grad.zero_()
-
-
-def _amp_apply(trainer: Any, batch_size: int, ignore_stale_grad: bool, reduce: bool) -> bool:
-    """Shared body of the patched ``step``/``update``; returns False when the step was skipped."""
-    scaler = _scaler_of(trainer)
-    if not trainer._kv_initialized:
-        trainer._init_kvstore()
-    if reduce:
-        trainer._allreduce_grads()
-    live = trainer._live(ignore_stale_grad)
-    unscaled = trainer._amp_unscaled
-    trainer._amp_unscaled = False
-    # After the reduction every context (and, with a distributed store, every worker) holds the
-    # same sums, so this check agrees everywhere; with update_on_kvstore the local gradients are
-    # checked before they are pushed.
-    grads = [d.grad for _, p in live for d in p._data if d.grad is not None]
-    overflow = scaler.has_overflow(grads)
-    used = scaler.loss_scale  # the scale this step's gradients carry, before the policy changes it
-    scaler.update_scale(overflow)
-    if overflow:
-        _discard_grads(trainer, live)
-        trainer._amp_last_overflow = True
-        return False
-    trainer._amp_last_overflow = False
-    factor = 1.0 if unscaled else 1.0 / used
-    trainer._optimizer.rescale_grad = trainer._scale * factor / (batch_size * trainer._num_workers)
-    trainer._update(ignore_stale_grad)
-    return True
-
-
 def init_trainer(trainer: Any, loss_scaler: LossScaler | None = None) -> LossScaler:
-    """Attach a dynamic :class:`LossScaler` to a ``gluon.Trainer`` and make its ``step``/``update``
-    AMP-aware; returns the scaler (also at ``trainer._amp_loss_scaler``).
+    """Attach a dynamic :class:`LossScaler` to a ``gluon.Trainer`` and return it.
 
-    After ``init_trainer``, ``trainer.step(batch_size)``: reduces gradients, checks them for
-    inf/nan in one fused pass, and on overflow skips the update (weights, optimizer states and
-    update counts untouched, gradients discarded) and divides the scale; otherwise it folds
-    ``1/loss_scale`` into the optimizer's ``rescale_grad`` (no extra pass over the gradients)
-    unless :func:`unscale` already divided them.  ``trainer.update`` does the same after
-    ``allreduce_grads()``.  With bfloat16 targets the default scaler starts at 1.0.
+    The Trainer gets a :class:`LossScalingHook` (``trainer.set_update_hook``): then
+    ``trainer.step(batch_size)`` reduces gradients, checks them for inf/nan in one fused pass,
+    and on overflow skips the update (weights, optimizer states and update counts untouched,
+    gradients discarded) and divides the scale; otherwise it folds ``1/loss_scale`` into the
+    optimizer's ``rescale_grad`` (no extra pass over the gradients) unless :func:`unscale`
+    already divided them.  ``trainer.update`` does the same after ``allreduce_grads()``.
+    ``Trainer.save_states``/``load_states`` keep the scale (call ``init_trainer`` before
+    ``load_states``).  With bfloat16 targets the default scaler starts at 1.0.  As in MXNet the
+    scaler is also ``trainer._amp_loss_scaler``.
     """
     from ..gluon.trainer import Trainer
 
     if not isinstance(trainer, Trainer):
         raise TypeError(f"amp.init_trainer expects a gluon.Trainer, got {type(trainer).__name__}")
-    if getattr(trainer, "_amp_loss_scaler", None) is not None:
+    if isinstance(trainer.update_hook, LossScalingHook):
         raise MXNetError("amp.init_trainer: this Trainer is already initialized for AMP")
     if loss_scaler is None:
         loss_scaler = LossScaler(init_scale=1.0) if _config["dtype"] == torch.bfloat16 else LossScaler()
     elif not isinstance(loss_scaler, LossScaler):
         raise TypeError(f"amp.init_trainer: loss_scaler must be a LossScaler, "
                         f"got {type(loss_scaler).__name__}")
-    tr: Any = trainer  # the instance gets extra attributes and patched methods
-    tr._amp_loss_scaler = loss_scaler
-    tr._amp_unscaled = False
+    trainer.set_update_hook(LossScalingHook(loss_scaler))
+    tr: Any = trainer
+    tr._amp_loss_scaler = loss_scaler  # where MXNet's scripts look for it
     tr._amp_last_overflow = False
-
-    def step(self: Any, batch_size: int, ignore_stale_grad: bool = False) -> None:
-        """AMP step: reduce, check for overflow, unscale (folded into rescale_grad) and update."""
-        _amp_apply(self, batch_size, ignore_stale_grad, reduce=True)
-
-    def update(self: Any, batch_size: int, ignore_stale_grad: bool = False) -> None:
-        """AMP update after ``allreduce_grads()``: check for overflow, unscale and update."""
-        if not self._kv_initialized:
-            self._init_kvstore()
-        if self._update_on_kvstore:
-            raise MXNetError("update() is not available with update_on_kvstore=True: create the "
-                             "Trainer with update_on_kvstore=False")
-        _amp_apply(self, batch_size, ignore_stale_grad, reduce=False)
-
-    tr.step = types.MethodType(step, trainer)
-    tr.update = types.MethodType(update, trainer)
     return loss_scaler
 
 
@@ -332,11 +355,13 @@ def unscale(trainer: Any) -> bool:
     ``gluon.utils.clip_global_norm`` sees the true gradients; the next ``step``/``update`` then
     does not divide again.  Returns whether the gradients overflowed (the step will be skipped).
     Calling it twice before a step is an error."""
-    scaler = _scaler_of(trainer)
-    if trainer._amp_unscaled:
+    hook = _hook_of(trainer)
+    if hook.unscaled == "user":
         raise MXNetError("amp.unscale: the gradients were already unscaled since the last step")
-    overflow = scaler.unscale_(_trainer_grads(trainer))
-    trainer._amp_unscaled = True
+    if hook.unscaled == "reduce":  # a compressing store's reduction already unscaled them
+        return bool(hook._overflow_before_reduce)
+    overflow = hook.scaler.unscale_(_trainer_grads(trainer))
+    hook.unscaled = "user"
     return overflow
 
 

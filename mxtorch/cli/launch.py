@@ -3,6 +3,7 @@
   mxtorch launch -n 2 python train.py --kvstore allreduce
   mxtorch launch -n 8 --launcher ssh -H hosts.txt --env OMP_NUM_THREADS:4 python train.py
   mxtorch launch -n 4 --launcher mpi -H hosts.txt --dry-run python train.py
+  mxtorch launch -n 4 -s 2 python train.py --kvstore dist_sync
 
 local (default): N workers on this machine, started by torchrun's agent; each gets RANK,
 WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT and MXNet's DMLC_ROLE,
@@ -12,6 +13,15 @@ traceback.  A bare `python` in COMMAND means the interpreter mxtorch runs in.
 
 ssh / mpi / slurm: the command lines that start the job on the hosts of the hostfile (one host
 per line, optional `slots=K` or `:K`, `#` comments); --dry-run prints them, one per line.
+
+-s M (parameter servers): a scheduler and M servers run beside the workers (`mxtorch scheduler`,
+`mxtorch server`; with --ps-roles same-command, COMMAND itself with DMLC_ROLE=scheduler|server,
+as MXNet's launcher did), on the first host remotely.  Workers also get DMLC_WORKER_ID (= RANK);
+servers get --env-server.  The job's exit status is the workers'; a scheduler or server that
+fails stops the job, and one still running after the workers end is stopped and reported.
+
+cluster: the hosts of an emulated cluster on this machine (`mxtorch cluster up`; --cluster NAME
+when several are up), one torchrun agent per host; -H may list its hosts (h0, h1 slots=2, ...).
 
 Every option can also come from the environment as MXTORCH_LAUNCH_<OPTION> (for example
 MXTORCH_LAUNCH_NUM_WORKERS=4); a command-line option wins over the environment.
@@ -29,8 +39,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..launcher import JobSpec, LaunchError, parse_env_pairs
+from ..launcher.job import PS_ROLE_MODES
 
-LAUNCHERS = ("local", "ssh", "mpi", "slurm")
+LAUNCHERS = ("local", "ssh", "mpi", "slurm", "cluster")
 ENV_PREFIX = "MXTORCH_LAUNCH_"
 """``MXTORCH_LAUNCH_<FIELD>`` sets a :class:`LaunchOptions` field the command line left out."""
 
@@ -51,6 +62,10 @@ class LaunchOptions:
     timeout: float | None = None
     dry_run: bool = False
     master_port: int | None = None
+    cluster: str | None = None
+    ps_hosts: str | None = None
+    ps_roles: str = "separate"
+    ps_root_port: int | None = None
 
     def job_spec(self) -> JobSpec:
         return JobSpec(
@@ -58,7 +73,8 @@ class LaunchOptions:
             env=parse_env_pairs(self.env, "--env"),
             worker_env=parse_env_pairs(self.env_worker, "--env-worker"),
             server_env=parse_env_pairs(self.env_server, "--env-server"), max_restarts=self.max_restarts,
-            timeout=self.timeout, master_port=self.master_port,
+            timeout=self.timeout, master_port=self.master_port, ps_roles=self.ps_roles,
+            ps_root_port=self.ps_root_port,
         )
 
 
@@ -70,7 +86,13 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     # None marks "not given", so that the environment and then the defaults can fill in.
     p.add_argument("-n", "--num-workers", type=int, default=None, help=f"workers (default {d.num_workers})")
     p.add_argument("-s", "--num-servers", type=int, default=None,
-                   help="parameter servers (default 0; needs the 'dist_sync' KVStore)")
+                   help="parameter servers, plus a scheduler (default 0; for --kvstore dist_sync/dist_async)")
+    p.add_argument("--ps-roles", choices=PS_ROLE_MODES, default=None,
+                   help="what the scheduler and servers run: 'separate' (default): `mxtorch scheduler` / "
+                        "`mxtorch server`; 'same-command': COMMAND with DMLC_ROLE=scheduler|server (MXNet's "
+                        "way: the script becomes its role when it creates the dist KVStore)")
+    p.add_argument("--ps-root-port", type=int, default=None,
+                   help="the scheduler's port (default: a free port locally, --master-port + 1 remotely)")
     p.add_argument("--launcher", choices=LAUNCHERS, default=None, help=f"default {d.launcher}")
     p.add_argument("-H", "--hostfile", default=None, help="hosts for ssh/mpi (and optionally slurm)")
     for flag, who in (("--env", "every process"), ("--env-worker", "workers"), ("--env-server", "servers")):
@@ -83,6 +105,11 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--dry-run", action="store_true", default=None, help="print the commands, run nothing")
     p.add_argument("--master-port", type=int, default=None,
                    help="rendezvous port on the first host (default: a free port locally, 29500 remotely)")
+    p.add_argument("--cluster", default=None, metavar="NAME",
+                   help="--launcher cluster: which emulated cluster (default: the only one up)")
+    p.add_argument("--ps-hosts", default=None, metavar="HOSTS",
+                   help="--launcher cluster with -s: the scheduler's host, then one per server (h2,h2,h3), "
+                        "or one host for all (default: the last hosts, workers on the others)")
     # dest 'cmd': the entry point's subcommand name already lives in args.command
     p.add_argument("cmd", nargs=argparse.REMAINDER, metavar="COMMAND",
                    help="the program each worker runs, and its arguments")
@@ -124,46 +151,43 @@ def options_from_args(args: argparse.Namespace, environ: Mapping[str, str] | Non
 
 
 def _check_servers(spec: JobSpec) -> None:
-    if spec.num_servers == 0:
-        if spec.server_env:
-            print("mxtorch launch: note: --env-server is ignored, there are no servers (-s 0)",
-                  file=sys.stderr)
-        return
-    from .. import kvstore
-
-    if not kvstore.is_registered("dist_sync"):
-        raise LaunchError(f"-s {spec.num_servers}: parameter servers are not available yet (mxtorch has no "
-                          "'dist_sync' KVStore); launch with -s 0 and let the workers use "
-                          "--kvstore allreduce (or horovod)")
-    raise LaunchError(f"-s {spec.num_servers}: a 'dist_sync' KVStore exists, but `mxtorch launch` cannot "
-                      "start server processes yet")
+    if spec.num_servers == 0 and spec.server_env:
+        print("mxtorch launch: note: --env-server is ignored, there are no servers (-s 0)",
+              file=sys.stderr)
 
 
 def launch(opts: LaunchOptions) -> int:
     """Start (or, with ``dry_run``, print) the job ``opts`` describes; returns its exit status."""
-    from ..launcher import local, remote
+    from ..launcher import local, ps, remote
 
     spec = opts.job_spec()
     _check_servers(spec)
     if opts.launcher not in LAUNCHERS:
         raise LaunchError(f"unknown launcher {opts.launcher!r}: choose one of {', '.join(LAUNCHERS)}")
+    if opts.launcher == "cluster":
+        from ..cluster.launch import launch_on_cluster
+
+        return launch_on_cluster(spec, opts.cluster, opts.hostfile, dry_run=bool(opts.dry_run),
+                                 ps_hosts=opts.ps_hosts.split(",") if opts.ps_hosts else None)
     if opts.launcher == "local":
         if opts.hostfile:
             raise LaunchError("-H/--hostfile is for --launcher ssh, mpi or slurm; the local launcher runs "
                               "every worker on this machine")
         if opts.dry_run:
-            print(shlex.join(_local_equivalent(spec)))
+            for c in [*ps.local_ps_commands(spec), _local_equivalent(ps.worker_spec(spec, resolve=True))]:
+                print(shlex.join(c))
             return 0
-        return local.launch_local(spec)
+        return ps.launch_local_with_servers(spec) if spec.num_servers else local.launch_local(spec)
     hosts = remote.read_hostfile(opts.hostfile) if opts.hostfile else None
     if opts.launcher == "slurm":  # without a hostfile: the nodes of the current allocation
         commands = [remote.slurm_command(spec, hosts)]
     elif hosts is None:
         raise LaunchError(f"--launcher {opts.launcher} needs a hostfile: -H FILE (one host per line)")
     elif opts.launcher == "ssh":
-        commands = remote.ssh_commands(spec, hosts)
+        commands = remote.ssh_commands(ps.worker_spec(spec), hosts)  # with servers: DMLC_WORKER_ID too
     else:
         commands = [remote.mpi_command(spec, hosts)]
+    commands = ps.remote_ps_commands(opts.launcher, spec, hosts) + commands  # scheduler, servers first
     if opts.dry_run:
         for c in commands:
             print(shlex.join(c))

@@ -6,15 +6,15 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from . import launch, train
+from . import cluster, launch, server, train
 
-_SUBCOMMANDS = {"launch": launch, "train": train}
+_SUBCOMMANDS = {"launch": launch, "train": train, "scheduler": server, "server": server, "cluster": cluster}
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="mxtorch", description="MXNet's Gluon and KVStore, on PyTorch")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for mod in _SUBCOMMANDS.values():
+    for mod in dict.fromkeys(_SUBCOMMANDS.values()):  # a module may add several subcommands
         mod.add_parser(sub)  # type: ignore[attr-defined]
     return parser
 

@@ -8,7 +8,8 @@ held-out split, saves the parameters and a metrics file.
 ``--workers N --kvstore allreduce`` (or ``horovod``) trains with N processes: the command
 runs itself again under ``mxtorch launch -n N``; each worker reads its own shard of the
 training set with ``--batch-size / N`` samples per step, gradients are summed over the
-workers, and worker 0 evaluates, prints and saves.
+workers, and worker 0 evaluates, prints and saves.  ``--servers M --kvstore dist_sync`` (or
+``dist_async``) adds M parameter servers and a scheduler, and the optimizer runs on the servers.
 """
 
 from __future__ import annotations
@@ -22,6 +23,13 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 DATASETS = ("fashion-mnist", "mnist", "cifar10", "cifar100")
+COMPRESSIONS = ("2bit", "1bit", "fp16", "bf16", "topk", "powersgd")
+_COMPRESSION_OPTIONS = {"threshold": ("2bit", "1bit"), "ratio": ("topk",), "rank": ("powersgd",),
+                        "residual_limit": ("2bit",)}
+"""Which --compression-* option each compression type takes."""
+TWO_BIT_RESIDUAL_LIMIT = 1.0
+"""The bound on 2bit's residuals that ``mxtorch train`` uses unless told otherwise (see
+:mod:`mxtorch.compression.quantize`: MXNet's unbounded residual cost 2.2 points on the default job)."""
 
 
 @dataclass
@@ -41,7 +49,13 @@ class TrainConfig:
     ctx: str = "cpu"
     kvstore: str = "device"
     workers: int = 1
+    servers: int = 0
     amp: str | None = None
+    compression: str | None = None
+    compression_threshold: float | None = None
+    compression_ratio: float | None = None
+    compression_rank: int | None = None
+    compression_residual_limit: float | None = None
     hybridize: bool = True
     seed: int = 42
     num_workers: int = 0
@@ -71,12 +85,29 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                    help="contexts, comma separated: 'cpu', 'cpu:0,cpu:1', 'gpu:0,gpu:1'")
     p.add_argument("--amp", default=d.amp, choices=("bf16", "fp16"),
                    help="mixed precision: autocast + dynamic loss scaling (bf16 runs for real on CPU)")
+    p.add_argument("--compression", default=d.compression, choices=COMPRESSIONS,
+                   help="compress gradients between workers (needs --workers > 1 and --kvstore horovod or "
+                        "allreduce): 2bit/1bit quantization and topk/powersgd with error feedback, "
+                        "fp16/bf16 casts")
+    p.add_argument("--compression-threshold", type=float, default=d.compression_threshold,
+                   help="2bit: values at or beyond +-threshold are sent (default 0.5); 1bit: the sign "
+                        "threshold (default 0)")
+    p.add_argument("--compression-ratio", type=float, default=d.compression_ratio,
+                   help="topk: the fraction of each gradient sent (default 0.01)")
+    p.add_argument("--compression-rank", type=int, default=d.compression_rank,
+                   help="powersgd: the rank of the approximation (default 1)")
+    p.add_argument("--compression-residual-limit", type=float, default=d.compression_residual_limit,
+                   help=f"2bit: bound each error-feedback residual to this many thresholds (default "
+                        f"{TWO_BIT_RESIDUAL_LIMIT:g}); 0 keeps MXNet's unbounded residual")
     p.add_argument("--kvstore", default=d.kvstore,
                    help="how gradients are shared: local/device (contexts of one process), allreduce or "
-                        "horovod (several workers)")
+                        "horovod (several workers), dist_sync or dist_async (parameter servers: --servers)")
     p.add_argument("--workers", type=int, default=d.workers,
                    help="worker processes, started on this machine by `mxtorch launch`; needs --kvstore "
-                        "allreduce or horovod; --batch-size stays the global batch")
+                        "allreduce, horovod, dist_sync or dist_async; --batch-size stays the global batch")
+    p.add_argument("--servers", type=int, default=d.servers,
+                   help="parameter servers (and a scheduler) started beside the workers, for --kvstore "
+                        "dist_sync or dist_async")
     p.add_argument("--no-hybridize", dest="hybridize", action="store_false")
     p.add_argument("--seed", type=int, default=d.seed)
     p.add_argument("--num-workers", type=int, default=d.num_workers, help="data loader workers")
@@ -164,7 +195,7 @@ def _join_job(cfg: TrainConfig) -> Any:
     if world is None and cfg.workers > 1:
         raise SystemExit(f"workers={cfg.workers}: start the job with `mxtorch train --workers {cfg.workers}` "
                          "(or under `mxtorch launch`), not by calling train() in one process")
-    if world is None or world == 1:
+    if world is None or (world == 1 and not cfg.servers):
         return None
     if cfg.workers not in (1, world):
         raise SystemExit(f"--workers {cfg.workers} but this job was launched with {world} workers")
@@ -178,11 +209,50 @@ def _join_job(cfg: TrainConfig) -> Any:
     return kv
 
 
+def compression_params(cfg: TrainConfig) -> dict[str, Any] | None:
+    """The Trainer's ``compression_params`` for ``cfg``'s --compression options (None: none)."""
+    given = {name: getattr(cfg, f"compression_{name}") for name in _COMPRESSION_OPTIONS}
+    given = {k: v for k, v in given.items() if v is not None}
+    if cfg.compression is None:
+        if given:
+            raise SystemExit(f"--compression-{next(iter(given)).replace('_', '-')} needs --compression TYPE")
+        return None
+    params: dict[str, Any] = {"type": cfg.compression}
+    for name, value in given.items():
+        if cfg.compression not in _COMPRESSION_OPTIONS[name]:
+            raise SystemExit(f"--compression-{name.replace('_', '-')} applies to --compression "
+                             f"{'/'.join(_COMPRESSION_OPTIONS[name])}, not {cfg.compression}")
+        params[name] = value
+    if cfg.compression == "2bit":
+        limit = params.pop("residual_limit", TWO_BIT_RESIDUAL_LIMIT)
+        if limit != 0:  # 0: MXNet's unbounded residual
+            params["residual_limit"] = limit
+    from .. import compression
+
+    try:
+        compressor = compression.create(params)
+    except compression.CompressionError as e:
+        raise SystemExit(f"--compression {cfg.compression}: {e}") from None
+    return {"type": cfg.compression, **compressor.params()}  # every setting, defaults included
+
+
 def _sum_over_workers(kv: Any, key: str, values: list[float]) -> list[float]:
     import torch
 
+    from ..kvstore import KVStoreBase
+
     t = torch.tensor(values, dtype=torch.float64)
-    kv.pushpull(key, t, out=t)
+    if kv.is_capable(KVStoreBase.OPTIMIZER):
+        # A store that runs the optimizer (a parameter server) would apply it to these pushes: sum
+        # them over the job's process group instead (the launcher gave every worker its address).
+        import torch.distributed as dist
+
+        from ..distributed import group
+
+        group.init()
+        dist.all_reduce(t)
+    else:
+        kv.pushpull(key, t, out=t)
     return [float(v) for v in t]
 
 
@@ -238,12 +308,22 @@ def train(cfg: TrainConfig, log: Any = None) -> dict[str, Any]:
         net.hybridize()
     opt_params: dict[str, Any] = {"learning_rate": cfg.lr, "wd": cfg.wd}
     if cfg.lr_schedule == "cosine":
+        # An asynchronous parameter server updates once per worker's push, not once per step.
+        updates_per_step = n_workers if getattr(kv, "mode", "sync") == "async" else 1
         opt_params["lr_scheduler"] = mx.lr_scheduler.CosineScheduler(
-            max_update=max(cfg.epochs * len(train_loader), 1), base_lr=cfg.lr)
+            max_update=max(cfg.epochs * len(train_loader) * updates_per_step, 1), base_lr=cfg.lr)
     if cfg.optimizer.lower() in ("sgd", "nag", "signum", "lars"):
         opt_params["momentum"] = cfg.momentum
+    comp = compression_params(cfg)
+    if comp is not None and (kv is None or not kv.is_capable(mx.kv.KVStoreBase.GRADIENT_COMPRESSION)):
+        raise SystemExit(f"--compression {cfg.compression} compresses what workers send each other: it needs "
+                         "--workers 2 (or more) and --kvstore horovod or allreduce"
+                         + (f", not --kvstore {cfg.kvstore}" if kv is not None else ""))
     trainer = Trainer(net.collect_params(), cfg.optimizer, opt_params,
-                      kvstore=kv if kv is not None else cfg.kvstore)
+                      kvstore=kv if kv is not None else cfg.kvstore, compression_params=comp)
+    # the training statistics must not go through the gradient compressor (a parameter server's
+    # statistics go through the process group instead: see _sum_over_workers)
+    stats_kv = mx.kv.create(kv.type) if comp is not None and not kv.is_capable(kv.OPTIMIZER) else kv
     if cfg.amp:
         from .. import amp
 
@@ -254,7 +334,8 @@ def train(cfg: TrainConfig, log: Any = None) -> dict[str, Any]:
     say(f"model: {cfg.model}  contexts: {ctx}  optimizer: {cfg.optimizer} {shown} ({cfg.lr_schedule} lr)  "
         f"batch: {cfg.batch_size}  epochs: {cfg.epochs}"
         + (f"  workers: {n_workers} x {cfg.batch_size // n_workers} ({kv.type} kvstore)" if kv else "")
-        + (f"  amp: {cfg.amp}" if cfg.amp else ""))
+        + (f"  amp: {cfg.amp}" if cfg.amp else "")
+        + (f"  compression: {comp}" if comp else ""))
     history = []
     t_start = time.perf_counter()
     for epoch in range(cfg.epochs):
@@ -286,7 +367,7 @@ def train(cfg: TrainConfig, log: Any = None) -> dict[str, Any]:
         train_loss, train_acc, rate = loss_sum / max(n_seen, 1), acc.get()[1], bar.rate
         if kv is not None:  # the whole job's loss, accuracy and throughput, not one shard's
             total_loss, correct, count, seconds = _sum_over_workers(
-                kv, "train_stats", [loss_sum, train_acc * n_seen, n_seen, bar.elapsed])
+                stats_kv, "train_stats", [loss_sum, train_acc * n_seen, n_seen, bar.elapsed])
             train_loss, train_acc = total_loss / max(count, 1), correct / max(count, 1)
             rate = count / max(seconds / n_workers, 1e-9)
         test_acc = evaluate(net, test_loader, ctx) if lead else float("nan")
@@ -299,6 +380,8 @@ def train(cfg: TrainConfig, log: Any = None) -> dict[str, Any]:
     result = {"config": asdict(cfg), "data": data_desc, "epochs": history,
               "final_test_acc": history[-1]["test_acc"] if history else None, "total_seconds": total,
               "workers": n_workers, "torch": torch.__version__, "mxtorch": mx.__version__}
+    if comp is not None:  # payload bytes this worker (worker 0 in the saved file) sent to its peers
+        result["compression"] = {"params": comp, "wire_bytes_sent": int(getattr(kv, "wire_bytes_sent", 0))}
     if not lead:
         kv.close()  # type: ignore[union-attr]
         return result
@@ -318,7 +401,8 @@ def train(cfg: TrainConfig, log: Any = None) -> dict[str, Any]:
 def _run_workers(cfg: TrainConfig, argv: list[str]) -> int:
     """Run this same ``mxtorch train`` command as ``cfg.workers`` local workers."""
     from .. import kvstore
-    from ..launcher import JobSpec, LaunchError, launch_local
+    from ..launcher import JobSpec, LaunchError
+    from ..launcher.ps import launch_local_with_servers
 
     if not kvstore.is_registered(cfg.kvstore):
         raise SystemExit(f"--kvstore {cfg.kvstore!r} is unknown: known types are "
@@ -326,18 +410,29 @@ def _run_workers(cfg: TrainConfig, argv: list[str]) -> int:
     if cfg.batch_size % cfg.workers:
         raise SystemExit(f"--batch-size {cfg.batch_size} (the global batch) must be divisible by "
                          f"--workers {cfg.workers}")
+    ps_store = cfg.kvstore.lower() in kvstore.ps.STORE_NAMES
+    if cfg.servers and not ps_store:
+        raise SystemExit(f"--servers {cfg.servers} needs a parameter-server KVStore: --kvstore dist_sync or "
+                         f"dist_async, not {cfg.kvstore!r}")
+    if ps_store and not cfg.servers:
+        raise SystemExit(f"--kvstore {cfg.kvstore} needs parameter servers: add --servers M "
+                         "(e.g. --servers 1)")
     try:
-        spec = JobSpec(command=[sys.executable, "-m", "mxtorch.cli.main", *argv], num_workers=cfg.workers)
-        return launch_local(spec)
+        spec = JobSpec(command=[sys.executable, "-m", "mxtorch.cli.main", *argv], num_workers=cfg.workers,
+                       num_servers=cfg.servers)
+        return launch_local_with_servers(spec)
     except LaunchError as e:
         raise SystemExit(f"mxtorch train --workers {cfg.workers}: {e}") from None
 
 
 def run(args: argparse.Namespace) -> int:
     cfg = _config_from_args(args)
-    if cfg.epochs < 1 or cfg.batch_size < 1 or cfg.workers < 1:
-        raise SystemExit("--epochs, --batch-size and --workers must be >= 1")
-    if cfg.workers > 1 and launched_world_size() is None:
+    if cfg.epochs < 1 or cfg.batch_size < 1 or cfg.workers < 1 or cfg.servers < 0:
+        raise SystemExit("--epochs, --batch-size and --workers must be >= 1, --servers >= 0")
+    if compression_params(cfg) is not None and cfg.workers < 2 and launched_world_size() is None:
+        raise SystemExit(f"--compression {cfg.compression} compresses what workers send each other: add "
+                         "--workers 2 (or more) and --kvstore horovod (or allreduce)")
+    if (cfg.workers > 1 or cfg.servers) and launched_world_size() is None:
         argv = getattr(args, "argv", None)
         return _run_workers(cfg, list(argv) if argv is not None else sys.argv[1:])
     train(cfg)

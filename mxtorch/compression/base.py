@@ -96,7 +96,7 @@ class Compressor(abc.ABC):
         payload, ctx = self._encode(flat, ctx, key)
         if self.uses_error_feedback:
             sent = self.decompress(payload, ctx).reshape(-1).to(work_dtype)
-            self._residuals[key] = flat - sent
+            self._residuals[key] = self._bound_residual(flat - sent)
         return payload, ctx
 
     @abc.abstractmethod
@@ -152,6 +152,10 @@ class Compressor(abc.ABC):
     def _encode(self, flat: torch.Tensor, ctx: CompressionContext,
                 key: Key) -> tuple[Payload, CompressionContext]:
         """Encode the flat gradient (residual already added); return the payload and final ctx."""
+
+    def _bound_residual(self, residual: torch.Tensor) -> torch.Tensor:
+        """The residual to keep (a fresh tensor, may be changed in place); default: all of it."""
+        return residual
 
     def _residual(self, key: Key, flat: torch.Tensor, shape: torch.Size) -> torch.Tensor:
         r = self._residuals.get(key)

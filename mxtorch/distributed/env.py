@@ -47,6 +47,9 @@ __all__ = [
     "DMLC_ROLE", "DMLC_WORKER_ID", "DMLC_NUM_WORKER", "DMLC_NUM_SERVER", "DMLC_PS_ROOT_URI",
     "DMLC_PS_ROOT_PORT", "MXTORCH_DIST_TIMEOUT", "MXTORCH_DIST_BACKEND", "GLOO_SOCKET_IFNAME",
     "DEFAULT_TIMEOUT_S", "LAUNCH_HINT",
+    "DMLC_SERVER_ID", "DMLC_NODE_HOST", "DMLC_INTERFACE", "MXNET_KVSTORE_BIGARRAY_BOUND", "MXTORCH_PS_SECRET",
+    "MXTORCH_PS_PORT", "MXTORCH_PS_HEARTBEAT_S", "MXTORCH_PS_DEAD_S", "MXTORCH_PS_STALENESS",
+    "MXTORCH_PS_SNAPSHOT_DIR", "MXTORCH_PS_SNAPSHOT_EVERY",
 ]
 
 # ---- torchrun / torch.distributed (env:// rendezvous); ``mxtorch launch`` sets these too ----
@@ -114,6 +117,14 @@ DMLC_PS_ROOT_URI = "DMLC_PS_ROOT_URI"
 """Address of the scheduler (used as MASTER_ADDR when that is not set)."""
 DMLC_PS_ROOT_PORT = "DMLC_PS_ROOT_PORT"
 """Port of the scheduler (the parameter server's own; collectives need MASTER_PORT)."""
+DMLC_SERVER_ID = "DMLC_SERVER_ID"
+"""Rank of a server among DMLC_NUM_SERVER servers (optional; a restarted server must set it)."""
+DMLC_NODE_HOST = "DMLC_NODE_HOST"
+"""Address a server advertises to the workers (wins over DMLC_INTERFACE)."""
+DMLC_INTERFACE = "DMLC_INTERFACE"
+"""Network interface (e.g. eth0) whose IPv4 address a server advertises."""
+MXNET_KVSTORE_BIGARRAY_BOUND = "MXNET_KVSTORE_BIGARRAY_BOUND"
+"""Elements above which a parameter-server key is split across all servers (default 1000000)."""
 
 # ---- mxtorch's own ----
 MXTORCH_DIST_TIMEOUT = "MXTORCH_DIST_TIMEOUT"
@@ -121,6 +132,20 @@ MXTORCH_DIST_TIMEOUT = "MXTORCH_DIST_TIMEOUT"
 Default :data:`DEFAULT_TIMEOUT_S`."""
 MXTORCH_DIST_BACKEND = "MXTORCH_DIST_BACKEND"
 """Force the torch.distributed backend ('gloo', 'nccl', 'cpu:gloo,cuda:nccl', ...)."""
+MXTORCH_PS_SECRET = "MXTORCH_PS_SECRET"
+"""Shared secret of a parameter-server job: nodes prove they know it (HMAC-SHA256) to join."""
+MXTORCH_PS_PORT = "MXTORCH_PS_PORT"
+"""Port a parameter server binds (default: any free port; a restarted server reuses its old one)."""
+MXTORCH_PS_HEARTBEAT_S = "MXTORCH_PS_HEARTBEAT_S"
+"""Seconds between a parameter-server node's heartbeats to the scheduler (default 1.0)."""
+MXTORCH_PS_DEAD_S = "MXTORCH_PS_DEAD_S"
+"""A parameter-server node silent this many seconds is declared dead (default max(5, 5 x heartbeat))."""
+MXTORCH_PS_STALENESS = "MXTORCH_PS_STALENESS"
+"""dist_async: the most updates a worker may run ahead of the slowest (unset: unbounded)."""
+MXTORCH_PS_SNAPSHOT_DIR = "MXTORCH_PS_SNAPSHOT_DIR"
+"""Folder where parameter servers write snapshots of their values and optimizer states."""
+MXTORCH_PS_SNAPSHOT_EVERY = "MXTORCH_PS_SNAPSHOT_EVERY"
+"""Updates between automatic server snapshots (default 0: only when a worker asks)."""
 
 # ---- read by gloo itself, documented here for completeness ----
 GLOO_SOCKET_IFNAME = "GLOO_SOCKET_IFNAME"

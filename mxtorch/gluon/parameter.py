@@ -23,6 +23,7 @@ from ..context import Context, as_context, context_of, current_context
 __all__ = ["Parameter", "Constant", "ParameterDict", "DeferredInitializationError", "forward_context"]
 
 _GRAD_REQS = ("write", "add", "null")
+_STYPES = ("default", "row_sparse")
 
 
 class _ForwardState(threading.local):
@@ -48,6 +49,13 @@ class Parameter:
     ``shape`` may contain 0 or -1 for dimensions that are inferred at the first forward
     pass (``allow_deferred_init=True``).  ``lr_mult``/``wd_mult`` scale the optimizer's
     learning rate and weight decay for this parameter.
+
+    ``grad_stype='row_sparse'`` declares row-sparse gradients (torch sparse COO tensors, as
+    ``F.embedding(..., sparse=True)`` produces; ``nn.Embedding(sparse_grad=True)`` sets it):
+    the optimizer and the KVStores then touch only the rows a gradient holds.
+    ``stype='row_sparse'`` marks a weight that is read by rows with :meth:`row_sparse_data`;
+    its local copy stays a dense tensor (so ``data()`` works too).  'csr' parameters do not
+    exist here.
     """
 
     def __init__(
@@ -73,12 +81,14 @@ class Parameter:
         self.init = init
         self.allow_deferred_init = allow_deferred_init
         self._differentiable = differentiable
-        if stype != "default" or grad_stype != "default":
-            raise MXNetError(
-                f"Parameter {name!r}: stype={stype!r}, grad_stype={grad_stype!r} need sparse storage, "
-                "which this version does not support; use the default stype"
-            )
+        for what, value in (("stype", stype), ("grad_stype", grad_stype)):
+            if value not in _STYPES:
+                raise MXNetError(
+                    f"Parameter {name!r}: {what}={value!r} is not available; use one of {_STYPES} "
+                    "('csr' parameters are not supported)"
+                )
         self.stype, self.grad_stype = stype, grad_stype
+        self._trainer: weakref.ref[Any] | None = None
         self._data: list[torch.nn.Parameter] | None = None
         self._grad_req = "null"
         self.grad_req = grad_req if differentiable else "null"
@@ -276,13 +286,21 @@ class Parameter:
         return list(self._check())
 
     def grad(self, ctx: Context | None = None) -> torch.Tensor:
-        """The gradient buffer on ``ctx`` (zeros before the first backward)."""
+        """The gradient buffer on ``ctx`` (zeros before the first backward; with
+        ``grad_stype='row_sparse'`` a row_sparse tensor, empty before the first backward)."""
         if self._grad_req == "null":
             raise MXNetError(f"Parameter {self.name!r} has grad_req='null': it has no gradient")
         d = self.data(ctx)
         if d.grad is None:
-            d.grad = torch.zeros_like(d)
+            d.grad = self._zero_grad_like(d)
         return d.grad
+
+    def _zero_grad_like(self, d: torch.Tensor) -> torch.Tensor:
+        if self.grad_stype == "row_sparse":
+            from ..nd import sparse
+
+            return sparse.zeros("row_sparse", tuple(d.shape), ctx=d.device, dtype=d.dtype)
+        return torch.zeros_like(d)
 
     def list_grad(self) -> list[torch.Tensor]:
         self._check()
@@ -319,7 +337,77 @@ class Parameter:
             return
         for d in self._data:
             if d.grad is not None:
-                d.grad.zero_()
+                if d.grad.layout != torch.strided:  # sparse: drop the stored rows
+                    d.grad = self._zero_grad_like(d)
+                else:
+                    d.grad.zero_()
+
+    # ---- row-sparse access ---------------------------------------------------------------
+    def _set_trainer(self, trainer: Any) -> None:
+        """Remember the Trainer that updates this parameter (for :meth:`row_sparse_data`)."""
+        ref = getattr(self, "_trainer", None)
+        if self.stype != "default" and ref is not None:
+            current = ref()
+            if current is not None and current is not trainer:
+                raise MXNetError(
+                    f"Parameter {self.name!r} (stype={self.stype!r}) is already updated by another Trainer; "
+                    "a row_sparse parameter can belong to one Trainer only"
+                )
+        self._trainer = weakref.ref(trainer)
+
+    def _fresh_rows(self, row_ids: torch.Tensor, indices: list[int]) -> None:
+        # When the Trainer's KVStore holds the weights (update on kvstore), pull these rows from it.
+        ref = getattr(self, "_trainer", None)
+        trainer = ref() if ref is not None else None
+        if trainer is not None:
+            trainer._row_sparse_pull(self, [self._check()[i] for i in indices], row_ids)
+
+    def row_sparse_data(self, row_id: Any) -> torch.Tensor:
+        """The rows ``row_id`` of this parameter as a row_sparse tensor (a copy), on the context
+        of ``row_id``.
+
+        ``row_id`` (ints, any order, repeats allowed) names the rows a batch needs.  When a
+        Trainer whose KVStore holds the weights (update on kvstore) updates this parameter, the
+        rows are first pulled from the store with ``row_sparse_pull`` into the local copy, so a
+        distributed worker reads the latest value of exactly these rows; otherwise the local
+        copy is read.  For parameters with ``stype`` or ``grad_stype`` 'row_sparse'.
+        """
+        return self._row_sparse_copies(row_id, all_contexts=False)[0]
+
+    def list_row_sparse_data(self, row_id: Any) -> list[torch.Tensor]:
+        """:meth:`row_sparse_data` for every context, in the order of :meth:`list_ctx`."""
+        return self._row_sparse_copies(row_id, all_contexts=True)
+
+    def _row_sparse_copies(self, row_id: Any, all_contexts: bool) -> list[torch.Tensor]:
+        from ..nd import sparse
+
+        if self.stype != "row_sparse" and self.grad_stype != "row_sparse":
+            raise MXNetError(
+                f"Parameter {self.name!r} has stype {self.stype!r} and grad_stype {self.grad_stype!r}: "
+                "row_sparse_data() is for row_sparse parameters; use data() instead"
+            )
+        data = self._check()
+        if all_contexts:
+            indices = list(range(len(data)))
+        else:
+            ctx = context_of(row_id) if isinstance(row_id, torch.Tensor) else None
+            indices = [self._index(ctx)]
+        ids = torch.as_tensor(row_id, device=data[indices[0]].device).reshape(-1)
+        if ids.is_floating_point():
+            ids = ids.trunc()
+        ids = torch.unique(ids.to(torch.int64), sorted=True)
+        if ids.numel() and (int(ids[0]) < 0 or int(ids[-1]) >= data[0].shape[0]):
+            bad = int(ids[0]) if int(ids[0]) < 0 else int(ids[-1])
+            raise MXNetError(f"Parameter {self.name!r}: row id {bad} is out of range for shape "
+                             f"{tuple(data[0].shape)}")
+        self._fresh_rows(ids, indices)
+        out = []
+        for i in indices:
+            d = data[i].detach()
+            rows = ids.to(d.device)
+            out.append(sparse.row_sparse_array((d.index_select(0, rows), rows), shape=tuple(d.shape),
+                                               ctx=self._ctx_list[i], dtype=d.dtype))
+        return out
 
     def reset_ctx(self, ctx: Context | Sequence[Context]) -> None:
         """Move the parameter to other contexts, keeping its value."""

@@ -2,16 +2,51 @@
 
 from __future__ import annotations
 
-from typing import Any
+import os
+import tempfile
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+import torch
 
 from .. import kvstore as kvs
 from .. import optimizer as opt
 from ..base import MXNetError
 from ..checkpoint_io import atomic_write_bytes
 from ..context import Context
+from . import _trainer_states as states_io
 from .parameter import Parameter, as_parameters
 
-__all__ = ["Trainer"]
+__all__ = ["Trainer", "UpdateHook"]
+
+
+class UpdateHook(Protocol):
+    """What :meth:`Trainer.set_update_hook` takes: code run by every ``step``/``update`` after the
+    gradients are reduced and before the optimizer (``mxtorch.amp`` uses it for loss scaling).
+
+    ``before_reduce(trainer, grads)`` runs first, in ``step``/``allreduce_grads``, with this
+    worker's local gradients before the Trainer reduces them (a store that reduces during
+    backward has started already); returning False skips the reduction, and ``before_update``
+    should then skip the update.  Every worker must return the same.
+
+    ``before_update(trainer, grads)`` receives the reduced gradients of the parameters about to
+    be updated and returns a factor folded into the optimizer's ``rescale_grad`` for this step
+    (1.0: unchanged), or ``None`` to skip the update: weights, optimizer states and update
+    counts stay as they are and the gradients are discarded (``grad_req='write'``: cleared,
+    ``'add'``: zeroed).  ``name`` keys the hook's ``state_dict()`` in the files
+    :meth:`Trainer.save_states` writes; :meth:`Trainer.load_states` gives it back to
+    ``load_state_dict``.
+    """
+
+    name: str
+
+    def before_reduce(self, trainer: Trainer, grads: list[torch.Tensor]) -> bool: ...
+
+    def before_update(self, trainer: Trainer, grads: list[torch.Tensor]) -> float | None: ...
+
+    def state_dict(self) -> dict[str, Any]: ...
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None: ...
 
 
 class Trainer:
@@ -39,6 +74,8 @@ class Trainer:
         self._param_names = [n for n, _ in named]
         self._params: list[Parameter] = [p for _, p in named]
         self._param2idx = {id(p): i for i, p in enumerate(self._params)}
+        for p in self._params:
+            p._set_trainer(self)  # Parameter.row_sparse_data pulls rows through this trainer
         optimizer_params = dict(optimizer_params or {})
         self._scale = float(optimizer_params.get("rescale_grad", 1.0))
         param_dict = dict(enumerate(self._params))
@@ -63,6 +100,7 @@ class Trainer:
         self._updaters: list[Any] = []
         self._num_workers = 1
         self._grad_sync: Any = None  # a store that reduces gradients during backward ('overlap')
+        self._update_hook: UpdateHook | None = None
         if all(p._data is not None for p in self._params):
             self._init_distributed_early()
 
@@ -78,6 +116,26 @@ class Trainer:
     def set_learning_rate(self, lr: float) -> None:
         """Set the learning rate (an attached lr_scheduler forbids this, as in MXNet)."""
         self._optimizer.set_learning_rate(lr)
+
+    @property
+    def update_hook(self) -> UpdateHook | None:
+        """The :class:`UpdateHook` run before each update (``amp.init_trainer`` sets one), or None."""
+        return self._update_hook
+
+    def set_update_hook(self, hook: UpdateHook | None) -> None:
+        """Run ``hook`` in every ``step``/``update`` between the reduction and the optimizer (see
+        :class:`UpdateHook`); ``None`` removes it.  A Trainer has at most one hook."""
+        if hook is not None:
+            if self._update_hook is not None:
+                raise MXNetError(f"this Trainer already has the update hook {self._update_hook.name!r}: "
+                                 "remove it with set_update_hook(None) first")
+            name = getattr(hook, "name", None)
+            methods = ("before_reduce", "before_update", "state_dict", "load_state_dict")
+            missing = [m for m in methods if not callable(getattr(hook, m, None))]
+            if not isinstance(name, str) or not name or missing:
+                raise TypeError(f"an update hook needs a non-empty str 'name' and the methods {methods} "
+                                f"(see gluon.trainer.UpdateHook), got {type(hook).__name__}")
+        self._update_hook = hook
 
     # ---- set-up ----------------------------------------------------------------------
     def _init_distributed_early(self) -> None:
@@ -148,7 +206,7 @@ class Trainer:
             if not upd and kv.is_capable("overlap"):
                 # The store reduces gradients while backward runs (its hooks), finished at step.
                 self._grad_sync = kv
-                self._grad_sync.attach_gradient_hooks(self._params)
+                self._grad_sync.attach_gradient_hooks(self._dense_grad_params())
         n_updaters = 0 if upd else len(self._contexts)
         self._updaters = [opt.get_updater(self._optimizer) for _ in range(n_updaters)]
         self._kv_initialized = True
@@ -160,8 +218,10 @@ class Trainer:
             self._init_kvstore()
         # Gradients are summed over workers: divide by the global batch (MXNet/Horovod).
         self._optimizer.rescale_grad = self._scale / (batch_size * self._num_workers)
-        self._allreduce_grads()
-        self._update(ignore_stale_grad)
+        if self._update_hook is None or self._hook_allows_reduce():
+            self._allreduce_grads()
+        if self._update_hook is None or self._run_update_hook(ignore_stale_grad):
+            self._update(ignore_stale_grad)
 
     def allreduce_grads(self) -> None:
         """Reduce gradients over contexts/workers without updating (for clipping in between)."""
@@ -170,7 +230,8 @@ class Trainer:
         if self._update_on_kvstore:
             raise MXNetError("allreduce_grads() is not available with update_on_kvstore=True: create the "
                              "Trainer with update_on_kvstore=False")
-        self._allreduce_grads()
+        if self._update_hook is None or self._hook_allows_reduce():
+            self._allreduce_grads()
 
     def update(self, batch_size: int, ignore_stale_grad: bool = False) -> None:
         """Apply the optimizer to already reduced gradients (after ``allreduce_grads``)."""
@@ -181,7 +242,33 @@ class Trainer:
                              "Trainer with update_on_kvstore=False")
         # Gradients are summed over workers: divide by the global batch (MXNet/Horovod).
         self._optimizer.rescale_grad = self._scale / (batch_size * self._num_workers)
-        self._update(ignore_stale_grad)
+        if self._update_hook is None or self._run_update_hook(ignore_stale_grad):
+            self._update(ignore_stale_grad)
+
+    def _hook_allows_reduce(self) -> bool:
+        assert self._update_hook is not None
+        grads = [d.grad for p in self._params if p._grad_req != "null" and p._data is not None
+                 for d in p._data if d.grad is not None]
+        return bool(self._update_hook.before_reduce(self, grads))
+
+    def _run_update_hook(self, ignore_stale_grad: bool) -> bool:
+        """Ask the update hook about this step; False: skipped (the gradients are discarded)."""
+        assert self._update_hook is not None
+        live = self._live(ignore_stale_grad)
+        grads = [d.grad for _, p in live for d in p._data if d.grad is not None]  # type: ignore[union-attr]
+        factor = self._update_hook.before_update(self, grads)
+        if factor is None:
+            for _, p in live:
+                for d in p._data:  # type: ignore[union-attr]
+                    if d.grad is None:
+                        continue
+                    if p._grad_req == "write":
+                        d.grad = None
+                    else:  # 'add': what was accumulated belongs to the skipped step
+                        d.grad.zero_()
+            return False
+        self._optimizer.rescale_grad *= float(factor)
+        return True
 
     def _live(self, ignore_stale_grad: bool) -> list[tuple[int, Parameter]]:
         out = []
@@ -207,26 +294,61 @@ class Trainer:
         if kv is None or self._update_on_kvstore:
             return
         if self._grad_sync is not None:
-            self._grad_sync.synchronize_gradients(self._params)
+            self._grad_sync.synchronize_gradients(self._dense_grad_params())
+            self._pushpull_sparse_grads(kv)
             return
+        keys: list[int] = []
+        grad_lists: list[list[torch.Tensor]] = []
         for i, p in enumerate(self._params):
-            if p._grad_req == "null":
+            if p._grad_req == "null" or p.grad_stype == "row_sparse":
                 continue
             grads = [d.grad for d in p._data if d.grad is not None]  # type: ignore[union-attr]
             if len(grads) != len(p._data):  # type: ignore[arg-type]
                 continue
-            kv.pushpull(i, grads, out=grads)
+            keys.append(i)
+            grad_lists.append(grads)
+        if keys:  # one call for every key: a distributed store pipelines them
+            kv.pushpull(keys, grad_lists, out=grad_lists)
+        self._pushpull_sparse_grads(kv)
+
+    # ---- row-sparse gradients and weights ----------------------------------------------
+    def _dense_grad_params(self) -> list[Parameter]:
+        """Parameters whose gradients the store's backward hooks reduce (row-sparse ones are not)."""
+        return [p for p in self._params if p.grad_stype != "row_sparse"]
+
+    def _pushpull_sparse_grads(self, kv: kvs.KVStoreBase) -> None:
+        # Row-sparse gradients are reduced by rows. A worker whose batch did not touch the
+        # parameter joins with no rows; if no worker has rows, the gradient stays None (stale).
+        keys: list[int] = []
+        grads: list[list[torch.Tensor]] = []
+        for i, p in enumerate(self._params):
+            if p.grad_stype == "row_sparse" and p._grad_req != "null":
+                keys.append(i)
+                grads.append([d.grad if d.grad is not None else p._zero_grad_like(d) for d in p._check()])
+        if not keys:
+            return
+        kv.pushpull(keys, grads, out=grads)  # one call: the store batches the keys' collectives
+        for i, gs in zip(keys, grads):
+            for d, g in zip(self._params[i]._check(), gs):
+                if d.grad is None and g._nnz() > 0:
+                    d.grad = g
+
+    def _row_sparse_pull(self, param: Parameter, out: list[torch.Tensor], row_ids: torch.Tensor) -> None:
+        """Pull rows ``row_ids`` of ``param`` into ``out`` when the KVStore holds the weights."""
+        if not self._kv_initialized or not self._update_on_kvstore or self._kvstore is None:
+            return  # the local copies are the weights
+        idx = self._param2idx[id(param)]
+        self._kvstore.row_sparse_pull(idx, out=out, row_ids=[row_ids] * len(out), priority=-idx)
 
     def _update(self, ignore_stale_grad: bool = False) -> None:
         live = self._live(ignore_stale_grad)
         if self._update_on_kvstore:
             kv = self._kvstore
             assert kv is not None
-            for i, p in live:
-                data = p._data
-                assert data is not None
-                kv.push(i, [d.grad for d in data])  # type: ignore[misc]
-                kv.pull(i, out=list(data))
+            keys = [i for i, _ in live]
+            datas = [list(p._data) for _, p in live]  # type: ignore[arg-type]
+            if keys:  # push every gradient, pull every weight: one pipelined call
+                kv.pushpull(keys, [[d.grad for d in data] for data in datas], out=datas)  # type: ignore[misc]
         else:
             indices = [i for i, _ in live]
             opt_ = self._optimizer
@@ -245,29 +367,87 @@ class Trainer:
 
     # ---- states ----------------------------------------------------------------------
     def save_states(self, fname: str) -> None:
-        """Save optimizer states (momentum, Adam moments, update counts) to ``fname``."""
-        if not self._kv_initialized:
-            self._init_kvstore()
-        if self._update_on_kvstore:
-            assert self._kvstore is not None
-            self._kvstore.save_optimizer_states(fname, dump_optimizer=True)
-        else:
-            atomic_write_bytes(fname, self._updaters[0].get_states(dump_optimizer=True))
+        """Save the trainer's states to ``fname``: the optimizer's (momentum, Adam moments, update
+        counts), this worker's gradient-compression residuals, and the update hook's (AMP's loss
+        scale and clean-step count).
 
-    def load_states(self, fname: str) -> None:
-        """Load optimizer states saved by :meth:`save_states` (never unpickles)."""
+        The file is a versioned container (:mod:`mxtorch.gluon._trainer_states`) that
+        ``torch.load(fname, weights_only=True)`` reads.  Residuals belong to the worker that
+        compressed: to resume a compressed multi-worker job exactly, every worker saves its own
+        file (e.g. ``f"trainer.states.{kv.rank}"``).  Not collective: rank 0 alone may call it.
+        """
         if not self._kv_initialized:
             self._init_kvstore()
         if self._update_on_kvstore:
             assert self._kvstore is not None
-            self._kvstore.load_optimizer_states(fname)
-            self._optimizer = self._kvstore._optimizer  # type: ignore[attr-defined]
+            blob = self._store_optimizer_states(self._kvstore)
         else:
-            with open(fname, "rb") as f:
-                blob = f.read()
+            blob = self._updaters[0].get_states(dump_optimizer=True)
+        compressor = self._compressor()
+        kv = self._kvstore
+        hook = self._update_hook
+        states = states_io.TrainerStates(
+            optimizer=blob,
+            compression=None if compressor is None else states_io.compression_section(
+                compressor, kv.rank if kv is not None else 0, self._num_workers),
+            hooks={} if hook is None else {hook.name: hook.state_dict()})
+        atomic_write_bytes(fname, states_io.encode(states))
+
+    def load_states(self, fname: str, strict: bool = True) -> None:
+        """Load states saved by :meth:`save_states` (never unpickles; older files holding only the
+        optimizer states load too).
+
+        Compression residuals are restored when this Trainer compresses with the same type on
+        the worker rank that wrote the file; AMP's loss scaler when ``amp.init_trainer`` was
+        called first.  State the file holds but this Trainer cannot take (no or another
+        compressor, another rank, no AMP) raises :class:`MXNetError` before anything changes;
+        with ``strict=False`` it is left out (residuals then start empty).  Parts the file has
+        no section for are left as they are.
+        """
+        if not self._kv_initialized:
+            self._init_kvstore()
+        with open(fname, "rb") as f:
+            raw = f.read()
+        states = states_io.decode(raw, fname)
+        compressor = self._compressor()
+        hooks = {} if self._update_hook is None else {self._update_hook.name: self._update_hook}
+        kv = self._kvstore
+        restore_comp, restore_hooks = states_io.check_restorable(
+            states, compressor, hooks, kv.rank if kv is not None else 0, strict, fname)
+        if self._update_on_kvstore:
+            assert kv is not None
+            self._store_optimizer_states(kv, states.optimizer)
+            self._optimizer = kv._optimizer  # type: ignore[attr-defined]
+        else:
             for u in self._updaters:
-                u.set_states(blob)
+                u.set_states(states.optimizer)
             self._optimizer = self._updaters[0].optimizer
         self._optimizer.param_dict = dict(enumerate(self._params))
+        if compressor is not None and states.compression is not None:
+            if restore_comp:
+                compressor.load_state_dict(states.compression["state"])
+            else:  # strict=False: another worker's (or compressor's) residuals are not this one's
+                compressor.reset()
+        for name in restore_hooks:
+            hooks[name].load_state_dict(states.hooks[name])
+
+    def _compressor(self) -> Any:
+        """The gradient compressor of this trainer's KVStore, or None."""
+        return getattr(self._kvstore, "compressor", None) if self._kvstore is not None else None
+
+    @staticmethod
+    def _store_optimizer_states(kv: kvs.KVStoreBase, blob: bytes | None = None) -> bytes:
+        """The optimizer states of a store that updates (``blob`` given: load them into it); stores
+        exchange them as files, so they pass through a temporary one."""
+        with tempfile.TemporaryDirectory(prefix="mxtorch-states-") as tmp:
+            path = os.path.join(tmp, "optimizer.states")
+            if blob is None:
+                kv.save_optimizer_states(path, dump_optimizer=True)
+                with open(path, "rb") as f:
+                    return f.read()
+            with open(path, "wb") as f:
+                f.write(blob)
+            kv.load_optimizer_states(path)
+            return blob
 
 

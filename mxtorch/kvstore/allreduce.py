@@ -23,6 +23,7 @@ or stuck peer ends in a :class:`KVStoreError`, never a hang.
 from __future__ import annotations
 
 import hashlib
+import math
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -34,7 +35,7 @@ import torch.distributed as dist
 from ..distributed import group
 from ..distributed.env import DistributedConfigError
 from .base import Key, KVStoreBase, KVStoreError, Value, register_factory
-from .local import _key_list, _tensors
+from .local import _key_list, _row_sparse_sum, _tensors, _write
 
 __all__ = ["AllreduceKVStore", "ALONE_BYTES", "DEFAULT_BUCKET_BYTES", "GradientSource"]
 
@@ -154,9 +155,24 @@ class AllreduceKVStore(KVStoreBase):
 
     def pushpull(self, key: Key | Sequence[Key], value: Value | Sequence[Value],
                  out: Value | Sequence[Value] | None = None, priority: int = 0) -> None:
-        """Sum ``value`` over workers (and over its list, if several) into ``out`` (default: ``value``)."""
+        """Sum ``value`` over workers (and over its list, if several) into ``out`` (default: ``value``).
+
+        Row_sparse values (torch COO tensors with one sparse dimension) are summed by rows and
+        never densified: every worker all-gathers the others' row ids and rows and adds them
+        up (wire bytes: the rows each worker holds; gradient compression does not apply).
+        """
         keys, values, _ = _key_list(key, value)
         outs = [None] * len(keys) if out is None else _key_list(key, out)[1]
+        sparse_at = [i for i, v in enumerate(values) if _holds_sparse(v)]
+        if sparse_at:
+            self._sparse_pushpull([keys[i] for i in sparse_at], [values[i] for i in sparse_at],
+                                  [outs[i] for i in sparse_at])
+            dense_at = sorted(set(range(len(keys))) - set(sparse_at))
+            if not dense_at:
+                return
+            keys = [keys[i] for i in dense_at]
+            values = [values[i] for i in dense_at]
+            outs = [outs[i] for i in dense_at]
         if self._compressor is not None:
             self._compressed_pushpull(keys, values, outs)
             return
@@ -211,6 +227,80 @@ class AllreduceKVStore(KVStoreBase):
                         total += comp.decompress(pr if isinstance(payload, (list, tuple)) else pr[0], ctx)
                 for d in dsts:
                     d.copy_(total)
+
+    def _sparse_pushpull(self, keys: list[Key], values: list[Any], outs: list[Any]) -> None:
+        """Sum row_sparse values over workers: all-gather each worker's row ids and rows, then add."""
+        world = self.num_workers
+        with torch.no_grad():
+            locals_: list[tuple[Key, torch.Tensor, list[torch.Tensor]]] = []
+            for k, v, o in zip(keys, values, outs):
+                self._check_key(k)
+                srcs = _tensors(v, k, "pushed value")
+                dsts = srcs if o is None else _tensors(o, k, "out")
+                _check_same(k, srcs, dsts, srcs[0])
+                if not all(t.layout != torch.strided for t in srcs):
+                    raise KVStoreError(f"key {k!r}: the values pushed mix row_sparse and dense tensors; push "
+                                       "values of one storage type (convert with mx.nd.sparse.tostype)")
+                locals_.append((k, _row_sparse_sum(k, srcs, srcs[0]), dsts))
+            self._verify("pushpull", [(k, t) for k, t, _ in locals_])
+            totals = [t for _, t, _ in locals_]
+            if world > 1:
+                try:
+                    totals = self._gather_rows([t for _, t, _ in locals_])
+                except RuntimeError as e:
+                    raise self._peer_error("pushpull", keys, e) from e
+            for (_, _, dsts), total in zip(locals_, totals):
+                for d in dsts:
+                    _write(d, total)
+
+    def _gather_rows(self, local: list[torch.Tensor]) -> list[torch.Tensor]:
+        """Every worker's rows of each row_sparse tensor in ``local``, summed (a coalesced tensor each).
+
+        One all-gather of the row counts, then per (dtype, device) group of keys one all-gather
+        of the concatenated row ids and one of the concatenated rows, each padded to the
+        longest worker's length.
+        """
+        from ..nd import sparse
+
+        world = self.num_workers
+        parts = [sparse.row_sparse_parts(t) for t in local]
+        counts = torch.tensor([ids.numel() for ids, _ in parts], dtype=torch.int64,
+                              device=_meta_device(local[0]))
+        every = [torch.empty_like(counts) for _ in range(world)]
+        dist.all_gather(every, counts)
+        n = torch.stack(every).tolist()  # n[rank][key]: rows that rank holds
+        groups: dict[tuple[torch.dtype, torch.device], list[int]] = {}
+        for j, (_, rows) in enumerate(parts):
+            groups.setdefault((rows.dtype, rows.device), []).append(j)
+        out = list(local)
+        for (dtype, device), members in groups.items():
+            width = [math.prod(local[j].shape[1:]) for j in members]  # elements per row
+            id_len = [sum(n[r][j] for j in members) for r in range(world)]
+            row_len = [sum(n[r][j] * w for j, w in zip(members, width)) for r in range(world)]
+            if max(id_len) == 0:
+                continue
+            ids_buf = torch.zeros(max(id_len), dtype=torch.int64, device=device)
+            rows_buf = torch.zeros(max(row_len), dtype=dtype, device=device)
+            if id_len[self.rank]:
+                ids_buf[:id_len[self.rank]] = torch.cat([parts[j][0] for j in members])
+                rows_buf[:row_len[self.rank]] = torch.cat([parts[j][1].reshape(-1) for j in members])
+            all_ids = [torch.empty_like(ids_buf) for _ in range(world)]
+            all_rows = [torch.empty_like(rows_buf) for _ in range(world)]
+            dist.all_gather(all_ids, ids_buf)
+            dist.all_gather(all_rows, rows_buf)
+            got_ids: dict[int, list[torch.Tensor]] = {j: [] for j in members}
+            got_rows: dict[int, list[torch.Tensor]] = {j: [] for j in members}
+            for r in range(world):
+                id_parts = all_ids[r][:id_len[r]].split([n[r][j] for j in members])
+                row_parts = all_rows[r][:row_len[r]].split([n[r][j] * w for j, w in zip(members, width)])
+                for j, i_part, r_part in zip(members, id_parts, row_parts):
+                    got_ids[j].append(i_part)
+                    got_rows[j].append(r_part.view(n[r][j], *local[j].shape[1:]))
+            for j in members:
+                shape = local[j].shape
+                out[j] = torch.sparse_coo_tensor(torch.cat(got_ids[j]).reshape(1, -1), torch.cat(got_rows[j]),
+                                                 shape, check_invariants=False).coalesce()
+        return out
 
     def broadcast(self, key: Key | Sequence[Key], value: Value | Sequence[Value],
                   out: Value | Sequence[Value], priority: int = 0) -> None:
@@ -342,6 +432,14 @@ class _Job:
     @classmethod
     def of(cls, key: Key, buffer: tuple[torch.Tensor, int | None], dsts: list[torch.Tensor]) -> _Job:
         return cls(key, buffer[0], dsts, buffer[1])
+
+
+def _holds_sparse(value: Any) -> bool:
+    """Whether a pushed value (a tensor or a list of them) is sparse (row_sparse)."""
+    if isinstance(value, torch.Tensor):
+        return value.layout != torch.strided
+    return isinstance(value, (list, tuple)) and any(
+        isinstance(t, torch.Tensor) and t.layout != torch.strided for t in value)
 
 
 def _check_same(key: Key, srcs: list[torch.Tensor], dsts: list[torch.Tensor], like: torch.Tensor) -> None:

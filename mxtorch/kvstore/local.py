@@ -4,6 +4,11 @@
 device of the first value (the GPU when values live on GPUs).  With an optimizer set
 (``set_optimizer``) a push applies the update to the stored weight, as MXNet's
 update-on-kvstore does.
+
+Row-sparse values (torch COO tensors with one sparse dimension, :mod:`mxtorch.nd.sparse`) stay
+sparse: a push sums them by rows; with an optimizer only the pushed rows are updated; without
+one the pushed rows become the stored value (other rows zero, as MXNet assigns).
+``row_sparse_pull(key, out, row_ids)`` copies just the rows asked for.
 """
 
 from __future__ import annotations
@@ -31,6 +36,75 @@ def _key_list(key: Key | Sequence[Key], value: Any) -> tuple[list[Key], list[Any
     if len(values) != len(keys):
         raise KVStoreError(f"{len(keys)} keys but {len(values)} values: give one value (or list) per key")
     return keys, values, False
+
+
+def _is_sparse(t: torch.Tensor) -> bool:
+    return t.layout != torch.strided
+
+
+def _row_sparse_sum(key: Key, vals: list[torch.Tensor], like: torch.Tensor) -> torch.Tensor:
+    """Sum row_sparse values into a new coalesced row_sparse tensor on ``like``'s device (by rows)."""
+    for v in vals:
+        if v.layout != torch.sparse_coo or v.sparse_dim() != 1:
+            raise KVStoreError(f"key {key!r}: a sparse value must be row_sparse (a COO tensor with one "
+                               f"sparse dimension), got layout {v.layout}; convert it with "
+                               "mx.nd.sparse.tostype")
+        if v.shape != like.shape:
+            raise KVStoreError(f"shape mismatch for key {key!r}: stored {tuple(like.shape)}, "
+                               f"pushed {tuple(v.shape)}")
+    dev = like.device
+    ids = torch.cat([v.detach()._indices().to(dev) for v in vals], dim=1)
+    rows = torch.cat([v.detach()._values().to(dev) for v in vals])
+    out = torch.sparse_coo_tensor(ids, rows, like.shape, check_invariants=False).coalesce()
+    if len(vals) == 1 and vals[0].is_coalesced() and vals[0].device == dev:
+        out = out.clone()  # coalesce() of a coalesced tensor is the tensor itself: the store owns a copy
+    return out
+
+
+def _write(t: torch.Tensor, value: torch.Tensor) -> None:
+    """Copy ``value`` into ``t`` whatever their storage: a dense ``t`` gets the dense value."""
+    from ..nd import sparse
+
+    if _is_sparse(t):
+        v = value if _is_sparse(value) else sparse.tostype(value, "row_sparse")
+        if v is not t:
+            t.copy_(v.to(device=t.device, dtype=t.dtype))
+    elif _is_sparse(value):
+        ids, rows = sparse.row_sparse_parts(value)
+        t.zero_()
+        t.index_copy_(0, ids.to(t.device), rows.to(device=t.device, dtype=t.dtype))
+    else:
+        t.copy_(value)
+
+
+def _rows_of(stored: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+    """Rows ``ids`` (sorted, unique) of a stored value, dense or row_sparse (absent rows are zero)."""
+    if not _is_sparse(stored):
+        return stored.index_select(0, ids)
+    from ..nd import sparse
+
+    sids, srows = sparse.row_sparse_parts(stored)
+    rows = torch.zeros((ids.numel(), *stored.shape[1:]), dtype=stored.dtype, device=stored.device)
+    if sids.numel() and ids.numel():
+        pos = torch.searchsorted(sids, ids).clamp_(max=sids.numel() - 1)
+        hit = sids[pos] == ids
+        rows[hit] = srows.index_select(0, pos[hit])
+    return rows
+
+
+def _row_ids(key: Key, row_ids: Any, n_rows: int, device: torch.device) -> torch.Tensor:
+    if row_ids is None:
+        raise KVStoreError(f"row_sparse_pull of key {key!r} needs row_ids=: the rows to pull (a 1-D integer "
+                           "tensor per out)")
+    ids = torch.as_tensor(row_ids, device=device).reshape(-1)
+    if ids.is_floating_point():
+        ids = ids.trunc()
+    ids = torch.unique(ids.to(torch.int64), sorted=True)
+    if ids.numel() and (int(ids[0]) < 0 or int(ids[-1]) >= n_rows):
+        bad = int(ids[0]) if int(ids[0]) < 0 else int(ids[-1])
+        raise KVStoreError(f"row_sparse_pull of key {key!r}: row id {bad} is out of range for a value with "
+                           f"{n_rows} rows")
+    return ids
 
 
 def _tensors(value: Any, key: Key, what: str) -> list[torch.Tensor]:
@@ -83,9 +157,15 @@ class LocalKVStore(KVStoreBase):
                 raise KVStoreError(f"duplicate init of key {k!r}")
             t = _tensors(v, k, "init value")[0]
             dev = torch.device("cpu") if self._type == "local" else t.device
-            self._store[k] = t.detach().to(dev, copy=True)
+            t = t.detach()
+            self._store[k] = t.to(dev).to_dense() if _is_sparse(t) else t.to(dev, copy=True)
 
     def _reduce(self, key: Key, vals: list[torch.Tensor], like: torch.Tensor) -> torch.Tensor:
+        if any(_is_sparse(v) for v in vals):
+            if not all(_is_sparse(v) for v in vals):
+                raise KVStoreError(f"key {key!r}: the values pushed mix row_sparse and dense tensors; push "
+                                   "values of one storage type (convert with mx.nd.sparse.tostype)")
+            return _row_sparse_sum(key, vals, like)
         for v in vals:
             if v.shape != like.shape:
                 raise KVStoreError(f"shape mismatch for key {key!r}: stored {tuple(like.shape)}, "
@@ -105,12 +185,25 @@ class LocalKVStore(KVStoreBase):
                 stored = self._stored(k)
                 merged = self._reduce(k, _tensors(v, k, "pushed value"), stored)
                 if self._updater is not None:
+                    if _is_sparse(stored):  # the updater updates a dense weight in place
+                        stored = self._store[k] = stored.to_dense()
                     self._updater(k, merged, stored)
                 else:
-                    stored.copy_(merged)
+                    self._assign(k, stored, merged)
+
+    def _assign(self, key: Key, stored: torch.Tensor, merged: torch.Tensor) -> None:
+        """Without an updater the pushed (summed) value becomes the stored one."""
+        if _is_sparse(merged):
+            self._store[key] = merged  # a fresh tensor from _row_sparse_sum
+        elif _is_sparse(stored):
+            self._store[key] = merged.to(stored.device, copy=True)
+        else:
+            stored.copy_(merged)
 
     def pull(self, key: Key | Sequence[Key], out: Value | Sequence[Value] | None = None,
              priority: int = 0, ignore_sparse: bool = True) -> None:
+        """Copy the stored value into ``out``; row_sparse outs are skipped unless ``ignore_sparse``
+        is False (then they receive every row; use :meth:`row_sparse_pull` for some rows)."""
         if out is None:
             raise KVStoreError("pull needs out=: the tensor(s) to copy the stored value into")
         keys, outs, _ = _key_list(key, out)
@@ -121,7 +214,46 @@ class LocalKVStore(KVStoreBase):
                     if t.shape != stored.shape:
                         raise KVStoreError(f"shape mismatch for key {k!r}: stored {tuple(stored.shape)}, "
                                            f"out {tuple(t.shape)}")
-                    t.copy_(stored)
+                    if _is_sparse(t) and ignore_sparse:
+                        continue
+                    _write(t, stored)
+
+    def row_sparse_pull(self, key: Key | Sequence[Key], out: Any = None, priority: int = 0,
+                        row_ids: Any = None) -> None:
+        """Copy rows ``row_ids`` of the stored value into ``out`` (a tensor or a list per key).
+
+        ``row_ids`` (ints in any order, repeats allowed, possibly empty) is one tensor per out
+        (or one for all outs of a key; a list per key for a list of keys).  A row_sparse out
+        becomes exactly those rows; a dense out gets those rows written and keeps the others.
+        """
+        if out is None:
+            raise KVStoreError("row_sparse_pull needs out=: the tensor(s) to copy the rows into")
+        keys, outs, single = _key_list(key, out)
+        if single or row_ids is None:
+            rids = [row_ids] * len(keys)
+        else:
+            rids = list(_key_list(key, row_ids)[1])
+        from ..nd import sparse
+
+        with torch.no_grad():
+            for k, o, r in zip(keys, outs, rids):
+                stored = self._stored(k)
+                targets = _tensors(o, k, "out")
+                per_out = list(r) if isinstance(r, (list, tuple)) else [r] * len(targets)
+                if len(per_out) != len(targets):
+                    raise KVStoreError(f"row_sparse_pull of key {k!r}: {len(targets)} outs but "
+                                       f"{len(per_out)} row_ids: give one row_ids per out (or one for all)")
+                for t, rid in zip(targets, per_out):
+                    if t.shape != stored.shape:
+                        raise KVStoreError(f"shape mismatch for key {k!r}: stored {tuple(stored.shape)}, "
+                                           f"out {tuple(t.shape)}")
+                    ids = _row_ids(k, rid, stored.shape[0], stored.device)
+                    rows = _rows_of(stored, ids).to(device=t.device, dtype=t.dtype)
+                    ids = ids.to(t.device)
+                    if _is_sparse(t):
+                        t.copy_(sparse.from_row_parts(ids, rows, tuple(t.shape)))
+                    else:
+                        t.index_copy_(0, ids, rows)
 
     def pushpull(self, key: Key | Sequence[Key], value: Value | Sequence[Value],
                  out: Value | Sequence[Value] | None = None, priority: int = 0) -> None:
@@ -133,9 +265,12 @@ class LocalKVStore(KVStoreBase):
                 for k, v, o in zip(keys, values, outs):
                     stored = self._stored(k)
                     merged = self._reduce(k, _tensors(v, k, "pushed value"), stored)
-                    stored.copy_(merged)
+                    self._assign(k, stored, merged)
                     for t in _tensors(o, k, "out"):
-                        t.copy_(merged)
+                        if t.shape != merged.shape:
+                            raise KVStoreError(f"shape mismatch for key {k!r}: stored {tuple(merged.shape)}, "
+                                               f"out {tuple(t.shape)}")
+                        _write(t, merged)
             return
         super().pushpull(key, value, out, priority)
 

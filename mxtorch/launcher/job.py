@@ -20,7 +20,7 @@ from ..base import MXNetError
 from ..distributed.env import DMLC_NUM_SERVER, DMLC_NUM_WORKER, DMLC_PS_ROOT_PORT, DMLC_PS_ROOT_URI, DMLC_ROLE
 
 __all__ = ["LaunchError", "JobSpec", "parse_env_pairs", "worker_environment", "resolve_command",
-           "DEFAULT_MASTER_PORT", "RESTART_ENV"]
+           "DEFAULT_MASTER_PORT", "RESTART_ENV", "PS_ROLE_MODES"]
 
 DEFAULT_MASTER_PORT = 29500
 """Rendezvous port on the first host when none is given (torchrun's default too)."""
@@ -29,6 +29,11 @@ RESTART_ENV = {"TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1"}
 """For torchrun agents of jobs that may restart: workers then get a fresh store for every attempt.
 A store shared with the agent keeps the previous attempt's keys, and restarted gloo/NCCL groups
 dial dead peers (pytorch/pytorch#135712)."""
+
+PS_ROLE_MODES = ("separate", "same-command")
+"""What parameter-server processes run: ``separate`` = ``mxtorch scheduler`` / ``mxtorch server``;
+``same-command`` = the workers' command with ``DMLC_ROLE=scheduler|server`` (MXNet's way: the
+script becomes its role when it creates the dist KVStore)."""
 
 _PYTHON_NAMES = ("python", "python3", f"python3.{sys.version_info.minor}")
 
@@ -43,7 +48,9 @@ class JobSpec:
 
     ``env`` goes to every process, ``worker_env`` to workers and ``server_env`` to parameter
     servers (applied after ``env``, so they win).  ``timeout`` is in seconds (``None``: no
-    limit); ``master_port`` ``None`` lets the launcher choose.
+    limit); ``master_port`` ``None`` lets the launcher choose.  With servers, ``ps_roles``
+    says what the scheduler and servers run (:data:`PS_ROLE_MODES`) and ``ps_root_port`` is the
+    scheduler's port (``None``: a free port locally, ``master_port + 1`` on a cluster).
     """
 
     command: list[str]
@@ -55,6 +62,8 @@ class JobSpec:
     max_restarts: int = 0
     timeout: float | None = None
     master_port: int | None = None
+    ps_roles: str = "separate"
+    ps_root_port: int | None = None
 
     def __post_init__(self) -> None:
         if not self.command:
@@ -67,6 +76,14 @@ class JobSpec:
             raise LaunchError(f"--timeout must be a number of seconds > 0, got {self.timeout!r}")
         if self.master_port is not None and not 0 < self.master_port < 65536:
             raise LaunchError(f"--master-port must be in 1..65535, got {self.master_port!r}")
+        if self.ps_root_port is not None and not 0 < self.ps_root_port < 65536:
+            raise LaunchError(f"--ps-root-port must be in 1..65535, got {self.ps_root_port!r}")
+        if self.ps_roles not in PS_ROLE_MODES:
+            raise LaunchError(f"--ps-roles {self.ps_roles!r}: choose one of {', '.join(PS_ROLE_MODES)}")
+        if self.num_servers and self.max_restarts:
+            raise LaunchError(f"--max-restarts {self.max_restarts} with -s {self.num_servers}: the scheduler "
+                              "admits each worker once, so restarted workers cannot rejoin a "
+                              "parameter-server job; use --max-restarts 0")
 
 
 def _check_int(what: str, value: object, minimum: int) -> None:
@@ -94,15 +111,16 @@ def parse_env_pairs(items: Iterable[str], option: str = "--env") -> dict[str, st
 def worker_environment(spec: JobSpec, master_addr: str, master_port: int) -> dict[str, str]:
     """Variables every worker gets on top of the launcher's environment (user values last).
 
-    The parameter-server root port is ``master_port + 1``: it must differ from torch's
-    rendezvous store on ``master_port``.
+    The parameter-server root port is ``spec.ps_root_port``, else ``master_port + 1``: it must
+    differ from torch's rendezvous store on ``master_port``.
     """
+    ps_port = spec.ps_root_port if spec.ps_root_port is not None else master_port + 1
     env = {
         DMLC_ROLE: "worker",
         DMLC_NUM_WORKER: str(spec.num_workers),
         DMLC_NUM_SERVER: str(spec.num_servers),
         DMLC_PS_ROOT_URI: master_addr,
-        DMLC_PS_ROOT_PORT: str(master_port + 1),
+        DMLC_PS_ROOT_PORT: str(ps_port),
     }
     env.update(spec.env)
     env.update(spec.worker_env)

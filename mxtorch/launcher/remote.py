@@ -30,6 +30,8 @@ from typing import IO
 
 from ..distributed.env import (
     DMLC_PS_ROOT_URI,
+    DMLC_ROLE,
+    DMLC_WORKER_ID,
     LOCAL_RANK,
     LOCAL_WORLD_SIZE,
     MASTER_ADDR,
@@ -254,7 +256,8 @@ def _first_slurm_host(nodelist: str) -> str:
 
 
 def rank_environment(environ: Mapping[str, str]) -> dict[str, str]:
-    """torchrun's variables for a worker that MPI or Slurm started, from theirs.
+    """torchrun's variables for a worker that MPI or Slurm started, from theirs (and, for a
+    parameter-server job's worker, ``DMLC_WORKER_ID`` = its rank).
 
     The layout is read by :func:`mxtorch.distributed.env.world_info_from_env`; under Slurm,
     rank 0's host (``MASTER_ADDR``) is the first node of the step.
@@ -275,4 +278,6 @@ def rank_environment(environ: Mapping[str, str]) -> dict[str, str]:
     if info.master_port is not None:
         out[MASTER_PORT] = str(info.master_port)
     out[DMLC_PS_ROOT_URI] = env.get(DMLC_PS_ROOT_URI) or info.master_addr
+    if env.get(DMLC_ROLE) == "worker":  # a parameter-server job's worker: its id is its rank
+        out[DMLC_WORKER_ID] = str(info.rank)
     return out

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import torch
 
-from . import _creation, _io, _nn, _ops, random
+from . import _creation, _io, _nn, _ops, random, sparse
 from ._creation import *  # noqa: F403
 from ._io import *  # noqa: F403
 from ._nn import *  # noqa: F403
@@ -23,6 +23,6 @@ from ._ops import *  # noqa: F403
 NDArray = torch.Tensor
 """MXNet's array type: here simply ``torch.Tensor``."""
 
-__all__ = ["NDArray", "random"] + [
+__all__ = ["NDArray", "random", "sparse"] + [
     n for n in (*_creation.__all__, *_io.__all__, *_nn.__all__, *_ops.__all__) if n != "infer_reshape"
 ]

@@ -2,6 +2,7 @@
 
 ``create('adam', learning_rate=1e-3)`` builds a registered optimizer by (case-insensitive) name;
 ``Updater``/``get_updater`` keep per-index states the way MXNet's KVStore does.
+Row_sparse gradients update only their rows (:mod:`mxtorch.optimizer.sparse`).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from .nag import NAG
 from .rmsprop import RMSProp
 from .sgd import SGD
 from .signum import Signum
+from .sparse import update_rows
 
 __all__ = [
     "Optimizer",
@@ -37,4 +39,5 @@ __all__ = [
     "LAMB",
     "LARS",
     "Signum",
+    "update_rows",
 ]

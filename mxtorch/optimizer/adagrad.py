@@ -24,6 +24,9 @@ class AdaGrad(Optimizer):
         learning_rate: default 0.01.
         epsilon: default 1e-6 (MXNet 2.0).
         eps: MXNet 1.x name of ``epsilon``; accepted with a ``DeprecationWarning``.
+
+    A row_sparse gradient updates only its rows (weight and history), as MXNet's sparse
+    AdaGrad does.
     """
 
     def __init__(

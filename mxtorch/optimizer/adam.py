@@ -25,7 +25,9 @@ class Adam(_FusedOptimizer):
         learning_rate: default 0.001.
         beta1, beta2: decay rates in [0, 1) (defaults 0.9, 0.999).
         epsilon: default 1e-8.
-        lazy_update: accepted for MXNet compatibility; dense tensors always get the standard update.
+        lazy_update: for a row_sparse gradient, update only its rows (weight, mean and var; MXNet
+            1.x's default, True); False gives the standard update of every row.  Dense gradients
+            always get the standard update.
     """
 
     def __init__(
@@ -34,7 +36,7 @@ class Adam(_FusedOptimizer):
         beta1: float = 0.9,
         beta2: float = 0.999,
         epsilon: float = 1e-8,
-        lazy_update: bool = False,
+        lazy_update: bool = True,
         **kwargs: Any,
     ) -> None:
         super().__init__(learning_rate=learning_rate, **kwargs)

@@ -403,8 +403,29 @@ class Optimizer:
             "or override update()"
         )
 
+    def _apply_sparse(
+        self, indices: list[Any], weights: list[Any], grads: list[Any], states: list[Any]
+    ) -> tuple[list[Any], list[Any], list[Any], list[Any]]:
+        """Update the entries whose gradient is row_sparse (lazily, see ``mxtorch.optimizer.sparse``);
+        return the remaining (dense) entries."""
+        if not any(isinstance(g, torch.Tensor) and g.layout != torch.strided for g in grads):
+            return indices, weights, grads, states
+        from .sparse import update_sparse
+
+        rest: tuple[list[Any], list[Any], list[Any], list[Any]] = ([], [], [], [])
+        for i, w, g, s in zip(indices, weights, grads, states):
+            if isinstance(g, torch.Tensor) and g.layout != torch.strided:
+                update_sparse(self, i, w, g, s)
+            else:
+                for lst, v in zip(rest, (i, w, g, s)):
+                    lst.append(v)
+        return rest
+
     def update(self, index: Any, weight: Any, grad: Any, state: Any) -> None:
-        """Update ``weight`` in place from ``grad``; ``index`` may be an int or a list (then all are)."""
+        """Update ``weight`` in place from ``grad``; ``index`` may be an int or a list (then all are).
+
+        A row_sparse ``grad`` updates only its rows (MXNet's lazy update; mxtorch.optimizer.sparse).
+        """
         if isinstance(index, (list, tuple)):
             n = len(index)
             self.update_multi(
@@ -413,6 +434,9 @@ class Optimizer:
                 _as_list("grad", grad, n),
                 _as_list("state", state, n),
             )
+            return
+        if isinstance(grad, torch.Tensor) and grad.layout != torch.strided:
+            self._apply_sparse([index], [weight], [grad], [state])
             return
         if not isinstance(weight, torch.Tensor) or not isinstance(grad, torch.Tensor):
             raise TypeError(
@@ -465,6 +489,9 @@ class Optimizer:
             states = _as_list("state", state, n)
         else:
             indices, weights, grads, states = [index], [weight], [grad], [state]
+        indices, weights, grads, states = self._apply_sparse(indices, weights, grads, states)
+        if not indices:
+            return
         if not self.multi_precision:
             self.update_multi(indices, weights, grads, states)
             return
@@ -586,6 +613,8 @@ class _FusedOptimizer(Optimizer):
                 f"update_multi needs lists of equal length: {n} indices, {len(weights)} weights, "
                 f"{len(grads)} grads, {len(states)} states"
             )
+        indices, weights, grads, states = self._apply_sparse(indices, weights, grads, states)
+        n = len(indices)
         if n == 0:
             return
         self._update_count(indices)

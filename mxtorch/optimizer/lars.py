@@ -31,7 +31,9 @@ class LARS(Optimizer):
         momentum: in [0, 1), default 0.
         eta: LARS coefficient, default 0.001.
         epsilon: default 1e-8.
-        lazy_update: accepted for MXNet compatibility, no effect on dense tensors.
+        lazy_update: with a row_sparse gradient, True updates only its rows (the norms then
+            cover those rows only); the default False updates every row.  No effect on dense
+            gradients.
     """
 
     def __init__(

@@ -23,14 +23,16 @@ class SGD(_FusedOptimizer):
     Args:
         learning_rate: default 0.1 (MXNet 2.0's default for SGD).
         momentum: in [0, 1); 0 keeps no state.
-        lazy_update: accepted for MXNet compatibility; dense tensors always get the standard update.
+        lazy_update: for a row_sparse gradient, update only its rows (weight and momentum; MXNet
+            1.x's default, True); False gives the standard update of every row.  Dense gradients
+            always get the standard update.
     """
 
     def __init__(
         self,
         learning_rate: float | None = 0.1,
         momentum: float = 0.0,
-        lazy_update: bool = False,
+        lazy_update: bool = True,
         **kwargs: Any,
     ) -> None:
         super().__init__(learning_rate=learning_rate, **kwargs)

@@ -23,7 +23,14 @@ class Embedding(HybridBlock):
     truncated to integers, as MXNet does.  Indices outside [0, input_dim) raise an error on CPU
     in eager mode; on GPU or when compiled, torch's own index check applies (checking here
     would force a synchronization or a graph break).
-    ``sparse_grad=True`` (row-sparse gradients) is not supported: gradients are dense.
+
+    ``sparse_grad=True`` gives row-sparse gradients (``grad_stype='row_sparse'``: a torch
+    sparse COO tensor holding only the looked-up rows, from ``F.embedding(..., sparse=True)``);
+    the optimizer then updates only those rows (lazy update) and the KVStores move only
+    those rows.  A weight declared ``stype='row_sparse'`` (``emb.weight.stype = 'row_sparse'``,
+    as MXNet's SparseEmbedding declares its weight) is read the way
+    :meth:`Parameter.row_sparse_data` reads: the looked-up rows are first pulled from the
+    Trainer's KVStore when that store holds the weights.
     """
 
     def __init__(self, input_dim: int, output_dim: int, dtype: Any = "float32",
@@ -33,14 +40,12 @@ class Embedding(HybridBlock):
         for what, v in (("input_dim", input_dim), ("output_dim", output_dim)):
             if not _is_int(v) or v <= 0:
                 raise ValueError(f"Embedding: {what} must be a positive int, got {v!r}")
-        if sparse_grad:
-            raise MXNetError("Embedding(sparse_grad=True): row-sparse gradients are not supported yet (they "
-                             "come with the sparse parameter-server work); use sparse_grad=False, which "
-                             "gives dense gradients with the same values")
         self._input_dim, self._output_dim = int(input_dim), int(output_dim)
         self._dtype = to_torch_dtype(dtype)
+        self._sparse_grad = bool(sparse_grad)
         self.weight = Parameter("weight", shape=(self._input_dim, self._output_dim), dtype=self._dtype,
-                                init=weight_initializer, allow_deferred_init=True)
+                                init=weight_initializer, allow_deferred_init=True,
+                                grad_stype="row_sparse" if self._sparse_grad else "default")
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if not isinstance(x, torch.Tensor):
@@ -54,7 +59,10 @@ class Embedding(HybridBlock):
                 bad = lo if lo < 0 else hi
                 raise MXNetError(f"Embedding: index {bad} is out of range for input_dim={self._input_dim} "
                                  f"(expected 0 <= index < {self._input_dim})")
-        return F.embedding(idx, self.weight.data())
+        weight = self.weight.data()
+        if self.weight.stype == "row_sparse":
+            self.weight._fresh_rows(torch.unique(idx.reshape(-1)), [self.weight._index(None)])
+        return F.embedding(idx, weight, sparse=self._sparse_grad)
 
     def __repr__(self) -> str:
         return f"Embedding({self._input_dim} -> {self._output_dim}, {dtype_name(self._dtype)})"

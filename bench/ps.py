@@ -1,0 +1,618 @@
+"""Parameter-server benchmark: dist_sync against raw ZeroMQ, 'horovod', dist_async and MXNet 1.9.1.
+
+Prints, measured in one run (every job on 127.0.0.1, started by
+:func:`mxtorch.kvstore.ps.testing.ps_cluster`):
+
+(a) push+pull of a model (default 100 MiB of fp32, cut into 25 keys of 4 MiB and, as a second
+    layout, kept as one key) from one worker through 1 and 2 servers: ``kv.pushpull`` of
+    dist_sync against raw transfers of the same bytes *between the same processes*.  Each
+    server process also runs an echo thread for a plain ZeroMQ ROUTER (zero-copy both ways,
+    ZeroMQ's default socket options) and one for a plain TCP socket; the worker sends every
+    key slice the PS would send, to the server the PS would send it to, with the same frame
+    sizes, and waits for all of it to come back.  The three are timed in interleaved rounds;
+    medians.  GB/s counts the bytes the worker sends plus those it receives (2 x the model);
+    ``PS/ZMQ`` = raw ZeroMQ time / PS time (target >= 0.8).  Where MXNet 1.9.1 is installed in
+    its own venv (``--mxnet-python``, default ``.venv-mxnet/bin/python``), MXNet's own dist_sync
+    (1 scheduler, the same number of servers, 1 worker, DMLC_* on 127.0.0.1) pushes and pulls
+    the same layouts in the same run (bench/mxnet_ps_reference.py); without the venv that
+    column is left out.
+(b) the training step of a Gluon ``Trainer`` on 2 workers with ``kvstore='dist_sync'`` (the
+    optimizer runs on the servers, MXNet's default) against ``kvstore='horovod'`` (gloo ring
+    allreduce during backward, optimizer on the workers): same model (bench/_models.py), same
+    processes, interleaved rounds; the ratio, the time spent inside ``trainer.step`` and the
+    bytes each moves per step.
+(c) the same step with worker 1 sleeping ``--slow-ms`` after every step: steps/s of the fast
+    worker, the slow worker and both, for dist_sync and dist_async (each worker runs the same
+    number of steps and is timed on its own).
+
+    python bench/ps.py [--size-mib 100] [--keys 25,1] [--servers 1,2] [--rounds 5]
+                       [--model mlp] [--slow-ms 100] [--parts bw,train,slow]
+
+On a machine with fewer cores than processes the numbers measure shared CPUs as much as the
+transport: the load average is printed at the start and the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import statistics
+import struct
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import torch
+
+MiB = 1 << 20
+BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
+DEFAULT_MXNET_PYTHON = os.path.join(os.path.dirname(BENCH_DIR), ".venv-mxnet", "bin", "python")
+MXNET_VENV_HINT = ('python3 -m venv .venv-mxnet && .venv-mxnet/bin/pip install mxnet==1.9.1 "numpy<1.24"')
+_LEN = struct.Struct("<Q")
+_RAW_TIMEOUT_S = 120.0
+
+
+def split_model(total_bytes: int, num_keys: int) -> list[int]:
+    """Element counts of ``num_keys`` fp32 keys holding ``total_bytes`` (sizes differ by at most one).
+
+    >>> split_model(100 * MiB, 25)[:2], sum(split_model(100 * MiB, 25)) * 4 == 100 * MiB
+    ([1048576, 1048576], True)
+    """
+    numel = total_bytes // 4
+    if num_keys < 1 or numel < num_keys:
+        raise ValueError(f"cannot cut {total_bytes} bytes into {num_keys} fp32 keys: use 1..{numel} keys")
+    base, extra = divmod(numel, num_keys)
+    return [base + (1 if i < extra else 0) for i in range(num_keys)]
+
+
+# ---- raw transfers: echo threads in the server processes --------------------------------------------
+def _zmq_echo(sock: Any) -> None:
+    # ROUTER: [identity, header, data] comes in and goes back as is; the data frame is re-sent
+    # from the received message (reference counted, no copy).
+    import zmq
+
+    try:
+        while True:
+            sock.send_multipart(sock.recv_multipart(copy=False), copy=False)
+    except zmq.ZMQError:
+        pass
+
+
+def _recv_exact(conn: socket.socket, view: memoryview) -> bool:
+    got = 0
+    while got < len(view):
+        n = conn.recv_into(view[got:])
+        if n == 0:
+            return False
+        got += n
+    return True
+
+
+def _tcp_echo_connection(conn: socket.socket) -> None:
+    head = bytearray(_LEN.size)
+    buf = bytearray(0)
+    with conn:
+        while _recv_exact(conn, memoryview(head)):
+            (n,) = _LEN.unpack(head)
+            if len(buf) < n:
+                buf = bytearray(n)
+            view = memoryview(buf)[:n]
+            if not _recv_exact(conn, view):
+                return
+            conn.sendall(head)
+            conn.sendall(view)
+
+
+def _tcp_echo(listener: socket.socket) -> None:
+    while True:
+        try:
+            conn, _ = listener.accept()
+        except OSError:
+            return
+        conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        threading.Thread(target=_tcp_echo_connection, args=(conn,), daemon=True).start()
+
+
+def server_with_echo(port_dir: str) -> None:
+    """A PS server process that also echoes raw ZeroMQ and TCP transfers (run by ``ps_cluster``).
+
+    Binds both echo sockets to free ports, writes them to ``port_dir/server<rank>.json``, then
+    serves as a parameter server until the job ends (and exits the process).
+    """
+    import zmq
+
+    from mxtorch.kvstore.ps import become_role
+
+    rank = int(os.environ["DMLC_SERVER_ID"])
+    ctx = zmq.Context()
+    router = ctx.socket(zmq.ROUTER)
+    router.setsockopt(zmq.SNDHWM, 0)
+    router.setsockopt(zmq.RCVHWM, 0)
+    zmq_port = router.bind_to_random_port("tcp://127.0.0.1")
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(4)
+    tmp = os.path.join(port_dir, f".server{rank}.json")
+    with open(tmp, "w") as f:
+        json.dump({"zmq": zmq_port, "tcp": listener.getsockname()[1]}, f)
+    os.replace(tmp, os.path.join(port_dir, f"server{rank}.json"))
+    threading.Thread(target=_zmq_echo, args=(router,), name="zmq-echo", daemon=True).start()
+    threading.Thread(target=_tcp_echo, args=(listener,), name="tcp-echo", daemon=True).start()
+    become_role()
+
+
+# ---- raw transfers: the worker's side ----------------------------------------------------------------
+class RawLinks:
+    """The worker's raw ZeroMQ DEALER and TCP connection to every server's echo threads."""
+
+    def __init__(self, port_dir: str, num_servers: int) -> None:
+        import zmq
+
+        self.ctx = zmq.Context()
+        self.poller = zmq.Poller()
+        self.dealers: list[Any] = []
+        self.conns: list[socket.socket] = []
+        for r in range(num_servers):
+            with open(os.path.join(port_dir, f"server{r}.json")) as f:
+                ports = json.load(f)
+            d = self.ctx.socket(zmq.DEALER)
+            d.setsockopt(zmq.SNDHWM, 0)
+            d.setsockopt(zmq.RCVHWM, 0)
+            d.connect(f"tcp://127.0.0.1:{ports['zmq']}")
+            self.poller.register(d, zmq.POLLIN)
+            self.dealers.append(d)
+            c = socket.create_connection(("127.0.0.1", ports["tcp"]), timeout=_RAW_TIMEOUT_S)
+            c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            self.conns.append(c)
+        self._scratch: list[bytearray] = [bytearray(0) for _ in range(num_servers)]
+
+    def zmq_roundtrip(self, slices: list[tuple[int, torch.Tensor]], check: bool = False) -> None:
+        """Send every slice to its server's echo ROUTER (zero-copy) and wait for all of them back."""
+        import zmq
+
+        for i, (server, data) in enumerate(slices):
+            d = self.dealers[server]
+            d.send(_LEN.pack(i), zmq.SNDMORE)
+            d.send(data.numpy(), copy=False)
+        left = len(slices)
+        deadline = time.monotonic() + _RAW_TIMEOUT_S
+        while left:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"raw ZeroMQ echo: {left} of {len(slices)} slices did not come back within "
+                                   f"{_RAW_TIMEOUT_S:g} s")
+            for sock, _ in self.poller.poll(1000):
+                while True:
+                    try:
+                        head, data = sock.recv_multipart(zmq.NOBLOCK, copy=False)
+                    except zmq.Again:
+                        break
+                    left -= 1
+                    if check:
+                        (i,) = _LEN.unpack(head.bytes)
+                        got = torch.frombuffer(data.buffer, dtype=slices[i][1].dtype)
+                        if not torch.equal(got, slices[i][1]):
+                            raise RuntimeError(f"raw ZeroMQ echo returned different bytes for slice {i}")
+
+    def tcp_roundtrip(self, slices: list[tuple[int, torch.Tensor]], check: bool = False) -> None:
+        """Send every slice over its server's TCP connection and receive it back (into a reused buffer)."""
+        per_server: dict[int, list[torch.Tensor]] = {}
+        for server, data in slices:
+            per_server.setdefault(server, []).append(data)
+        errors: list[BaseException] = []
+
+        def receive(server: int, expected: list[torch.Tensor]) -> None:
+            try:
+                conn = self.conns[server]
+                head = bytearray(_LEN.size)
+                for data in expected:
+                    if not _recv_exact(conn, memoryview(head)):
+                        raise ConnectionError(f"server {server}'s TCP echo closed the connection")
+                    (n,) = _LEN.unpack(head)
+                    if n != data.numel() * data.element_size():
+                        raise RuntimeError(f"TCP echo sent {n} bytes, expected {data.numel() * 4}")
+                    if len(self._scratch[server]) < n:
+                        self._scratch[server] = bytearray(n)
+                    view = memoryview(self._scratch[server])[:n]
+                    if not _recv_exact(conn, view):
+                        raise ConnectionError(f"server {server}'s TCP echo closed the connection")
+                    if check and not torch.equal(torch.frombuffer(view, dtype=data.dtype), data):
+                        raise RuntimeError("TCP echo returned different bytes")
+            except BaseException as e:
+                errors.append(e)
+
+        receivers = [threading.Thread(target=receive, args=(s, ds), daemon=True) for s, ds in per_server.items()]
+        for t in receivers:
+            t.start()
+        for server, data in slices:
+            conn = self.conns[server]
+            raw = data.numpy()
+            conn.sendall(_LEN.pack(raw.nbytes))
+            conn.sendall(memoryview(raw).cast("B"))
+        for t in receivers:
+            t.join(_RAW_TIMEOUT_S)
+            if t.is_alive():
+                raise TimeoutError(f"raw TCP echo did not come back within {_RAW_TIMEOUT_S:g} s")
+        if errors:
+            raise errors[0]
+
+    def close(self) -> None:
+        for c in self.conns:
+            c.close()
+        for d in self.dealers:
+            d.close(linger=0)
+        self.ctx.term()
+
+
+# ---- (a) push+pull through the servers -----------------------------------------------------------------
+def _interleaved(fns: dict[str, Callable[[], Any]], rounds: int, reps: int,
+                 barrier: Callable[[], Any] | None = None) -> dict[str, list[float]]:
+    """Seconds per call of each function, one value per round; the order rotates every round."""
+    names = list(fns)
+    times: dict[str, list[float]] = {k: [] for k in names}
+    for r in range(rounds):
+        for k in names[r % len(names):] + names[:r % len(names)]:
+            if barrier is not None:
+                barrier()
+            t0 = time.perf_counter()
+            for _ in range(reps):
+                fns[k]()
+            times[k].append((time.perf_counter() - t0) / reps)
+    return times
+
+
+def bandwidth_worker(cfg: dict[str, Any]) -> dict[str, dict[str, list[float]]]:
+    """Worker of an (a) job: PS pushpull vs raw ZeroMQ vs raw TCP, per layout; seconds per round."""
+    import mxtorch as mx
+
+    torch.set_num_threads(cfg["threads"])
+    kv = mx.kv.create("dist_sync")
+    raw = RawLinks(cfg["port_dir"], kv.num_servers)
+    out: dict[str, dict[str, list[float]]] = {}
+    try:
+        for li, numels in enumerate(cfg["layouts"]):
+            g = torch.Generator().manual_seed(li)
+            keys = [f"L{li}k{i}" for i in range(len(numels))]
+            grads = [torch.rand(n, generator=g) for n in numels]
+            outs = [torch.empty(n) for n in numels]
+            kv.init(keys, [torch.zeros(n) for n in numels])
+            slices = [(server, grad.narrow(0, off, size))
+                      for k, grad in zip(keys, grads) for server, off, size in kv.placement(k)]
+            # first calls: warm up, and check that each path really moves the bytes
+            kv.pushpull(keys, grads, out=outs)
+            if not all(torch.equal(o, gr) for o, gr in zip(outs, grads)):
+                raise RuntimeError("dist_sync pushpull returned values other than the pushed ones")
+            raw.zmq_roundtrip(slices, check=True)
+            raw.tcp_roundtrip(slices, check=True)
+            fns: dict[str, Callable[[], Any]] = {
+                "ps": lambda: kv.pushpull(keys, grads, out=outs),  # noqa: B023 (used within the iteration)
+                "zmq": lambda: raw.zmq_roundtrip(slices),  # noqa: B023
+                "tcp": lambda: raw.tcp_roundtrip(slices),  # noqa: B023
+            }
+            for fn in fns.values():
+                fn()
+            out[str(li)] = _interleaved(fns, cfg["rounds"], cfg["reps"])
+            del grads, outs, slices, fns
+    finally:
+        raw.close()
+    return out
+
+
+@contextlib.contextmanager
+def _port_dir() -> Iterator[str]:
+    path = tempfile.mkdtemp(prefix="mxtorch-bench-ps-")
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def run_job(worker_fn: Callable[[dict[str, Any]], Any], cfg: dict[str, Any], num_workers: int, num_servers: int,
+            timeout: float, env: dict[str, str] | None = None, echo: bool = False) -> list[Any]:
+    """Run ``worker_fn(cfg)`` on every worker of a local job; the results by rank.
+
+    ``echo``: the servers also run the raw echo threads (:func:`server_with_echo`).  Raises
+    :class:`~mxtorch.kvstore.ps.testing.PSJobFailed` with the failing processes' output.
+    """
+    from mxtorch.kvstore.ps.testing import PSJobFailed, ps_cluster
+
+    with _port_dir() as port_dir, ps_cluster(num_workers, num_servers, env=env, timeout=timeout,
+                                             start=False) as c:
+        c.start_scheduler()
+        for r in range(num_servers):
+            if echo:
+                c.start_server(r, server_with_echo, port_dir)
+            else:
+                c.start_server(r)
+        c.start_workers(worker_fn, {**cfg, "port_dir": port_dir})
+        outcomes = c.join_workers()
+        failures = {f"worker {o.rank}": o.error for o in outcomes if not o.ok}
+        if failures:
+            for r in range(num_servers):
+                failures[f"server {r}"] = c.stderr(f"server {r}")
+            raise PSJobFailed(failures)
+        for name, code in c.wait_exit().items():
+            if code != 0:
+                failures[name] = f"exit code {code} after the workers finished; its stderr:\n{c.stderr(name)}"
+        if failures:
+            raise PSJobFailed(failures)
+        return [o.value for o in outcomes]
+
+
+# ---- MXNet 1.9.1's own dist_sync --------------------------------------------------------------------------
+def run_mxnet(python: str, num_servers: int, layouts: list[list[int]], rounds: int, reps: int,
+              threads: int, timeout: float) -> dict[str, list[float]]:
+    """Time MXNet's dist_sync push+pull of ``layouts`` (1 worker, ``num_servers`` servers); seconds/round."""
+    from mxtorch.distributed.testing import free_port
+
+    script = os.path.join(BENCH_DIR, "mxnet_ps_reference.py")
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("DMLC_", "MXTORCH_", "PS_"))}
+    base.update(DMLC_PS_ROOT_URI="127.0.0.1", DMLC_PS_ROOT_PORT=str(free_port()),
+                DMLC_NUM_SERVER=str(num_servers), DMLC_NUM_WORKER="1", DMLC_NODE_HOST="127.0.0.1",
+                DMLC_INTERFACE="lo", OMP_NUM_THREADS=str(threads), MXNET_CPU_WORKER_NTHREADS=str(threads))
+    args = [python, script, "--layouts", json.dumps(layouts), "--rounds", str(rounds), "--reps", str(reps)]
+    with tempfile.TemporaryDirectory(prefix="mxtorch-bench-mxnet-") as logs:
+        procs: list[tuple[str, subprocess.Popen[bytes], str]] = []
+        try:
+            for role, n in (("scheduler", 1), ("server", num_servers)):
+                for i in range(n):
+                    name = f"{role}{i}"
+                    path = os.path.join(logs, name)
+                    with open(path, "wb") as log:
+                        p = subprocess.Popen(args, env={**base, "DMLC_ROLE": role}, stdout=log,
+                                             stderr=subprocess.STDOUT, start_new_session=True)
+                    procs.append((name, p, path))
+            worker = subprocess.run(args, env={**base, "DMLC_ROLE": "worker"}, capture_output=True, text=True,
+                                    timeout=timeout)
+            if worker.returncode != 0:
+                raise RuntimeError(f"MXNet worker exited with {worker.returncode}: {worker.stderr[-2000:]}")
+            for _, p, _ in procs:
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    p.wait(30)
+            return json.loads(worker.stdout.strip().splitlines()[-1])
+        except subprocess.TimeoutExpired as e:
+            tails = {name: open(path, errors="replace").read()[-500:] for name, _, path in procs}
+            raise RuntimeError(f"MXNet dist_sync did not finish within {timeout:g} s: {tails}") from e
+        finally:
+            for _, p, _ in procs:
+                if p.poll() is None:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.killpg(p.pid, signal.SIGKILL)
+                    p.wait()
+
+
+# ---- (b) and (c) training steps ----------------------------------------------------------------------------
+def _data(name: str, batch: int, rank: int) -> tuple[torch.Tensor, torch.Tensor]:
+    g = torch.Generator().manual_seed(rank)
+    shape = (batch, 3, 32, 32) if name == "resnet18" else (batch, 1, 28, 28)
+    return torch.rand(shape, generator=g), torch.randint(0, 10, (batch,), generator=g)
+
+
+def _trainer_step(name: str, x: torch.Tensor, y: torch.Tensor, kvstore: str) -> tuple[Callable[[], float], int]:
+    """A training step closure (as bench/_models.mx_train_step) returning the seconds spent in
+    ``trainer.step``; and the bytes of the model's trainable parameters."""
+    import mxtorch as mx
+    from _models import mx_net
+    from mxtorch import autograd, gluon
+
+    net = mx_net(name)
+    net.initialize(mx.init.Xavier())
+    net(x)
+    params = net.collect_params()
+    trainer = gluon.Trainer(params, "sgd", {"learning_rate": 0.01, "momentum": 0.9, "wd": 1e-4},
+                            kvstore=kvstore)
+    loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
+    batch = x.shape[0]
+    nbytes = sum(p.data().numel() * p.data().element_size() for p in params.values() if p.grad_req != "null")
+
+    def step() -> float:
+        with autograd.record():
+            loss = loss_fn(net(x), y)
+        loss.backward()
+        t0 = time.perf_counter()
+        trainer.step(batch)
+        return time.perf_counter() - t0
+
+    return step, nbytes
+
+
+def _slowed(step: Callable[[], float], kv: Any, steps: int, sleep_s: float) -> float:
+    """Run ``steps`` steps (sleeping ``sleep_s`` after each); this worker's steps per second."""
+    kv.barrier()
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        step()
+        if sleep_s:
+            time.sleep(sleep_s)
+    rate = steps / (time.perf_counter() - t0)
+    kv.barrier()
+    return rate
+
+
+def train_worker(cfg: dict[str, Any]) -> dict[str, Any]:
+    """Worker of a dist_sync job: (b) dist_sync vs 'horovod' steps, then (c) the slowed dist_sync steps."""
+    import mxtorch as mx
+    from mxtorch.distributed import group
+
+    torch.set_num_threads(cfg["threads"])
+    kv = mx.kv.create("dist_sync")
+    x, y = _data(cfg["model"], cfg["batch"], kv.rank)
+    res: dict[str, Any] = {}
+    sync_step, nbytes = _trainer_step(cfg["model"], x, y, "dist_sync")
+    res["param_bytes"] = nbytes
+    try:
+        if cfg["train"]:
+            hvd_step, _ = _trainer_step(cfg["model"], x, y, "horovod")
+            for _ in range(cfg["warmup"]):
+                sync_step()
+                hvd_step()
+            inside: dict[str, list[float]] = {"dist_sync": [], "horovod": []}
+
+            def run(which: str, fn: Callable[[], float]) -> Callable[[], None]:
+                def steps() -> None:
+                    inside[which].append(statistics.fmean(fn() for _ in range(cfg["steps"])))
+                return steps
+
+            times = _interleaved({"dist_sync": run("dist_sync", sync_step), "horovod": run("horovod", hvd_step)},
+                                 cfg["rounds"], 1, barrier=kv.barrier)
+            res["train"] = {k: [t / cfg["steps"] for t in v] for k, v in times.items()}
+            res["inside"] = inside
+        if cfg["slow"]:
+            for _ in range(cfg["warmup"]):
+                sync_step()
+            sleep = cfg["slow_ms"] / 1e3 if kv.rank == 1 else 0.0
+            res["slow"] = _slowed(sync_step, kv, cfg["slow_steps"], sleep)
+    finally:
+        if group.is_initialized():
+            group.shutdown()
+    return res
+
+
+def async_worker(cfg: dict[str, Any]) -> dict[str, Any]:
+    """Worker of a dist_async job: (c) the slowed steps."""
+    import mxtorch as mx
+
+    torch.set_num_threads(cfg["threads"])
+    kv = mx.kv.create("dist_async")
+    x, y = _data(cfg["model"], cfg["batch"], kv.rank)
+    step, _ = _trainer_step(cfg["model"], x, y, "dist_async")
+    for _ in range(cfg["warmup"]):
+        step()
+    sleep = cfg["slow_ms"] / 1e3 if kv.rank == 1 else 0.0
+    return {"slow": _slowed(step, kv, cfg["slow_steps"], sleep)}
+
+
+# ---- the run ------------------------------------------------------------------------------------------------
+def _load() -> str:
+    try:
+        return "load average {:.2f} {:.2f} {:.2f}".format(*os.getloadavg())
+    except OSError:
+        return "load average unknown"
+
+
+def _med(xs: list[float]) -> float:
+    return statistics.median(xs)
+
+
+def _print_bandwidth(args: argparse.Namespace, layouts: list[list[int]], ours: dict[int, Any],
+                     mxnet: dict[int, Any], mxnet_note: str) -> None:
+    total = sum(layouts[0]) * 4
+    print(f"\n(a) push+pull of a {total / MiB:g} MiB fp32 model, 1 worker, dist_sync; ms per push+pull and GB/s "
+          f"of (sent + received) bytes, median of {args.rounds} interleaved rounds x {args.reps}")
+    head = (f"{'servers':>7}{'keys':>6}{'PS ms':>9}{'PS GB/s':>9}{'ZMQ ms':>9}{'ZMQ GB/s':>10}"
+            f"{'TCP GB/s':>10}{'PS/ZMQ':>8}")
+    if mxnet:
+        head += f"{'MXNet ms':>10}{'MXNet GB/s':>12}{'PS/MXNet':>10}"
+    print(head)
+    moved = 2 * total / 1e9
+    for servers, per_layout in ours.items():
+        for li, numels in enumerate(layouts):
+            t = per_layout[str(li)]
+            ps, zq, tcp = _med(t["ps"]), _med(t["zmq"]), _med(t["tcp"])
+            line = (f"{servers:>7}{len(numels):>6}{ps * 1e3:>9.1f}{moved / ps:>9.3f}{zq * 1e3:>9.1f}"
+                    f"{moved / zq:>10.3f}{moved / tcp:>10.3f}{zq / ps:>8.3f}")
+            m = mxnet.get(servers, {}).get(str(li))
+            if m:
+                tm = _med(m)
+                line += f"{tm * 1e3:>10.1f}{moved / tm:>12.3f}{tm / ps:>10.3f}"
+            print(line)
+    print("PS/ZMQ = raw ZeroMQ time / PS time (target >= 0.8); PS/MXNet = MXNet time / PS time (> 1: faster)")
+    if mxnet_note:
+        print(mxnet_note)
+
+
+def _print_training(args: argparse.Namespace, res: list[dict[str, Any]]) -> None:
+    r0 = res[0]
+    t_sync, t_hvd = _med(r0["train"]["dist_sync"]), _med(r0["train"]["horovod"])
+    in_sync, in_hvd = _med(r0["inside"]["dist_sync"]), _med(r0["inside"]["horovod"])
+    m = r0["param_bytes"]
+    print(f"\n(b) training step, {args.model}, batch {args.batch} per worker, 2 workers, SGD momentum; "
+          f"ms, median of {args.rounds} interleaved rounds x {args.steps} steps (worker 0)")
+    print(f"{'store':>10}{'step ms':>10}{'in trainer.step':>17}{'bytes/worker/step':>19}")
+    print(f"{'horovod':>10}{t_hvd * 1e3:>10.2f}{in_hvd * 1e3:>17.2f}{m / MiB:>15.2f} MiB")
+    print(f"{'dist_sync':>10}{t_sync * 1e3:>10.2f}{in_sync * 1e3:>17.2f}{2 * m / MiB:>15.2f} MiB")
+    print(f"ratio dist_sync/horovod {t_sync / t_hvd:.3f}")
+    print(f"why: a dist_sync worker sends its {m / MiB:.2f} MiB of gradients and receives {m / MiB:.2f} MiB of "
+          f"weights, all after backward, and the servers ({args.train_servers}) receive, sum, run SGD on and "
+          f"send 2 x that; the ring allreduce moves 2(n-1)/n = 1 x the model per worker, started during "
+          f"backward, and updates locally (trainer.step: {in_sync * 1e3:.1f} ms vs {in_hvd * 1e3:.1f} ms)")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--parts", default="bw,train,slow", help="which of bw (a), train (b), slow (c) to run")
+    ap.add_argument("--size-mib", type=float, default=100, help="(a) model size")
+    ap.add_argument("--keys", default="25,1", help="(a) the model cut into this many keys (one layout each)")
+    ap.add_argument("--servers", default="1,2", help="(a) server counts")
+    ap.add_argument("--rounds", type=int, default=5, help="interleaved rounds of (a) and (b)")
+    ap.add_argument("--reps", type=int, default=2, help="(a) push+pulls per round and method")
+    ap.add_argument("--model", default="mlp", help="(b), (c): mlp, lenet or resnet18 (bench/_models.py)")
+    ap.add_argument("--batch", type=int, default=64, help="(b), (c): per worker")
+    ap.add_argument("--steps", type=int, default=10, help="(b): steps per round")
+    ap.add_argument("--warmup", type=int, default=3, help="(b), (c): untimed steps first")
+    ap.add_argument("--train-servers", type=int, default=2, help="(b), (c): servers of the training jobs")
+    ap.add_argument("--slow-ms", type=float, default=100.0, help="(c): worker 1 sleeps this long every step")
+    ap.add_argument("--slow-steps", type=int, default=30, help="(c): steps each worker runs")
+    ap.add_argument("--threads", type=int, default=1, help="torch threads per process")
+    ap.add_argument("--timeout", type=float, default=600.0, help="seconds any one job may last")
+    ap.add_argument("--mxnet-python", default=DEFAULT_MXNET_PYTHON if os.path.exists(DEFAULT_MXNET_PYTHON) else "",
+                    help="python of a venv with mxnet 1.9.1 (empty: leave out the MXNet column)")
+    args = ap.parse_args()
+    parts = {p for p in args.parts.split(",") if p}
+    unknown = parts - {"bw", "train", "slow"}
+    if unknown:
+        ap.error(f"--parts: unknown part(s) {sorted(unknown)}; use bw, train, slow")
+    print(f"torch {torch.__version__}, {args.threads} torch thread(s) per process, {os.cpu_count()} CPUs, "
+          f"127.0.0.1; {_load()} at the start")
+    t_start = time.perf_counter()
+    if "bw" in parts:
+        total = int(args.size_mib * MiB) // 4 * 4
+        layouts = [split_model(total, int(k)) for k in args.keys.split(",")]
+        cfg = {"layouts": layouts, "rounds": args.rounds, "reps": args.reps, "threads": args.threads}
+        ours: dict[int, Any] = {}
+        mxnet: dict[int, Any] = {}
+        note = ""
+        if not args.mxnet_python:
+            note = f"(MXNet column left out: no .venv-mxnet; make it with: {MXNET_VENV_HINT})"
+        for servers in [int(s) for s in args.servers.split(",")]:
+            ours[servers] = run_job(bandwidth_worker, cfg, 1, servers, args.timeout, echo=True)[0]
+            if args.mxnet_python:
+                try:
+                    mxnet[servers] = run_mxnet(args.mxnet_python, servers, layouts, args.rounds, args.reps,
+                                               args.threads, args.timeout)
+                except (RuntimeError, OSError, ValueError) as e:
+                    note = f"(MXNet column incomplete: {str(e)[:400]})"
+        _print_bandwidth(args, layouts, ours, mxnet, note)
+    if parts & {"train", "slow"}:
+        cfg = {"model": args.model, "batch": args.batch, "steps": args.steps, "rounds": args.rounds,
+               "warmup": args.warmup, "threads": args.threads, "slow_ms": args.slow_ms,
+               "slow_steps": args.slow_steps, "train": "train" in parts, "slow": "slow" in parts}
+        from mxtorch.distributed.testing import free_port
+
+        env = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port())}  # for the 'horovod' store's gloo
+        res = run_job(train_worker, cfg, 2, args.train_servers, args.timeout, env=env)
+        if "train" in parts:
+            _print_training(args, res)
+        if "slow" in parts:
+            res_async = run_job(async_worker, cfg, 2, args.train_servers, args.timeout)
+            print(f"\n(c) {args.model} steps with worker 1 sleeping {args.slow_ms:g} ms per step; steps/s, "
+                  f"{args.slow_steps} steps per worker, each worker timed on its own")
+            print(f"{'store':>11}{'fast (w0)':>11}{'slow (w1)':>11}{'total':>9}")
+            rates = {}
+            for name, rr in (("dist_sync", res), ("dist_async", res_async)):
+                fast, slow = rr[0]["slow"], rr[1]["slow"]
+                rates[name] = fast + slow
+                print(f"{name:>11}{fast:>11.2f}{slow:>11.2f}{fast + slow:>9.2f}")
+            print(f"dist_async/dist_sync total throughput {rates['dist_async'] / rates['dist_sync']:.2f}")
+    print(f"\n{_load()} at the end; {time.perf_counter() - t_start:.0f} s")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,245 @@
+"""What a parameter-server process learns from its environment: :class:`PSConfig`.
+
+Every process of a job (scheduler, servers, workers) reads the same MXNet variables, which
+``mxtorch launch -n N -s M`` sets:
+
+================================  =====================================================================
+variable                          meaning
+================================  =====================================================================
+``DMLC_ROLE``                     ``worker``, ``server`` or ``scheduler``
+``DMLC_PS_ROOT_URI``              the scheduler's host name or address
+``DMLC_PS_ROOT_PORT``             the scheduler's port
+``DMLC_NUM_SERVER``               number of servers (>= 1)
+``DMLC_NUM_WORKER``               number of workers (>= 1)
+``DMLC_WORKER_ID``                a worker's rank (else ``RANK``, else the scheduler's arrival order)
+``DMLC_SERVER_ID``                a server's rank (optional; a restarted server must give its old one)
+``DMLC_NODE_HOST``                the address a server advertises (wins over ``DMLC_INTERFACE``)
+``DMLC_INTERFACE``                a network interface whose IPv4 address a server advertises
+``MXTORCH_PS_PORT``               the port a server binds (default: a free one)
+``MXTORCH_PS_SECRET``             shared secret: nodes must prove they know it to join (HMAC-SHA256)
+``MXTORCH_DIST_TIMEOUT``          seconds any wait on a peer may last (default 300)
+``MXTORCH_PS_HEARTBEAT_S``        seconds between heartbeats (default 1.0)
+``MXTORCH_PS_DEAD_S``             silence after which a node is dead (default max(5, 5 x heartbeat))
+``MXNET_KVSTORE_BIGARRAY_BOUND``  elements above which a key is split over all servers (1000000)
+``MXTORCH_PS_STALENESS``          dist_async staleness bound (unset: unbounded; reserved)
+``MXTORCH_PS_SNAPSHOT_DIR``       where servers write snapshots (unset: no snapshots)
+``MXTORCH_PS_SNAPSHOT_EVERY``     completed updates between automatic snapshots (0: only on request)
+================================  =====================================================================
+
+Without ``DMLC_NODE_HOST`` or ``DMLC_INTERFACE`` a server advertises the local address its
+host uses to reach the scheduler (127.0.0.1 when the scheduler is local).
+
+Example::
+
+    >>> cfg = PSConfig.from_env({"DMLC_ROLE": "worker", "DMLC_PS_ROOT_URI": "127.0.0.1",
+    ...                          "DMLC_PS_ROOT_PORT": "9000", "DMLC_NUM_SERVER": "1",
+    ...                          "DMLC_NUM_WORKER": "2", "DMLC_WORKER_ID": "1"})
+    >>> cfg.role, cfg.worker_id, cfg.num_workers
+    ('worker', 1, 2)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import re
+import socket
+import subprocess
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from ...distributed import env as _env
+from ...distributed.env import DistributedConfigError
+
+__all__ = ["PSConfig", "ROLES", "PS_LAUNCH_HINT", "DEFAULT_HEARTBEAT_S", "DEFAULT_BIGARRAY_BOUND",
+           "interface_address"]
+
+ROLES = ("worker", "server", "scheduler")
+PS_LAUNCH_HINT = ("start the job with `mxtorch launch -n N -s M python script.py` (N workers, M servers), "
+                  "which sets DMLC_ROLE, DMLC_PS_ROOT_URI, DMLC_PS_ROOT_PORT, DMLC_NUM_SERVER and "
+                  "DMLC_NUM_WORKER in every process")
+"""How to start a parameter-server job; quoted by configuration errors."""
+DEFAULT_HEARTBEAT_S = 1.0
+DEFAULT_BIGARRAY_BOUND = 1_000_000
+"""MXNet's default of MXNET_KVSTORE_BIGARRAY_BOUND (elements)."""
+
+
+def _raw(environ: Mapping[str, str], name: str) -> str | None:
+    value = environ.get(name)
+    if value is None or value.strip() == "":
+        return None
+    return value.strip()
+
+
+def _bad(name: str, value: str, expected: str) -> DistributedConfigError:
+    return DistributedConfigError(
+        f"environment variable {name}={value!r} is not valid: expected {expected}; {PS_LAUNCH_HINT}")
+
+
+def _int(environ: Mapping[str, str], name: str, lo: int, hi: int | None = None) -> int | None:
+    raw = _raw(environ, name)
+    if raw is None:
+        return None
+    expected = f"an integer >= {lo}" + (f" and <= {hi}" if hi is not None else "")
+    try:
+        value = int(raw)
+    except ValueError:
+        raise _bad(name, raw, expected) from None
+    if value < lo or (hi is not None and value > hi):
+        raise _bad(name, raw, expected)
+    return value
+
+
+def _seconds(environ: Mapping[str, str], name: str) -> float | None:
+    raw = _raw(environ, name)
+    if raw is None:
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if not (value > 0 and math.isfinite(value)):
+        raise _bad(name, raw, "a positive number of seconds")
+    return value
+
+
+def _required(environ: Mapping[str, str], name: str, what: str) -> str:
+    raw = _raw(environ, name)
+    if raw is None:
+        raise DistributedConfigError(
+            f"environment variable {name} is not set: a parameter-server job needs {what}; {PS_LAUNCH_HINT}")
+    return raw
+
+
+@dataclass(frozen=True)
+class PSConfig:
+    """The settings of one parameter-server process (see the module docstring for the variables)."""
+
+    role: str
+    root_uri: str
+    root_port: int
+    num_servers: int
+    num_workers: int
+    worker_id: int | None = None
+    server_id: int | None = None
+    node_host: str | None = None
+    interface: str | None = None
+    port: int | None = None
+    secret: bytes | None = dataclasses.field(default=None, repr=False)
+    timeout: float = _env.DEFAULT_TIMEOUT_S
+    heartbeat_s: float = DEFAULT_HEARTBEAT_S
+    dead_s: float = 5.0
+    bigarray_bound: int = DEFAULT_BIGARRAY_BOUND
+    staleness: int | None = None
+    snapshot_dir: str | None = None
+    snapshot_every: int = 0
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> PSConfig:
+        """Read the configuration from ``environ`` (default ``os.environ``).
+
+        Raises :class:`DistributedConfigError` naming the variable, its value and what is
+        expected when a variable is missing or malformed.
+        """
+        env = os.environ if environ is None else environ
+        role = _required(env, _env.DMLC_ROLE, "the role of this process (worker, server or scheduler)")
+        if role not in ROLES:
+            raise _bad(_env.DMLC_ROLE, role, "one of " + ", ".join(ROLES))
+        uri = _required(env, _env.DMLC_PS_ROOT_URI, "the scheduler's address")
+        if uri.startswith("tcp://"):
+            uri = uri[len("tcp://"):]
+        port = _int(env, _env.DMLC_PS_ROOT_PORT, 1, 65535)
+        if port is None:
+            _required(env, _env.DMLC_PS_ROOT_PORT, "the scheduler's port")
+        num_servers = _int(env, _env.DMLC_NUM_SERVER, 1)
+        if num_servers is None:
+            _required(env, _env.DMLC_NUM_SERVER, "the number of servers (>= 1)")
+        num_workers = _int(env, _env.DMLC_NUM_WORKER, 1)
+        if num_workers is None:
+            _required(env, _env.DMLC_NUM_WORKER, "the number of workers (>= 1)")
+        assert port is not None and num_servers is not None and num_workers is not None
+        worker_id = None
+        if role == "worker":
+            worker_id = _int(env, _env.DMLC_WORKER_ID, 0, num_workers - 1)
+            if worker_id is None:
+                rank = _int(env, _env.RANK, 0, num_workers - 1)
+                worker_id = rank
+        server_id = _int(env, _env.DMLC_SERVER_ID, 0, num_servers - 1) if role == "server" else None
+        heartbeat = _seconds(env, _env.MXTORCH_PS_HEARTBEAT_S) or DEFAULT_HEARTBEAT_S
+        dead = _seconds(env, _env.MXTORCH_PS_DEAD_S) or max(5.0, 5.0 * heartbeat)
+        if dead <= heartbeat:
+            raise _bad(_env.MXTORCH_PS_DEAD_S, str(env[_env.MXTORCH_PS_DEAD_S]),
+                       f"more seconds than {_env.MXTORCH_PS_HEARTBEAT_S} ({heartbeat:g}); a few heartbeats")
+        secret = _raw(env, _env.MXTORCH_PS_SECRET)
+        bound = _int(env, _env.MXNET_KVSTORE_BIGARRAY_BOUND, 1)
+        every = _int(env, _env.MXTORCH_PS_SNAPSHOT_EVERY, 0)
+        return cls(
+            role=role, root_uri=uri, root_port=port, num_servers=num_servers, num_workers=num_workers,
+            worker_id=worker_id, server_id=server_id, node_host=_raw(env, _env.DMLC_NODE_HOST),
+            interface=_raw(env, _env.DMLC_INTERFACE), port=_int(env, _env.MXTORCH_PS_PORT, 1, 65535),
+            secret=secret.encode("utf-8") if secret is not None else None,
+            timeout=_env.default_timeout(env), heartbeat_s=heartbeat, dead_s=dead,
+            bigarray_bound=bound if bound is not None else DEFAULT_BIGARRAY_BOUND,
+            staleness=_int(env, _env.MXTORCH_PS_STALENESS, 0),
+            snapshot_dir=_raw(env, _env.MXTORCH_PS_SNAPSHOT_DIR), snapshot_every=every or 0,
+        )
+
+    @property
+    def root_address(self) -> str:
+        """The scheduler's ZeroMQ endpoint, ``tcp://host:port``."""
+        host = f"[{self.root_uri}]" if ":" in self.root_uri else self.root_uri
+        return f"tcp://{host}:{self.root_port}"
+
+    def advertised_host(self) -> str:
+        """The address a server tells the workers: DMLC_NODE_HOST, DMLC_INTERFACE's, or the route's."""
+        if self.node_host:
+            return self.node_host
+        if self.interface:
+            return interface_address(self.interface)
+        return _route_address(self.root_uri, self.root_port)
+
+
+def _route_address(host: str, port: int) -> str:
+    # The local address of the interface that reaches the scheduler (no packet is sent).
+    try:
+        infos = socket.getaddrinfo(host, port, socket.AF_INET, socket.SOCK_DGRAM)
+    except socket.gaierror as e:
+        raise DistributedConfigError(
+            f"cannot resolve the scheduler's address {_env.DMLC_PS_ROOT_URI}={host!r}: {e}; "
+            f"set it to a host name or IPv4 address every node can reach") from e
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        try:
+            s.connect(infos[0][4])
+            return str(s.getsockname()[0])
+        except OSError:
+            return "127.0.0.1"
+
+
+def interface_address(name: str) -> str:
+    """The IPv4 address of network interface ``name`` (``SIOCGIFADDR`` ioctl, else ``ip -4 addr``)."""
+    try:
+        import fcntl
+        import struct
+
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            packed = fcntl.ioctl(s.fileno(), 0x8915, struct.pack("256s", name[:15].encode()))  # SIOCGIFADDR
+        return socket.inet_ntoa(packed[20:24])
+    except (ImportError, OSError):
+        pass
+    try:
+        out = subprocess.run(["ip", "-4", "-o", "addr", "show", "dev", name], capture_output=True, text=True,
+                             timeout=5).stdout
+        m = re.search(r"inet (\d+\.\d+\.\d+\.\d+)", out)
+        if m:
+            return m.group(1)
+    except (OSError, subprocess.SubprocessError):
+        pass
+    try:
+        known = ", ".join(n for _, n in socket.if_nameindex())
+    except OSError:
+        known = "unknown"
+    raise DistributedConfigError(
+        f"environment variable {_env.DMLC_INTERFACE}={name!r}: this host has no interface of that name with "
+        f"an IPv4 address (interfaces: {known}); set it to one of them, or set {_env.DMLC_NODE_HOST} to the "
+        f"address to advertise")

@@ -1,0 +1,144 @@
+"""What servers and workers share: socket set-up, joining the job, and the heartbeat thread.
+
+:func:`join` registers a node with the scheduler and returns its assignment (ASSIGN for a
+server, LAYOUT for a worker), answering the scheduler's challenge when the job has a secret.
+:class:`Heartbeat` runs in its own thread with its own socket: it sends a HEARTBEAT every
+``heartbeat_s`` seconds and records when the scheduler last answered, so that a node notices
+a dead scheduler (:meth:`Heartbeat.scheduler_silence`).
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import socket
+import threading
+import time
+from typing import Any
+
+import zmq
+
+from .config import PSConfig
+from .protocol import Command, Message, ProtocolError, recv, send, sign, verify
+
+__all__ = ["configure_socket", "join", "JoinError", "Heartbeat", "new_identity"]
+
+_HWM = 0  # unbounded queues: a burst of pushes must never block or drop
+_TCP_BUF = 4 << 20
+
+
+class JoinError(ProtocolError):
+    """The scheduler refused this node or could not be reached."""
+
+
+def configure_socket(sock: zmq.Socket, linger_ms: int = 2000) -> zmq.Socket:
+    """Unbounded high-water marks, bounded linger, large TCP buffers."""
+    sock.setsockopt(zmq.SNDHWM, _HWM)
+    sock.setsockopt(zmq.RCVHWM, _HWM)
+    sock.setsockopt(zmq.LINGER, linger_ms)
+    sock.setsockopt(zmq.SNDBUF, _TCP_BUF)
+    sock.setsockopt(zmq.RCVBUF, _TCP_BUF)
+    return sock
+
+
+def new_identity(prefix: str) -> bytes:
+    return f"{prefix}-{os.getpid()}-{secrets.token_hex(4)}".encode()
+
+
+def join(ctx: zmq.Context, config: PSConfig, info: dict[str, Any], expect: Command,
+         timeout: float | None = None) -> tuple[zmq.Socket, Message]:
+    """Register with the scheduler; return the connected DEALER and the ASSIGN/LAYOUT reply.
+
+    ``info`` is the REGISTER content (role, ids, ...).  Raises :class:`JoinError` when the
+    scheduler refuses the node (its reason is quoted) or does not answer within ``timeout``
+    (default: the job timeout).
+    """
+    sock = configure_socket(ctx.socket(zmq.DEALER))
+    sock.setsockopt(zmq.IDENTITY, new_identity(info["role"][0]))
+    sock.connect(config.root_address)
+    nonce = secrets.token_hex(16)
+    meta = {**info, "host": socket.gethostname(), "pid": os.getpid(), "nonce": nonce}
+    send(sock, Message(Command.REGISTER, meta=meta))
+    wait = config.timeout if timeout is None else timeout
+    deadline = time.monotonic() + wait
+    challenged = False
+    try:
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0 or not sock.poll(int(left * 1000) + 1):
+                raise JoinError(
+                    f"the scheduler at {config.root_address} did not let this {info['role']} join within "
+                    f"{wait:g} s (MXTORCH_DIST_TIMEOUT): is the scheduler running (`mxtorch launch -s M` "
+                    "starts it), do DMLC_PS_ROOT_URI/DMLC_PS_ROOT_PORT point at it, and have all "
+                    "DMLC_NUM_SERVER servers and DMLC_NUM_WORKER workers been started?")
+            _, msg = recv(sock)
+            m = msg.meta or {}
+            if msg.command == Command.ERROR:
+                raise JoinError(f"the scheduler at {config.root_address} refused this {info['role']}: "
+                                f"{m.get('message', 'no reason given')}")
+            if msg.command == Command.CHALLENGE:
+                if config.secret is None:
+                    raise JoinError("the scheduler requires a shared secret: set MXTORCH_PS_SECRET in this "
+                                    "process to the job's secret")
+                if not verify(config.secret, m.get("proof"), "scheduler", nonce):
+                    raise JoinError(f"the scheduler at {config.root_address} does not know this job's "
+                                    "MXTORCH_PS_SECRET: refusing to join it")
+                challenged = True
+                answer = sign(config.secret, "node", str(m.get("nonce", "")))
+                send(sock, Message(Command.REGISTER, meta={**meta, "hmac": answer}))
+                continue
+            if msg.command == expect:
+                if config.secret is not None and not challenged:
+                    raise JoinError(f"the scheduler at {config.root_address} does not use MXTORCH_PS_SECRET "
+                                    "but this process does: set the same secret for every process of the job")
+                return sock, msg
+            # anything else (a stray heartbeat ack, ...) is not for the joining node
+    except BaseException:
+        sock.close(0)
+        raise
+
+
+class Heartbeat(threading.Thread):
+    """Sends HEARTBEATs from its own socket; :meth:`scheduler_silence` says how long since an answer."""
+
+    def __init__(self, ctx: zmq.Context, config: PSConfig, node_id: int, token: str) -> None:
+        super().__init__(name="mxtorch-ps-heartbeat", daemon=True)
+        self._ctx = ctx
+        self._config = config
+        self._node_id = node_id
+        self._token = token
+        self._stop_event = threading.Event()
+        self._last_answer = time.monotonic()
+
+    def scheduler_silence(self) -> float:
+        """Seconds since the scheduler last answered a heartbeat."""
+        return time.monotonic() - self._last_answer
+
+    def run(self) -> None:
+        sock = configure_socket(self._ctx.socket(zmq.DEALER), linger_ms=0)
+        sock.setsockopt(zmq.IDENTITY, new_identity("hb"))
+        sock.connect(self._config.root_address)
+        period = self._config.heartbeat_s
+        try:
+            while not self._stop_event.is_set():
+                send(sock, Message(Command.HEARTBEAT, sender=self._node_id, key=self._token))
+                end = time.monotonic() + period
+                while not self._stop_event.is_set():
+                    left = end - time.monotonic()
+                    if left <= 0:
+                        break
+                    if sock.poll(int(min(left, 0.2) * 1000) + 1):
+                        try:
+                            recv(sock, flags=zmq.NOBLOCK)
+                            self._last_answer = time.monotonic()
+                        except (zmq.Again, ProtocolError):
+                            pass
+        except zmq.ZMQError:
+            pass  # the context is being terminated
+        finally:
+            sock.close(0)
+
+    def stop(self) -> None:
+        self._stop_event.set()
+        if self.is_alive() and threading.current_thread() is not self:
+            self.join(timeout=2.0)

@@ -1,0 +1,546 @@
+"""The scheduler: ``run_scheduler(config) -> exit status``.
+
+It binds a ROUTER on ``DMLC_PS_ROOT_PORT`` and
+
+1. waits for ``DMLC_NUM_SERVER`` servers and ``DMLC_NUM_WORKER`` workers to REGISTER (past
+   ``MXTORCH_DIST_TIMEOUT`` it tells the registered nodes why and exits 1, naming who is
+   missing).  Ranks: ``DMLC_SERVER_ID`` / ``DMLC_WORKER_ID`` (or ``RANK``) where given, the
+   remaining ranks in arrival order; a duplicate or mixed-up mode ends the job at once;
+2. sends each server its rank (ASSIGN), waits for every server's READY (its address), then
+   sends each worker the LAYOUT (its rank, the servers' addresses);
+3. runs worker barriers, the key agreement of ``kv.init`` (KEY_CHECK: the keys, shapes and
+   dtypes of every worker compared with rank 0's), answers NUM_DEAD, and receives heartbeats;
+4. declares a node dead after ``MXTORCH_PS_DEAD_S`` seconds of silence and broadcasts
+   NODE_DEAD to every node.  In dist_sync a dead worker fails every barrier (it can never
+   arrive); in dist_async barriers count the living workers only;
+5. re-admits a restarted server (same ``DMLC_SERVER_ID``): ASSIGN with its old port, then
+   NODE_BACK to the workers once it is READY;
+6. when every worker has sent SHUTDOWN (or is dead) tells the servers to stop and exits:
+   0 if the job ended normally, 1 if a server died or a dist_sync worker died.
+"""
+
+from __future__ import annotations
+
+import secrets
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import zmq
+
+from ..base import KVStoreError
+from . import protocol as P
+from .config import PSConfig
+from .node import configure_socket
+from .protocol import Command, Message, ProtocolError
+
+__all__ = ["Scheduler", "run_scheduler"]
+
+
+def _log(text: str) -> None:
+    print(f"mxtorch ps scheduler: {text}", file=sys.stderr, flush=True)
+
+
+@dataclass
+class _Node:
+    role: str
+    identity: bytes
+    info: dict[str, Any]
+    rank: int = -1
+    node_id: int = 0
+    state: str = "alive"  # alive | dead | finished
+    last_seen: float = field(default_factory=time.monotonic)
+    address: str | None = None
+    nonce: str | None = None
+    ready: bool = False
+    incarnation: int = 0
+
+    def describe(self) -> str:
+        where = f"pid {self.info.get('pid')} on {self.info.get('host')}"
+        if self.address:
+            where = f"{self.address}, {where}"
+        return f"{self.role} {self.rank} ({where})"
+
+
+class _JobFailed(Exception):
+    pass
+
+
+class Scheduler:
+    """The scheduler's state; :meth:`run` is the whole life of the process."""
+
+    def __init__(self, config: PSConfig) -> None:
+        self.config = config
+        self.ctx = zmq.Context()
+        self.sock = configure_socket(self.ctx.socket(zmq.ROUTER), linger_ms=1000)
+        self.token = secrets.token_hex(16)
+        self.pending: dict[bytes, _Node] = {}  # registered, not yet ranked
+        self.challenges: dict[bytes, str] = {}
+        self.servers: list[_Node] = []
+        self.workers: list[_Node] = []
+        self.by_identity: dict[bytes, _Node] = {}
+        self.mode: str | None = None
+        self.running = False
+        self.barrier: dict[int, tuple[bytes, int]] = {}  # worker rank -> (identity, request id)
+        self.key_check: dict[int, tuple[bytes, int, list[Any]]] = {}
+        self.failures: list[str] = []
+
+    # ---- life cycle -----------------------------------------------------------------------
+    def run(self) -> int:
+        try:
+            self.sock.bind(f"tcp://*:{self.config.root_port}")
+        except zmq.ZMQError as e:
+            _log(f"cannot listen on port {self.config.root_port} (DMLC_PS_ROOT_PORT): {e}; choose a free "
+                 "port")
+            self._close()
+            return 1
+        try:
+            self._assemble()
+            code = self._serve()
+        except _JobFailed as e:
+            _log(str(e))
+            self._broadcast_error(str(e))
+            code = 1
+        except KeyboardInterrupt:
+            self._broadcast_error("the scheduler was interrupted")
+            code = 1
+        self._close()
+        return code
+
+    def _close(self) -> None:
+        self.sock.close(linger=1000)
+        self.ctx.term()
+
+    def _poll(self, timeout_s: float) -> list[tuple[bytes, Message]]:
+        out: list[tuple[bytes, Message]] = []
+        if not self.sock.poll(max(1, int(timeout_s * 1000))):
+            return out
+        while len(out) < 1000:
+            try:
+                frames = self.sock.recv_multipart(zmq.NOBLOCK, copy=False)
+            except zmq.Again:
+                break
+            identity = frames[0].bytes
+            try:
+                out.append((identity, P.decode(frames[1:])))
+            except ProtocolError as e:
+                self._send(identity, Message(Command.ERROR, meta={"message": f"scheduler: {e}"}))
+        return out
+
+    def _send(self, identity: bytes, msg: Message) -> None:
+        msg.sender = P.SCHEDULER_NODE
+        P.send(self.sock, msg, identity)
+
+    def _reply_error(self, identity: bytes, req: Message, text: str) -> None:
+        self._send(identity, Message(Command.ERROR, req.request_id, meta={"message": text}))
+
+    def _broadcast_error(self, text: str) -> None:
+        for node in [*self.pending.values(), *self.servers, *self.workers]:
+            if node.state == "alive":
+                self._send(node.identity, Message(Command.ERROR, meta={"message": text}))
+
+    # ---- 1-2: assembling the job ------------------------------------------------------------
+    def _assemble(self) -> None:
+        cfg = self.config
+        deadline = time.monotonic() + cfg.timeout
+        while True:
+            servers = [n for n in self.pending.values() if n.role == "server"]
+            workers = [n for n in self.pending.values() if n.role == "worker"]
+            if len(servers) == cfg.num_servers and len(workers) == cfg.num_workers:
+                break
+            if time.monotonic() > deadline:
+                raise _JobFailed(
+                    f"the job did not assemble within {cfg.timeout:g} s (MXTORCH_DIST_TIMEOUT): "
+                    f"{len(servers)} of {cfg.num_servers} servers and {len(workers)} of {cfg.num_workers} "
+                    f"workers registered{self._missing(servers, workers)}; start the missing processes "
+                    f"(mxtorch launch -n {cfg.num_workers} -s {cfg.num_servers} ...) or fix "
+                    "DMLC_NUM_SERVER/DMLC_NUM_WORKER")
+            for identity, msg in self._poll(0.2):
+                if msg.command == Command.REGISTER:
+                    self._on_register(identity, msg)
+                elif msg.command != Command.HEARTBEAT:
+                    self._reply_error(identity, msg, "the job has not started yet: register first")
+        self.servers = self._rank(servers, "server", "server_id", cfg.num_servers)
+        self.workers = self._rank(workers, "worker", "worker_id", cfg.num_workers)
+        self.pending.clear()
+        now = time.monotonic()
+        for n in self.servers:
+            n.node_id = P.server_node(n.rank)
+            n.last_seen = now
+            self.by_identity[n.identity] = n
+            self._assign(n, restart=False, port=None)
+        for n in self.workers:
+            n.node_id = P.worker_node(n.rank)
+            self.by_identity[n.identity] = n
+        while not all(n.ready for n in self.servers):
+            if time.monotonic() > deadline:
+                late = [n.describe() for n in self.servers if not n.ready]
+                raise _JobFailed(f"server(s) {late} registered but did not report READY within "
+                                 f"{cfg.timeout:g} s (MXTORCH_DIST_TIMEOUT): see their logs")
+            for identity, msg in self._poll(0.2):
+                node = self.by_identity.get(identity)
+                if msg.command == Command.READY and node is not None and node.role == "server":
+                    self._on_ready(node, msg)
+                elif msg.command == Command.HEARTBEAT:
+                    self._on_heartbeat(identity, msg)
+                else:
+                    self._reply_error(identity, msg, "the job is still assembling")
+        hosts: dict[str, list[_Node]] = {}
+        for n in self.workers:
+            hosts.setdefault(str(n.info.get("host")), []).append(n)
+        layout = [{"rank": s.rank, "address": s.address, "nonce": s.nonce} for s in self.servers]
+        now = time.monotonic()
+        for n in self.workers:
+            same_host = hosts[str(n.info.get("host"))]
+            n.last_seen = now
+            self._send(n.identity, Message(Command.LAYOUT, meta={
+                "rank": n.rank, "num_workers": cfg.num_workers, "num_servers": cfg.num_servers,
+                "mode": self.mode, "servers": layout, "token": self.token,
+                "local_rank": same_host.index(n), "local_size": len(same_host)}))
+        self.running = True
+        _log(f"job started: {cfg.num_servers} server(s), {cfg.num_workers} worker(s), dist_{self.mode}")
+
+    def _missing(self, servers: list[_Node], workers: list[_Node]) -> str:
+        parts = []
+        for nodes, key, total, role in ((servers, "server_id", self.config.num_servers, "server"),
+                                        (workers, "worker_id", self.config.num_workers, "worker")):
+            ids = {n.info.get(key) for n in nodes}
+            if None not in ids:
+                missing = [r for r in range(total) if r not in ids]
+                if missing:
+                    parts.append(f"missing {role} rank(s) {missing}")
+        return f" ({'; '.join(parts)})" if parts else ""
+
+    def _rank(self, nodes: list[_Node], role: str, key: str, total: int) -> list[_Node]:
+        out: list[_Node | None] = [None] * total
+        for n in nodes:
+            r = n.info.get(key)
+            if r is None:
+                continue
+            if not isinstance(r, int) or not 0 <= r < total:
+                raise _JobFailed(f"{role} pid {n.info.get('pid')} on {n.info.get('host')} asks for rank "
+                                 f"{r!r}, outside 0..{total - 1}")
+            other = out[r]
+            if other is not None:
+                raise _JobFailed(f"two {role}s claim rank {r}: pid {other.info.get('pid')} on "
+                                 f"{other.info.get('host')} and pid {n.info.get('pid')} on "
+                                 f"{n.info.get('host')}; give every {role} its own DMLC_{role.upper()}_ID")
+            out[r] = n
+        free = iter(i for i, n in enumerate(out) if n is None)
+        for n in nodes:
+            if n.info.get(key) is None:
+                out[next(free)] = n
+        ranked: list[_Node] = []
+        for r, slot in enumerate(out):
+            assert slot is not None
+            slot.rank = r
+            ranked.append(slot)
+        return ranked
+
+    def _on_register(self, identity: bytes, msg: Message) -> None:
+        m = msg.meta or {}
+        role = m.get("role")
+        if role not in ("server", "worker"):
+            self._reply_error(identity, msg, f"cannot register role {role!r}")
+            return
+        secret = self.config.secret
+        if secret is not None:
+            challenge = self.challenges.get(identity)
+            if challenge is None or not P.verify(secret, m.get("hmac"), "node", challenge):
+                if challenge is not None and m.get("hmac") is not None:
+                    who = f"{role} pid {m.get('pid')} on {m.get('host')}"
+                    _log(f"refused {who}: wrong MXTORCH_PS_SECRET proof")
+                    self._reply_error(identity, msg, "authentication failed: wrong MXTORCH_PS_SECRET")
+                    return
+                nonce = secrets.token_hex(16)
+                self.challenges[identity] = nonce
+                proof = P.sign(secret, "scheduler", str(m.get("nonce", "")))
+                self._send(identity, Message(Command.CHALLENGE, msg.request_id, meta={"nonce": nonce,
+                                                                                     "proof": proof}))
+                return
+        node = _Node(str(role), identity, m)
+        if self.running:
+            self._admit_late(node, msg)
+            return
+        if role == "worker":
+            mode = m.get("mode")
+            if mode not in ("sync", "async"):
+                self._reply_error(identity, msg, f"worker registered with unknown mode {mode!r}")
+                return
+            if self.mode is None:
+                self.mode = mode
+            elif mode != self.mode:
+                who = f"pid {m.get('pid')} on {m.get('host')}"
+                raise _JobFailed(f"workers disagree on the KVStore type: {who} "
+                                 f"created a dist_{mode} store, others dist_{self.mode}; every worker must "
+                                 "create the same type")
+        total = self.config.num_workers if role == "worker" else self.config.num_servers
+        if identity not in self.pending and sum(n.role == role for n in self.pending.values()) >= total:
+            self._reply_error(identity, msg, f"the job already has its {total} {role}s (DMLC_NUM_"
+                                             f"{'WORKER' if role == 'worker' else 'SERVER'}={total})")
+            return
+        self.pending[identity] = node
+
+    def _assign(self, node: _Node, restart: bool, port: int | None) -> None:
+        self._send(node.identity, Message(Command.ASSIGN, meta={
+            "rank": node.rank, "num_workers": self.config.num_workers, "num_servers": self.config.num_servers,
+            "mode": self.mode or "sync", "token": self.token, "restart": restart, "port": port}))
+
+    def _on_ready(self, node: _Node, msg: Message) -> None:
+        m = msg.meta or {}
+        node.address = str(m.get("address"))
+        node.nonce = str(m.get("nonce"))
+        node.ready = True
+        node.last_seen = time.monotonic()
+
+    def _admit_late(self, node: _Node, msg: Message) -> None:
+        # A server coming back (restart with its DMLC_SERVER_ID); workers cannot join late.
+        rank = node.info.get("server_id")
+        if node.role != "server":
+            self._reply_error(node.identity, msg, f"the job already has its {self.config.num_workers} "
+                                                  "workers; workers cannot join a running job")
+            return
+        if not isinstance(rank, int) or not 0 <= rank < len(self.servers):
+            self._reply_error(node.identity, msg, "a server joining a running job must set DMLC_SERVER_ID to "
+                                                  f"the rank it replaces (0..{len(self.servers) - 1})")
+            return
+        old = self.servers[rank]
+        port = None
+        if old.address:
+            try:
+                port = int(old.address.rsplit(":", 1)[1])
+            except ValueError:
+                port = None
+        self.by_identity.pop(old.identity, None)
+        node.rank, node.node_id = rank, old.node_id
+        node.incarnation = old.incarnation + 1
+        self.servers[rank] = node
+        self.by_identity[node.identity] = node
+        _log(f"server {rank} rejoins (pid {node.info.get('pid')} on {node.info.get('host')}), on port {port}")
+        self._assign(node, restart=True, port=port)
+
+    # ---- 3-6: the running job -----------------------------------------------------------------
+    def _serve(self) -> int:
+        cfg = self.config
+        tick = max(0.05, min(cfg.heartbeat_s / 2, 0.5))
+        while True:
+            for identity, msg in self._poll(tick):
+                self._dispatch(identity, msg)
+            self._check_dead()
+            if all(n.state != "alive" for n in self.workers):
+                return self._stop_servers()
+
+    def _dispatch(self, identity: bytes, msg: Message) -> None:
+        if msg.command == Command.HEARTBEAT:
+            self._on_heartbeat(identity, msg)
+            return
+        if msg.command == Command.REGISTER:
+            self._on_register(identity, msg)
+            return
+        node = self.by_identity.get(identity)
+        if node is None:
+            self._reply_error(identity, msg, "this connection is not part of the job (register first)")
+            return
+        if node.state == "dead":
+            # it was declared dead but speaks again: too late, the others were told
+            self._reply_error(identity, msg, f"{node.describe()} was declared dead (silent for more "
+                                             f"than {self.config.dead_s:g} s, MXTORCH_PS_DEAD_S) and cannot "
+                                             "rejoin")
+            return
+        node.last_seen = time.monotonic()
+        try:
+            if msg.command == Command.READY and node.role == "server":
+                self._on_ready(node, msg)
+                self._announce_back(node)
+            elif node.role != "worker":
+                raise KVStoreError(f"{node.describe()} sent {msg.command.name}, which only workers send")
+            elif msg.command == Command.BARRIER:
+                self.barrier[node.rank] = (identity, msg.request_id)
+                self._maybe_release_barrier()
+            elif msg.command == Command.KEY_CHECK:
+                keys = (msg.meta or {}).get("keys")
+                if not isinstance(keys, list):
+                    raise ProtocolError("malformed KEY_CHECK")
+                self.key_check[node.rank] = (identity, msg.request_id, keys)
+                self._maybe_finish_key_check()
+            elif msg.command == Command.NUM_DEAD:
+                self._on_num_dead(node, msg)
+            elif msg.command == Command.SHUTDOWN:
+                node.state = "finished"
+                self._send(identity, Message(Command.ACK, msg.request_id))
+                self._maybe_release_barrier()
+                self._maybe_finish_key_check()
+            else:
+                raise KVStoreError(f"the scheduler does not handle {msg.command.name}")
+        except KVStoreError as e:
+            self._reply_error(identity, msg, str(e))
+
+    def _on_heartbeat(self, identity: bytes, msg: Message) -> None:
+        if msg.key != self.token:
+            return  # not from this job
+        node = self._node_by_id(msg.sender)
+        if node is not None and node.state == "alive":
+            node.last_seen = time.monotonic()
+        self._send(identity, Message(Command.ACK, msg.request_id))
+
+    def _node_by_id(self, node_id: int) -> _Node | None:
+        for n in (*self.servers, *self.workers):
+            if n.node_id == node_id:
+                return n
+        return None
+
+    def _live_workers(self) -> list[_Node]:
+        return [n for n in self.workers if n.state == "alive"]
+
+    def _sync_death(self) -> str | None:
+        if self.mode != "sync":
+            return None
+        dead = [n for n in self.workers if n.state == "dead"]
+        if not dead:
+            return None
+        return (f"{dead[0].describe()} died, so this dist_sync job cannot continue (every worker takes part "
+                "in every barrier and round)")
+
+    def _maybe_release_barrier(self) -> None:
+        if not self.barrier:
+            return
+        failure = self._sync_death()
+        if failure is not None:
+            for identity, req in self.barrier.values():
+                self._send(identity, Message(Command.ERROR, req, meta={"message": failure, "code": "dead"}))
+            self.barrier.clear()
+            return
+        waiting_for = [n for n in self._live_workers() if n.rank not in self.barrier]
+        if waiting_for:
+            return
+        for identity, req in self.barrier.values():
+            self._send(identity, Message(Command.BARRIER_DONE, req))
+        self.barrier.clear()
+
+    def _maybe_finish_key_check(self) -> None:
+        if not self.key_check:
+            return
+        failure = self._sync_death()
+        if failure is not None:
+            for identity, req, _ in self.key_check.values():
+                self._send(identity, Message(Command.ERROR, req, meta={"message": failure, "code": "dead"}))
+            self.key_check.clear()
+            return
+        if any(n.rank not in self.key_check for n in self._live_workers()):
+            return
+        ranks = sorted(self.key_check)
+        ref_rank = ranks[0]
+        ref = self.key_check[ref_rank][2]
+        problems: dict[int, str] = {}
+        for r in ranks[1:]:
+            if _compare_keys(ref, self.key_check[r][2], ref_rank, "") != "":
+                problems[r] = _compare_keys(ref, self.key_check[r][2], ref_rank, f"worker {r}")
+        for r in ranks:
+            identity, req, _ = self.key_check[r]
+            if not problems:
+                self._send(identity, Message(Command.ACK, req))
+                continue
+            if r in problems:
+                text = "kv.init on this worker differs from rank {}'s: {}".format(
+                    ref_rank, _compare_keys(ref, self.key_check[r][2], ref_rank, f"this worker (rank {r})"))
+            else:
+                text = "kv.init differs between workers: " + "; ".join(problems.values())
+            text += (". Every worker must kv.init the same keys with the same shapes and dtypes, in the same "
+                     "order")
+            self._send(identity, Message(Command.ERROR, req, meta={"message": text, "code": "mismatch"}))
+        self.key_check.clear()
+
+    def _on_num_dead(self, node: _Node, msg: Message) -> None:
+        m = msg.meta or {}
+        group, timeout = m.get("node_id"), m.get("timeout")
+        if not isinstance(group, int) or not isinstance(timeout, (int, float)):
+            raise ProtocolError("malformed NUM_DEAD")
+        now = time.monotonic()
+        count = 0
+        for n in (*self.servers, *self.workers):
+            if not (P.node_group(n.node_id) & group or n.node_id == group):
+                continue
+            if n.state == "dead" or (n.state == "alive" and now - n.last_seen > timeout):
+                count += 1
+        self._send(node.identity, Message(Command.ACK, msg.request_id, arg=count))
+
+    def _check_dead(self) -> None:
+        now = time.monotonic()
+        for n in (*self.servers, *self.workers):
+            if n.state != "alive" or now - n.last_seen <= self.config.dead_s:
+                continue
+            n.state = "dead"
+            silent = now - n.last_seen
+            text = (f"{n.describe()} has been silent for {silent:.1f} s "
+                    f"(MXTORCH_PS_DEAD_S={self.config.dead_s:g})")
+            _log(f"{text}: declared dead")
+            if n.role == "server" or self.mode == "sync":
+                self.failures.append(text)
+            notice = Message(Command.NODE_DEAD, meta={"node_id": n.node_id, "role": n.role, "rank": n.rank,
+                                                      "description": n.describe(), "silent_s": silent})
+            for other in (*self.servers, *self.workers):
+                if other.state == "alive":
+                    self._send(other.identity, notice)
+            self._maybe_release_barrier()
+            self._maybe_finish_key_check()
+
+    def _announce_back(self, node: _Node) -> None:
+        if node.state == "dead":
+            node.state = "alive"
+        notice = Message(Command.NODE_BACK, meta={"node_id": node.node_id, "rank": node.rank,
+                                                  "address": node.address, "nonce": node.nonce})
+        for w in self._live_workers():
+            self._send(w.identity, notice)
+
+    def _stop_servers(self) -> int:
+        grace = min(self.config.timeout, 30.0)
+        waiting = {n.identity: n for n in self.servers if n.state == "alive"}
+        for n in waiting.values():
+            self._send(n.identity, Message(Command.SHUTDOWN))
+        deadline = time.monotonic() + grace
+        while waiting and time.monotonic() < deadline:
+            for identity, msg in self._poll(0.2):
+                if msg.command == Command.ACK and identity in waiting:
+                    waiting.pop(identity).state = "finished"
+                elif msg.command == Command.HEARTBEAT:
+                    self._on_heartbeat(identity, msg)
+        if waiting:
+            _log(f"server(s) {[n.describe() for n in waiting.values()]} did not acknowledge SHUTDOWN within "
+                 f"{grace:g} s")
+            return 1
+        if self.failures:
+            _log("job ended after failures: " + "; ".join(self.failures))
+            return 1
+        _log("job finished: every worker shut down, servers stopped")
+        return 0
+
+
+def _compare_keys(ref: list[Any], mine: list[Any], ref_rank: int, who: str) -> str:
+    """How ``who``'s KEY_CHECK list ([key, shape, dtype] items) differs from ``ref_rank``'s ('': equal)."""
+    if len(ref) != len(mine):
+        return (f"{who} initializes {len(mine)} key(s) {[_show(k) for k in mine[:6]]}, rank {ref_rank} "
+                f"{len(ref)}: {[_show(k) for k in ref[:6]]}")
+    for a, b in zip(ref, mine):
+        if a == b:
+            continue
+        if a[0] != b[0]:
+            return (f"{who} initializes key {_show(b)} where rank {ref_rank} initializes key {_show(a)} "
+                    "(keys in a different order?)")
+        return (f"key {_show(b)} has shape {tuple(b[1])} {b[2]} on {who} but shape {tuple(a[1])} {a[2]} on "
+                f"rank {ref_rank}")
+    return ""
+
+
+def _show(item: Any) -> Any:
+    try:
+        return P.key_from_json(item[0])
+    except (ProtocolError, TypeError, IndexError):
+        return item
+
+
+def run_scheduler(config: PSConfig) -> int:
+    """Run the scheduler of a parameter-server job until the workers finish; return the exit status."""
+    if config.role != "scheduler":
+        raise KVStoreError(f"run_scheduler needs DMLC_ROLE=scheduler, got {config.role!r}")
+    return Scheduler(config).run()

@@ -1,0 +1,550 @@
+"""A parameter server: ``run_server(config) -> exit status``.
+
+One single-threaded event loop (a ``zmq.Poller`` over the workers' ROUTER socket and the
+scheduler connection) plus a heartbeat thread.  The server
+
+* registers with the scheduler, binds a ROUTER on its advertised address (an ephemeral port,
+  ``MXTORCH_PS_PORT``, or, when restarted, its old port), reports READY;
+* holds key slices (:class:`~.shard.KeyShard`); INIT comes from every worker: rank 0's
+  carries the data, the others' are acknowledged once that data is in, and their shapes and
+  dtypes must agree (else ERROR naming the key, the worker and both descriptions);
+* sync mode: sums one push per worker per round, then stores the sum or, with an optimizer
+  (update on kvstore), applies it; async mode: applies every push on arrival;
+* answers a PULL once the asking worker's latest push to that slice is in the value;
+* runs the optimizer the workers declared (:mod:`.optimizer_spec`), takes SET_HYPER changes,
+  sends and loads optimizer states (GET_STATES / SET_STATES), writes snapshots;
+* in sync mode, when the scheduler reports a dead worker, answers every waiting and later
+  request with an ERROR naming it (no round can complete any more);
+* exits 0 on the scheduler's SHUTDOWN, 1 when the scheduler goes silent or joining fails.
+
+Requests from a connection that has not said HELLO get ERROR code ``not_greeted`` (a worker
+re-greets a restarted server and retries).  A bad request never stops the server: it gets an
+ERROR reply that names what was wrong.
+"""
+
+from __future__ import annotations
+
+import secrets
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+import torch
+import zmq
+
+from ...optimizer import Updater
+from ..base import Key, KVStoreError
+from . import protocol as P
+from .config import PSConfig
+from .node import Heartbeat, JoinError, configure_socket, join
+from .optimizer_spec import apply_hyper, build_optimizer, describe_optimizer
+from .protocol import Command, Flag, Message, ProtocolError
+from .shard import KeyShard
+from .snapshot import read_snapshot, snapshot_path, write_snapshot
+
+__all__ = ["ParameterServer", "run_server"]
+
+_DRAIN = 256  # messages handled per socket before looking at the other one
+
+
+def _log(text: str) -> None:
+    print(f"mxtorch ps server: {text}", file=sys.stderr, flush=True)
+
+
+class ParameterServer:
+    """The server's state and handlers; :meth:`run` is the whole life of the process."""
+
+    def __init__(self, config: PSConfig) -> None:
+        self.config = config
+        self.ctx = zmq.Context()
+        self.rank = -1
+        self.node_id = 0
+        self.mode = "sync"
+        self.num_workers = 0
+        self.address = ""
+        self.nonce = secrets.token_hex(16)
+        self.shards: dict[tuple[Key, int], KeyShard] = {}
+        self.peers: dict[bytes, int] = {}  # connection identity -> worker rank
+        self.updater: Updater | None = None
+        self.failed: str | None = None  # why sync rounds cannot complete any more
+        self.exit_code: int | None = None
+        self._updates = 0
+        self._snapshot_versions = 0
+        self.sock: zmq.Socket | None = None
+        self.sched: zmq.Socket | None = None
+        self._handlers: dict[Command, Callable[[bytes | None, Message], None]] = {
+            Command.HELLO: self._on_hello,
+            Command.INIT: self._on_init,
+            Command.PUSH: self._on_push,
+            Command.PULL: self._on_pull,
+            Command.SET_OPTIMIZER: self._on_set_optimizer,
+            Command.SET_HYPER: self._on_set_hyper,
+            Command.GET_STATES: self._on_get_states,
+            Command.SET_STATES: self._on_set_states,
+            Command.SNAPSHOT: self._on_snapshot,
+            Command.NODE_DEAD: self._on_node_dead,
+            Command.SHUTDOWN: self._on_shutdown,
+            Command.ERROR: self._on_scheduler_error,
+            Command.ACK: lambda ident, msg: None,
+        }
+
+    # ---- life cycle -----------------------------------------------------------------------
+    def run(self) -> int:
+        hb: Heartbeat | None = None
+        try:
+            info = {"role": "server", "server_id": self.config.server_id}
+            self.sched, assign = join(self.ctx, self.config, info, Command.ASSIGN)
+            m = assign.meta or {}
+            self.rank = int(m["rank"])
+            self.node_id = P.server_node(self.rank)
+            self.num_workers = int(m["num_workers"])
+            self.mode = str(m["mode"])
+            self._bind(m.get("port"))
+            if m.get("restart"):
+                self._restore()
+            P.send(self.sched, Message(Command.READY, sender=self.node_id,
+                                       meta={"address": self.address, "nonce": self.nonce}))
+            hb = Heartbeat(self.ctx, self.config, self.node_id, str(m["token"]))
+            hb.start()
+            return self._loop(hb)
+        except (JoinError, KVStoreError) as e:
+            _log(str(e))
+            return 1
+        finally:
+            if hb is not None:
+                hb.stop()
+            for s in (self.sock, self.sched):
+                if s is not None:
+                    s.close(linger=500)
+            self.ctx.term()
+
+    def _bind(self, port: Any) -> None:
+        sock = configure_socket(self.ctx.socket(zmq.ROUTER))
+        host = self.config.advertised_host()
+        wanted = int(port) if port else self.config.port
+        deadline = time.monotonic() + min(self.config.timeout, 30.0)
+        while True:
+            try:
+                if wanted:
+                    try:
+                        sock.bind(f"tcp://{host}:{wanted}")
+                    except zmq.ZMQError as e:
+                        if e.errno != zmq.EADDRNOTAVAIL:
+                            raise
+                        sock.bind(f"tcp://*:{wanted}")  # a host name that is not a local address
+                    bound = wanted
+                else:
+                    try:
+                        bound = sock.bind_to_random_port(f"tcp://{host}")
+                    except zmq.ZMQError as e:
+                        if e.errno != zmq.EADDRNOTAVAIL:
+                            raise
+                        bound = sock.bind_to_random_port("tcp://*")
+                break
+            except zmq.ZMQError as e:
+                if time.monotonic() > deadline:
+                    sock.close(0)
+                    raise KVStoreError(f"server {self.rank} cannot listen on {host}:{wanted or 'any port'}: "
+                                       f"{e}; free the port or set MXTORCH_PS_PORT / DMLC_NODE_HOST") from e
+                time.sleep(0.2)  # a restarted server's old port may still be held a moment
+        self.sock = sock
+        h = f"[{host}]" if ":" in host else host
+        self.address = f"tcp://{h}:{bound}"
+
+    def _loop(self, hb: Heartbeat) -> int:
+        assert self.sock is not None and self.sched is not None
+        poller = zmq.Poller()
+        poller.register(self.sock, zmq.POLLIN)
+        poller.register(self.sched, zmq.POLLIN)
+        tick = max(50, int(self.config.heartbeat_s * 1000))
+        while self.exit_code is None:
+            events = dict(poller.poll(tick))
+            if self.sched in events:
+                self._drain(self.sched, router=False)
+            if self.sock in events and self.exit_code is None:
+                self._drain(self.sock, router=True)
+            if self.exit_code is None and hb.scheduler_silence() > self.config.dead_s:
+                _log(f"server {self.rank}: the scheduler at {self.config.root_address} has not answered for "
+                     f"{hb.scheduler_silence():.1f} s (MXTORCH_PS_DEAD_S={self.config.dead_s:g}): the job is "
+                     "gone, exiting")
+                return 1
+        return self.exit_code
+
+    def _drain(self, sock: zmq.Socket, router: bool) -> None:
+        for _ in range(_DRAIN):
+            try:
+                frames = sock.recv_multipart(zmq.NOBLOCK, copy=False)
+            except zmq.Again:
+                return
+            identity = frames[0].bytes if router else None
+            try:
+                msg = P.decode(frames[1:] if router else frames)
+            except ProtocolError as e:
+                if identity is not None:
+                    self._send(identity, Message(Command.ERROR, sender=self.node_id,
+                                                 meta={"message": f"server {self.rank}: {e}"}))
+                continue
+            self._handle(identity, msg)
+            if self.exit_code is not None:
+                return
+
+    def _handle(self, identity: bytes | None, msg: Message) -> None:
+        handler = self._handlers.get(msg.command)
+        try:
+            if handler is None:
+                raise ProtocolError(f"a server does not handle {msg.command.name} messages")
+            if identity is not None and msg.command != Command.HELLO and identity not in self.peers:
+                self._error(identity, msg, f"server {self.rank} ({self.address}) does not know this "
+                                           "connection: "
+                                           "it restarted or was never greeted (HELLO)", code="not_greeted")
+                return
+            handler(identity, msg)
+        except KVStoreError as e:
+            self._error(identity, msg, str(e))
+        except Exception as e:  # a bug or a bad request: report it, keep serving
+            _log(traceback.format_exc())
+            what = f"{type(e).__name__}: {e}"
+            self._error(identity, msg, f"server {self.rank} failed on {msg.command.name}: {what}")
+
+    # ---- replies --------------------------------------------------------------------------
+    def _send(self, identity: bytes | None, msg: Message, track: bool = False) -> list[Any]:
+        if identity is None:
+            assert self.sched is not None
+            return P.send(self.sched, msg)
+        assert self.sock is not None
+        return P.send(self.sock, msg, identity, track=track)
+
+    def _ack(self, identity: bytes | None, req: Message, arg: int = 0,
+             meta: dict[str, Any] | None = None) -> None:
+        self._send(identity, Message(Command.ACK, req.request_id, self.node_id, key=req.key, shard=req.shard,
+                                     arg=arg, meta=meta))
+
+    def _error(self, identity: bytes | None, req: Message, text: str, code: str = "error") -> None:
+        if identity is None:
+            _log(text)
+            return
+        self._send(identity, Message(Command.ERROR, req.request_id, self.node_id, key=req.key,
+                                     shard=req.shard, meta={"message": text, "code": code}))
+
+    def _worker(self, identity: bytes | None) -> int:
+        if identity is None:
+            raise ProtocolError("only workers send this message")
+        return self.peers[identity]
+
+    def _shard(self, msg: Message, worker: int) -> KeyShard:
+        sh = self.shards.get((msg.key, msg.shard)) if msg.key is not None else None
+        if sh is None or sh.value is None:
+            raise KVStoreError(
+                f"key {msg.key!r} has not been initialized on server {self.rank}: call kv.init({msg.key!r}, "
+                f"value) on every worker before push/pull (worker {worker} asked for it)")
+        return sh
+
+    # ---- handshake and job events ----------------------------------------------------------
+    def _on_hello(self, identity: bytes | None, msg: Message) -> None:
+        m = msg.meta or {}
+        rank = m.get("rank")
+        if identity is None or not isinstance(rank, int) or not 0 <= rank < self.num_workers:
+            raise ProtocolError(f"malformed HELLO (rank {rank!r})")
+        secret = self.config.secret
+        if secret is not None and not P.verify(secret, m.get("hmac"), "hello", self.nonce, identity):
+            _log(f"refused a connection claiming to be worker {rank}: wrong MXTORCH_PS_SECRET proof")
+            self._error(identity, msg, f"server {self.rank}: authentication failed (MXTORCH_PS_SECRET)")
+            return
+        for other, r in list(self.peers.items()):  # a restarted worker replaces its old connection
+            if r == rank and other != identity:
+                del self.peers[other]
+        self.peers[identity] = rank
+        self._ack(identity, msg)
+
+    def _on_node_dead(self, identity: bytes | None, msg: Message) -> None:
+        m = msg.meta or {}
+        if m.get("role") != "worker" or self.mode != "sync":
+            return  # async jobs go on without it; a dead server is the workers' business
+        self.failed = (f"{m.get('description', 'a worker')} died, so no dist_sync round can complete any "
+                       "more: restart the job (from a checkpoint)")
+        for sh in self.shards.values():
+            for ident, req, _ in sh.pulls:
+                self._send(ident, Message(Command.ERROR, req, self.node_id, key=sh.key, shard=sh.shard,
+                                          meta={"message": self.failed, "code": "dead"}))
+            sh.pulls = []
+            for ident, req in sh.init_waiters:
+                self._send(ident, Message(Command.ERROR, req, self.node_id, key=sh.key, shard=sh.shard,
+                                          meta={"message": self.failed, "code": "dead"}))
+            sh.init_waiters = []
+
+    def _on_shutdown(self, identity: bytes | None, msg: Message) -> None:
+        if identity is not None:
+            raise ProtocolError("only the scheduler stops a server")
+        self._ack(None, msg)
+        self.exit_code = 0
+
+    def _on_scheduler_error(self, identity: bytes | None, msg: Message) -> None:
+        if identity is None:
+            _log(f"the scheduler reports: {(msg.meta or {}).get('message')}")
+            self.exit_code = 1
+
+    def _check_running(self) -> None:
+        if self.failed is not None:
+            raise KVStoreError(self.failed)
+
+    # ---- keys ------------------------------------------------------------------------------
+    def _on_init(self, identity: bytes | None, msg: Message) -> None:
+        worker = self._worker(identity)
+        assert identity is not None
+        self._check_running()
+        m = msg.meta or {}
+        try:
+            shape = tuple(int(s) for s in m["shape"])
+            dtype = P.dtype_from_name(m["dtype"])
+            num_shards, offset, numel = int(m["num_shards"]), int(m["offset"]), int(m["numel"])
+        except (KeyError, TypeError, ValueError):
+            raise ProtocolError("malformed INIT message") from None
+        if msg.key is None:
+            raise ProtocolError("INIT without a key")
+        desc = (shape, dtype, num_shards, offset, numel)
+        sh = self.shards.get((msg.key, msg.shard))
+        if sh is None:
+            sh = KeyShard(msg.key, msg.shard, num_shards, shape, dtype, offset, numel)
+            self.shards[(msg.key, msg.shard)] = sh
+        elif (sh.shape, sh.dtype, sh.num_shards, sh.offset, sh.numel) != desc:
+            raise KVStoreError(
+                f"{sh.describe()}: worker {worker} initializes it as shape {shape} {P.dtype_name(dtype)} "
+                f"(slice {offset}+{numel}), but it already is shape {sh.shape} {P.dtype_name(sh.dtype)} "
+                f"(slice {sh.offset}+{sh.numel}): every worker must init the same keys with the same shapes "
+                "and dtypes, in the same order")
+        if worker in sh.inited_by and sh.value is not None:
+            raise KVStoreError(f"{sh.describe()} was already initialized by worker {worker}: init each key "
+                               "once")
+        sh.inited_by.add(worker)
+        if msg.tensors:
+            data = msg.tensors[0]
+            if tuple(data.shape) != sh.value_shape or data.dtype != dtype:
+                raise ProtocolError(f"INIT data of {sh.describe()} has shape {tuple(data.shape)} "
+                                    f"{data.dtype}, expected {sh.value_shape} {dtype}")
+            if sh.value is None:
+                sh.value = data  # adopt the received frame
+                sh.owner = worker
+            self._ack(identity, msg)
+            for ident, req in sh.init_waiters:
+                self._send(ident, Message(Command.ACK, req, self.node_id, key=sh.key, shard=sh.shard))
+            sh.init_waiters = []
+        elif sh.value is not None:
+            self._ack(identity, msg)
+        else:
+            sh.init_waiters.append((identity, msg.request_id))
+
+    def _decode_push(self, sh: KeyShard, msg: Message, worker: int) -> torch.Tensor:
+        """The dense value a PUSH carries (the one place to add compressed or row-sparse pushes)."""
+        if msg.flags & (Flag.COMPRESSED | Flag.ROW_SPARSE):
+            raise KVStoreError(f"{sh.describe()}: compressed and row-sparse pushes are not supported by this "
+                               "server yet")
+        if len(msg.tensors) != 1:
+            raise ProtocolError(f"PUSH carries {len(msg.tensors)} tensors, expected 1")
+        grad = msg.tensors[0]
+        if tuple(grad.shape) != sh.value_shape or grad.dtype != sh.dtype:
+            raise KVStoreError(
+                f"{sh.describe()}: worker {worker} pushed shape {tuple(grad.shape)} "
+                f"{P.dtype_name(grad.dtype)}, "
+                f"but the key holds {sh.value_shape} {P.dtype_name(sh.dtype)}: push values of the shape and "
+                "dtype the key was initialized with")
+        return grad
+
+    def _on_push(self, identity: bytes | None, msg: Message) -> None:
+        worker = self._worker(identity)
+        self._check_running()
+        sh = self._shard(msg, worker)
+        grad = self._decode_push(sh, msg, worker)
+        if self.mode == "async":
+            self._apply(sh, grad)
+            sh.version += 1
+            sh.last_target[worker] = sh.version
+            self._ack(identity, msg, sh.version)
+            self._after_update()
+            return
+        target = sh.add_push(worker, grad)
+        self._ack(identity, msg, target)
+        while len(sh.round) >= self.num_workers:
+            self._apply(sh, sh.take_round())
+            sh.version += 1
+            self._answer_pulls(sh)
+            self._after_update()
+
+    def _apply(self, sh: KeyShard, grad: torch.Tensor) -> None:
+        if self.updater is None:
+            sh.set_value(grad)
+            return
+        weight = sh.writable_value()
+        if grad.dtype != weight.dtype and not self.updater.optimizer.multi_precision:
+            grad = grad.to(weight.dtype)
+        self.updater(sh.key, grad, weight)
+
+    def _on_pull(self, identity: bytes | None, msg: Message) -> None:
+        worker = self._worker(identity)
+        assert identity is not None
+        self._check_running()
+        sh = self._shard(msg, worker)
+        target = sh.last_target.get(worker, 0)
+        if self.mode == "async" or sh.version >= target:
+            self._send_value(identity, msg.request_id, sh)
+        else:
+            sh.pulls.append((identity, msg.request_id, target))
+
+    def _send_value(self, identity: bytes, req: int, sh: KeyShard) -> None:
+        assert sh.value is not None
+        reply = Message(Command.PULL_REPLY, req, self.node_id, key=sh.key, shard=sh.shard, arg=sh.version,
+                        tensors=[sh.value])
+        trackers = self._send(identity, reply, track=True)
+        sh.track(trackers)
+
+    def _answer_pulls(self, sh: KeyShard) -> None:
+        if not sh.pulls:
+            return
+        waiting = []
+        for ident, req, target in sh.pulls:
+            if sh.version >= target:
+                self._send_value(ident, req, sh)
+            else:
+                waiting.append((ident, req, target))
+        sh.pulls = waiting
+
+    # ---- optimizer -------------------------------------------------------------------------
+    def _on_set_optimizer(self, identity: bytes | None, msg: Message) -> None:
+        self._worker(identity)
+        self.updater = Updater(build_optimizer((msg.meta or {}).get("optimizer")))
+        self._ack(identity, msg)
+
+    def _require_updater(self) -> Updater:
+        if self.updater is None:
+            raise KVStoreError(f"server {self.rank} has no optimizer: call kv.set_optimizer(...) first (a "
+                               "Trainer does so with update_on_kvstore=True)")
+        return self.updater
+
+    def _on_set_hyper(self, identity: bytes | None, msg: Message) -> None:
+        self._worker(identity)
+        apply_hyper(self._require_updater().optimizer, msg.meta)
+        self._ack(identity, msg)
+
+    def _held_keys(self) -> list[Key]:
+        return list(dict.fromkeys(sh.key for sh in self.shards.values()))
+
+    def _on_get_states(self, identity: bytes | None, msg: Message) -> None:
+        self._worker(identity)
+        updater = self._require_updater()
+        tensors: list[torch.Tensor] = []
+        states = [[P.key_to_json(k), P.pack_tree(updater.states[k], tensors)]
+                  for k in self._held_keys() if k in updater.states]
+        counts = updater.optimizer._index_update_count
+        meta = {"states": states,
+                "counts": [[P.key_to_json(k), int(counts[k])] for k in self._held_keys() if k in counts],
+                "num_update": int(updater.optimizer.num_update)}
+        self._send(identity, Message(Command.STATES, msg.request_id, self.node_id, meta=meta,
+                                     tensors=tensors))
+
+    def _load_states(self, m: dict[str, Any], tensors: list[torch.Tensor]) -> Updater:
+        updater = Updater(build_optimizer(m.get("optimizer")))
+        states, counts, num_update = m.get("states"), m.get("counts"), m.get("num_update")
+        if not isinstance(states, list) or not isinstance(counts, list) or not isinstance(num_update, int):
+            raise ProtocolError("malformed optimizer states message")
+        for item in states:
+            if not (isinstance(item, list) and len(item) == 2):
+                raise ProtocolError("malformed optimizer state entry")
+            updater.states[P.key_from_json(item[0])] = P.unpack_tree(item[1], tensors)
+        for item in counts:
+            if not (isinstance(item, list) and len(item) == 2 and isinstance(item[1], int)):
+                raise ProtocolError("malformed update count entry")
+            updater.optimizer._index_update_count[P.key_from_json(item[0])] = item[1]
+        updater.optimizer.num_update = max(num_update, updater.optimizer.num_update)
+        updater.states_synced = dict.fromkeys(updater.states, True)
+        return updater
+
+    def _on_set_states(self, identity: bytes | None, msg: Message) -> None:
+        self._worker(identity)
+        self.updater = self._load_states(msg.meta or {}, msg.tensors)
+        self._ack(identity, msg)
+
+    # ---- snapshots -------------------------------------------------------------------------
+    def _on_snapshot(self, identity: bytes | None, msg: Message) -> None:
+        self._worker(identity)
+        path = self.write_snapshot()
+        self._ack(identity, msg, len(self.shards), meta={"path": path})
+
+    def _after_update(self) -> None:
+        every = self.config.snapshot_every
+        if not every or not self.config.snapshot_dir:
+            return
+        self._updates += 1
+        if self._updates < every * max(1, len(self.shards)):
+            return
+        low = min(sh.version for sh in self.shards.values())
+        if low >= self._snapshot_versions + every:
+            self.write_snapshot()
+
+    def write_snapshot(self) -> str:
+        """Write this server's values and optimizer states (see :mod:`.snapshot`); return the path."""
+        folder = self.config.snapshot_dir
+        if not folder:
+            raise KVStoreError(f"server {self.rank} has no snapshot folder: set MXTORCH_PS_SNAPSHOT_DIR for "
+                               "the servers")
+        tensors: dict[str, torch.Tensor] = {}
+        shards = []
+        for i, sh in enumerate(self.shards.values()):
+            if sh.value is None:
+                continue
+            tensors[f"value/{i}"] = sh.value
+            shards.append({"key": P.key_to_json(sh.key), "shard": sh.shard, "num_shards": sh.num_shards,
+                           "shape": list(sh.shape), "dtype": P.dtype_name(sh.dtype), "offset": sh.offset,
+                           "numel": sh.numel, "version": sh.version, "tensor": f"value/{i}"})
+        optimizer: dict[str, Any] | None = None
+        if self.updater is not None:
+            state_tensors: list[torch.Tensor] = []
+            u = self.updater
+            optimizer = {
+                "optimizer": describe_optimizer(u.optimizer),
+                "states": [[P.key_to_json(k), P.pack_tree(v, state_tensors)] for k, v in u.states.items()],
+                "counts": [[P.key_to_json(k), int(v)] for k, v in u.optimizer._index_update_count.items()],
+                "num_update": int(u.optimizer.num_update),
+            }
+            for j, t in enumerate(state_tensors):
+                tensors[f"state/{j}"] = t
+        path = snapshot_path(folder, self.rank)
+        write_snapshot(path, {"server_rank": self.rank, "mode": self.mode, "shards": shards,
+                              "optimizer": optimizer}, tensors)
+        self._updates = 0
+        self._snapshot_versions = min((sh.version for sh in self.shards.values()), default=0)
+        return path
+
+    def _restore(self) -> None:
+        folder = self.config.snapshot_dir
+        if not folder:
+            _log(f"server {self.rank} restarted without MXTORCH_PS_SNAPSHOT_DIR: it starts empty, workers "
+                 "must init their keys again")
+            return
+        path = snapshot_path(folder, self.rank)
+        try:
+            meta, tensors = read_snapshot(path)
+        except KVStoreError as e:
+            _log(f"server {self.rank} restarted but has no usable snapshot ({e}); it starts empty")
+            return
+        for s in meta.get("shards", []):
+            key = P.key_from_json(s["key"])
+            sh = KeyShard(key, int(s["shard"]), int(s["num_shards"]), tuple(int(d) for d in s["shape"]),
+                          P.dtype_from_name(s["dtype"]), int(s["offset"]), int(s["numel"]))
+            sh.value = tensors[s["tensor"]].view(sh.value_shape)
+            sh.version = int(s["version"])
+            sh.inited_by = set(range(self.num_workers))
+            self.shards[(key, sh.shard)] = sh
+        opt = meta.get("optimizer")
+        if opt is not None:
+            names = sorted((k for k in tensors if k.startswith("state/")), key=lambda k: int(k.split("/")[1]))
+            self.updater = self._load_states(opt, [tensors[n] for n in names])
+        self._snapshot_versions = min((sh.version for sh in self.shards.values()), default=0)
+        _log(f"server {self.rank} restored {len(self.shards)} key slice(s) from {path}")
+
+
+def run_server(config: PSConfig) -> int:
+    """Run one parameter server until the scheduler stops it; return the process exit status."""
+    if config.role != "server":
+        raise KVStoreError(f"run_server needs DMLC_ROLE=server, got {config.role!r}")
+    return ParameterServer(config).run()

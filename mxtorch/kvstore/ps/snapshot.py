@@ -1,0 +1,60 @@
+"""Server snapshots: one safetensors file per server, written atomically.
+
+``<MXTORCH_PS_SNAPSHOT_DIR>/server-<rank>.safetensors`` holds every value slice and every
+optimizer-state tensor of the server; its safetensors metadata entry ``mxtorch.ps`` is a JSON
+document describing them (keys, shapes, dtypes, versions, the optimizer declaration, update
+counts).  The file is written to a temporary name and renamed, so a crash leaves the previous
+snapshot whole.  Reading never unpickles: safetensors for tensors, JSON for the rest.
+
+A restarted server (same ``DMLC_SERVER_ID``) loads its snapshot and serves from it; pushes
+that arrived after the snapshot, and a sync round in progress when it was taken, are lost.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+import torch
+
+from ...checkpoint_io import atomic_write_bytes
+from ..base import KVStoreError
+
+__all__ = ["SNAPSHOT_FORMAT", "snapshot_path", "write_snapshot", "read_snapshot"]
+
+SNAPSHOT_FORMAT = "mxtorch.ps.snapshot/1"
+_META_KEY = "mxtorch.ps"
+
+
+def snapshot_path(folder: str, rank: int) -> str:
+    return os.path.join(folder, f"server-{rank}.safetensors")
+
+
+def write_snapshot(path: str, meta: dict[str, Any], tensors: dict[str, torch.Tensor]) -> None:
+    """Write ``tensors`` and the JSON ``meta`` to ``path`` atomically."""
+    from safetensors.torch import save
+
+    data = {name: t.detach().cpu().contiguous() for name, t in tensors.items()}
+    blob = save(data, metadata={_META_KEY: json.dumps({"format": SNAPSHOT_FORMAT, **meta})})
+    atomic_write_bytes(path, blob)
+
+
+def read_snapshot(path: str) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
+    """The (meta, tensors) of a snapshot written by :func:`write_snapshot`."""
+    from safetensors import safe_open
+    from safetensors.torch import load_file
+
+    try:
+        with safe_open(path, framework="pt") as f:
+            raw = (f.metadata() or {}).get(_META_KEY)
+        tensors = load_file(path)
+    except (OSError, ValueError, RuntimeError) as e:
+        raise KVStoreError(f"cannot read the server snapshot {path}: {e}") from e
+    try:
+        meta = json.loads(raw) if raw is not None else None
+    except ValueError:
+        meta = None
+    if not isinstance(meta, dict) or meta.get("format") != SNAPSHOT_FORMAT:
+        raise KVStoreError(f"{path} is not an mxtorch parameter-server snapshot ({SNAPSHOT_FORMAT})")
+    return meta, tensors

@@ -1,0 +1,559 @@
+"""``dist_sync`` / ``dist_async``: MXNet's parameter-server KVStore, as a worker sees it.
+
+``mx.kv.create('dist_sync')`` in a process started by ``mxtorch launch -n N -s M`` joins the
+job (the scheduler gives it its rank) and connects to every server.  In a process whose
+``DMLC_ROLE`` is ``server`` or ``scheduler`` the same call runs that role instead and exits
+the process with status 0 when the job ends (MXNet's "one script for every role" mode).
+
+Semantics (as MXNet's dist stores).  Keys are ints or strs (both kinds may be used side by
+side: ``3`` and ``'3'`` are different keys; for the server optimizer a key is its own index,
+as in the local store); values are float32/float16/bfloat16 (or integer) tensors.
+
+* ``init(keys, values)`` is collective: every worker calls it with the same keys, shapes and
+  dtypes in the same order (checked by the scheduler, a mismatch raises on every worker,
+  naming the key and both shapes); only rank 0's values are stored.  It returns once the
+  values are on the servers.
+* ``push(keys, values)``: a list of values for a key (one per local context) is summed on the
+  worker first.  dist_sync: the servers sum one push per worker, then store the sum, or, after
+  ``set_optimizer``, apply the optimizer to the stored weight with that sum as the gradient.
+  dist_async: every push is applied (or stored) as it arrives.
+* ``pull(keys, out)`` returns the value after this worker's own pushes to the key have been
+  applied (in dist_sync: after the round they belong to completed).
+* ``pushpull`` is push then pull in one pipelined pass; ``broadcast`` is init then pull.
+* ``set_optimizer(opt)`` declares ``opt`` to the servers (rank 0 sends it; collective, ends
+  with a barrier); later changes of its learning rate, ``rescale_grad``, weight decay or
+  clipping are sent before the next push.
+* ``save_optimizer_states``/``load_optimizer_states`` gather/scatter the servers' states as
+  one file in :meth:`mxtorch.optimizer.Updater.get_states`'s format: files move freely between
+  local and distributed training.  Saving is not collective (rank 0 alone may save).
+
+Placement: a key of at most ``MXNET_KVSTORE_BIGARRAY_BOUND`` elements goes to one server, the
+one with the fewest bytes so far (ties: the lowest rank), in init order; a larger key is cut
+into one contiguous slice per server (sizes differ by at most one element), pushed and
+pulled from all servers in parallel.  Optimizers act on each slice separately (norm-based
+ones such as LAMB/LARS then see slice norms, as in MXNet).
+
+fp16/bf16 keys: the servers sum pushes in fp32 and round once; with an optimizer whose
+``multi_precision`` is set, the server keeps an fp32 master copy of the weight (in the
+optimizer state, as a local Updater does) and returns the rounded value.
+
+Requests of one call are all sent before any reply is awaited (see :mod:`.client`); data
+frames leave from the tensors' memory and arrive without copies, apart from the final copy
+into ``out``.  Every wait is bounded by ``MXTORCH_DIST_TIMEOUT`` (or ``create(...,
+timeout=s)``) and raises at once when a node it depends on is reported dead.  One store per
+process: creating another with the same mode returns the same open store; ``close()`` (also
+run at exit) tells the scheduler this worker is done, and the job ends when every worker is.
+
+Not yet: row-sparse push/``row_sparse_pull``, gradient compression on the servers (protocol
+codes ``ROW_PULL`` and ``SET_COMPRESSION`` and the push flags are reserved; the server decodes
+every push in ``ParameterServer._decode_push``) and a bound on dist_async staleness
+(``MXTORCH_PS_STALENESS`` is read but not enforced).
+"""
+
+from __future__ import annotations
+
+import atexit
+import functools
+import weakref
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from ..base import Key, KVStoreBase, KVStoreError, Value, register_factory
+from ..local import _key_list, _tensors
+from . import protocol as P
+from .client import PSClient
+from .config import PSConfig
+from .optimizer_spec import describe_optimizer, hyper_of
+from .protocol import Command, Message
+
+__all__ = ["DistKVStore", "close_all", "place", "STORE_NAMES"]
+
+STORE_NAMES = ("dist_sync", "dist_async", "dist_device_sync", "dist_sync_device", "dist_async_device", "dist")
+_ACTIVE: weakref.WeakSet[DistKVStore] = weakref.WeakSet()
+
+
+@dataclass
+class _Plan:
+    """Where one key lives: ``shards[i] = (server, flat offset, numel)``."""
+
+    key: Key
+    shape: torch.Size
+    dtype: torch.dtype
+    numel: int
+    shards: list[tuple[int, int, int]]
+
+    def describe(self, i: int) -> str:
+        if len(self.shards) == 1:
+            return f"key {self.key!r}"
+        return f"key {self.key!r} (shard {i} of {len(self.shards)})"
+
+    def operation(self, op: str, i: int) -> str:
+        return f"{op} of {self.describe(i)}"
+
+
+def place(numel: int, itemsize: int, server_bytes: list[int], bound: int) -> list[tuple[int, int, int]]:
+    """Where a key of ``numel`` elements goes: ``[(server, flat offset, numel), ...]``.
+
+    At most ``bound`` elements: the server with the fewest bytes so far (ties: lowest rank);
+    more: one contiguous slice per server, sizes differing by at most one.  ``server_bytes``
+    (bytes assigned to each server so far) is updated.
+
+    >>> loads = [0, 0]
+    >>> place(25, 4, loads, bound=10), place(3, 4, loads, bound=10), loads
+    ([(0, 0, 13), (1, 13, 12)], [(1, 0, 3)], [52, 60])
+    """
+    n = len(server_bytes)
+    if numel > bound and n > 1:
+        base, extra = divmod(numel, n)
+        shards, off = [], 0
+        for s in range(n):
+            size = base + (1 if s < extra else 0)
+            shards.append((s, off, size))
+            server_bytes[s] += size * itemsize
+            off += size
+        return shards
+    s = min(range(n), key=lambda r: (server_bytes[r], r))
+    server_bytes[s] += numel * itemsize
+    return [(s, 0, numel)]
+
+
+def _mode(name: str) -> str:
+    return "async" if "async" in name else "sync"
+
+
+class DistKVStore(KVStoreBase):
+    """The parameter-server KVStore of a worker; see the module docstring."""
+
+    def __init__(self, name: str = "dist_sync", config: PSConfig | None = None,
+                 timeout: float | None = None) -> None:
+        """``config``: default :meth:`PSConfig.from_env`; ``timeout``: seconds any later wait on a
+        peer may last (default ``MXTORCH_DIST_TIMEOUT``; joining the job always uses that)."""
+        if name not in STORE_NAMES:
+            raise KVStoreError(f"unknown parameter-server store type {name!r}: use one of "
+                               f"{list(STORE_NAMES)}")
+        if timeout is not None and not (isinstance(timeout, (int, float)) and timeout > 0):
+            raise KVStoreError(f"timeout must be a positive number of seconds, got {timeout!r}")
+        config = PSConfig.from_env() if config is None else config
+        if config.role != "worker":
+            from .roles import become_role
+
+            become_role(config)  # serves, then exits the process
+        self._type = name
+        self._mode = _mode(name)
+        self._config = config
+        self._client = PSClient(config, self._mode)
+        if timeout is not None:
+            self._client.op_timeout = float(timeout)
+        self._plans: dict[Key, _Plan] = {}
+        self._server_bytes = [0] * self._client.num_servers
+        self._optimizer: Any = None
+        self._hyper_sent: dict[str, Any] | None = None
+        _ACTIVE.add(self)
+        atexit.register(self.close)
+
+    # ---- description -------------------------------------------------------------------------
+    @property
+    def type(self) -> str:
+        return self._type
+
+    @property
+    def rank(self) -> int:
+        return self._client.rank
+
+    @property
+    def num_workers(self) -> int:
+        return self._client.num_workers
+
+    @property
+    def num_servers(self) -> int:
+        return self._client.num_servers
+
+    @property
+    def local_rank(self) -> int:
+        return self._client.local_rank
+
+    @property
+    def mode(self) -> str:
+        """'sync' or 'async'."""
+        return self._mode
+
+    @property
+    def closed(self) -> bool:
+        return self._client.closed
+
+    def is_capable(self, capability: str) -> bool:
+        return capability in (KVStoreBase.OPTIMIZER, KVStoreBase.DISTRIBUTED)
+
+    def _live(self) -> PSClient:
+        if self._client.closed:
+            raise KVStoreError(f"this {self._type!r} KVStore is closed")
+        self._client.pump()
+        return self._client
+
+    # ---- keys and placement ----------------------------------------------------------------------
+    @staticmethod
+    def _check_key(key: Key) -> None:
+        # int and str keys travel typed, so both kinds may live side by side (3 and '3' differ)
+        if not isinstance(key, (int, str)) or isinstance(key, bool):
+            raise KVStoreError(f"KVStore keys must be int or str, got {type(key).__name__}: {key!r}")
+
+    def _plan(self, key: Key) -> _Plan:
+        try:
+            return self._plans[key]
+        except KeyError:
+            raise KVStoreError(f"key {key!r} has not been initialized: call kv.init({key!r}, value) on every "
+                               "worker first") from None
+
+    def _place(self, key: Key, t: torch.Tensor) -> _Plan:
+        shards = place(t.numel(), t.element_size(), self._server_bytes, self._config.bigarray_bound)
+        return _Plan(key, t.shape, t.dtype, t.numel(), shards)
+
+    def placement(self, key: Key) -> list[tuple[int, int, int]]:
+        """``[(server rank, flat offset, numel), ...]``: where ``key``'s slices live."""
+        return list(self._plan(key).shards)
+
+    # ---- values -------------------------------------------------------------------------------
+    @staticmethod
+    def _flat(t: torch.Tensor) -> torch.Tensor:
+        t = t.detach()
+        if t.device.type != "cpu":
+            t = t.cpu()
+        return t.contiguous().view(-1)
+
+    def _pushed(self, key: Key, value: Any) -> torch.Tensor:
+        plan = self._plan(key)
+        vals = _tensors(value, key, "pushed value")
+        for v in vals:
+            if v.layout != torch.strided:
+                raise KVStoreError(f"key {key!r}: a {v.layout} value was pushed, but the parameter server "
+                                   "takes dense tensors only so far: use dense gradients "
+                                   "(grad_stype='default'), or kvstore='allreduce'")
+            if v.shape != plan.shape or v.dtype != plan.dtype:
+                raise KVStoreError(f"key {key!r}: pushed shape {tuple(v.shape)} {P.dtype_name(v.dtype)}, but "
+                                   f"it was initialized as {tuple(plan.shape)} {P.dtype_name(plan.dtype)}")
+        if len(vals) == 1:
+            return self._flat(vals[0])
+        with torch.no_grad():
+            acc = vals[0].detach().to("cpu", copy=True)
+            for v in vals[1:]:
+                acc.add_(v.detach().to("cpu"))
+        return self._flat(acc)
+
+    def _outs(self, key: Key, out: Any) -> list[torch.Tensor]:
+        plan = self._plan(key)
+        outs = _tensors(out, key, "out")
+        for o in outs:
+            if o.shape != plan.shape:
+                raise KVStoreError(f"key {key!r}: out has shape {tuple(o.shape)}, but the key holds "
+                                   f"{tuple(plan.shape)}")
+        return outs
+
+    def _send_push(self, client: PSClient, plan: _Plan, flat: torch.Tensor) -> None:
+        for i, (server, off, size) in enumerate(plan.shards):
+            data = flat if len(plan.shards) == 1 else flat.narrow(0, off, size)
+            if len(plan.shards) == 1:
+                data = data.view(plan.shape)
+            client.send(server, Message(Command.PUSH, key=plan.key, shard=i, tensors=[data]),
+                        functools.partial(plan.operation, "PUSH", i), keep=True)
+
+    def _send_pull(self, client: PSClient, plan: _Plan, outs: list[torch.Tensor]) -> None:
+        staging: list[torch.Tensor | None] = [None]
+        remaining = [len(plan.shards)]
+        targets = [o for o in outs if o.is_contiguous()]
+        others = [o for o in outs if not o.is_contiguous()]
+        sharded = len(plan.shards) > 1
+
+        def on_reply(msg: Message, i: int) -> None:
+            if msg.command != Command.PULL_REPLY or len(msg.tensors) != 1:
+                raise KVStoreError(f"unexpected {msg.command.name} reply to a PULL of {plan.describe(i)}")
+            data = msg.tensors[0]
+            _, off, size = plan.shards[i]
+            if data.numel() != size or data.dtype != plan.dtype:
+                raise KVStoreError(f"server sent {tuple(data.shape)} {data.dtype} for {plan.describe(i)}, "
+                                   f"expected {size} {plan.dtype} elements")
+            with torch.no_grad():
+                for o in targets:
+                    dst = o.view(-1).narrow(0, off, size) if sharded else o
+                    dst.copy_(data.view(dst.shape))
+                if others:
+                    if not sharded:
+                        for o in others:
+                            o.copy_(data.view(o.shape))
+                    else:
+                        buf = staging[0]
+                        if buf is None:
+                            buf = staging[0] = torch.empty(plan.numel, dtype=plan.dtype)
+                        buf.narrow(0, off, size).copy_(data)
+                        remaining[0] -= 1
+                        if remaining[0] == 0:
+                            for o in others:
+                                o.copy_(buf.view(o.shape))
+
+        if self._mode == "sync":
+            hint = ("in dist_sync a pull waits until every worker has pushed the key; another worker may be "
+                    "slow, stuck, or not pushing it")
+        else:
+            hint = "the server may be stuck or overloaded"
+        for i, (server, _, _) in enumerate(plan.shards):
+            client.send(server, Message(Command.PULL, key=plan.key, shard=i),
+                        functools.partial(plan.operation, "PULL", i), hint,
+                        on_reply=functools.partial(on_reply, i=i))
+
+    # ---- the KVStore interface -------------------------------------------------------------------
+    def init(self, key: Key | Sequence[Key], value: Value | Sequence[Value]) -> None:
+        """Initialize keys with rank 0's values (collective; see the module docstring)."""
+        client = self._live()
+        keys, values, _ = _key_list(key, value)
+        firsts: list[torch.Tensor] = []
+        seen: set[Key] = set()
+        for k, v in zip(keys, values):
+            self._check_key(k)
+            if k in self._plans or k in seen:
+                raise KVStoreError(f"duplicate init of key {k!r}")
+            seen.add(k)
+            t = _tensors(v, k, "init value")[0]
+            P.dtype_code(t.dtype)
+            firsts.append(t)
+        check = [[P.key_to_json(k), list(t.shape), P.dtype_name(t.dtype)] for k, t in zip(keys, firsts)]
+        client.request_scheduler(Message(Command.KEY_CHECK, meta={"keys": check}), "KEY_CHECK of kv.init",
+                                 "another worker has not called kv.init with these keys yet")
+        plans = [self._place(k, t) for k, t in zip(keys, firsts)]
+        for plan, t in zip(plans, firsts):
+            flat = self._flat(t) if self.rank == 0 else None
+            for i, (server, off, size) in enumerate(plan.shards):
+                meta = {"shape": list(plan.shape), "dtype": P.dtype_name(plan.dtype),
+                        "num_shards": len(plan.shards), "offset": off, "numel": size}
+                tensors = []
+                if flat is not None:
+                    tensors = [flat.view(plan.shape) if len(plan.shards) == 1 else flat.narrow(0, off, size)]
+                client.send(server, Message(Command.INIT, key=plan.key, shard=i, meta=meta, tensors=tensors),
+                            functools.partial(plan.operation, "INIT", i),
+                            "rank 0 has not sent the key's value yet")
+        try:
+            client.wait()
+        finally:
+            for plan in plans:
+                self._plans[plan.key] = plan
+
+    def push(self, key: Key | Sequence[Key], value: Value | Sequence[Value], priority: int = 0) -> None:
+        client = self._live()
+        keys, values, _ = _key_list(key, value)
+        flats = [self._pushed(k, v) for k, v in zip(keys, values)]
+        self._sync_hyper(client)
+        for k, flat in zip(keys, flats):
+            self._send_push(client, self._plans[k], flat)
+        client.wait()
+
+    def pull(self, key: Key | Sequence[Key], out: Value | Sequence[Value] | None = None,
+             priority: int = 0, ignore_sparse: bool = True) -> None:
+        if out is None:
+            raise KVStoreError("pull needs out=: the tensor(s) to copy the stored value into")
+        client = self._live()
+        keys, outs, _ = _key_list(key, out)
+        targets = [self._outs(k, o) for k, o in zip(keys, outs)]
+        for k, o in zip(keys, targets):
+            self._send_pull(client, self._plans[k], o)
+        client.wait()
+
+    def pushpull(self, key: Key | Sequence[Key], value: Value | Sequence[Value],
+                 out: Value | Sequence[Value] | None = None, priority: int = 0) -> None:
+        """Push then pull every key in one pass (with ``out=None`` the result overwrites ``value``)."""
+        client = self._live()
+        keys, values, _ = _key_list(key, value)
+        outs = values if out is None else _key_list(key, out)[1]
+        flats = [self._pushed(k, v) for k, v in zip(keys, values)]
+        targets = [self._outs(k, o) for k, o in zip(keys, outs)]
+        self._sync_hyper(client)
+        for k, flat, o in zip(keys, flats, targets):
+            plan = self._plans[k]
+            self._send_push(client, plan, flat)
+            self._send_pull(client, plan, o)
+        client.wait()
+
+    def broadcast(self, key: Key | Sequence[Key], value: Value | Sequence[Value],
+                  out: Value | Sequence[Value], priority: int = 0) -> None:
+        """Initialize with rank 0's ``value`` and pull it into ``out`` on every worker."""
+        self.init(key, value)
+        self.pull(key, out, priority)
+
+    def barrier(self) -> None:
+        """Wait until every worker reaches its barrier (dist_async: every living worker)."""
+        self._live().request_scheduler(Message(Command.BARRIER), "BARRIER",
+                                       "another worker has not reached its barrier yet")
+
+    def num_dead_node(self, node_id: int, timeout: int = 60) -> int:
+        """How many nodes of group ``node_id`` (1 scheduler, 2 servers, 4 workers, sums allowed) are dead,
+        counting those silent for ``timeout`` seconds."""
+        reply = self._live().request_scheduler(
+            Message(Command.NUM_DEAD, meta={"node_id": int(node_id), "timeout": float(timeout)}), "NUM_DEAD")
+        return int(reply.arg)
+
+    # ---- optimizer on the servers --------------------------------------------------------------
+    def set_optimizer(self, optimizer: Any) -> None:
+        """Run ``optimizer`` on the servers (collective: rank 0 declares it, then a barrier)."""
+        client = self._live()
+        desc = describe_optimizer(optimizer)
+        if self.rank == 0:
+            for s in range(self.num_servers):
+                client.send(s, Message(Command.SET_OPTIMIZER, meta={"optimizer": desc}), "SET_OPTIMIZER")
+            client.wait()
+        self.barrier()
+        self._optimizer = optimizer
+        self._hyper_sent = hyper_of(optimizer)
+
+    def _sync_hyper(self, client: PSClient) -> None:
+        if self._optimizer is None:
+            return
+        hyper = hyper_of(self._optimizer)
+        if hyper == self._hyper_sent:
+            return
+        changed = {k: v for k, v in hyper.items() if self._hyper_sent is None or self._hyper_sent.get(k) != v}
+        for s in range(self.num_servers):
+            client.send(s, Message(Command.SET_HYPER, meta=changed), "SET_HYPER")
+        self._hyper_sent = hyper
+
+    def _require_optimizer(self) -> Any:
+        if self._optimizer is None:
+            raise KVStoreError("no optimizer runs on the servers: call kv.set_optimizer(...) first (a "
+                               "Trainer does so with update_on_kvstore=True)")
+        return self._optimizer
+
+    def _gather_states(self) -> tuple[dict[Key, Any], dict[Key, int], int]:
+        client = self._live()
+        ids = [client.send(s, Message(Command.GET_STATES), "GET_STATES") for s in range(self.num_servers)]
+        client.wait()
+        parts: dict[Key, dict[int, Any]] = {}
+        counts: dict[Key, int] = {}
+        num_update = 0
+        for s, rid in enumerate(ids):
+            reply = client.replies.pop(rid)
+            m = reply.meta or {}
+            for item in m.get("states", []):
+                k = P.key_from_json(item[0])
+                parts.setdefault(k, {})[s] = P.unpack_tree(item[1], reply.tensors)
+            for item in m.get("counts", []):
+                k = P.key_from_json(item[0])
+                counts[k] = max(counts.get(k, 0), int(item[1]))
+            num_update = max(num_update, int(m.get("num_update", 0)))
+        states: dict[Key, Any] = {}
+        for k, by_server in parts.items():
+            plan = self._plans.get(k)
+            if plan is None or len(plan.shards) == 1:
+                states[k] = next(iter(by_server.values()))
+                continue
+            pieces = []
+            for server, _, _ in plan.shards:
+                if server not in by_server:
+                    break  # a slice never updated: no state yet for this key
+                pieces.append(by_server[server])
+            else:
+                states[k] = _join_state(pieces, plan)
+        return states, counts, num_update
+
+    def save_optimizer_states(self, fname: str, dump_optimizer: bool = False) -> None:
+        """Write the servers' optimizer states to ``fname`` in ``Updater.get_states`` format."""
+        from ...checkpoint_io import atomic_write_bytes
+        from ...optimizer import Updater
+
+        optimizer = self._require_optimizer()
+        states, counts, num_update = self._gather_states()
+        optimizer._index_update_count = dict(counts)
+        optimizer.num_update = max(num_update, optimizer.begin_num_update)
+        updater = Updater(optimizer)
+        updater.states = states
+        atomic_write_bytes(fname, updater.get_states(dump_optimizer))
+
+    def load_optimizer_states(self, fname: str) -> None:
+        """Load a file written by ``save_optimizer_states`` or ``Updater.get_states`` into the servers."""
+        from ...optimizer import Updater
+
+        optimizer = self._require_optimizer()
+        with open(fname, "rb") as f:
+            blob = f.read()
+        updater = Updater(optimizer)
+        updater.set_states(blob)  # validates; loads hyper-parameters and counts into optimizer
+        client = self._live()
+        desc = describe_optimizer(optimizer)
+        per_server: list[tuple[list[Any], list[torch.Tensor], list[Any]]] = [
+            ([], [], []) for _ in range(self.num_servers)]
+        counts = optimizer._index_update_count
+        for k, plan in self._plans.items():
+            for server, off, size in plan.shards:
+                states, tensors, cnts = per_server[server]
+                if k in updater.states:
+                    piece = updater.states[k]
+                    if len(plan.shards) > 1:
+                        piece = _slice_state(piece, plan, off, size)
+                    states.append([P.key_to_json(k), P.pack_tree(piece, tensors)])
+                if k in counts:
+                    cnts.append([P.key_to_json(k), int(counts[k])])
+        for s, (states, tensors, cnts) in enumerate(per_server):
+            meta = {"optimizer": desc, "states": states, "counts": cnts,
+                    "num_update": int(optimizer.num_update)}
+            client.send(s, Message(Command.SET_STATES, meta=meta, tensors=tensors), "SET_STATES")
+        client.wait()
+        self._hyper_sent = hyper_of(optimizer)
+
+    # ---- snapshots and the end ------------------------------------------------------------------
+    def _snapshot(self) -> list[str]:
+        """Ask every server to write its snapshot now (needs MXTORCH_PS_SNAPSHOT_DIR); return the paths."""
+        client = self._live()
+        ids = [client.send(s, Message(Command.SNAPSHOT), "SNAPSHOT") for s in range(self.num_servers)]
+        client.wait()
+        return [str((client.replies.pop(rid).meta or {}).get("path")) for rid in ids]
+
+    def close(self) -> None:
+        """Tell the scheduler this worker is done and disconnect (idempotent; also run at exit)."""
+        if self._client.closed:
+            return
+        self._client.close()
+        _ACTIVE.discard(self)
+        atexit.unregister(self.close)
+
+
+def _join_state(pieces: list[Any], plan: _Plan) -> Any:
+    """Concatenate the servers' slice states of a split key into whole-key state."""
+    first = pieces[0]
+    if isinstance(first, torch.Tensor):
+        if all(isinstance(p, torch.Tensor) and p.dim() == 1 for p in pieces) and \
+                sum(p.numel() for p in pieces) == plan.numel:
+            return torch.cat(pieces).view(plan.shape)
+        return first  # a per-key scalar state: the slices hold the same value
+    if isinstance(first, tuple):
+        return tuple(_join_state([p[j] for p in pieces], plan) for j in range(len(first)))
+    return first
+
+
+def _slice_state(state: Any, plan: _Plan, off: int, size: int) -> Any:
+    """The part of a whole-key state that the slice ``off:off+size`` of a split key keeps."""
+    if isinstance(state, torch.Tensor):
+        if state.numel() == plan.numel and state.numel() > 1:
+            return state.reshape(-1).narrow(0, off, size).contiguous()
+        return state
+    if isinstance(state, (tuple, list)):
+        return tuple(_slice_state(s, plan, off, size) for s in state)
+    return state
+
+
+def close_all() -> None:
+    """Close every open store of this process (what a worker does at exit)."""
+    for store in list(_ACTIVE):
+        store.close()
+
+
+def _create(name: str, **kwargs: Any) -> KVStoreBase:
+    for store in list(_ACTIVE):
+        if not store.closed:
+            if store.mode != _mode(name):
+                raise KVStoreError(f"this process already has an open {store.type!r} KVStore; a process is "
+                                   f"one worker and cannot also use {name!r}: close() it first or create the "
+                                   "same type")
+            return store
+    return DistKVStore(name, **kwargs)
+
+
+for _name in STORE_NAMES:
+    register_factory(_name, _create)

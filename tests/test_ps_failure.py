@@ -1,0 +1,140 @@
+"""Parameter-server failures: dead workers and servers (real processes killed with SIGKILL),
+timeouts, a scheduler that never assembles, shared-secret refusals, snapshots and restarts."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+
+import ps_workers as w  # noqa: I001  (tests/ is on sys.path)
+import pytest
+import torch
+from torch.testing import assert_close
+
+from mxtorch.distributed.testing import free_port
+from mxtorch.kvstore.ps import DistKVStore, PSConfig, run_scheduler
+from mxtorch.kvstore.ps.node import JoinError
+from mxtorch.kvstore.ps.testing import ps_cluster, run_ps_job
+
+FAST = {"MXTORCH_PS_HEARTBEAT_S": "0.3", "MXTORCH_PS_DEAD_S": "4"}
+
+
+@pytest.mark.parametrize("op", ["pull", "barrier"])
+def test_sync_worker_death_fails_the_waiting_worker_naming_it(op):
+    with ps_cluster(2, 1, env=FAST, timeout=90) as c:
+        c.start_workers(w.wait_for_dead_peer, op)
+        survivor, dead = c.join_workers()
+        assert dead.exitcode == -9
+        assert survivor.ok, survivor.error
+        err = survivor.value["error"]
+        assert err is not None and "worker 1" in err and "dist_sync" in err, err
+        assert survivor.value["seconds"] < 60  # raised long before MXTORCH_DIST_TIMEOUT (90 s)
+        codes = c.wait_exit()
+        assert codes == {"scheduler": 1, "server 0": 0}  # the job failed; the server was stopped cleanly
+        assert "declared dead" in c.stderr("scheduler")
+
+
+def test_server_death_fails_the_workers_naming_the_server():
+    with ps_cluster(2, 1, env=FAST, timeout=90) as c:
+        c.start_workers(w.wait_for_dead_server, [p.pid for p in c.servers])
+        outcomes = c.join_workers()
+        for o in outcomes:
+            assert o.ok, o.error
+            err, where = o.value["error"], o.value["server"]
+            assert err is not None and "declared dead" in err, err
+            assert f"server {where} (tcp://127.0.0.1:" in err, err
+        assert c.servers[outcomes[0].value["server"]].exitcode == -9
+        assert c.wait_exit()["scheduler"] == 1
+
+
+def test_async_job_goes_on_without_a_dead_worker():
+    with ps_cluster(2, 1, env=FAST, timeout=90) as c:
+        c.start_workers(w.async_survives_dead_worker, 20)
+        alive, dead = c.join_workers()
+        assert dead.exitcode == -9
+        assert alive.ok, alive.error
+        assert alive.value["dead_workers"] == 1 and alive.value["dead_servers"] == 0
+        assert_close(alive.value["value"], torch.full((2,), -20.0))  # each of its 20 pushes applied once
+        assert c.wait_exit() == {"scheduler": 0, "server 0": 0}
+
+
+def test_a_stalled_pull_times_out_naming_key_and_server():
+    res = run_ps_job(w.stalled_pull, 2, 1, 2.0, timeout=90)
+    err = res[0]["error"]
+    assert "no answer to PULL of key 'w' (server 0 (tcp://127.0.0.1:" in err
+    assert "within 2 s (MXTORCH_DIST_TIMEOUT)" in err and "every worker has pushed the key" in err
+    assert res[0]["seconds"] < 30
+
+
+def _config(role, port, **kw):
+    env = {"DMLC_ROLE": role, "DMLC_PS_ROOT_URI": "127.0.0.1", "DMLC_PS_ROOT_PORT": str(port),
+           "DMLC_NUM_SERVER": "1", "DMLC_NUM_WORKER": "2", "MXTORCH_DIST_TIMEOUT": "2",
+           **{k: str(v) for k, v in kw.items()}}
+    return PSConfig.from_env(env)
+
+
+def test_scheduler_gives_up_on_a_job_that_never_assembles(capfd):
+    port = free_port()
+    assert run_scheduler(_config("scheduler", port)) == 1
+    err = capfd.readouterr().err
+    assert "did not assemble within 2 s" in err and "0 of 1 servers and 0 of 2 workers registered" in err
+
+
+def test_worker_without_a_scheduler_fails_within_the_timeout():
+    start = time.monotonic()
+    with pytest.raises(JoinError, match="did not let this worker join within 2 s.*is the scheduler running"):
+        DistKVStore("dist_sync", config=_config("worker", free_port()))
+    assert time.monotonic() - start < 20
+
+
+@pytest.mark.parametrize("worker_secret, match", [
+    ("wrong", "does not know this job's MXTORCH_PS_SECRET"),
+    (None, "requires a shared secret: set MXTORCH_PS_SECRET"),
+])
+def test_a_worker_without_the_secret_cannot_join(worker_secret, match):
+    port = free_port()
+    codes = []
+    sched = threading.Thread(target=lambda: codes.append(run_scheduler(_config("scheduler", port,
+                                                                               MXTORCH_PS_SECRET="right"))))
+    sched.start()
+    try:
+        extra = {} if worker_secret is None else {"MXTORCH_PS_SECRET": worker_secret}
+        with pytest.raises(JoinError, match=match):
+            DistKVStore("dist_sync", config=_config("worker", port, **extra))
+    finally:
+        sched.join(30)
+    assert codes == [1]
+
+
+def test_restarted_server_restores_its_snapshot(tmp_path):
+    snap = tmp_path / "snap"
+    env = {"MXTORCH_PS_SNAPSHOT_DIR": str(snap), "MXNET_KVSTORE_BIGARRAY_BOUND": "20",
+           "MXTORCH_PS_HEARTBEAT_S": "0.3", "MXTORCH_PS_DEAD_S": "30"}
+    with ps_cluster(2, 2, env=env, timeout=120) as c:
+        c.start_workers(w.snapshot_then_wait, str(tmp_path))
+        deadline = time.monotonic() + 100
+        while not (tmp_path / "snapshot-done").exists():
+            assert time.monotonic() < deadline, c.stderr("worker 0")
+            assert all(p.exitcode is None for p in c.workers), c.stderr("worker 0") + c.stderr("worker 1")
+            time.sleep(0.1)
+        files = (tmp_path / "snapshot-done").read_text().split("\n")
+        assert sorted(os.path.basename(f) for f in files) == ["server-0.safetensors", "server-1.safetensors"]
+        c.kill_server(0)
+        c.start_server(0)
+        (tmp_path / "restarted").write_text("yes")
+        outcomes = c.join_workers()
+        for o in outcomes:
+            assert o.ok, o.error
+        assert c.wait_exit() == {"scheduler": 0, "server 0": 0, "server 1": 0}
+        assert "restored" in c.stderr("server 0")
+    for o in outcomes:
+        res = o.value
+        for before, after in zip(res["before"], res["after"]):
+            assert_close(after, before, rtol=0, atol=0)
+    # the optimizer and its momentum came back too: both workers see the same next step
+    assert_close(outcomes[0].value["more"][2], outcomes[1].value["more"][2], rtol=0, atol=0)
+    big = outcomes[0].value
+    # SGD lr 0.1, momentum 0.5 on 'big' (grads 0, 2, then 2): mom -0.2, then -0.1 - 0.2 = -0.3
+    assert_close(big["before"][2], torch.arange(30, dtype=torch.float32) - 0.2)
+    assert_close(big["more"][2], torch.arange(30, dtype=torch.float32) - 0.5)
