@@ -8,25 +8,29 @@ Prints, measured in one run (every job on 127.0.0.1, started by
     dist_sync against raw transfers of the same bytes *between the same processes*.  Each
     server process also runs an echo thread for a plain ZeroMQ ROUTER (zero-copy both ways,
     ZeroMQ's default socket options) and one for a plain TCP socket; the worker sends every
-    key slice the PS would send, to the server the PS would send it to, with the same frame
-    sizes, and waits for all of it to come back.  The three are timed in interleaved rounds;
+    key slice the PS would send (``kv.placement``), to the server the PS would send it to, in
+    frames of the same sizes, and waits for all of it to come back.  A third raw ZeroMQ
+    transfer sends the same bytes in frames of at most ``--frame-mib`` (4 MiB), which shows
+    what the PS's frame sizes cost.  All are timed in interleaved rounds (the order rotates);
     medians.  GB/s counts the bytes the worker sends plus those it receives (2 x the model);
-    ``PS/ZMQ`` = raw ZeroMQ time / PS time (target >= 0.8).  Where MXNet 1.9.1 is installed in
-    its own venv (``--mxnet-python``, default ``.venv-mxnet/bin/python``), MXNet's own dist_sync
-    (1 scheduler, the same number of servers, 1 worker, DMLC_* on 127.0.0.1) pushes and pulls
-    the same layouts in the same run (bench/mxnet_ps_reference.py); without the venv that
-    column is left out.
+    ``PS/ZMQ`` is the median over rounds of raw ZeroMQ time / PS time (target >= 0.8).  Where
+    MXNet 1.9.1 is installed in its own venv (``--mxnet-python``, default
+    ``.venv-mxnet/bin/python``), MXNet's own dist_sync (1 scheduler, the same number of servers,
+    1 worker, DMLC_* on 127.0.0.1) pushes and pulls the same layouts in the same run
+    (bench/mxnet_ps_reference.py); without the venv that column is left out, with a note.
 (b) the training step of a Gluon ``Trainer`` on 2 workers with ``kvstore='dist_sync'`` (the
     optimizer runs on the servers, MXNet's default) against ``kvstore='horovod'`` (gloo ring
     allreduce during backward, optimizer on the workers): same model (bench/_models.py), same
     processes, interleaved rounds; the ratio, the time spent inside ``trainer.step`` and the
     bytes each moves per step.
-(c) the same step with worker 1 sleeping ``--slow-ms`` after every step: steps/s of the fast
-    worker, the slow worker and both, for dist_sync and dist_async (each worker runs the same
-    number of steps and is timed on its own).
+(c) the same step with worker 1 sleeping ``--slow-ms`` before every step: steps/s of the fast
+    worker, the slow worker and both, for dist_sync and dist_async, each worker timed on its
+    own.  In dist_sync every worker runs ``--slow-steps`` steps (they go in lockstep); in
+    dist_async every worker runs steps for as long as the slow worker's sleeps of those steps
+    take (``--slow-steps`` x ``--slow-ms``).
 
-    python bench/ps.py [--size-mib 100] [--keys 25,1] [--servers 1,2] [--rounds 5]
-                       [--model mlp] [--slow-ms 100] [--parts bw,train,slow]
+    python bench/ps.py [--size-mib 100] [--keys 25,1] [--servers 1,2] [--rounds 7] [--reps 2]
+                       [--model mlp] [--train-servers 2] [--slow-ms 100] [--parts bw,train,slow]
 
 On a machine with fewer cores than processes the numbers measure shared CPUs as much as the
 transport: the load average is printed at the start and the end.
@@ -36,6 +40,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import faulthandler
 import json
 import os
 import shutil
@@ -44,9 +49,11 @@ import socket
 import statistics
 import struct
 import subprocess
+import sys
 import tempfile
 import threading
 import time
+import traceback
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -55,7 +62,7 @@ import torch
 MiB = 1 << 20
 BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
 DEFAULT_MXNET_PYTHON = os.path.join(os.path.dirname(BENCH_DIR), ".venv-mxnet", "bin", "python")
-MXNET_VENV_HINT = ('python3 -m venv .venv-mxnet && .venv-mxnet/bin/pip install mxnet==1.9.1 "numpy<1.24"')
+MXNET_VENV_HINT = 'python3 -m venv .venv-mxnet && .venv-mxnet/bin/pip install mxnet==1.9.1 "numpy<1.24"'
 _LEN = struct.Struct("<Q")
 _RAW_TIMEOUT_S = 120.0
 
@@ -121,7 +128,7 @@ def _tcp_echo(listener: socket.socket) -> None:
         threading.Thread(target=_tcp_echo_connection, args=(conn,), daemon=True).start()
 
 
-def server_with_echo(port_dir: str) -> None:
+def server_with_echo(port_dir: str, timeout: float) -> None:
     """A PS server process that also echoes raw ZeroMQ and TCP transfers (run by ``ps_cluster``).
 
     Binds both echo sockets to free ports, writes them to ``port_dir/server<rank>.json``, then
@@ -131,19 +138,25 @@ def server_with_echo(port_dir: str) -> None:
 
     from mxtorch.kvstore.ps import become_role
 
-    rank = int(os.environ["DMLC_SERVER_ID"])
-    ctx = zmq.Context()
-    router = ctx.socket(zmq.ROUTER)
-    router.setsockopt(zmq.SNDHWM, 0)
-    router.setsockopt(zmq.RCVHWM, 0)
-    zmq_port = router.bind_to_random_port("tcp://127.0.0.1")
-    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    listener.bind(("127.0.0.1", 0))
-    listener.listen(4)
-    tmp = os.path.join(port_dir, f".server{rank}.json")
-    with open(tmp, "w") as f:
-        json.dump({"zmq": zmq_port, "tcp": listener.getsockname()[1]}, f)
-    os.replace(tmp, os.path.join(port_dir, f"server{rank}.json"))
+    _watchdog({"timeout": timeout})
+    try:
+        rank = int(os.environ["DMLC_SERVER_ID"])
+        ctx = zmq.Context()
+        router = ctx.socket(zmq.ROUTER)
+        router.setsockopt(zmq.SNDHWM, 0)
+        router.setsockopt(zmq.RCVHWM, 0)
+        zmq_port = router.bind_to_random_port("tcp://127.0.0.1")
+        listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(4)
+        tmp = os.path.join(port_dir, f".server{rank}.json")
+        with open(tmp, "w") as f:
+            json.dump({"zmq": zmq_port, "tcp": listener.getsockname()[1]}, f)
+        os.replace(tmp, os.path.join(port_dir, f"server{rank}.json"))
+    except BaseException:
+        traceback.print_exc()  # to this server's log, which the job's error quotes
+        sys.stderr.flush()
+        os._exit(1)  # a non-zero exit ends the job at once (see run_job)
     threading.Thread(target=_zmq_echo, args=(router,), name="zmq-echo", daemon=True).start()
     threading.Thread(target=_tcp_echo, args=(listener,), name="tcp-echo", daemon=True).start()
     become_role()
@@ -186,8 +199,8 @@ class RawLinks:
         deadline = time.monotonic() + _RAW_TIMEOUT_S
         while left:
             if time.monotonic() > deadline:
-                raise TimeoutError(f"raw ZeroMQ echo: {left} of {len(slices)} slices did not come back within "
-                                   f"{_RAW_TIMEOUT_S:g} s")
+                raise TimeoutError(f"raw ZeroMQ echo: {left} of {len(slices)} slices did not come back "
+                                   f"within {_RAW_TIMEOUT_S:g} s")
             for sock, _ in self.poller.poll(1000):
                 while True:
                     try:
@@ -228,14 +241,15 @@ class RawLinks:
             except BaseException as e:
                 errors.append(e)
 
-        receivers = [threading.Thread(target=receive, args=(s, ds), daemon=True) for s, ds in per_server.items()]
+        receivers = [threading.Thread(target=receive, args=(s, ds), daemon=True)
+                     for s, ds in per_server.items()]
         for t in receivers:
             t.start()
         for server, data in slices:
             conn = self.conns[server]
             raw = data.numpy()
             conn.sendall(_LEN.pack(raw.nbytes))
-            conn.sendall(memoryview(raw).cast("B"))
+            conn.sendall(raw.data.cast("B"))
         for t in receivers:
             t.join(_RAW_TIMEOUT_S)
             if t.is_alive():
@@ -268,41 +282,65 @@ def _interleaved(fns: dict[str, Callable[[], Any]], rounds: int, reps: int,
     return times
 
 
+def _capped(slices: list[tuple[int, torch.Tensor]], frame_bytes: int) -> list[tuple[int, torch.Tensor]]:
+    """The same slices cut into frames of at most ``frame_bytes``."""
+    out: list[tuple[int, torch.Tensor]] = []
+    for server, data in slices:
+        n = max(1, frame_bytes // data.element_size())
+        out.extend((server, data.narrow(0, off, min(n, data.numel() - off)))
+                   for off in range(0, data.numel(), n))
+    return out
+
+
+def _watchdog(cfg: dict[str, Any]) -> None:
+    # A stuck process prints every thread's stack to its stderr, which the job's error quotes.
+    faulthandler.dump_traceback_later(max(5.0, cfg["timeout"] - 15.0))
+
+
+def _time_layout(kv: Any, raw: RawLinks, li: int, numels: list[int], cfg: dict[str, Any]) -> dict[str, Any]:
+    g = torch.Generator().manual_seed(li)
+    keys = [f"L{li}k{i}" for i in range(len(numels))]
+    grads = [torch.rand(n, generator=g) for n in numels]
+    outs = [torch.empty(n) for n in numels]
+    kv.init(keys, [torch.zeros(n) for n in numels])
+    slices = [(server, grad.narrow(0, off, size))
+              for k, grad in zip(keys, grads) for server, off, size in kv.placement(k)]
+    capped = _capped(slices, cfg["frame_bytes"])
+    # first calls: warm up, and check that each path really moves the bytes
+    kv.pushpull(keys, grads, out=outs)
+    if not all(torch.equal(o, gr) for o, gr in zip(outs, grads)):
+        raise RuntimeError("dist_sync pushpull returned values other than the pushed ones")
+    raw.zmq_roundtrip(slices, check=True)
+    raw.tcp_roundtrip(slices, check=True)
+    fns: dict[str, Callable[[], Any]] = {
+        "ps": lambda: kv.pushpull(keys, grads, out=outs),
+        "zmq": lambda: raw.zmq_roundtrip(slices),
+        "tcp": lambda: raw.tcp_roundtrip(slices),
+    }
+    if len(capped) != len(slices):
+        fns["zmq_capped"] = lambda: raw.zmq_roundtrip(capped)
+    for fn in fns.values():
+        fn()
+    times: dict[str, Any] = _interleaved(fns, cfg["rounds"], cfg["reps"])
+    times.setdefault("zmq_capped", times["zmq"])  # the PS's frames are within the cap already
+    times["frames"] = [float(len(slices)), max(d.numel() * d.element_size() for _, d in slices) / MiB]
+    return times
+
+
 def bandwidth_worker(cfg: dict[str, Any]) -> dict[str, dict[str, list[float]]]:
-    """Worker of an (a) job: PS pushpull vs raw ZeroMQ vs raw TCP, per layout; seconds per round."""
+    """Worker of an (a) job: PS pushpull vs raw ZeroMQ (the PS's frames, and frames capped at
+    ``frame_bytes``) vs raw TCP, per layout; seconds per round, and the PS's frame count and
+    largest frame (MiB)."""
     import mxtorch as mx
 
+    _watchdog(cfg)
     torch.set_num_threads(cfg["threads"])
     kv = mx.kv.create("dist_sync")
     raw = RawLinks(cfg["port_dir"], kv.num_servers)
-    out: dict[str, dict[str, list[float]]] = {}
     try:
-        for li, numels in enumerate(cfg["layouts"]):
-            g = torch.Generator().manual_seed(li)
-            keys = [f"L{li}k{i}" for i in range(len(numels))]
-            grads = [torch.rand(n, generator=g) for n in numels]
-            outs = [torch.empty(n) for n in numels]
-            kv.init(keys, [torch.zeros(n) for n in numels])
-            slices = [(server, grad.narrow(0, off, size))
-                      for k, grad in zip(keys, grads) for server, off, size in kv.placement(k)]
-            # first calls: warm up, and check that each path really moves the bytes
-            kv.pushpull(keys, grads, out=outs)
-            if not all(torch.equal(o, gr) for o, gr in zip(outs, grads)):
-                raise RuntimeError("dist_sync pushpull returned values other than the pushed ones")
-            raw.zmq_roundtrip(slices, check=True)
-            raw.tcp_roundtrip(slices, check=True)
-            fns: dict[str, Callable[[], Any]] = {
-                "ps": lambda: kv.pushpull(keys, grads, out=outs),  # noqa: B023 (used within the iteration)
-                "zmq": lambda: raw.zmq_roundtrip(slices),  # noqa: B023
-                "tcp": lambda: raw.tcp_roundtrip(slices),  # noqa: B023
-            }
-            for fn in fns.values():
-                fn()
-            out[str(li)] = _interleaved(fns, cfg["rounds"], cfg["reps"])
-            del grads, outs, slices, fns
+        return {str(li): _time_layout(kv, raw, li, numels, cfg) for li, numels in enumerate(cfg["layouts"])}
     finally:
         raw.close()
-    return out
 
 
 @contextlib.contextmanager
@@ -314,29 +352,62 @@ def _port_dir() -> Iterator[str]:
         shutil.rmtree(path, ignore_errors=True)
 
 
-def run_job(worker_fn: Callable[[dict[str, Any]], Any], cfg: dict[str, Any], num_workers: int, num_servers: int,
-            timeout: float, env: dict[str, str] | None = None, echo: bool = False) -> list[Any]:
+def _stop_workers_if_a_role_fails(c: Any, roles: dict[str, Any], done: threading.Event) -> None:
+    # The scheduler and servers exit with 0 only once the workers are done: any other exit
+    # means the workers would wait for them until the timeout, so end the workers now.
+    while not done.wait(0.2):
+        if any(p.exitcode not in (None, 0) for p in roles.values()):
+            for r in range(c.num_workers):
+                c.kill_worker(r)
+            return
+
+
+def _role_logs(c: Any, roles: dict[str, Any]) -> dict[str, str]:
+    out = {}
+    for name, p in roles.items():
+        text = c.stderr(name).strip()
+        if text or p.exitcode not in (None, 0):
+            out[name] = f"exit code {p.exitcode}; its stderr:\n{text or '(empty)'}"
+    return out
+
+
+def run_job(worker_fn: Callable[[dict[str, Any]], Any], cfg: dict[str, Any], num_workers: int,
+            num_servers: int, timeout: float, env: dict[str, str] | None = None,
+            server_fn: Callable[[str, float], None] | None = None) -> list[Any]:
     """Run ``worker_fn(cfg)`` on every worker of a local job; the results by rank.
 
-    ``echo``: the servers also run the raw echo threads (:func:`server_with_echo`).  Raises
-    :class:`~mxtorch.kvstore.ps.testing.PSJobFailed` with the failing processes' output.
+    ``server_fn(port_dir, timeout)``: what the server processes run (e.g. :func:`server_with_echo`)
+    instead of a plain server.  Raises :class:`~mxtorch.kvstore.ps.testing.PSJobFailed` with the
+    failing processes' output; a scheduler or server exiting with an error ends the job at once.
     """
+    from mxtorch.distributed.testing import WorkerTimeout
     from mxtorch.kvstore.ps.testing import PSJobFailed, ps_cluster
 
     with _port_dir() as port_dir, ps_cluster(num_workers, num_servers, env=env, timeout=timeout,
                                              start=False) as c:
         c.start_scheduler()
         for r in range(num_servers):
-            if echo:
-                c.start_server(r, server_with_echo, port_dir)
+            if server_fn is not None:
+                c.start_server(r, server_fn, port_dir, timeout)
             else:
                 c.start_server(r)
-        c.start_workers(worker_fn, {**cfg, "port_dir": port_dir})
-        outcomes = c.join_workers()
+        c.start_workers(worker_fn, {**cfg, "port_dir": port_dir, "timeout": timeout})
+        roles = {"scheduler": c.scheduler, **{f"server {r}": p for r, p in enumerate(c.servers)}}
+        done = threading.Event()
+        watcher = threading.Thread(target=_stop_workers_if_a_role_fails, args=(c, roles, done), daemon=True)
+        watcher.start()
+        try:
+            outcomes = c.join_workers()
+        except WorkerTimeout as e:
+            failures = {f"worker {r}": text or "(no output)" for r, text in e.output.items()}
+            failures.update(_role_logs(c, roles))
+            raise PSJobFailed(failures) from e
+        finally:
+            done.set()
+            watcher.join()
         failures = {f"worker {o.rank}": o.error for o in outcomes if not o.ok}
         if failures:
-            for r in range(num_servers):
-                failures[f"server {r}"] = c.stderr(f"server {r}")
+            failures.update(_role_logs(c, roles))
             raise PSJobFailed(failures)
         for name, code in c.wait_exit().items():
             if code != 0:
@@ -347,9 +418,19 @@ def run_job(worker_fn: Callable[[dict[str, Any]], Any], cfg: dict[str, Any], num
 
 
 # ---- MXNet 1.9.1's own dist_sync --------------------------------------------------------------------------
+def _tail(path: str, n: int = 1500) -> str:
+    with open(path, errors="replace") as f:
+        return f.read()[-n:].strip() or "(no output)"
+
+
 def run_mxnet(python: str, num_servers: int, layouts: list[list[int]], rounds: int, reps: int,
               threads: int, timeout: float) -> dict[str, list[float]]:
-    """Time MXNet's dist_sync push+pull of ``layouts`` (1 worker, ``num_servers`` servers); seconds/round."""
+    """Time MXNet's dist_sync push+pull of ``layouts`` (1 worker, ``num_servers`` servers); seconds/round.
+
+    Runs bench/mxnet_ps_reference.py under ``python`` as the scheduler, the servers and the
+    worker.  Raises RuntimeError, quoting the output of the process that failed, when one exits
+    with an error or the worker has not finished within ``timeout`` seconds; kills them all.
+    """
     from mxtorch.distributed.testing import free_port
 
     script = os.path.join(BENCH_DIR, "mxnet_ps_reference.py")
@@ -359,33 +440,42 @@ def run_mxnet(python: str, num_servers: int, layouts: list[list[int]], rounds: i
                 DMLC_INTERFACE="lo", OMP_NUM_THREADS=str(threads), MXNET_CPU_WORKER_NTHREADS=str(threads))
     args = [python, script, "--layouts", json.dumps(layouts), "--rounds", str(rounds), "--reps", str(reps)]
     with tempfile.TemporaryDirectory(prefix="mxtorch-bench-mxnet-") as logs:
-        procs: list[tuple[str, subprocess.Popen[bytes], str]] = []
+        procs: dict[str, tuple[subprocess.Popen[bytes], str]] = {}
         try:
-            for role, n in (("scheduler", 1), ("server", num_servers)):
-                for i in range(n):
-                    name = f"{role}{i}"
-                    path = os.path.join(logs, name)
-                    with open(path, "wb") as log:
-                        p = subprocess.Popen(args, env={**base, "DMLC_ROLE": role}, stdout=log,
-                                             stderr=subprocess.STDOUT, start_new_session=True)
-                    procs.append((name, p, path))
-            worker = subprocess.run(args, env={**base, "DMLC_ROLE": "worker"}, capture_output=True, text=True,
-                                    timeout=timeout)
+            roles = [("scheduler", "scheduler")] + [(f"server {i}", "server") for i in range(num_servers)]
+            for name, role in [*roles, ("worker", "worker")]:
+                path = os.path.join(logs, name.replace(" ", ""))
+                with open(path, "wb") as log:
+                    procs[name] = (subprocess.Popen(args, env={**base, "DMLC_ROLE": role}, stdout=log,
+                                                    stderr=subprocess.PIPE if role == "worker" else log,
+                                                    start_new_session=True), path)
+            worker, worker_log = procs["worker"]
+            deadline = time.monotonic() + timeout
+            while worker.poll() is None:
+                for name, (p, path) in procs.items():
+                    if p.poll() not in (None, 0):
+                        raise RuntimeError(f"MXNet's {name} exited with code {p.returncode}: {_tail(path)}")
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"MXNet's dist_sync worker did not finish within {timeout:g} s; "
+                                       f"scheduler: {_tail(procs['scheduler'][1], 300)}")
+                time.sleep(0.1)
+            err = worker.stderr.read().decode(errors="replace") if worker.stderr is not None else ""
             if worker.returncode != 0:
-                raise RuntimeError(f"MXNet worker exited with {worker.returncode}: {worker.stderr[-2000:]}")
-            for _, p, _ in procs:
+                raise RuntimeError(f"MXNet's worker exited with code {worker.returncode}: {err[-1500:]}")
+            for p, _ in procs.values():
                 with contextlib.suppress(subprocess.TimeoutExpired):
-                    p.wait(30)
-            return json.loads(worker.stdout.strip().splitlines()[-1])
-        except subprocess.TimeoutExpired as e:
-            tails = {name: open(path, errors="replace").read()[-500:] for name, _, path in procs}
-            raise RuntimeError(f"MXNet dist_sync did not finish within {timeout:g} s: {tails}") from e
+                    p.wait(30)  # the scheduler and servers end with the job
+            with open(worker_log) as f:
+                lines = f.read().strip().splitlines()
+            return dict(json.loads(lines[-1]))
         finally:
-            for _, p, _ in procs:
+            for p, _ in procs.values():
                 if p.poll() is None:
                     with contextlib.suppress(ProcessLookupError):
                         os.killpg(p.pid, signal.SIGKILL)
                     p.wait()
+                if p.stderr is not None:
+                    p.stderr.close()
 
 
 # ---- (b) and (c) training steps ----------------------------------------------------------------------------
@@ -395,11 +485,13 @@ def _data(name: str, batch: int, rank: int) -> tuple[torch.Tensor, torch.Tensor]
     return torch.rand(shape, generator=g), torch.randint(0, 10, (batch,), generator=g)
 
 
-def _trainer_step(name: str, x: torch.Tensor, y: torch.Tensor, kvstore: str) -> tuple[Callable[[], float], int]:
+def _trainer_step(name: str, x: torch.Tensor, y: torch.Tensor,
+                  kvstore: str) -> tuple[Callable[[], float], int]:
     """A training step closure (as bench/_models.mx_train_step) returning the seconds spent in
     ``trainer.step``; and the bytes of the model's trainable parameters."""
-    import mxtorch as mx
     from _models import mx_net
+
+    import mxtorch as mx
     from mxtorch import autograd, gluon
 
     net = mx_net(name)
@@ -423,15 +515,19 @@ def _trainer_step(name: str, x: torch.Tensor, y: torch.Tensor, kvstore: str) -> 
     return step, nbytes
 
 
-def _slowed(step: Callable[[], float], kv: Any, steps: int, sleep_s: float) -> float:
-    """Run ``steps`` steps (sleeping ``sleep_s`` after each); this worker's steps per second."""
+def _slowed(step: Callable[[], float], kv: Any, sleep_s: float, steps: int = 0,
+            seconds: float = 0.0) -> float:
+    """Run ``steps`` steps (or steps for ``seconds``), each after sleeping ``sleep_s``; this
+    worker's steps per second."""
     kv.barrier()
     t0 = time.perf_counter()
-    for _ in range(steps):
-        step()
+    done = 0
+    while done < steps or time.perf_counter() - t0 < seconds:
         if sleep_s:
-            time.sleep(sleep_s)
-    rate = steps / (time.perf_counter() - t0)
+            time.sleep(sleep_s)  # before the step: in dist_sync both workers end with the last one
+        step()
+        done += 1
+    rate = done / (time.perf_counter() - t0)
     kv.barrier()
     return rate
 
@@ -441,6 +537,7 @@ def train_worker(cfg: dict[str, Any]) -> dict[str, Any]:
     import mxtorch as mx
     from mxtorch.distributed import group
 
+    _watchdog(cfg)
     torch.set_num_threads(cfg["threads"])
     kv = mx.kv.create("dist_sync")
     x, y = _data(cfg["model"], cfg["batch"], kv.rank)
@@ -460,15 +557,15 @@ def train_worker(cfg: dict[str, Any]) -> dict[str, Any]:
                     inside[which].append(statistics.fmean(fn() for _ in range(cfg["steps"])))
                 return steps
 
-            times = _interleaved({"dist_sync": run("dist_sync", sync_step), "horovod": run("horovod", hvd_step)},
-                                 cfg["rounds"], 1, barrier=kv.barrier)
+            fns = {"dist_sync": run("dist_sync", sync_step), "horovod": run("horovod", hvd_step)}
+            times = _interleaved(fns, cfg["rounds"], 1, barrier=kv.barrier)
             res["train"] = {k: [t / cfg["steps"] for t in v] for k, v in times.items()}
             res["inside"] = inside
         if cfg["slow"]:
             for _ in range(cfg["warmup"]):
                 sync_step()
             sleep = cfg["slow_ms"] / 1e3 if kv.rank == 1 else 0.0
-            res["slow"] = _slowed(sync_step, kv, cfg["slow_steps"], sleep)
+            res["slow"] = _slowed(sync_step, kv, sleep, steps=cfg["slow_steps"])
     finally:
         if group.is_initialized():
             group.shutdown()
@@ -479,6 +576,7 @@ def async_worker(cfg: dict[str, Any]) -> dict[str, Any]:
     """Worker of a dist_async job: (c) the slowed steps."""
     import mxtorch as mx
 
+    _watchdog(cfg)
     torch.set_num_threads(cfg["threads"])
     kv = mx.kv.create("dist_async")
     x, y = _data(cfg["model"], cfg["batch"], kv.rank)
@@ -486,10 +584,11 @@ def async_worker(cfg: dict[str, Any]) -> dict[str, Any]:
     for _ in range(cfg["warmup"]):
         step()
     sleep = cfg["slow_ms"] / 1e3 if kv.rank == 1 else 0.0
-    return {"slow": _slowed(step, kv, cfg["slow_steps"], sleep)}
+    # steps at different rates cannot deadlock here: every worker runs for the same time
+    return {"slow": _slowed(step, kv, sleep, seconds=cfg["slow_steps"] * cfg["slow_ms"] / 1e3)}
 
 
-# ---- the run ------------------------------------------------------------------------------------------------
+# ---- the run --------------------------------------------------------------------------------------------
 def _load() -> str:
     try:
         return "load average {:.2f} {:.2f} {:.2f}".format(*os.getloadavg())
@@ -504,26 +603,34 @@ def _med(xs: list[float]) -> float:
 def _print_bandwidth(args: argparse.Namespace, layouts: list[list[int]], ours: dict[int, Any],
                      mxnet: dict[int, Any], mxnet_note: str) -> None:
     total = sum(layouts[0]) * 4
-    print(f"\n(a) push+pull of a {total / MiB:g} MiB fp32 model, 1 worker, dist_sync; ms per push+pull and GB/s "
-          f"of (sent + received) bytes, median of {args.rounds} interleaved rounds x {args.reps}")
-    head = (f"{'servers':>7}{'keys':>6}{'PS ms':>9}{'PS GB/s':>9}{'ZMQ ms':>9}{'ZMQ GB/s':>10}"
-            f"{'TCP GB/s':>10}{'PS/ZMQ':>8}")
+    cap = f"{args.frame_mib:g}"
+    print(f"\n(a) push+pull of a {total / MiB:g} MiB fp32 model, 1 worker, dist_sync; ms per push+pull, GB/s "
+          f"of (sent + received) bytes; median of {args.rounds} interleaved rounds x {args.reps}")
+    head = (f"{'servers':>7}{'keys':>5}{'frames':>7}{'max MiB':>8}{'PS ms':>8}{'PS GB/s':>8}{'ZMQ ms':>8}"
+            f"{'ZMQ GB/s':>9}{'PS/ZMQ':>7}{f'ZMQ<={cap}MiB':>12}{'TCP GB/s':>9}")
     if mxnet:
-        head += f"{'MXNet ms':>10}{'MXNet GB/s':>12}{'PS/MXNet':>10}"
+        head += f"{'MXNet ms':>9}{'MXNet GB/s':>11}{'PS/MXNet':>9}"
     print(head)
     moved = 2 * total / 1e9
     for servers, per_layout in ours.items():
         for li, numels in enumerate(layouts):
             t = per_layout[str(li)]
-            ps, zq, tcp = _med(t["ps"]), _med(t["zmq"]), _med(t["tcp"])
-            line = (f"{servers:>7}{len(numels):>6}{ps * 1e3:>9.1f}{moved / ps:>9.3f}{zq * 1e3:>9.1f}"
-                    f"{moved / zq:>10.3f}{moved / tcp:>10.3f}{zq / ps:>8.3f}")
+            ps, zq, zc, tcp = _med(t["ps"]), _med(t["zmq"]), _med(t["zmq_capped"]), _med(t["tcp"])
+            paired = _med([z / p for z, p in zip(t["zmq"], t["ps"])])  # rounds ran side by side
+            frames, largest = t["frames"]
+            line = (f"{servers:>7}{len(numels):>5}{int(frames):>7}{largest:>8.1f}{ps * 1e3:>8.1f}"
+                    f"{moved / ps:>8.3f}{zq * 1e3:>8.1f}{moved / zq:>9.3f}{paired:>7.3f}{moved / zc:>12.3f}"
+                    f"{moved / tcp:>9.3f}")
             m = mxnet.get(servers, {}).get(str(li))
             if m:
                 tm = _med(m)
-                line += f"{tm * 1e3:>10.1f}{moved / tm:>12.3f}{tm / ps:>10.3f}"
+                line += f"{tm * 1e3:>9.1f}{moved / tm:>11.3f}{tm / ps:>9.3f}"
             print(line)
-    print("PS/ZMQ = raw ZeroMQ time / PS time (target >= 0.8); PS/MXNet = MXNet time / PS time (> 1: faster)")
+    print("frames: data frames per push (the PS's key slices; the raw ZMQ and TCP transfers send the same); "
+          "PS/ZMQ = median over rounds of raw ZeroMQ time / PS time (target >= 0.8);")
+    print(f"ZMQ<={cap}MiB: the same bytes in frames of at most {cap} MiB (--frame-mib); TCP: one plain "
+          "socket per server, received into a reused buffer"
+          + ("; PS/MXNet = MXNet time / PS time (> 1: mxtorch faster)" if mxnet else ""))
     if mxnet_note:
         print(mxnet_note)
 
@@ -532,17 +639,80 @@ def _print_training(args: argparse.Namespace, res: list[dict[str, Any]]) -> None
     r0 = res[0]
     t_sync, t_hvd = _med(r0["train"]["dist_sync"]), _med(r0["train"]["horovod"])
     in_sync, in_hvd = _med(r0["inside"]["dist_sync"]), _med(r0["inside"]["horovod"])
-    m = r0["param_bytes"]
-    print(f"\n(b) training step, {args.model}, batch {args.batch} per worker, 2 workers, SGD momentum; "
-          f"ms, median of {args.rounds} interleaved rounds x {args.steps} steps (worker 0)")
-    print(f"{'store':>10}{'step ms':>10}{'in trainer.step':>17}{'bytes/worker/step':>19}")
-    print(f"{'horovod':>10}{t_hvd * 1e3:>10.2f}{in_hvd * 1e3:>17.2f}{m / MiB:>15.2f} MiB")
-    print(f"{'dist_sync':>10}{t_sync * 1e3:>10.2f}{in_sync * 1e3:>17.2f}{2 * m / MiB:>15.2f} MiB")
+    m = r0["param_bytes"] / MiB
+    n = len(res)
+    print(f"\n(b) training step, {args.model} ({m:.2f} MiB of parameters), batch {args.batch} per worker, "
+          f"{n} workers, SGD momentum; ms, median of {args.rounds} interleaved rounds x {args.steps} steps "
+          "(worker 0)")
+    print(f"{'store':>10}{'step ms':>9}{'in trainer.step':>17}{'MiB moved per step (all processes)':>37}")
+    print(f"{'horovod':>10}{t_hvd * 1e3:>9.2f}{in_hvd * 1e3:>17.2f}{2 * (n - 1) * m:>37.2f}")
+    print(f"{'dist_sync':>10}{t_sync * 1e3:>9.2f}{in_sync * 1e3:>17.2f}{2 * n * m:>37.2f}")
     print(f"ratio dist_sync/horovod {t_sync / t_hvd:.3f}")
-    print(f"why: a dist_sync worker sends its {m / MiB:.2f} MiB of gradients and receives {m / MiB:.2f} MiB of "
-          f"weights, all after backward, and the servers ({args.train_servers}) receive, sum, run SGD on and "
-          f"send 2 x that; the ring allreduce moves 2(n-1)/n = 1 x the model per worker, started during "
-          f"backward, and updates locally (trainer.step: {in_sync * 1e3:.1f} ms vs {in_hvd * 1e3:.1f} ms)")
+    print(f"why: dist_sync sends every gradient to a server and every weight back (2n x the model: "
+          f"{2 * n * m:.1f} MiB) against 2(n-1) x ({2 * (n - 1) * m:.1f} MiB)")
+    print("     for the ring allreduce; it starts only after backward (horovod reduces buckets during "
+          f"backward), and the {args.train_servers} server(s)")
+    print(f"     sum and run SGD in Python: {in_sync * 1e3:.1f} ms in trainer.step against "
+          f"{in_hvd * 1e3:.1f} ms")
+
+
+def _mxnet_python(args: argparse.Namespace) -> tuple[str, str]:
+    """The MXNet venv's python to run (empty: none), and why the MXNet column is left out."""
+    if not args.mxnet_python:
+        return "", "(MXNet column left out: --mxnet-python is empty)"
+    if args.mxnet_python == DEFAULT_MXNET_PYTHON and not os.path.exists(DEFAULT_MXNET_PYTHON):
+        return "", f"(MXNet column left out: no .venv-mxnet; make it with: {MXNET_VENV_HINT})"
+    if not os.path.exists(args.mxnet_python):
+        return "", (f"(MXNet column left out: {args.mxnet_python} does not exist; make the venv with: "
+                    f"{MXNET_VENV_HINT})")
+    return args.mxnet_python, ""
+
+
+def bench_bandwidth(args: argparse.Namespace) -> None:
+    """(a): one job per server count (and MXNet's, where its venv is), then the table."""
+    total = int(args.size_mib * MiB) // 4 * 4
+    layouts = [split_model(total, int(k)) for k in args.keys.split(",")]
+    cfg = {"layouts": layouts, "rounds": args.rounds, "reps": args.reps, "threads": args.threads,
+           "frame_bytes": int(args.frame_mib * MiB)}
+    ours: dict[int, Any] = {}
+    mxnet: dict[int, Any] = {}
+    mxnet_python, note = _mxnet_python(args)
+    for servers in [int(s) for s in args.servers.split(",")]:
+        ours[servers] = run_job(bandwidth_worker, cfg, 1, servers, args.timeout,
+                                server_fn=server_with_echo)[0]
+        if mxnet_python:
+            try:
+                mxnet[servers] = run_mxnet(mxnet_python, servers, layouts, args.rounds, args.reps,
+                                           args.threads, min(args.timeout, 300.0))
+            except (RuntimeError, OSError, ValueError) as e:
+                note = f"(MXNet column incomplete, {servers} server(s): {str(e)[:600]})"
+    _print_bandwidth(args, layouts, ours, mxnet, note)
+
+
+def bench_training(args: argparse.Namespace, parts: set[str]) -> None:
+    """(b) and (c): a dist_sync job (both), a dist_async job (c); then their tables."""
+    from mxtorch.distributed.testing import free_port
+
+    cfg = {"model": args.model, "batch": args.batch, "steps": args.steps, "rounds": args.rounds,
+           "warmup": args.warmup, "threads": args.threads, "slow_ms": args.slow_ms,
+           "slow_steps": args.slow_steps, "train": "train" in parts, "slow": "slow" in parts}
+    env = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port())}  # the 'horovod' store's gloo
+    res = run_job(train_worker, cfg, 2, args.train_servers, args.timeout, env=env)
+    if "train" in parts:
+        _print_training(args, res)
+    if "slow" not in parts:
+        return
+    res_async = run_job(async_worker, cfg, 2, args.train_servers, args.timeout)
+    window = args.slow_steps * args.slow_ms / 1e3
+    print(f"\n(c) {args.model} steps with worker 1 sleeping {args.slow_ms:g} ms before each step; steps/s, "
+          f"each worker timed on its own: dist_sync {args.slow_steps} steps, dist_async {window:g} s")
+    print(f"{'store':>11}{'fast (w0)':>11}{'slow (w1)':>11}{'total':>9}")
+    rates = {}
+    for name, rr in (("dist_sync", res), ("dist_async", res_async)):
+        fast, slow = rr[0]["slow"], rr[1]["slow"]
+        rates[name] = fast + slow
+        print(f"{name:>11}{fast:>11.2f}{slow:>11.2f}{fast + slow:>9.2f}")
+    print(f"dist_async/dist_sync total throughput {rates['dist_async'] / rates['dist_sync']:.2f}")
 
 
 def main() -> None:
@@ -551,8 +721,10 @@ def main() -> None:
     ap.add_argument("--size-mib", type=float, default=100, help="(a) model size")
     ap.add_argument("--keys", default="25,1", help="(a) the model cut into this many keys (one layout each)")
     ap.add_argument("--servers", default="1,2", help="(a) server counts")
-    ap.add_argument("--rounds", type=int, default=5, help="interleaved rounds of (a) and (b)")
+    ap.add_argument("--rounds", type=int, default=7, help="interleaved rounds of (a) and (b)")
     ap.add_argument("--reps", type=int, default=2, help="(a) push+pulls per round and method")
+    ap.add_argument("--frame-mib", type=float, default=4.0,
+                    help="(a) frame cap of the capped raw ZeroMQ transfer")
     ap.add_argument("--model", default="mlp", help="(b), (c): mlp, lenet or resnet18 (bench/_models.py)")
     ap.add_argument("--batch", type=int, default=64, help="(b), (c): per worker")
     ap.add_argument("--steps", type=int, default=10, help="(b): steps per round")
@@ -562,8 +734,9 @@ def main() -> None:
     ap.add_argument("--slow-steps", type=int, default=30, help="(c): steps each worker runs")
     ap.add_argument("--threads", type=int, default=1, help="torch threads per process")
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds any one job may last")
-    ap.add_argument("--mxnet-python", default=DEFAULT_MXNET_PYTHON if os.path.exists(DEFAULT_MXNET_PYTHON) else "",
-                    help="python of a venv with mxnet 1.9.1 (empty: leave out the MXNet column)")
+    ap.add_argument("--mxnet-python", default=DEFAULT_MXNET_PYTHON,
+                    help="python of a venv with mxnet 1.9.1 (default: .venv-mxnet's, where it exists; empty: "
+                         "leave out the MXNet column)")
     args = ap.parse_args()
     parts = {p for p in args.parts.split(",") if p}
     unknown = parts - {"bw", "train", "slow"}
@@ -573,44 +746,9 @@ def main() -> None:
           f"127.0.0.1; {_load()} at the start")
     t_start = time.perf_counter()
     if "bw" in parts:
-        total = int(args.size_mib * MiB) // 4 * 4
-        layouts = [split_model(total, int(k)) for k in args.keys.split(",")]
-        cfg = {"layouts": layouts, "rounds": args.rounds, "reps": args.reps, "threads": args.threads}
-        ours: dict[int, Any] = {}
-        mxnet: dict[int, Any] = {}
-        note = ""
-        if not args.mxnet_python:
-            note = f"(MXNet column left out: no .venv-mxnet; make it with: {MXNET_VENV_HINT})"
-        for servers in [int(s) for s in args.servers.split(",")]:
-            ours[servers] = run_job(bandwidth_worker, cfg, 1, servers, args.timeout, echo=True)[0]
-            if args.mxnet_python:
-                try:
-                    mxnet[servers] = run_mxnet(args.mxnet_python, servers, layouts, args.rounds, args.reps,
-                                               args.threads, args.timeout)
-                except (RuntimeError, OSError, ValueError) as e:
-                    note = f"(MXNet column incomplete: {str(e)[:400]})"
-        _print_bandwidth(args, layouts, ours, mxnet, note)
+        bench_bandwidth(args)
     if parts & {"train", "slow"}:
-        cfg = {"model": args.model, "batch": args.batch, "steps": args.steps, "rounds": args.rounds,
-               "warmup": args.warmup, "threads": args.threads, "slow_ms": args.slow_ms,
-               "slow_steps": args.slow_steps, "train": "train" in parts, "slow": "slow" in parts}
-        from mxtorch.distributed.testing import free_port
-
-        env = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port())}  # for the 'horovod' store's gloo
-        res = run_job(train_worker, cfg, 2, args.train_servers, args.timeout, env=env)
-        if "train" in parts:
-            _print_training(args, res)
-        if "slow" in parts:
-            res_async = run_job(async_worker, cfg, 2, args.train_servers, args.timeout)
-            print(f"\n(c) {args.model} steps with worker 1 sleeping {args.slow_ms:g} ms per step; steps/s, "
-                  f"{args.slow_steps} steps per worker, each worker timed on its own")
-            print(f"{'store':>11}{'fast (w0)':>11}{'slow (w1)':>11}{'total':>9}")
-            rates = {}
-            for name, rr in (("dist_sync", res), ("dist_async", res_async)):
-                fast, slow = rr[0]["slow"], rr[1]["slow"]
-                rates[name] = fast + slow
-                print(f"{name:>11}{fast:>11.2f}{slow:>11.2f}{fast + slow:>9.2f}")
-            print(f"dist_async/dist_sync total throughput {rates['dist_async'] / rates['dist_sync']:.2f}")
+        bench_training(args, parts)
     print(f"\n{_load()} at the end; {time.perf_counter() - t_start:.0f} s")
 
 

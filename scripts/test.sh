@@ -1,9 +1,16 @@
 #!/usr/bin/env bash
-# The project's test command: install (idempotent), lint (ruff), type-check (mypy), test (pytest).
-# Extra arguments go to pytest, e.g. `bash scripts/test.sh -m slow` for the slow tests.
+# The project's test command: install (idempotent), lint (ruff), type-check (mypy), test (pytest),
+# then the emulated-cluster tests (network namespaces; they skip with the reason where the
+# machine cannot create them, e.g. without root).
+# Extra arguments go to pytest and replace the default selection, e.g. `bash scripts/test.sh -m slow`
+# for the slow tests or `bash scripts/test.sh -m cluster tests/cluster` for every cluster test.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-.venv/bin/ruff check mxtorch tests bench tools
+.venv/bin/ruff check mxtorch tests bench tools examples
 .venv/bin/mypy mxtorch
-.venv/bin/python -m pytest -q -m "not slow and not cluster" "$@"
+if [ "$#" -gt 0 ]; then
+  exec .venv/bin/python -m pytest -q -m "not slow and not cluster" "$@"
+fi
+.venv/bin/python -m pytest -q -m "not slow and not cluster"
+.venv/bin/python -m pytest -q -m "cluster and not slow" tests/cluster

@@ -435,3 +435,423 @@ def fails_on_rank0() -> None:
     kv.init(0, torch.zeros(1))
     if kv.rank == 0:
         print(1 / 0)
+
+
+# ---- row-sparse values -------------------------------------------------------------------------
+def _rsp(rows: dict[int, float], shape: tuple[int, ...], dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """A row_sparse tensor whose row ``i`` is filled with ``rows[i]`` (ids given unsorted)."""
+    from mxtorch.nd import sparse
+
+    ids = sorted(rows, reverse=True)
+    data = torch.stack([torch.full(shape[1:], rows[i], dtype=dtype) + torch.arange(shape[1], dtype=dtype) / 8
+                        for i in ids]) if ids else torch.zeros((0, *shape[1:]), dtype=dtype)
+    return sparse.row_sparse_array((data, ids), shape=shape, dtype=dtype)
+
+
+def _parts(t: torch.Tensor) -> tuple[list[int], torch.Tensor]:
+    from mxtorch.nd import sparse
+
+    return sparse.indices(t).tolist(), sparse.data(t).clone()
+
+
+SPARSE_GRADS = {  # step -> rank -> rows it pushes (row 3 of the 7x3 key straddles the two servers)
+    0: {0: {3: 1.0, 0: 2.0}, 1: {3: 10.0, 6: -1.0}},
+    1: {0: {}, 1: {5: 4.0, 1: 0.5}},
+    2: {0: {2: -3.0, 3: 1.0, 4: 2.0}, 1: {4: 1.0}},
+}
+
+
+def sparse_semantics(folder: str) -> dict[str, Any]:
+    """Row-sparse push/pull/pushpull/row_sparse_pull on dense and row_sparse keys (the bound is 10:
+    the 7x3 keys are split over both servers), then the servers' optimizer on rows."""
+    import mxtorch as mx
+    from mxtorch.nd import sparse
+
+    kv = _kv("dist_sync")
+    r = kv.rank
+    res: dict[str, Any] = {}
+    shape = (7, 3)
+    # no optimizer: the summed rows become the value
+    kv.init("e", torch.full(shape, 9.0))
+    kv.push("e", _rsp(SPARSE_GRADS[0][r], shape))
+    dense = torch.full(shape, -1.0)
+    kv.pull("e", out=dense)
+    res["assigned"] = dense.clone()
+    untouched = _rsp({1: 5.0}, shape)
+    kv.pull("e", out=untouched)  # ignore_sparse=True: a row_sparse out is left alone
+    res["ignored"] = _parts(untouched)
+    stored = sparse.zeros("row_sparse", shape)
+    kv.pull("e", out=stored, ignore_sparse=False)
+    res["stored"] = _parts(stored)
+    grads = [_rsp(SPARSE_GRADS[1][r], shape), _rsp({0: 1.0}, shape)]  # two local contexts
+    kv.pushpull("e", grads)
+    res["pushpull"] = [_parts(g) for g in grads]
+    # row_sparse_pull: unsorted, repeated, empty ids; dense and row_sparse outs; lists
+    kv.init("t", torch.arange(21.0).reshape(shape))
+    d = torch.full(shape, -1.0)
+    o = sparse.zeros("row_sparse", shape)
+    kv.row_sparse_pull("t", out=[d, o], row_ids=[torch.tensor([5, 3, 5, 0]), torch.tensor([6.0, 2.0])])
+    res["rsp_lists"] = (d.clone(), _parts(o))
+    kv.row_sparse_pull("t", out=o, row_ids=torch.tensor([], dtype=torch.int64))
+    kv.row_sparse_pull("t", out=d, row_ids=[])
+    res["rsp_empty"] = (o._nnz(), tuple(o.shape), d.clone())
+    two = [sparse.zeros("row_sparse", shape), sparse.zeros("row_sparse", shape)]
+    kv.row_sparse_pull("t", out=two, row_ids=torch.tensor([3]))  # one ids tensor for every out
+    kv.init("u", torch.ones(4, 2))
+    d4 = torch.zeros(4, 2)
+    kv.row_sparse_pull(["t", "u"], out=[two[0], d4], row_ids=[torch.tensor([4]), torch.tensor([1, 2])])
+    res["rsp_keys"] = ([_parts(t) for t in two], d4.clone())
+    # a key initialized row_sparse: split by rows, its value the dense form
+    kv.init("r", _rsp({1: 1.0, 5: 2.0}, shape))
+    res["r_placement"] = (kv.placement("r"), kv.placement("t"))
+    d = torch.zeros(shape)
+    kv.pull("r", out=d)
+    res["r_init"] = d.clone()
+    kv.push("r", _rsp({4: float(r + 1)}, shape))
+    kv.row_sparse_pull("r", out=o, row_ids=torch.tensor([4, 5, 3]))
+    res["r_rows"] = _parts(o)
+    # fp16 rows: summed in fp32 on the servers
+    kv.init("h", torch.zeros(shape, dtype=torch.float16))
+    dh = torch.zeros(shape, dtype=torch.float16)
+    kv.pushpull("h", _rsp({3: 1000.0 + r}, shape, torch.float16), out=dh)
+    res["fp16"] = dh.clone()
+    # a round mixing a dense push and a row-sparse one is dense
+    kv.init("mix", torch.zeros(shape))
+    mixed = torch.ones(shape) if r == 0 else _rsp({3: 2.0}, shape)
+    kv.pushpull("mix", mixed, out=(dm := torch.zeros(shape)))
+    res["mixed_round"] = dm
+    # errors, raised before anything is sent
+    res["mixed"] = _error(lambda: kv.push("e", [_rsp({1: 1.0}, shape), torch.zeros(shape)]))
+    res["out_of_range"] = _error(lambda: kv.row_sparse_pull("t", out=o, row_ids=torch.tensor([7])))
+    res["no_ids"] = _error(lambda: kv.row_sparse_pull("t", out=o))
+    kv.init("s", torch.zeros(()))
+    res["scalar"] = _error(lambda: kv.row_sparse_pull("s", out=torch.zeros(()), row_ids=torch.tensor([0])))
+    kv.barrier()
+    # the servers' optimizer updates only the touched rows (lazy), as a local store does
+    opt = mx.optimizer.SGD(learning_rate=0.5, momentum=0.9, wd=0.1)
+    kv.set_optimizer(opt)
+    local = mx.kv.create("local")
+    local.set_optimizer(mx.optimizer.SGD(learning_rate=0.5, momentum=0.9, wd=0.1))
+    start = torch.arange(21.0).reshape(shape) / 10
+    kv.init(["w", "w_small"], [start, start[:3]])
+    local.init(["w", "w_small"], [start, start[:3]])
+    got = {k: [] for k in ("w", "w_small")}
+    want = {k: [] for k in ("w", "w_small")}
+    for step in sorted(SPARSE_GRADS):
+        for k, s in (("w", shape), ("w_small", (3, 3))):
+            mine = {i: v for i, v in SPARSE_GRADS[step][r].items() if i < s[0]}
+            both = [{i: v for i, v in SPARSE_GRADS[step][q].items() if i < s[0]} for q in range(2)]
+            kv.push(k, _rsp(mine, s))
+            local.push(k, [_rsp(b, s) for b in both])
+            out = torch.zeros(s)
+            kv.pull(k, out=out)
+            got[k].append(out)
+            ref = torch.zeros(s)
+            local.pull(k, out=ref)
+            want[k].append(ref)
+    res["optimizer"] = (got, want)
+    states = os.path.join(folder, f"sparse{r}.states")
+    kv.save_optimizer_states(states)
+    local.save_optimizer_states(states + ".local")
+    res["states"] = states
+    return res
+
+
+def sparse_async() -> dict[str, Any]:
+    """dist_async: each row-sparse push is applied to its rows on arrival."""
+    from mxtorch import optimizer
+    from mxtorch.nd import sparse
+
+    kv = _kv("dist_async")
+    kv.set_optimizer(optimizer.SGD(learning_rate=1.0))
+    kv.init("a", torch.zeros(30, 2))  # split over both servers (the bound is 10)
+    for _ in range(3):
+        kv.push("a", sparse.row_sparse_array((torch.ones(2, 2), [kv.rank, 29 - kv.rank]), shape=(30, 2)))
+    kv.barrier()
+    out = sparse.zeros("row_sparse", (30, 2))
+    kv.row_sparse_pull("a", out=out, row_ids=torch.tensor([29, 0, 1, 2]))
+    return {"rows": _parts(out)}
+
+
+def _embedding_net(seed: int, row_sparse_weight: bool) -> Any:
+    from mxtorch import gluon
+    from mxtorch.gluon import nn
+
+    class Net(gluon.HybridBlock):
+        def __init__(self) -> None:
+            super().__init__()
+            self.emb = nn.Embedding(40, 4, sparse_grad=True)
+            self.out = nn.Dense(1, in_units=4)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.out(self.emb(x).mean(1))
+
+    torch.manual_seed(seed)
+    net = Net()
+    if row_sparse_weight:
+        net.emb.weight.stype = "row_sparse"
+    net.initialize()
+    return net
+
+
+def _embedding_batch(step: int) -> tuple[torch.Tensor, torch.Tensor]:
+    g = torch.Generator().manual_seed(100 + step)
+    x = torch.randint(0, 40, (8, 3), generator=g)
+    return x, torch.randn(8, 1, generator=g)
+
+
+def embedding_training(mode: str, steps: int) -> list[torch.Tensor]:
+    """nn.Embedding(sparse_grad=True) + Dense trained with SGD; ``mode``: 'local' (one process, the
+    whole batch), 'server' / 'worker' (dist_sync, this worker's half, updating on the servers /
+    the workers), 'server_rows' (servers, with the embedding declared stype='row_sparse': weights
+    come back by rows through row_sparse_pull only)."""
+    import mxtorch as mx
+    from mxtorch import autograd, gluon
+
+    dist = mode != "local"
+    kv = mx.kv.create("dist_sync") if dist else None
+    rank, parts = (kv.rank, kv.num_workers) if kv is not None else (0, 1)
+    net = _embedding_net(7 + rank, mode == "server_rows")  # other inits: broadcast replaces them
+    trainer = gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.5, "momentum": 0.9, "wd": 0.01},
+                            kvstore=kv if kv is not None else "device",
+                            update_on_kvstore=None if mode == "local" else mode != "worker")
+    loss_fn = gluon.loss.L2Loss()
+    for step in range(steps):
+        x, y = _embedding_batch(step)
+        x, y = x[rank::parts], y[rank::parts]
+        with autograd.record():
+            loss = loss_fn(net(x), y)
+        loss.backward()
+        trainer.step(x.shape[0])
+    params = list(net.collect_params().values())
+    if kv is not None and mode == "server_rows":  # the local copy holds only the rows read
+        kv.pull(0, out=params[0].data())
+    return [p.data().detach().clone() for p in params]
+
+
+# ---- gradient compression -----------------------------------------------------------------------
+COMPRESSORS = [{"type": "2bit", "threshold": 0.5}, {"type": "1bit", "threshold": 0.0}, {"type": "fp16"},
+               {"type": "bf16"}, {"type": "topk", "ratio": 0.1}, {"type": "powersgd", "rank": 2}]
+
+
+def _grad(rank: int, step: int, shape: tuple[int, ...]) -> torch.Tensor:
+    g = torch.Generator().manual_seed(1000 * rank + step)
+    return torch.randn(shape, generator=g)
+
+
+def compression_aggregates() -> dict[str, Any]:
+    """For every compressor: two pushes of a 16x12 matrix and of a 6000-element key split over both
+    servers (the bound is 5000); what the servers aggregate, and each worker's own decompressed
+    payloads (rebuilt by a second compressor of the same parameters), plus the wire bytes of a
+    64x64 push."""
+    from mxtorch import compression
+    from mxtorch.compression.base import payload_tensors
+
+    kv = _kv("dist_sync")
+    r = kv.rank
+    res: dict[str, Any] = {"capable": kv.is_capable("gradient_compression")}
+    kv.init("dense", torch.zeros(64, 64))
+    before = kv.wire_bytes_sent
+    kv.push("dense", torch.ones(64, 64))
+    res["bytes"] = {"none": kv.wire_bytes_sent - before}
+    for i, params in enumerate(COMPRESSORS):
+        name = params["type"]
+        kv.set_gradient_compression(params)
+        mirror = compression.create(params)
+        keys = (f"m{i}", f"b{i}")
+        shapes = ((16, 12), (6000,))
+        kv.init(list(keys), [torch.zeros(s) for s in shapes])
+        mine = {k: [] for k in keys}
+        pulled = {k: [] for k in keys}
+        for step in range(2):
+            for k, s in zip(keys, shapes):
+                g = _grad(r, step, s)
+                out = torch.zeros(s)
+                kv.pushpull(k, g, out=out)
+                pulled[k].append(out)
+                if k.startswith("m"):
+                    payload, ctx = mirror.compress(g, k)
+                    mine[k].append(mirror.decompress(payload, ctx))
+                else:  # compressed per slice, with the store's per-slice residual keys
+                    parts = []
+                    for j, (_, off, size) in enumerate(kv.placement(k)):
+                        payload, ctx = mirror.compress(g[off:off + size], f"{k!r}#{j}/2")
+                        parts.append(mirror.decompress(payload, ctx))
+                    mine[k].append(torch.cat(parts))
+        residual = kv.compressor.residual(keys[0])
+        res[name] = {"pulled": pulled, "mine": mine, "mirror_residual": mirror.residual(keys[0]),
+                     "residual": None if residual is None else residual.clone()}
+        kv.init(f"d{i}", torch.zeros(64, 64))
+        before = kv.wire_bytes_sent
+        kv.push(f"d{i}", torch.ones(64, 64))
+        res["bytes"][name] = kv.wire_bytes_sent - before
+        payload, _ = compression.create(params).compress(torch.ones(64, 64), "x")
+        res.setdefault("payload_bytes", {})[name] = sum(t.numel() * t.element_size()
+                                                        for t in payload_tensors(payload))
+    # narrower pulls, opted in; integer keys are never compressed
+    kv.set_gradient_compression({"type": "fp16", "pull": "bf16"})
+    kv.init(["p", "int"], [torch.zeros(5), torch.zeros(3, dtype=torch.int64)])
+    v = torch.full((5,), 1.0 + 1 / 1024)
+    kv.pushpull("p", v)
+    iv = torch.full((3,), 3, dtype=torch.int64)
+    kv.pushpull("int", iv)
+    res["narrow_pull"] = (v, iv)
+    res["bad_params"] = _error(lambda: kv.set_gradient_compression({"type": "3bit"}))
+    res["bad_pull"] = _error(lambda: kv.set_gradient_compression({"type": "fp16", "pull": "int8"}))
+    return res
+
+
+def compressed_trainer(update_on_kvstore: bool | None, steps: int, kvstore: str = "dist_sync",
+                       folder: str | None = None) -> dict[str, Any]:
+    """The regression net trained with 2bit compression on this worker's half of every batch."""
+    import mxtorch as mx
+    from mxtorch import autograd, gluon
+
+    kv = mx.kv.create(kvstore)
+    torch.manual_seed(5 + kv.rank)
+    net = _net(5 + kv.rank)
+    trainer = gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.1, "momentum": 0.9}, kvstore=kv,
+                            compression_params={"type": "2bit", "threshold": 0.05},
+                            update_on_kvstore=update_on_kvstore)
+    loss_fn = gluon.loss.L2Loss()
+    x_all, y_all = _regression_data(64, seed=3)
+
+    def full_loss() -> float:
+        return float(loss_fn(net(x_all), y_all).mean())
+
+    first = full_loss()
+    for step in range(steps):
+        x, y = _regression_data(16, seed=step)
+        x, y = x[kv.rank::kv.num_workers], y[kv.rank::kv.num_workers]
+        with autograd.record():
+            loss = loss_fn(net(x), y)
+        loss.backward()
+        trainer.step(x.shape[0])
+    if kvstore == "dist_async":
+        kv.barrier()
+        kv.pull(list(range(4)), out=[p.data() for p in net.collect_params().values()])
+    residuals = kv.compressor.state_dict()["residuals"]
+    out: dict[str, Any] = {"params": [p.data().detach().clone() for p in net.collect_params().values()],
+                           "loss": (first, full_loss()), "update_on_kvstore": trainer._update_on_kvstore,
+                           "residuals": {k: v.clone() for k, v in residuals.items()}}
+    if folder is not None:
+        path = os.path.join(folder, f"trainer.states.{kv.rank}")
+        trainer.save_states(path)
+        kv.compressor.reset()
+        trainer.load_states(path)
+        out["restored"] = {k: v.clone() for k, v in kv.compressor.state_dict()["residuals"].items()}
+        out["states_file"] = path
+    return out
+
+
+def compressed_reference(update_on_kvstore: bool | None, steps: int, workers: int = 2) -> list[torch.Tensor]:
+    """One process simulating ``workers`` workers that compress with 2bit (own residuals each), a server
+    summing their decompressed gradients, and SGD applied to the sum: what compressed_trainer must give."""
+    import mxtorch as mx
+    from mxtorch import autograd, compression, gluon
+
+    net = _net(5)  # rank 0's initial weights (broadcast)
+    params = list(net.collect_params().values())
+    comps = [compression.create({"type": "2bit", "threshold": 0.05}) for _ in range(workers)]
+    updater = mx.optimizer.get_updater(mx.optimizer.SGD(learning_rate=0.1, momentum=0.9))
+    loss_fn = gluon.loss.L2Loss()
+    for step in range(steps):
+        x_all, y_all = _regression_data(16, seed=step)
+        grads: list[list[torch.Tensor]] = []
+        for w in range(workers):
+            x, y = x_all[w::workers], y_all[w::workers]
+            with autograd.record():
+                loss = loss_fn(net(x), y)
+            loss.backward()
+            grads.append([p.data().grad.clone() for p in params])
+            for p in params:
+                p.data().grad = None
+        updater.optimizer.rescale_grad = 1.0 / 16
+        for i, p in enumerate(params):
+            total = torch.zeros_like(p.data())
+            for w in range(workers):
+                payload, ctx = comps[w].compress(grads[w][i], i)
+                total += comps[w].decompress(payload, ctx)
+            with torch.no_grad():
+                updater(i, total, p.data())
+    return [p.data().detach().clone() for p in params]
+
+
+# ---- dist_async staleness -----------------------------------------------------------------------
+SLOW = 1000.0  # the slow worker's pushes move the value by this much, the fast one's by 1
+
+
+def staleness_race(steps: int, folder: str, wait_for_fast: bool) -> dict[str, Any]:
+    """Rank 0 pushes and pulls as fast as it can; rank 1 (slowed down) pushes once, then, with
+    ``wait_for_fast``, sleeps until rank 0 is done, else for a moment, then pushes slowly.  Rank 0
+    reads from each pulled value how many of rank 1's pushes are in: its lead (gap) per pull."""
+    from mxtorch import optimizer
+
+    kv = _kv("dist_async")
+    kv.set_optimizer(optimizer.SGD(learning_rate=1.0))
+    kv.init(0, torch.zeros(1))
+    kv.barrier()
+    done = os.path.join(folder, "fast-done")
+    got = torch.zeros(1)
+    if kv.rank == 0:
+        gaps = []
+        for i in range(steps):
+            kv.pushpull(0, torch.full((1,), -1.0), out=got)
+            slow = int(got.item() // SLOW)
+            gaps.append(i + 1 - slow)
+        with open(done, "w") as f:
+            f.write("done")
+        return {"gaps": gaps, "staleness": kv.staleness}
+    kv.pushpull(0, torch.full((1,), -SLOW), out=got)
+    deadline = time.monotonic() + (60 if wait_for_fast else 1.0)
+    while time.monotonic() < deadline and not os.path.exists(done):
+        time.sleep(0.05)
+    for _ in range(steps - 1):
+        time.sleep(0.02)  # the deliberately slow worker
+        kv.pushpull(0, torch.full((1,), -SLOW), out=got)
+    return {"staleness": kv.staleness}
+
+
+def staleness_leaver(steps: int, how: str) -> dict[str, Any]:
+    """Staleness 1: rank 1 pushes twice, then finishes (closes its store) or dies (SIGKILL); rank 0
+    pushes ``steps`` times and must not wait for it forever."""
+    import signal
+
+    import mxtorch as mx
+    from mxtorch import optimizer
+
+    kv = mx.kv.create("dist_async", staleness=1)
+    kv.set_optimizer(optimizer.SGD(learning_rate=1.0))
+    kv.init(0, torch.zeros(1))
+    kv.barrier()
+    got = torch.zeros(1)
+    if kv.rank == 1:
+        for _ in range(2):
+            kv.pushpull(0, torch.full((1,), -SLOW), out=got)
+        if how == "dies":
+            os.kill(os.getpid(), signal.SIGKILL)
+        kv.close()
+        return {"value": got.item()}
+    for _ in range(steps):
+        kv.pushpull(0, torch.full((1,), -1.0), out=got)
+    return {"value": got.item()}
+
+
+def plain_sgd_steps(kvstore: str, steps: int) -> list[torch.Tensor]:
+    """The regression net with plain SGD (no momentum, no weight decay), this worker's half of
+    each batch, updating on the servers."""
+    import mxtorch as mx
+    from mxtorch import autograd, gluon
+
+    kv = mx.kv.create(kvstore)
+    net = _net(kv.rank)
+    trainer = gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.2}, kvstore=kv)
+    loss_fn = gluon.loss.L2Loss()
+    for step in range(steps):
+        x, y = _regression_data(16, seed=step)
+        x, y = x[kv.rank::kv.num_workers], y[kv.rank::kv.num_workers]
+        with autograd.record():
+            loss = loss_fn(net(x), y)
+        loss.backward()
+        trainer.step(x.shape[0])
+    return [p.data().detach().clone() for p in net.collect_params().values()]

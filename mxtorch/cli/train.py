@@ -8,8 +8,10 @@ held-out split, saves the parameters and a metrics file.
 ``--workers N --kvstore allreduce`` (or ``horovod``) trains with N processes: the command
 runs itself again under ``mxtorch launch -n N``; each worker reads its own shard of the
 training set with ``--batch-size / N`` samples per step, gradients are summed over the
-workers, and worker 0 evaluates, prints and saves.  ``--servers M --kvstore dist_sync`` (or
-``dist_async``) adds M parameter servers and a scheduler, and the optimizer runs on the servers.
+workers, and worker 0 evaluates, prints and saves.  ``--compression 2bit`` (or ``1bit``,
+``fp16``, ``bf16``, ``topk``, ``powersgd``) compresses the gradients the workers exchange.
+``--servers M --kvstore dist_sync`` (or ``dist_async``) adds M parameter servers and a
+scheduler, and the optimizer runs on the servers.
 """
 
 from __future__ import annotations
@@ -317,7 +319,8 @@ def train(cfg: TrainConfig, log: Any = None) -> dict[str, Any]:
     comp = compression_params(cfg)
     if comp is not None and (kv is None or not kv.is_capable(mx.kv.KVStoreBase.GRADIENT_COMPRESSION)):
         raise SystemExit(f"--compression {cfg.compression} compresses what workers send each other: it needs "
-                         "--workers 2 (or more) and --kvstore horovod or allreduce"
+                         "--workers 2 (or more) and --kvstore horovod, allreduce, dist_sync or dist_async "
+                         "(with --servers 1 or more)"
                          + (f", not --kvstore {cfg.kvstore}" if kv is not None else ""))
     trainer = Trainer(net.collect_params(), cfg.optimizer, opt_params,
                       kvstore=kv if kv is not None else cfg.kvstore, compression_params=comp)
@@ -431,7 +434,8 @@ def run(args: argparse.Namespace) -> int:
         raise SystemExit("--epochs, --batch-size and --workers must be >= 1, --servers >= 0")
     if compression_params(cfg) is not None and cfg.workers < 2 and launched_world_size() is None:
         raise SystemExit(f"--compression {cfg.compression} compresses what workers send each other: add "
-                         "--workers 2 (or more) and --kvstore horovod (or allreduce)")
+                         "--workers 2 (or more) and --kvstore horovod (or allreduce, or dist_sync with "
+                         "--servers 1)")
     if (cfg.workers > 1 or cfg.servers) and launched_world_size() is None:
         argv = getattr(args, "argv", None)
         return _run_workers(cfg, list(argv) if argv is not None else sys.argv[1:])

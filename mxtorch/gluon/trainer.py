@@ -345,8 +345,13 @@ class Trainer:
         if self._update_on_kvstore:
             kv = self._kvstore
             assert kv is not None
-            keys = [i for i, _ in live]
-            datas = [list(p._data) for _, p in live]  # type: ignore[arg-type]
+            # Weights read by rows (stype 'row_sparse') are pulled by row_sparse_data: push only.
+            by_rows = [(i, p.list_grad()) for i, p in live if p.stype == "row_sparse"]
+            if by_rows:
+                kv.push([i for i, _ in by_rows], [g for _, g in by_rows])
+            whole = [(i, p) for i, p in live if p.stype != "row_sparse"]
+            keys = [i for i, _ in whole]
+            datas = [list(p._data) for _, p in whole]  # type: ignore[arg-type]
             if keys:  # push every gradient, pull every weight: one pipelined call
                 kv.pushpull(keys, [[d.grad for d in data] for data in datas], out=datas)  # type: ignore[misc]
         else:

@@ -6,8 +6,10 @@ Processes: one scheduler (:func:`run_scheduler`), ``DMLC_NUM_SERVER`` servers
 
 Modules: :mod:`.config` (the environment), :mod:`.protocol` (the wire format),
 :mod:`.scheduler`, :mod:`.server` (+ :mod:`.shard`, :mod:`.snapshot`), :mod:`.worker`
-(+ :mod:`.client`), :mod:`.optimizer_spec` (optimizers as JSON), :mod:`.roles` (entry points),
-:mod:`.testing` (local jobs for tests).
+(+ :mod:`.client`, :mod:`.placement`, :mod:`.row_transfer`), :mod:`.optimizer_spec`
+(optimizers as JSON), :mod:`.rows` (row-sparse values in key slices), :mod:`.codec` (gradient
+compression on the servers), :mod:`.roles` (entry points), :mod:`.testing` (local jobs for
+tests).
 """
 
 from .config import PSConfig

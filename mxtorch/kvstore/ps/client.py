@@ -63,9 +63,12 @@ class _Request:
 class PSClient:
     """The worker's side of the transport (see the module docstring)."""
 
-    def __init__(self, config: PSConfig, mode: str) -> None:
+    def __init__(self, config: PSConfig, mode: str, hello: dict[str, Any] | None = None) -> None:
+        """``hello``: what this worker declares to every server on connecting (staleness bound,
+        compressor); :attr:`hello` may change later and is said again to a restarted server."""
         self.config = config
         self.mode = mode
+        self.hello: dict[str, Any] = dict(hello or {})
         self.ctx = zmq.Context()
         self.servers: list[ServerInfo] = []
         self.pending: dict[int, _Request] = {}
@@ -128,7 +131,7 @@ class PSClient:
 
     def _hello(self, rank: int) -> None:
         s = self.servers[rank]
-        meta: dict[str, Any] = {"rank": self.rank}
+        meta: dict[str, Any] = {**self.hello, "rank": self.rank}
         if self.config.secret is not None:
             meta["hmac"] = P.sign(self.config.secret, "hello", s.nonce, self.identity)
         rid = self._new_id()

@@ -21,7 +21,7 @@ variable                          meaning
 ``MXTORCH_PS_HEARTBEAT_S``        seconds between heartbeats (default 1.0)
 ``MXTORCH_PS_DEAD_S``             silence after which a node is dead (default max(5, 5 x heartbeat))
 ``MXNET_KVSTORE_BIGARRAY_BOUND``  elements above which a key is split over all servers (1000000)
-``MXTORCH_PS_STALENESS``          dist_async staleness bound (unset: unbounded; reserved)
+``MXTORCH_PS_STALENESS``          dist_async: pushes a worker may be ahead of the slowest (unset: any)
 ``MXTORCH_PS_SNAPSHOT_DIR``       where servers write snapshots (unset: no snapshots)
 ``MXTORCH_PS_SNAPSHOT_EVERY``     completed updates between automatic snapshots (0: only on request)
 ================================  =====================================================================

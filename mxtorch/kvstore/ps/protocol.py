@@ -23,9 +23,14 @@ ACK, a count.  ``sender`` is a node id in ps-lite's numbering: 1 the scheduler, 
 server r, ``9 + 2r`` worker r (:func:`server_node`, :func:`worker_node`).
 
 Extension points: a new message type is a new :class:`Command` code and a handler in the
-server's dispatch table; :class:`Flag` reserves ``COMPRESSED`` and ``ROW_SPARSE`` for pushes
-whose tensors are not the dense value (the server decodes pushes in one place,
-``ParameterServer._decode_push``).
+server's dispatch table.  :class:`Flag` marks messages whose tensors are not the dense value
+(the server decodes pushes in one place, ``ParameterServer._decode_push``):
+
+* PUSH + ``ROW_SPARSE``: ``[row ids (int64, sorted, unique), rows (k, *row_shape)]``;
+* PUSH + ``COMPRESSED``: the tensors of a compressor's payload (:mod:`.codec`);
+* PULL + ``ROW_SPARSE``: the reply is ``[row ids, elements]``, the rows the value stores;
+* PULL + ``COMPRESSED``: the reply carries the value cast to the dtype whose code is ``arg``;
+* ROW_PULL ``[row ids]``: the reply carries those rows' elements (:mod:`.rows`).
 
 Authentication (``MXTORCH_PS_SECRET``): a node's REGISTER is answered with a CHALLENGE
 carrying a scheduler nonce and the scheduler's proof over the node's nonce; the node proves
@@ -85,10 +90,10 @@ class Command(enum.IntEnum):
     PUSH = 14
     PULL = 15
     PULL_REPLY = 16
-    ROW_PULL = 17  # reserved: row_sparse_pull
+    ROW_PULL = 17  # worker -> server: row_sparse_pull of some rows
     SET_OPTIMIZER = 18
     SET_HYPER = 19
-    SET_COMPRESSION = 20  # reserved: gradient compression on the servers
+    SET_COMPRESSION = 20  # worker -> server: how this worker compresses its pushes
     GET_STATES = 21
     STATES = 22
     SET_STATES = 23
@@ -97,13 +102,14 @@ class Command(enum.IntEnum):
     ERROR = 26
     SHUTDOWN = 27
     ACK = 28
+    WORKER_DONE = 29  # scheduler -> servers: a worker closed its store (it pushes no more)
 
 
 class Flag(enum.IntFlag):
     NONE = 0
     META = 1  # a JSON frame follows the key frame
-    COMPRESSED = 2  # reserved: the tensors are a compressor's payload
-    ROW_SPARSE = 4  # reserved: tensors are (row ids, rows)
+    COMPRESSED = 2  # the tensors are a compressor's payload (PUSH), a cast value is wanted (PULL)
+    ROW_SPARSE = 4  # the tensors are (row ids, rows)
 
 
 _COMMANDS = {int(c): c for c in Command}

@@ -15,7 +15,8 @@ It binds a ROUTER on ``DMLC_PS_ROOT_PORT`` and
    arrive); in dist_async barriers count the living workers only;
 5. re-admits a restarted server (same ``DMLC_SERVER_ID``): ASSIGN with its old port, then
    NODE_BACK to the workers once it is READY;
-6. when every worker has sent SHUTDOWN (or is dead) tells the servers to stop and exits:
+6. tells the servers when a worker has sent SHUTDOWN (WORKER_DONE: dist_async staleness stops
+   waiting for it); when every worker has (or is dead) tells the servers to stop and exits:
    0 if the job ended normally, 1 if a server died or a dist_sync worker died.
 """
 
@@ -369,6 +370,9 @@ class Scheduler:
             elif msg.command == Command.SHUTDOWN:
                 node.state = "finished"
                 self._send(identity, Message(Command.ACK, msg.request_id))
+                for server in self.servers:  # dist_async staleness: it no longer holds others back
+                    if server.state == "alive":
+                        self._send(server.identity, Message(Command.WORKER_DONE, meta={"rank": node.rank}))
                 self._maybe_release_barrier()
                 self._maybe_finish_key_check()
             else:

@@ -11,6 +11,14 @@ scheduler connection) plus a heartbeat thread.  The server
 * sync mode: sums one push per worker per round, then stores the sum or, with an optimizer
   (update on kvstore), applies it; async mode: applies every push on arrival;
 * answers a PULL once the asking worker's latest push to that slice is in the value;
+* takes row-sparse pushes (row ids + rows, :mod:`.rows`): summed by row, applied lazily to
+  the touched rows with an optimizer (:func:`mxtorch.optimizer.sparse.update_rows`), assigned
+  otherwise; answers ROW_PULL (``row_sparse_pull``) with just the rows asked for;
+* decodes compressed pushes with the compressor each worker declared (:mod:`.codec`);
+* dist_async with a staleness bound (the bound a worker declares in its HELLO, else the
+  server's ``MXTORCH_PS_STALENESS=k``): a worker's pull of a slice waits while that worker has
+  pushed the slice more than ``k`` times more than the slowest live worker (dead and finished
+  workers do not count);
 * runs the optimizer the workers declared (:mod:`.optimizer_spec`), takes SET_HYPER changes,
   sends and loads optimizer states (GET_STATES / SET_STATES), writes snapshots;
 * in sync mode, when the scheduler reports a dead worker, answers every waiting and later
@@ -34,14 +42,18 @@ from typing import Any
 import torch
 import zmq
 
+from ...compression import CompressionError
 from ...optimizer import Updater
+from ...optimizer.sparse import update_rows
 from ..base import Key, KVStoreError
 from . import protocol as P
+from .codec import build_compressor, decode_push
 from .config import PSConfig
 from .node import Heartbeat, JoinError, configure_socket, join
 from .optimizer_spec import apply_hyper, build_optimizer, describe_optimizer
 from .protocol import Command, Flag, Message, ProtocolError
-from .shard import KeyShard
+from .rows import Rows, gather_rows, stored_rows
+from .shard import LOW_PRECISION, KeyShard, PendingPull
 from .snapshot import read_snapshot, snapshot_path, write_snapshot
 
 __all__ = ["ParameterServer", "run_server"]
@@ -68,6 +80,9 @@ class ParameterServer:
         self.shards: dict[tuple[Key, int], KeyShard] = {}
         self.peers: dict[bytes, int] = {}  # connection identity -> worker rank
         self.updater: Updater | None = None
+        self.decoders: dict[int, Any] = {}  # worker rank -> the compressor it declared
+        self.staleness: dict[int, int | None] = {}  # worker rank -> its dist_async bound
+        self.live: set[int] = set()  # workers neither dead nor finished (dist_async staleness)
         self.failed: str | None = None  # why sync rounds cannot complete any more
         self.exit_code: int | None = None
         self._updates = 0
@@ -79,6 +94,9 @@ class ParameterServer:
             Command.INIT: self._on_init,
             Command.PUSH: self._on_push,
             Command.PULL: self._on_pull,
+            Command.ROW_PULL: self._on_pull,
+            Command.SET_COMPRESSION: self._on_set_compression,
+            Command.WORKER_DONE: self._on_worker_gone,
             Command.SET_OPTIMIZER: self._on_set_optimizer,
             Command.SET_HYPER: self._on_set_hyper,
             Command.GET_STATES: self._on_get_states,
@@ -100,6 +118,7 @@ class ParameterServer:
             self.rank = int(m["rank"])
             self.node_id = P.server_node(self.rank)
             self.num_workers = int(m["num_workers"])
+            self.live = set(range(self.num_workers))
             self.mode = str(m["mode"])
             self._bind(m.get("port"))
             if m.get("restart"):
@@ -252,27 +271,49 @@ class ParameterServer:
             _log(f"refused a connection claiming to be worker {rank}: wrong MXTORCH_PS_SECRET proof")
             self._error(identity, msg, f"server {self.rank}: authentication failed (MXTORCH_PS_SECRET)")
             return
+        bound = m.get("staleness", self.config.staleness)
+        if bound is not None and (not isinstance(bound, int) or isinstance(bound, bool) or bound < 0):
+            raise ProtocolError(f"malformed HELLO (staleness {bound!r})")
+        decoder = build_compressor(m.get("compression"))
         for other, r in list(self.peers.items()):  # a restarted worker replaces its old connection
             if r == rank and other != identity:
                 del self.peers[other]
         self.peers[identity] = rank
+        self.staleness[rank] = bound
+        self.decoders[rank] = decoder
         self._ack(identity, msg)
 
     def _on_node_dead(self, identity: bytes | None, msg: Message) -> None:
         m = msg.meta or {}
-        if m.get("role") != "worker" or self.mode != "sync":
-            return  # async jobs go on without it; a dead server is the workers' business
+        if m.get("role") != "worker":
+            return  # a dead server is the workers' business
+        if self.mode != "sync":
+            self._on_worker_gone(identity, msg)  # async jobs go on without it
+            return
         self.failed = (f"{m.get('description', 'a worker')} died, so no dist_sync round can complete any "
                        "more: restart the job (from a checkpoint)")
         for sh in self.shards.values():
-            for ident, req, _ in sh.pulls:
-                self._send(ident, Message(Command.ERROR, req, self.node_id, key=sh.key, shard=sh.shard,
-                                          meta={"message": self.failed, "code": "dead"}))
+            for pull in sh.pulls:
+                self._send(pull.identity, Message(Command.ERROR, pull.msg.request_id, self.node_id,
+                                                  key=sh.key, shard=sh.shard,
+                                                  meta={"message": self.failed, "code": "dead"}))
             sh.pulls = []
             for ident, req in sh.init_waiters:
                 self._send(ident, Message(Command.ERROR, req, self.node_id, key=sh.key, shard=sh.shard,
                                           meta={"message": self.failed, "code": "dead"}))
             sh.init_waiters = []
+
+    def _on_worker_gone(self, identity: bytes | None, msg: Message) -> None:
+        """A worker died (dist_async) or closed its store: no pull waits for its pushes any more."""
+        if identity is not None:
+            raise ProtocolError("only the scheduler reports workers gone")
+        rank = (msg.meta or {}).get("rank")
+        if not isinstance(rank, int) or rank not in self.live:
+            return
+        self.live.discard(rank)
+        if self.mode == "async":
+            for sh in self.shards.values():
+                self._answer_pulls(sh)
 
     def _on_shutdown(self, identity: bytes | None, msg: Message) -> None:
         if identity is not None:
@@ -299,21 +340,24 @@ class ParameterServer:
             shape = tuple(int(s) for s in m["shape"])
             dtype = P.dtype_from_name(m["dtype"])
             num_shards, offset, numel = int(m["num_shards"]), int(m["offset"]), int(m["numel"])
+            kind = str(m.get("kind", "dense"))
         except (KeyError, TypeError, ValueError):
             raise ProtocolError("malformed INIT message") from None
         if msg.key is None:
             raise ProtocolError("INIT without a key")
-        desc = (shape, dtype, num_shards, offset, numel)
+        if kind not in ("dense", "row_sparse"):
+            raise ProtocolError(f"INIT of unknown kind {kind!r}")
+        desc = (shape, dtype, num_shards, offset, numel, kind)
         sh = self.shards.get((msg.key, msg.shard))
         if sh is None:
-            sh = KeyShard(msg.key, msg.shard, num_shards, shape, dtype, offset, numel)
+            sh = KeyShard(msg.key, msg.shard, num_shards, shape, dtype, offset, numel, kind)
             self.shards[(msg.key, msg.shard)] = sh
-        elif (sh.shape, sh.dtype, sh.num_shards, sh.offset, sh.numel) != desc:
+        elif (sh.shape, sh.dtype, sh.num_shards, sh.offset, sh.numel, sh.kind) != desc:
             raise KVStoreError(
-                f"{sh.describe()}: worker {worker} initializes it as shape {shape} {P.dtype_name(dtype)} "
-                f"(slice {offset}+{numel}), but it already is shape {sh.shape} {P.dtype_name(sh.dtype)} "
-                f"(slice {sh.offset}+{sh.numel}): every worker must init the same keys with the same shapes "
-                "and dtypes, in the same order")
+                f"{sh.describe()}: worker {worker} initializes it as {kind} shape {shape} "
+                f"{P.dtype_name(dtype)} (slice {offset}+{numel}), but it already is {sh.kind} shape "
+                f"{sh.shape} {P.dtype_name(sh.dtype)} (slice {sh.offset}+{sh.numel}): every worker must init "
+                "the same keys with the same shapes, dtypes and storage types, in the same order")
         if worker in sh.inited_by and sh.value is not None:
             raise KVStoreError(f"{sh.describe()} was already initialized by worker {worker}: init each key "
                                "once")
@@ -335,11 +379,21 @@ class ParameterServer:
         else:
             sh.init_waiters.append((identity, msg.request_id))
 
-    def _decode_push(self, sh: KeyShard, msg: Message, worker: int) -> torch.Tensor:
-        """The dense value a PUSH carries (the one place to add compressed or row-sparse pushes)."""
-        if msg.flags & (Flag.COMPRESSED | Flag.ROW_SPARSE):
-            raise KVStoreError(f"{sh.describe()}: compressed and row-sparse pushes are not supported by this "
-                               "server yet")
+    def _decode_push(self, sh: KeyShard, msg: Message, worker: int) -> torch.Tensor | Rows:
+        """What a PUSH carries: the dense value, decoded compressed payloads, or rows (row-sparse)."""
+        if msg.flags & Flag.ROW_SPARSE:
+            return self._decode_rows(sh, msg, worker)
+        if msg.flags & Flag.COMPRESSED:
+            decoder = self.decoders.get(worker)
+            if decoder is None:
+                raise KVStoreError(f"{sh.describe()}: worker {worker} pushed a compressed value but has not "
+                                   f"declared a compressor to server {self.rank} "
+                                   "(kv.set_gradient_compression)")
+            try:
+                return decode_push(decoder, msg.tensors, sh.value_shape, sh.dtype)
+            except (CompressionError, RuntimeError, ValueError) as e:
+                raise KVStoreError(f"{sh.describe()}: server {self.rank} cannot decode worker {worker}'s "
+                                   f"{decoder.name} payload: {e}") from e
         if len(msg.tensors) != 1:
             raise ProtocolError(f"PUSH carries {len(msg.tensors)} tensors, expected 1")
         grad = msg.tensors[0]
@@ -351,6 +405,31 @@ class ParameterServer:
                 "dtype the key was initialized with")
         return grad
 
+    def _row_ids(self, sh: KeyShard, ids: torch.Tensor, worker: int) -> torch.Tensor:
+        """Validated row ids of a row-sparse push or ROW_PULL (int64, sorted, unique, in range)."""
+        if not sh.shape:
+            raise KVStoreError(f"{sh.describe()} is a scalar: it has no rows (worker {worker})")
+        if ids.dtype != torch.int64 or ids.dim() != 1:
+            raise ProtocolError(f"row ids must be a 1-D int64 tensor, got {tuple(ids.shape)} {ids.dtype}")
+        if ids.numel():
+            if int(ids[0]) < 0 or int(ids[-1]) >= sh.shape[0] or \
+                    (ids.numel() > 1 and not bool((ids[1:] > ids[:-1]).all())):
+                raise KVStoreError(f"{sh.describe()}: worker {worker} sent row ids that are not sorted, "
+                                   f"unique and within 0..{sh.shape[0] - 1}")
+        return ids
+
+    def _decode_rows(self, sh: KeyShard, msg: Message, worker: int) -> Rows:
+        if msg.flags & Flag.COMPRESSED or len(msg.tensors) != 2:
+            raise ProtocolError("a row-sparse PUSH carries [row ids, rows], uncompressed")
+        ids, values = msg.tensors
+        ids = self._row_ids(sh, ids, worker)
+        expected = (ids.numel(), *sh.shape[1:])
+        if tuple(values.shape) != expected or values.dtype != sh.dtype:
+            raise KVStoreError(f"{sh.describe()}: worker {worker} pushed rows of shape {tuple(values.shape)} "
+                               f"{P.dtype_name(values.dtype)}, expected {expected} {P.dtype_name(sh.dtype)} "
+                               "(one row of the key per row id)")
+        return Rows(ids, values.reshape(ids.numel(), sh.row))
+
     def _on_push(self, identity: bytes | None, msg: Message) -> None:
         worker = self._worker(identity)
         self._check_running()
@@ -359,8 +438,10 @@ class ParameterServer:
         if self.mode == "async":
             self._apply(sh, grad)
             sh.version += 1
+            sh.pushes[worker] = sh.pushes.get(worker, 0) + 1
             sh.last_target[worker] = sh.version
             self._ack(identity, msg, sh.version)
+            self._answer_pulls(sh)  # a slower worker's push may let a faster one's pull go
             self._after_update()
             return
         target = sh.add_push(worker, grad)
@@ -371,43 +452,100 @@ class ParameterServer:
             self._answer_pulls(sh)
             self._after_update()
 
-    def _apply(self, sh: KeyShard, grad: torch.Tensor) -> None:
+    def _apply(self, sh: KeyShard, grad: torch.Tensor | Rows) -> None:
         if self.updater is None:
-            sh.set_value(grad)
+            if isinstance(grad, Rows):
+                sh.assign_rows(grad)
+            else:
+                sh.set_value(grad)
             return
         weight = sh.writable_value()
-        if grad.dtype != weight.dtype and not self.updater.optimizer.multi_precision:
+        multi = self.updater.optimizer.multi_precision
+        if isinstance(grad, Rows):
+            if grad.values.dtype != weight.dtype and not multi:
+                grad = Rows(grad.ids, grad.values.to(weight.dtype))
+            self._apply_rows(sh, weight, grad)
+            return
+        if grad.dtype != weight.dtype and not multi:
             grad = grad.to(weight.dtype)
         self.updater(sh.key, grad, weight)
 
+    def _apply_rows(self, sh: KeyShard, weight: torch.Tensor, rows: Rows) -> None:
+        """The optimizer's lazy update of the touched rows only (states viewed like the weight)."""
+        updater = self.updater
+        assert updater is not None
+        state = updater.states.get(sh.key)
+        if state is None:  # created for the slice's own shape, as a dense push would
+            state = updater.states[sh.key] = updater.optimizer.create_state_multi_precision(sh.key, weight)
+            updater.states_synced[sh.key] = True
+        state = updater.states[sh.key] = _contiguous(state)
+        w2, ids, g2 = sh.rows_view(weight, rows)
+        update_rows(updater.optimizer, sh.key, w2, ids, g2, _view_like(state, weight.shape, w2.shape))
+
+    # ---- pulls -----------------------------------------------------------------------------
     def _on_pull(self, identity: bytes | None, msg: Message) -> None:
+        """PULL (the value, or with ROW_SPARSE the rows it stores) and ROW_PULL (some rows)."""
         worker = self._worker(identity)
         assert identity is not None
         self._check_running()
         sh = self._shard(msg, worker)
-        target = sh.last_target.get(worker, 0)
-        if self.mode == "async" or sh.version >= target:
-            self._send_value(identity, msg.request_id, sh)
+        ids = None
+        if msg.command == Command.ROW_PULL:
+            if len(msg.tensors) != 1:
+                raise ProtocolError("ROW_PULL carries [row ids]")
+            ids = self._row_ids(sh, msg.tensors[0], worker)
+        pull = PendingPull(identity, msg, worker, sh.last_target.get(worker, 0), ids)
+        if self._pull_ready(sh, pull):
+            self._answer(sh, pull)
         else:
-            sh.pulls.append((identity, msg.request_id, target))
+            sh.pulls.append(pull)
 
-    def _send_value(self, identity: bytes, req: int, sh: KeyShard) -> None:
+    def _pull_ready(self, sh: KeyShard, pull: PendingPull) -> bool:
+        if self.mode == "sync":
+            return sh.version >= pull.target
+        bound = self.staleness.get(pull.worker)
+        if bound is None:
+            return True
+        others = [sh.pushes.get(w, 0) for w in self.live if w != pull.worker]
+        return not others or sh.pushes.get(pull.worker, 0) - min(others) <= bound
+
+    def _answer(self, sh: KeyShard, pull: PendingPull) -> None:
         assert sh.value is not None
-        reply = Message(Command.PULL_REPLY, req, self.node_id, key=sh.key, shard=sh.shard, arg=sh.version,
-                        tensors=[sh.value])
-        trackers = self._send(identity, reply, track=True)
-        sh.track(trackers)
+        msg = pull.msg
+        reply = Message(Command.PULL_REPLY, msg.request_id, self.node_id, key=sh.key, shard=sh.shard,
+                        arg=sh.version)
+        if pull.ids is not None:
+            reply.tensors = [gather_rows(sh.value, pull.ids, sh.row, sh.offset, sh.numel)]
+        elif msg.flags & Flag.ROW_SPARSE:
+            ids = sh.stored if sh.stored is not None else stored_rows(sh.value, sh.row, sh.offset, sh.numel)
+            reply.tensors = [ids, gather_rows(sh.value, ids, sh.row, sh.offset, sh.numel)]
+        elif msg.flags & Flag.COMPRESSED and sh.dtype == torch.float32:
+            narrow = P.dtype_from_code(msg.arg)
+            if narrow not in LOW_PRECISION:
+                raise ProtocolError(f"a narrower pull must ask for float16 or bfloat16, not {narrow}")
+            reply.tensors = [sh.value.to(narrow)]
+        else:
+            reply.tensors = [sh.value]
+            sh.track(self._send(pull.identity, reply, track=True))
+            return
+        self._send(pull.identity, reply)  # fresh tensors: nothing to track
 
     def _answer_pulls(self, sh: KeyShard) -> None:
         if not sh.pulls:
             return
         waiting = []
-        for ident, req, target in sh.pulls:
-            if sh.version >= target:
-                self._send_value(ident, req, sh)
+        for pull in sh.pulls:
+            if self._pull_ready(sh, pull):
+                self._answer(sh, pull)
             else:
-                waiting.append((ident, req, target))
+                waiting.append(pull)
         sh.pulls = waiting
+
+    # ---- compression -----------------------------------------------------------------------
+    def _on_set_compression(self, identity: bytes | None, msg: Message) -> None:
+        worker = self._worker(identity)
+        self.decoders[worker] = build_compressor((msg.meta or {}).get("compression"))
+        self._ack(identity, msg)
 
     # ---- optimizer -------------------------------------------------------------------------
     def _on_set_optimizer(self, identity: bytes | None, msg: Message) -> None:
@@ -495,7 +633,8 @@ class ParameterServer:
             tensors[f"value/{i}"] = sh.value
             shards.append({"key": P.key_to_json(sh.key), "shard": sh.shard, "num_shards": sh.num_shards,
                            "shape": list(sh.shape), "dtype": P.dtype_name(sh.dtype), "offset": sh.offset,
-                           "numel": sh.numel, "version": sh.version, "tensor": f"value/{i}"})
+                           "numel": sh.numel, "kind": sh.kind, "version": sh.version,
+                           "tensor": f"value/{i}"})
         optimizer: dict[str, Any] | None = None
         if self.updater is not None:
             state_tensors: list[torch.Tensor] = []
@@ -530,7 +669,8 @@ class ParameterServer:
         for s in meta.get("shards", []):
             key = P.key_from_json(s["key"])
             sh = KeyShard(key, int(s["shard"]), int(s["num_shards"]), tuple(int(d) for d in s["shape"]),
-                          P.dtype_from_name(s["dtype"]), int(s["offset"]), int(s["numel"]))
+                          P.dtype_from_name(s["dtype"]), int(s["offset"]), int(s["numel"]),
+                          str(s.get("kind", "dense")))
             sh.value = tensors[s["tensor"]].view(sh.value_shape)
             sh.version = int(s["version"])
             sh.inited_by = set(range(self.num_workers))
@@ -541,6 +681,24 @@ class ParameterServer:
             self.updater = self._load_states(opt, [tensors[n] for n in names])
         self._snapshot_versions = min((sh.version for sh in self.shards.values()), default=0)
         _log(f"server {self.rank} restored {len(self.shards)} key slice(s) from {path}")
+
+
+def _contiguous(state: Any) -> Any:
+    """``state`` with every tensor contiguous (states loaded from frames or files may not be)."""
+    if isinstance(state, torch.Tensor):
+        return state if state.is_contiguous() else state.contiguous()
+    if isinstance(state, (tuple, list)):
+        return type(state)(_contiguous(s) for s in state)
+    return state
+
+
+def _view_like(state: Any, shape: tuple[int, ...] | torch.Size, view: tuple[int, ...] | torch.Size) -> Any:
+    """``state`` with every tensor of the weight's ``shape`` viewed as ``view`` (shared memory)."""
+    if isinstance(state, torch.Tensor):
+        return state.view(view) if state.shape == shape else state
+    if isinstance(state, (tuple, list)):
+        return type(state)(_view_like(s, shape, view) for s in state)
+    return state
 
 
 def run_server(config: PSConfig) -> int:

@@ -2,20 +2,24 @@
 
 A key of at most ``MXNET_KVSTORE_BIGARRAY_BOUND`` elements lives whole on one server (shard 0
 of 1, the key's own shape); a larger key is cut into one contiguous flat slice per server
-(shard ``s`` of ``S``, shape ``(numel,)``).
+(shard ``s`` of ``S``, shape ``(numel,)``), at row boundaries when the key was initialized
+row_sparse (``kind == 'row_sparse'``, see :mod:`.rows`).
 
 Sync rounds.  A round completes when every worker has pushed once; a worker that pushes again
 before that is queued for the next round (:meth:`KeyShard.add_push` returns the version the
-push will be part of).  Pushes are summed in fp32 for fp16/bf16 keys (one rounding at the
-end), in the key's dtype otherwise; the first push of a round is adopted without a copy.
+push will be part of).  A push is a dense tensor or :class:`~.rows.Rows` (a row-sparse push);
+dense pushes are summed in fp32 for fp16/bf16 keys (one rounding at the end), in the key's
+dtype otherwise, the first push of a round adopted without a copy; rows are summed by row
+(:func:`~.rows.merge_rows`), and a round mixing both is dense.
 
 Versions.  ``version`` counts completed rounds (sync) or applied pushes (async).  A pull is
 answered once ``version`` reaches the round of the asking worker's latest push to this shard
 (``last_target``), so a pull after a push returns the updated value; the server tracks this
-itself, relying on ZeroMQ's per-connection ordering.
+itself, relying on ZeroMQ's per-connection ordering.  ``pushes`` counts each worker's pushes
+(dist_async's staleness bound compares them).
 
-``kind`` is the value type ('dense'); a row-sparse value type would add its own storage and
-its own ``add_push``/apply here.
+``stored`` is the row ids the value holds when rows were assigned to it (a row-sparse push
+without an optimizer: the other rows are zero, as MXNet assigns), None for a dense value.
 """
 
 from __future__ import annotations
@@ -27,10 +31,24 @@ from typing import Any
 import torch
 
 from ..base import Key
+from .protocol import Message
+from .rows import Rows, aligned, element_positions, merge_rows, row_size
 
-__all__ = ["KeyShard", "LOW_PRECISION"]
+__all__ = ["KeyShard", "LOW_PRECISION", "PendingPull", "Push"]
 
 LOW_PRECISION = (torch.float16, torch.bfloat16)
+Push = torch.Tensor | Rows
+
+
+@dataclass
+class PendingPull:
+    """A pull (PULL or ROW_PULL) waiting for a round, or for slower workers (staleness)."""
+
+    identity: bytes
+    msg: Message
+    worker: int
+    target: int  # the version it needs (sync)
+    ids: torch.Tensor | None = None  # ROW_PULL: the rows asked for
 
 
 @dataclass
@@ -42,7 +60,7 @@ class KeyShard:
     dtype: torch.dtype
     offset: int  # flat offset of this slice in the key
     numel: int
-    kind: str = "dense"
+    kind: str = "dense"  # 'row_sparse': initialized row-sparse, slices cut at row boundaries
     value: torch.Tensor | None = None
     version: int = 0
     owner: int | None = None  # rank whose INIT data filled value
@@ -50,10 +68,13 @@ class KeyShard:
     init_waiters: list[tuple[bytes, int]] = field(default_factory=list)
     round: set[int] = field(default_factory=set)
     agg: torch.Tensor | None = None
-    queued: dict[int, deque[torch.Tensor]] = field(default_factory=dict)
+    agg_rows: list[Rows] = field(default_factory=list)
+    queued: dict[int, deque[Push]] = field(default_factory=dict)
     last_target: dict[int, int] = field(default_factory=dict)
-    pulls: list[tuple[bytes, int, int]] = field(default_factory=list)  # identity, request id, target
+    pushes: dict[int, int] = field(default_factory=dict)
+    pulls: list[PendingPull] = field(default_factory=list)
     inflight: list[Any] = field(default_factory=list)  # MessageTrackers of zero-copy sends of value
+    stored: torch.Tensor | None = None
 
     @property
     def value_shape(self) -> tuple[int, ...]:
@@ -63,13 +84,19 @@ class KeyShard:
     def agg_dtype(self) -> torch.dtype:
         return torch.float32 if self.dtype in LOW_PRECISION else self.dtype
 
+    @property
+    def row(self) -> int:
+        """Elements per row of the key."""
+        return row_size(self.shape)
+
     def describe(self) -> str:
         where = "" if self.num_shards == 1 else f" (shard {self.shard} of {self.num_shards})"
         return f"key {self.key!r}{where}"
 
     # ---- sync rounds ------------------------------------------------------------------------
-    def add_push(self, worker: int, grad: torch.Tensor) -> int:
+    def add_push(self, worker: int, grad: Push) -> int:
         """Count ``grad`` into the current round, or queue it; return the version it will produce."""
+        self.pushes[worker] = self.pushes.get(worker, 0) + 1
         if worker in self.round:
             q = self.queued.setdefault(worker, deque())
             q.append(grad)
@@ -80,25 +107,59 @@ class KeyShard:
         self.last_target[worker] = target
         return target
 
-    def _accumulate(self, worker: int, grad: torch.Tensor) -> None:
-        if self.agg is None:
+    def _accumulate(self, worker: int, grad: Push) -> None:
+        if isinstance(grad, Rows):
+            self.agg_rows.append(grad)
+        elif self.agg is None:
             # adopt the received buffer (owned, writable) unless it must be widened
             self.agg = grad.to(torch.float32) if grad.dtype in LOW_PRECISION else grad
         else:
             self.agg.add_(grad)
         self.round.add(worker)
 
-    def take_round(self) -> torch.Tensor:
+    def take_round(self) -> Push:
         """End the complete round: return its sum and start the next from the queued pushes."""
-        agg = self.agg
-        assert agg is not None
-        self.agg = None
+        agg, parts = self.agg, self.agg_rows
+        self.agg, self.agg_rows = None, []
         self.round = set()
         for worker, q in list(self.queued.items()):
             self._accumulate(worker, q.popleft())
             if not q:
                 del self.queued[worker]
+        if agg is None:
+            return merge_rows(parts, self.agg_dtype)
+        if parts:
+            self.add_rows_into(agg, merge_rows(parts, agg.dtype))
         return agg
+
+    # ---- rows of this slice -----------------------------------------------------------------
+    def add_rows_into(self, dense: torch.Tensor, rows: Rows) -> None:
+        """``dense`` (this slice's shape) += ``rows`` (the parts inside the slice)."""
+        flat = dense.view(-1)
+        pos, inside = element_positions(rows.ids, self.row, self.offset, self.numel)
+        flat.index_add_(0, pos[inside], rows.values.to(dense.dtype)[inside])
+
+    def rows_view(self, weight: torch.Tensor, rows: Rows) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``(weight2d, local ids, grad2d)`` for a lazy row update of ``rows`` on this slice.
+
+        A slice cut at row boundaries is viewed as its rows (n, R); one cutting rows is viewed
+        as (numel, 1), its elements standing for rows (the same lazy update for element-wise
+        optimizers, and the same elements for norm-based ones).
+        """
+        row = self.row
+        if aligned(row, self.offset, self.numel):
+            return (weight.view(self.numel // row, row), rows.ids - self.offset // row,
+                    rows.values.reshape(-1, row))
+        pos, inside = element_positions(rows.ids, row, self.offset, self.numel)
+        return weight.view(self.numel, 1), pos[inside], rows.values.reshape(-1, row)[inside].view(-1, 1)
+
+    def assign_rows(self, rows: Rows) -> None:
+        """Without an optimizer: the value becomes these rows (the others zero), as MXNet assigns."""
+        new = torch.zeros(self.value_shape, dtype=self.dtype)
+        self.add_rows_into(new, rows)
+        self.set_value(new)
+        _, inside = element_positions(rows.ids, self.row, self.offset, self.numel)
+        self.stored = rows.ids[inside.any(dim=1)] if rows.ids.numel() else rows.ids
 
     # ---- values -----------------------------------------------------------------------------
     def set_value(self, new: torch.Tensor) -> None:
@@ -107,6 +168,7 @@ class KeyShard:
             new = new.to(self.dtype)
         self.value = new.view(self.value_shape)
         self.inflight = []
+        self.stored = None
 
     def writable_value(self) -> torch.Tensor:
         """The value, safe to update in place: copied first if a zero-copy send still reads it."""
@@ -115,6 +177,7 @@ class KeyShard:
             if not all(t.done for t in self.inflight):
                 self.value = self.value.clone()
             self.inflight = []
+        self.stored = None
         return self.value
 
     def track(self, trackers: list[Any]) -> None:

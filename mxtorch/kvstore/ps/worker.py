@@ -27,11 +27,35 @@ as in the local store); values are float32/float16/bfloat16 (or integer) tensors
   one file in :meth:`mxtorch.optimizer.Updater.get_states`'s format: files move freely between
   local and distributed training.  Saving is not collective (rank 0 alone may save).
 
+Row-sparse values (torch COO tensors with one sparse dimension, :mod:`mxtorch.nd.sparse`), as
+the local store: a row_sparse push sends only its row ids and rows, each server the rows it
+holds; the servers sum them by row; with an optimizer only the touched rows are updated (lazy
+update), without one the summed rows become the value (the other rows zero).  A row_sparse
+``out`` of ``pull(..., ignore_sparse=False)`` or of an optimizer-less ``pushpull`` receives the
+rows the value stores.  ``row_sparse_pull(key, out, row_ids)`` fetches just those rows (any
+order, repeats, or none) into a row_sparse out (which becomes exactly those rows) or a dense
+one (those rows written).  A key initialized with a row_sparse value is split over the servers
+by rows; a dense key's slices may cut a row, which then travels to both servers (:mod:`.rows`).
+
+Gradient compression (``set_gradient_compression({'type': '2bit', 'threshold': 0.5})``, any
+:mod:`mxtorch.compression` type): this worker compresses each floating-point push (per key
+and per server slice, keeping the error-feedback residuals: :attr:`DistKVStore.compressor`),
+the servers decompress with the compressor it declared and aggregate; pulls stay dense unless
+``'pull': 'fp16'`` (or ``'bf16'``) asks for narrower float32 pulls (:mod:`.codec`).
+Row-sparse pushes are sent uncompressed.  :attr:`DistKVStore.wire_bytes_sent` counts the bytes
+of every pushed tensor.
+
+dist_async staleness (``MXTORCH_PS_STALENESS=k`` or ``create('dist_async', staleness=k)``): a
+pull of a key waits while this worker has pushed the key more than ``k`` times more than the
+slowest live worker (stale synchronous parallel); ``k=0`` makes every worker wait for the
+others at each step, like dist_sync; dead workers, and workers that closed their store, hold
+nobody back.  Every worker should push the keys it pulls.
+
 Placement: a key of at most ``MXNET_KVSTORE_BIGARRAY_BOUND`` elements goes to one server, the
 one with the fewest bytes so far (ties: the lowest rank), in init order; a larger key is cut
-into one contiguous slice per server (sizes differ by at most one element), pushed and
-pulled from all servers in parallel.  Optimizers act on each slice separately (norm-based
-ones such as LAMB/LARS then see slice norms, as in MXNet).
+into one contiguous slice per server (sizes differ by at most one element, or one row for
+keys initialized row_sparse), pushed and pulled from all servers in parallel.  Optimizers act
+on each slice separately (norm-based ones such as LAMB/LARS then see slice norms, as in MXNet).
 
 fp16/bf16 keys: the servers sum pushes in fp32 and round once; with an optimizer whose
 ``multi_precision`` is set, the server keeps an fp32 master copy of the weight (in the
@@ -43,17 +67,13 @@ into ``out``.  Every wait is bounded by ``MXTORCH_DIST_TIMEOUT`` (or ``create(..
 timeout=s)``) and raises at once when a node it depends on is reported dead.  One store per
 process: creating another with the same mode returns the same open store; ``close()`` (also
 run at exit) tells the scheduler this worker is done, and the job ends when every worker is.
-
-Not yet: row-sparse push/``row_sparse_pull``, gradient compression on the servers (protocol
-codes ``ROW_PULL`` and ``SET_COMPRESSION`` and the push flags are reserved; the server decodes
-every push in ``ParameterServer._decode_push``) and a bound on dist_async staleness
-(``MXTORCH_PS_STALENESS`` is read but not enforced).
 """
 
 from __future__ import annotations
 
 import atexit
 import functools
+import numbers
 import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -61,13 +81,18 @@ from typing import Any
 
 import torch
 
+from ...compression.base import payload_tensors
 from ..base import Key, KVStoreBase, KVStoreError, Value, register_factory
-from ..local import _key_list, _tensors
+from ..local import _key_list, _row_ids, _tensors
 from . import protocol as P
 from .client import PSClient
+from .codec import PULL_DTYPES, describe_compressor, split_params
 from .config import PSConfig
 from .optimizer_spec import describe_optimizer, hyper_of
-from .protocol import Command, Message
+from .placement import KeyPlan, place
+from .protocol import Command, Flag, Message
+from .row_transfer import send_row_pull, send_rows_push, send_stored_rows_pull, summed_rows
+from .rows import row_size
 
 __all__ = ["DistKVStore", "close_all", "place", "STORE_NAMES"]
 
@@ -75,67 +100,43 @@ STORE_NAMES = ("dist_sync", "dist_async", "dist_device_sync", "dist_sync_device"
 _ACTIVE: weakref.WeakSet[DistKVStore] = weakref.WeakSet()
 
 
-@dataclass
-class _Plan:
-    """Where one key lives: ``shards[i] = (server, flat offset, numel)``."""
-
-    key: Key
-    shape: torch.Size
-    dtype: torch.dtype
-    numel: int
-    shards: list[tuple[int, int, int]]
-
-    def describe(self, i: int) -> str:
-        if len(self.shards) == 1:
-            return f"key {self.key!r}"
-        return f"key {self.key!r} (shard {i} of {len(self.shards)})"
-
-    def operation(self, op: str, i: int) -> str:
-        return f"{op} of {self.describe(i)}"
-
-
-def place(numel: int, itemsize: int, server_bytes: list[int], bound: int) -> list[tuple[int, int, int]]:
-    """Where a key of ``numel`` elements goes: ``[(server, flat offset, numel), ...]``.
-
-    At most ``bound`` elements: the server with the fewest bytes so far (ties: lowest rank);
-    more: one contiguous slice per server, sizes differing by at most one.  ``server_bytes``
-    (bytes assigned to each server so far) is updated.
-
-    >>> loads = [0, 0]
-    >>> place(25, 4, loads, bound=10), place(3, 4, loads, bound=10), loads
-    ([(0, 0, 13), (1, 13, 12)], [(1, 0, 3)], [52, 60])
-    """
-    n = len(server_bytes)
-    if numel > bound and n > 1:
-        base, extra = divmod(numel, n)
-        shards, off = [], 0
-        for s in range(n):
-            size = base + (1 if s < extra else 0)
-            shards.append((s, off, size))
-            server_bytes[s] += size * itemsize
-            off += size
-        return shards
-    s = min(range(n), key=lambda r: (server_bytes[r], r))
-    server_bytes[s] += numel * itemsize
-    return [(s, 0, numel)]
-
-
 def _mode(name: str) -> str:
     return "async" if "async" in name else "sync"
+
+
+def _is_sparse(t: torch.Tensor) -> bool:
+    return t.layout != torch.strided
+
+
+@dataclass
+class _Pushed:
+    """One key's pushed value, summed over its list: ``flat`` (dense) or ``ids`` + ``rows``."""
+
+    flat: torch.Tensor | None = None
+    ids: torch.Tensor | None = None
+    rows: torch.Tensor | None = None
 
 
 class DistKVStore(KVStoreBase):
     """The parameter-server KVStore of a worker; see the module docstring."""
 
     def __init__(self, name: str = "dist_sync", config: PSConfig | None = None,
-                 timeout: float | None = None) -> None:
+                 timeout: float | None = None, staleness: int | None = None) -> None:
         """``config``: default :meth:`PSConfig.from_env`; ``timeout``: seconds any later wait on a
-        peer may last (default ``MXTORCH_DIST_TIMEOUT``; joining the job always uses that)."""
+        peer may last (default ``MXTORCH_DIST_TIMEOUT``; joining the job always uses that);
+        ``staleness``: dist_async's bound (default ``MXTORCH_PS_STALENESS``, unset: unbounded)."""
         if name not in STORE_NAMES:
             raise KVStoreError(f"unknown parameter-server store type {name!r}: use one of "
                                f"{list(STORE_NAMES)}")
         if timeout is not None and not (isinstance(timeout, (int, float)) and timeout > 0):
             raise KVStoreError(f"timeout must be a positive number of seconds, got {timeout!r}")
+        if staleness is not None:
+            if isinstance(staleness, bool) or not isinstance(staleness, int) or staleness < 0:
+                raise KVStoreError(f"staleness must be an int >= 0 (pushes a worker may be ahead of the "
+                                   f"slowest), got {staleness!r}")
+            if _mode(name) != "async":
+                raise KVStoreError(f"staleness={staleness} bounds dist_async; {name!r} is synchronous "
+                                   "already (every pull waits for every worker's push)")
         config = PSConfig.from_env() if config is None else config
         if config.role != "worker":
             from .roles import become_role
@@ -144,13 +145,21 @@ class DistKVStore(KVStoreBase):
         self._type = name
         self._mode = _mode(name)
         self._config = config
-        self._client = PSClient(config, self._mode)
+        bound = staleness if staleness is not None else config.staleness
+        hello: dict[str, Any] = {"staleness": bound} if self._mode == "async" and bound is not None else {}
+        self._staleness = bound if self._mode == "async" else None
+        self._client = PSClient(config, self._mode, hello)
         if timeout is not None:
             self._client.op_timeout = float(timeout)
-        self._plans: dict[Key, _Plan] = {}
+        self._plans: dict[Key, KeyPlan] = {}
         self._server_bytes = [0] * self._client.num_servers
         self._optimizer: Any = None
         self._hyper_sent: dict[str, Any] | None = None
+        self._compressor: Any = None
+        self._pull_dtype: torch.dtype | None = None
+        self.wire_bytes_sent = 0
+        """Bytes of the tensors this worker pushed (payloads when compressing; ids + rows when
+        row_sparse), for comparing compressors and benchmarks."""
         _ACTIVE.add(self)
         atexit.register(self.close)
 
@@ -181,11 +190,22 @@ class DistKVStore(KVStoreBase):
         return self._mode
 
     @property
+    def staleness(self) -> int | None:
+        """dist_async's staleness bound of this worker (None: unbounded, or dist_sync)."""
+        return self._staleness
+
+    @property
     def closed(self) -> bool:
         return self._client.closed
 
+    @property
+    def compressor(self) -> Any:
+        """The gradient :class:`~mxtorch.compression.Compressor` of this worker (its residuals), or None."""
+        return self._compressor
+
     def is_capable(self, capability: str) -> bool:
-        return capability in (KVStoreBase.OPTIMIZER, KVStoreBase.DISTRIBUTED)
+        return capability in (KVStoreBase.OPTIMIZER, KVStoreBase.DISTRIBUTED,
+                              KVStoreBase.GRADIENT_COMPRESSION)
 
     def _live(self) -> PSClient:
         if self._client.closed:
@@ -200,16 +220,18 @@ class DistKVStore(KVStoreBase):
         if not isinstance(key, (int, str)) or isinstance(key, bool):
             raise KVStoreError(f"KVStore keys must be int or str, got {type(key).__name__}: {key!r}")
 
-    def _plan(self, key: Key) -> _Plan:
+    def _plan(self, key: Key) -> KeyPlan:
         try:
             return self._plans[key]
         except KeyError:
             raise KVStoreError(f"key {key!r} has not been initialized: call kv.init({key!r}, value) on every "
                                "worker first") from None
 
-    def _place(self, key: Key, t: torch.Tensor) -> _Plan:
-        shards = place(t.numel(), t.element_size(), self._server_bytes, self._config.bigarray_bound)
-        return _Plan(key, t.shape, t.dtype, t.numel(), shards)
+    def _place(self, key: Key, t: torch.Tensor) -> KeyPlan:
+        kind = "row_sparse" if _is_sparse(t) else "dense"
+        row = row_size(t.shape) if kind == "row_sparse" and t.dim() else 1
+        shards = place(t.numel(), t.element_size(), self._server_bytes, self._config.bigarray_bound, row)
+        return KeyPlan(key, t.shape, t.dtype, t.numel(), shards, kind)
 
     def placement(self, key: Key) -> list[tuple[int, int, int]]:
         """``[(server rank, flat offset, numel), ...]``: where ``key``'s slices live."""
@@ -223,24 +245,27 @@ class DistKVStore(KVStoreBase):
             t = t.cpu()
         return t.contiguous().view(-1)
 
-    def _pushed(self, key: Key, value: Any) -> torch.Tensor:
+    def _pushed(self, key: Key, value: Any) -> _Pushed:
         plan = self._plan(key)
         vals = _tensors(value, key, "pushed value")
         for v in vals:
-            if v.layout != torch.strided:
-                raise KVStoreError(f"key {key!r}: a {v.layout} value was pushed, but the parameter server "
-                                   "takes dense tensors only so far: use dense gradients "
-                                   "(grad_stype='default'), or kvstore='allreduce'")
             if v.shape != plan.shape or v.dtype != plan.dtype:
                 raise KVStoreError(f"key {key!r}: pushed shape {tuple(v.shape)} {P.dtype_name(v.dtype)}, but "
                                    f"it was initialized as {tuple(plan.shape)} {P.dtype_name(plan.dtype)}")
+        sparse_count = sum(_is_sparse(v) for v in vals)
+        if sparse_count:
+            if sparse_count != len(vals):
+                raise KVStoreError(f"key {key!r}: the values pushed mix row_sparse and dense tensors; push "
+                                   "values of one storage type (convert with mx.nd.sparse.tostype)")
+            ids, rows = summed_rows(plan, vals)
+            return _Pushed(ids=ids, rows=rows)
         if len(vals) == 1:
-            return self._flat(vals[0])
+            return _Pushed(flat=self._flat(vals[0]))
         with torch.no_grad():
             acc = vals[0].detach().to("cpu", copy=True)
             for v in vals[1:]:
                 acc.add_(v.detach().to("cpu"))
-        return self._flat(acc)
+        return _Pushed(flat=self._flat(acc))
 
     def _outs(self, key: Key, out: Any) -> list[torch.Tensor]:
         plan = self._plan(key)
@@ -251,27 +276,49 @@ class DistKVStore(KVStoreBase):
                                    f"{tuple(plan.shape)}")
         return outs
 
-    def _send_push(self, client: PSClient, plan: _Plan, flat: torch.Tensor) -> None:
+    def _send_push(self, client: PSClient, plan: KeyPlan, pushed: _Pushed) -> None:
+        if pushed.flat is None:
+            assert pushed.ids is not None and pushed.rows is not None
+            self.wire_bytes_sent += send_rows_push(client, plan, pushed.ids, pushed.rows)
+            return
+        flat = pushed.flat
+        comp = self._compressor if plan.dtype.is_floating_point else None
+        single = len(plan.shards) == 1
         for i, (server, off, size) in enumerate(plan.shards):
-            data = flat if len(plan.shards) == 1 else flat.narrow(0, off, size)
-            if len(plan.shards) == 1:
-                data = data.view(plan.shape)
-            client.send(server, Message(Command.PUSH, key=plan.key, shard=i, tensors=[data]),
+            data = flat.view(plan.shape) if single else flat.narrow(0, off, size)
+            flags = 0
+            tensors = [data]
+            if comp is not None:
+                payload, _ = comp.compress(data, plan.residual_key(i))
+                tensors, flags = payload_tensors(payload), Flag.COMPRESSED
+            self.wire_bytes_sent += sum(t.numel() * t.element_size() for t in tensors)
+            client.send(server, Message(Command.PUSH, flags=flags, key=plan.key, shard=i, tensors=tensors),
                         functools.partial(plan.operation, "PUSH", i), keep=True)
 
-    def _send_pull(self, client: PSClient, plan: _Plan, outs: list[torch.Tensor]) -> None:
+    def _pull_hint(self) -> str:
+        if self._mode == "sync":
+            return ("in dist_sync a pull waits until every worker has pushed the key; another worker may be "
+                    "slow, stuck, or not pushing it")
+        if self._staleness is not None:
+            return (f"with staleness {self._staleness} a pull waits until every live worker is at most "
+                    f"{self._staleness} pushes of the key behind this one; another worker may be slow, "
+                    "stuck, or not pushing it")
+        return "the server may be stuck or overloaded"
+
+    def _send_pull(self, client: PSClient, plan: KeyPlan, outs: list[torch.Tensor]) -> None:
         staging: list[torch.Tensor | None] = [None]
         remaining = [len(plan.shards)]
         targets = [o for o in outs if o.is_contiguous()]
         others = [o for o in outs if not o.is_contiguous()]
         sharded = len(plan.shards) > 1
+        narrow = self._pull_dtype if plan.dtype == torch.float32 else None
 
         def on_reply(msg: Message, i: int) -> None:
             if msg.command != Command.PULL_REPLY or len(msg.tensors) != 1:
                 raise KVStoreError(f"unexpected {msg.command.name} reply to a PULL of {plan.describe(i)}")
             data = msg.tensors[0]
             _, off, size = plan.shards[i]
-            if data.numel() != size or data.dtype != plan.dtype:
+            if data.numel() != size or data.dtype not in (plan.dtype, narrow):
                 raise KVStoreError(f"server sent {tuple(data.shape)} {data.dtype} for {plan.describe(i)}, "
                                    f"expected {size} {plan.dtype} elements")
             with torch.no_grad():
@@ -292,19 +339,20 @@ class DistKVStore(KVStoreBase):
                             for o in others:
                                 o.copy_(buf.view(o.shape))
 
-        if self._mode == "sync":
-            hint = ("in dist_sync a pull waits until every worker has pushed the key; another worker may be "
-                    "slow, stuck, or not pushing it")
-        else:
-            hint = "the server may be stuck or overloaded"
+        flags, arg = (Flag.COMPRESSED, P.dtype_code(narrow)) if narrow is not None else (0, 0)
+        hint = self._pull_hint()
         for i, (server, _, _) in enumerate(plan.shards):
-            client.send(server, Message(Command.PULL, key=plan.key, shard=i),
+            client.send(server, Message(Command.PULL, flags=flags, key=plan.key, shard=i, arg=arg),
                         functools.partial(plan.operation, "PULL", i), hint,
                         on_reply=functools.partial(on_reply, i=i))
 
     # ---- the KVStore interface -------------------------------------------------------------------
     def init(self, key: Key | Sequence[Key], value: Value | Sequence[Value]) -> None:
-        """Initialize keys with rank 0's values (collective; see the module docstring)."""
+        """Initialize keys with rank 0's values (collective; see the module docstring).
+
+        A row_sparse value makes a row_sparse key (split over the servers by rows); the stored
+        value is its dense form, as in the local store.
+        """
         client = self._live()
         keys, values, _ = _key_list(key, value)
         firsts: list[torch.Tensor] = []
@@ -316,16 +364,21 @@ class DistKVStore(KVStoreBase):
             seen.add(k)
             t = _tensors(v, k, "init value")[0]
             P.dtype_code(t.dtype)
+            if _is_sparse(t) and (t.layout != torch.sparse_coo or t.sparse_dim() != 1):
+                raise KVStoreError(f"key {k!r}: a sparse init value must be row_sparse (a COO tensor with "
+                                   "one sparse dimension); convert it with mx.nd.sparse.tostype")
             firsts.append(t)
-        check = [[P.key_to_json(k), list(t.shape), P.dtype_name(t.dtype)] for k, t in zip(keys, firsts)]
+        # the scheduler compares these between workers: the storage type decides the placement too
+        check = [[P.key_to_json(k), list(t.shape), ("row_sparse " if _is_sparse(t) else "") +
+                  P.dtype_name(t.dtype)] for k, t in zip(keys, firsts)]
         client.request_scheduler(Message(Command.KEY_CHECK, meta={"keys": check}), "KEY_CHECK of kv.init",
                                  "another worker has not called kv.init with these keys yet")
         plans = [self._place(k, t) for k, t in zip(keys, firsts)]
         for plan, t in zip(plans, firsts):
-            flat = self._flat(t) if self.rank == 0 else None
+            flat = self._flat(t.to_dense() if _is_sparse(t) else t) if self.rank == 0 else None
             for i, (server, off, size) in enumerate(plan.shards):
                 meta = {"shape": list(plan.shape), "dtype": P.dtype_name(plan.dtype),
-                        "num_shards": len(plan.shards), "offset": off, "numel": size}
+                        "num_shards": len(plan.shards), "offset": off, "numel": size, "kind": plan.kind}
                 tensors = []
                 if flat is not None:
                     tensors = [flat.view(plan.shape) if len(plan.shards) == 1 else flat.narrow(0, off, size)]
@@ -341,37 +394,120 @@ class DistKVStore(KVStoreBase):
     def push(self, key: Key | Sequence[Key], value: Value | Sequence[Value], priority: int = 0) -> None:
         client = self._live()
         keys, values, _ = _key_list(key, value)
-        flats = [self._pushed(k, v) for k, v in zip(keys, values)]
+        pushed = [self._pushed(k, v) for k, v in zip(keys, values)]
         self._sync_hyper(client)
-        for k, flat in zip(keys, flats):
-            self._send_push(client, self._plans[k], flat)
+        for k, p in zip(keys, pushed):
+            self._send_push(client, self._plans[k], p)
         client.wait()
+
+    def _send_pulls(self, client: PSClient, plan: KeyPlan, outs: list[torch.Tensor],
+                    sparse_outs: bool) -> None:
+        """Pull into ``outs``: dense ones get the value; row_sparse ones its stored rows, or nothing."""
+        dense = [o for o in outs if not _is_sparse(o)]
+        if dense:
+            self._send_pull(client, plan, dense)
+        if sparse_outs and len(dense) < len(outs):
+            send_stored_rows_pull(client, plan, [o for o in outs if _is_sparse(o)], self._pull_hint())
 
     def pull(self, key: Key | Sequence[Key], out: Value | Sequence[Value] | None = None,
              priority: int = 0, ignore_sparse: bool = True) -> None:
+        """Copy the value into ``out``; row_sparse outs are left alone unless ``ignore_sparse`` is False
+        (then they become the rows the value stores; use :meth:`row_sparse_pull` for some rows)."""
         if out is None:
             raise KVStoreError("pull needs out=: the tensor(s) to copy the stored value into")
         client = self._live()
         keys, outs, _ = _key_list(key, out)
         targets = [self._outs(k, o) for k, o in zip(keys, outs)]
         for k, o in zip(keys, targets):
-            self._send_pull(client, self._plans[k], o)
+            self._send_pulls(client, self._plans[k], o, not ignore_sparse)
         client.wait()
 
     def pushpull(self, key: Key | Sequence[Key], value: Value | Sequence[Value],
                  out: Value | Sequence[Value] | None = None, priority: int = 0) -> None:
-        """Push then pull every key in one pass (with ``out=None`` the result overwrites ``value``)."""
+        """Push then pull every key in one pass (with ``out=None`` the result overwrites ``value``).
+
+        Row_sparse outs receive the summed rows when the servers run no optimizer, and are left
+        alone when they do (pull the weights' rows with :meth:`row_sparse_pull`), as the local
+        store does.
+        """
         client = self._live()
         keys, values, _ = _key_list(key, value)
         outs = values if out is None else _key_list(key, out)[1]
-        flats = [self._pushed(k, v) for k, v in zip(keys, values)]
+        pushed = [self._pushed(k, v) for k, v in zip(keys, values)]
         targets = [self._outs(k, o) for k, o in zip(keys, outs)]
         self._sync_hyper(client)
-        for k, flat, o in zip(keys, flats, targets):
+        for k, p, o in zip(keys, pushed, targets):
             plan = self._plans[k]
-            self._send_push(client, plan, flat)
-            self._send_pull(client, plan, o)
+            self._send_push(client, plan, p)
+            self._send_pulls(client, plan, o, self._optimizer is None)
         client.wait()
+
+    def row_sparse_pull(self, key: Key | Sequence[Key], out: Any = None, priority: int = 0,
+                        row_ids: Any = None) -> None:
+        """Copy rows ``row_ids`` of the value into ``out`` (a tensor or a list per key).
+
+        ``row_ids`` (ints in any order, repeats allowed, possibly empty) is one tensor per out (or
+        one tensor or list of ints for all outs of a key; a list per key for a list of keys).  A
+        row_sparse out becomes exactly those rows; a dense out gets those rows written and keeps
+        the others.  Only the rows asked for travel, from the servers holding them; in dist_sync
+        the rows come after this worker's last push to the key was applied.
+        """
+        if out is None:
+            raise KVStoreError("row_sparse_pull needs out=: the tensor(s) to copy the rows into")
+        client = self._live()
+        keys, outs, single = _key_list(key, out)
+        rids = [row_ids] * len(keys) if single or row_ids is None else list(_key_list(key, row_ids)[1])
+        jobs: list[tuple[KeyPlan, torch.Tensor, list[torch.Tensor]]] = []
+        for k, o, r in zip(keys, outs, rids):
+            plan = self._plan(k)
+            plan.rows_check()
+            targets = self._outs(k, o)
+            # a list of id tensors is one per out; a plain list of ints (or []) is one set of ids
+            per_out = list(r) if isinstance(r, (list, tuple)) and r and not all(
+                isinstance(i, numbers.Number) for i in r) else [r] * len(targets)
+            if len(per_out) != len(targets):
+                raise KVStoreError(f"row_sparse_pull of key {k!r}: {len(targets)} outs but {len(per_out)} "
+                                   "row_ids: give one row_ids per out (or one for all)")
+            groups: list[tuple[torch.Tensor, list[torch.Tensor]]] = []
+            for t, rid in zip(targets, per_out):
+                ids = _row_ids(k, rid, plan.shape[0], torch.device("cpu"))
+                for gids, members in groups:  # outs asking for the same rows share one request
+                    if torch.equal(gids, ids):
+                        members.append(t)
+                        break
+                else:
+                    groups.append((ids, [t]))
+            jobs.extend((plan, ids, members) for ids, members in groups)
+        hint = self._pull_hint()
+        for plan, ids, members in jobs:
+            send_row_pull(client, plan, ids, members, hint)
+        client.wait()
+
+    # ---- gradient compression --------------------------------------------------------------------
+    def set_gradient_compression(self, compression_params: dict[str, Any]) -> None:
+        """Compress this worker's pushes: ``{'type': '2bit', 'threshold': 0.5}`` or any type of
+        :mod:`mxtorch.compression` (``{'type': 'topk', 'ratio': 0.01}``, ...), plus optionally
+        ``'pull': 'fp16'``/``'bf16'`` for narrower pulls of float32 values.
+
+        The compressor is declared to every server (not collective: each worker declares its
+        own); its error-feedback residuals stay on this worker (:attr:`compressor`, which
+        ``Trainer.save_states`` saves).  Pushes after this call are compressed.
+        """
+        from ... import compression
+
+        params, pull = split_params(compression_params)
+        try:
+            comp = compression.create(params)
+        except (compression.CompressionError, TypeError) as e:
+            raise KVStoreError(f"bad gradient compression params {dict(compression_params)!r}: {e}") from e
+        desc = describe_compressor(comp)
+        client = self._live()
+        for s in range(self.num_servers):
+            client.send(s, Message(Command.SET_COMPRESSION, meta={"compression": desc}), "SET_COMPRESSION")
+        client.wait()
+        client.hello["compression"] = desc  # said again to a restarted server
+        self._compressor = comp
+        self._pull_dtype = PULL_DTYPES[pull] if pull is not None else None
 
     def broadcast(self, key: Key | Sequence[Key], value: Value | Sequence[Value],
                   out: Value | Sequence[Value], priority: int = 0) -> None:
@@ -514,7 +650,7 @@ class DistKVStore(KVStoreBase):
         atexit.unregister(self.close)
 
 
-def _join_state(pieces: list[Any], plan: _Plan) -> Any:
+def _join_state(pieces: list[Any], plan: KeyPlan) -> Any:
     """Concatenate the servers' slice states of a split key into whole-key state."""
     first = pieces[0]
     if isinstance(first, torch.Tensor):
@@ -527,7 +663,7 @@ def _join_state(pieces: list[Any], plan: _Plan) -> Any:
     return first
 
 
-def _slice_state(state: Any, plan: _Plan, off: int, size: int) -> Any:
+def _slice_state(state: Any, plan: KeyPlan, off: int, size: int) -> Any:
     """The part of a whole-key state that the slice ``off:off+size`` of a split key keeps."""
     if isinstance(state, torch.Tensor):
         if state.numel() == plan.numel and state.numel() > 1:
@@ -557,3 +693,4 @@ def _create(name: str, **kwargs: Any) -> KVStoreBase:
 
 for _name in STORE_NAMES:
     register_factory(_name, _create)
+

@@ -1,0 +1,83 @@
+"""Where a worker's keys live: :func:`place` decides, :class:`KeyPlan` remembers.
+
+Every worker places the keys of its ``kv.init`` calls in the same order with the same rule,
+so all agree without asking anyone (the scheduler checks that their inits agree): a key of at
+most ``MXNET_KVSTORE_BIGARRAY_BOUND`` elements goes to the server with the fewest bytes so far;
+a larger key is cut into one contiguous flat slice per server, at row boundaries when the key
+was initialized row_sparse.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from ..base import Key, KVStoreError
+from .rows import row_size
+
+__all__ = ["KeyPlan", "place"]
+
+
+@dataclass
+class KeyPlan:
+    """Where one key lives: ``shards[i] = (server, flat offset, numel)``."""
+
+    key: Key
+    shape: torch.Size
+    dtype: torch.dtype
+    numel: int
+    shards: list[tuple[int, int, int]]
+    kind: str = "dense"  # 'row_sparse': initialized with a row_sparse value, split by rows
+
+    @property
+    def row(self) -> int:
+        """Elements per row of the key."""
+        return row_size(self.shape)
+
+    def describe(self, i: int) -> str:
+        if len(self.shards) == 1:
+            return f"key {self.key!r}"
+        return f"key {self.key!r} (shard {i} of {len(self.shards)})"
+
+    def operation(self, op: str, i: int) -> str:
+        return f"{op} of {self.describe(i)}"
+
+    def residual_key(self, i: int) -> Key:
+        """The compressor's key for slice ``i`` (error feedback is kept per slice)."""
+        return self.key if len(self.shards) == 1 else f"{self.key!r}#{i}/{len(self.shards)}"
+
+    def rows_check(self) -> None:
+        if not self.shape:
+            raise KVStoreError(f"key {self.key!r} holds a scalar: it has no rows for row_sparse values")
+
+
+def place(numel: int, itemsize: int, server_bytes: list[int], bound: int,
+          row: int = 1) -> list[tuple[int, int, int]]:
+    """Where a key of ``numel`` elements goes: ``[(server, flat offset, numel), ...]``.
+
+    At most ``bound`` elements: the server with the fewest bytes so far (ties: lowest rank);
+    more: one contiguous slice per server, sizes differing by at most one ``row`` of elements
+    (a key with fewer rows than servers is cut at elements).  ``server_bytes`` (bytes assigned
+    to each server so far) is updated.
+
+    >>> loads = [0, 0]
+    >>> place(25, 4, loads, bound=10), place(3, 4, loads, bound=10), loads
+    ([(0, 0, 13), (1, 13, 12)], [(1, 0, 3)], [52, 60])
+    >>> place(25, 4, [0, 0], bound=10, row=5)
+    [(0, 0, 15), (1, 15, 10)]
+    """
+    n = len(server_bytes)
+    if numel > bound and n > 1:
+        unit = row if row > 0 and numel % row == 0 and numel // row >= n else 1
+        base, extra = divmod(numel // unit, n)
+        shards, off = [], 0
+        for s in range(n):
+            size = (base + (1 if s < extra else 0)) * unit
+            shards.append((s, off, size))
+            server_bytes[s] += size * itemsize
+            off += size
+        return shards
+    s = min(range(n), key=lambda r: (server_bytes[r], r))
+    server_bytes[s] += numel * itemsize
+    return [(s, 0, numel)]
