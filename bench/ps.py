@@ -229,8 +229,9 @@ class RawLinks:
                     if not _recv_exact(conn, memoryview(head)):
                         raise ConnectionError(f"server {server}'s TCP echo closed the connection")
                     (n,) = _LEN.unpack(head)
-                    if n != data.numel() * data.element_size():
-                        raise RuntimeError(f"TCP echo sent {n} bytes, expected {data.numel() * 4}")
+                    expected_bytes = data.numel() * data.element_size()
+                    if n != expected_bytes:
+                        raise RuntimeError(f"TCP echo sent {n} bytes, expected {expected_bytes}")
                     if len(self._scratch[server]) < n:
                         self._scratch[server] = bytearray(n)
                     view = memoryview(self._scratch[server])[:n]
