@@ -100,8 +100,13 @@ class PSRole:
         return self.name.replace(" ", "")
 
 
-class ServerDied(LaunchError):
-    """The scheduler or a server ended (non-zero exit or killed) while the workers still ran."""
+class ServerDied(BaseException):
+    """The scheduler or a server ended (non-zero exit or killed) while the workers still ran.
+
+    Raised in the launcher's main thread from a signal handler, possibly inside torch
+    elastic's start-up code: it derives from BaseException (as KeyboardInterrupt does) so
+    that no ``except Exception`` there takes it for a connection error and retries.
+    """
 
 
 def role_environment(spec: JobSpec, role: str, root_uri: str, root_port: int,
