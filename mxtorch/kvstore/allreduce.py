@@ -178,25 +178,29 @@ class AllreduceKVStore(KVStoreBase):
             return
         jobs: list[_Job] = []
         with torch.no_grad():
-            for k, v, o in zip(keys, values, outs):
-                self._check_key(k)
-                srcs = _tensors(v, k, "pushed value")
-                dsts = srcs if o is None else _tensors(o, k, "out")
-                _check_same(k, srcs, dsts, srcs[0])
+            for k, srcs, dsts in self._operands(keys, values, outs):
                 jobs.append(_Job.of(k, _sum_buffer(srcs, dsts), dsts))
             self._verify("pushpull", [(j.key, j.buf) for j in jobs])
             self._run("pushpull", jobs, _reduce)
+
+    def _operands(self, keys: list[Key], values: list[Any],
+                  outs: list[Any]) -> list[tuple[Key, list[torch.Tensor], list[torch.Tensor]]]:
+        """Each key with its pushed tensors and its outs (the pushed ones when out is None), checked."""
+        ops = []
+        for k, v, o in zip(keys, values, outs):
+            self._check_key(k)
+            srcs = _tensors(v, k, "pushed value")
+            dsts = srcs if o is None else _tensors(o, k, "out")
+            _check_same(k, srcs, dsts, srcs[0])
+            ops.append((k, srcs, dsts))
+        return ops
 
     def _compressed_pushpull(self, keys: list[Key], values: list[Any], outs: list[Any]) -> None:
         comp = self._compressor
         world = self.num_workers
         with torch.no_grad():
             locals_: list[tuple[Key, torch.Tensor, list[torch.Tensor]]] = []
-            for k, v, o in zip(keys, values, outs):
-                self._check_key(k)
-                srcs = _tensors(v, k, "pushed value")
-                dsts = srcs if o is None else _tensors(o, k, "out")
-                _check_same(k, srcs, dsts, srcs[0])
+            for k, srcs, dsts in self._operands(keys, values, outs):
                 local = srcs[0].detach().clone() if len(srcs) == 1 else torch.stack(
                     [s.detach().to(srcs[0].device) for s in srcs]).sum(0)
                 locals_.append((k, local, dsts))
@@ -233,11 +237,7 @@ class AllreduceKVStore(KVStoreBase):
         world = self.num_workers
         with torch.no_grad():
             locals_: list[tuple[Key, torch.Tensor, list[torch.Tensor]]] = []
-            for k, v, o in zip(keys, values, outs):
-                self._check_key(k)
-                srcs = _tensors(v, k, "pushed value")
-                dsts = srcs if o is None else _tensors(o, k, "out")
-                _check_same(k, srcs, dsts, srcs[0])
+            for k, srcs, dsts in self._operands(keys, values, outs):
                 if not all(t.layout != torch.strided for t in srcs):
                     raise KVStoreError(f"key {k!r}: the values pushed mix row_sparse and dense tensors; push "
                                        "values of one storage type (convert with mx.nd.sparse.tostype)")
