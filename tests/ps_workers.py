@@ -108,6 +108,16 @@ def semantics() -> dict[str, Any]:
     got = torch.zeros(2)
     kv.pushpull(50, torch.ones(2), out=got)
     res["after_mismatch"] = got
+    # a pulled buffer becomes the storage of an out nothing else shares; an out with a view is
+    # written in place (the view sees the value)
+    kv.init(70, torch.zeros(6))
+    own = torch.zeros(6)
+    ptr = own.data_ptr()
+    kv.pushpull(70, torch.full((6,), 1.0 + r), out=own)
+    shared = torch.zeros(6)
+    view = shared.view(2, 3)
+    kv.pull(70, out=shared)
+    res["adopt"] = (own.clone(), own.data_ptr() != ptr, view.clone(), shared.data_ptr() == view.data_ptr())
     kv.barrier()
     # the optimizer on the servers, its hyper-parameters following the worker's optimizer
     from mxtorch import optimizer
@@ -123,6 +133,11 @@ def semantics() -> dict[str, Any]:
     opt.rescale_grad = 2.0
     kv.pushpull(60, torch.full((3,), 1.0 + r), out=got)  # 2.5 - 0.25 * 2 * 3
     res["opt_step2"] = got.clone()
+    # key 70's value is a received push buffer the server has sent back (shared, untracked): the
+    # optimizer must update a copy of it, never the buffer itself
+    got6 = torch.zeros(6)
+    kv.pushpull(70, torch.full((6,), 1.0 + r), out=got6)  # 3 - 0.25 * 2 * 3
+    res["opt_after_resend"] = got6
     kv.init("h", torch.ones(4, dtype=torch.float16))  # fp16 weight, fp32 master copy on the server
     opt.set_learning_rate(1.0)
     opt.rescale_grad = 1.0

@@ -157,6 +157,75 @@ def test_unsendable_optimizers_are_clear_errors():
         describe_optimizer(mx.optimizer.SGD(lr_scheduler=lambda n: 0.1))
 
 
+def test_adopt_takes_the_buffer_only_where_nothing_can_tell():
+    from mxtorch.kvstore.ps.worker import _adopt
+
+    data = torch.arange(6, dtype=torch.float32)
+    plain = torch.zeros(2, 3)
+    assert _adopt(plain, data) and plain.data_ptr() == data.data_ptr()
+    _exact(plain, data.view(2, 3))
+    param = torch.nn.Parameter(torch.zeros(6))
+    with torch.no_grad():
+        assert _adopt(param, torch.ones(6))
+    assert param.is_leaf and param.requires_grad and float(param.detach().sum()) == 6.0
+    base = torch.zeros(6)
+    alias = base.view(2, 3)
+    assert not _adopt(base, data) and not _adopt(alias, data)  # shared storage
+    assert not _adopt(torch.zeros(12)[::2], data)  # a non-contiguous view
+    assert not _adopt(torch.zeros(6, dtype=torch.float64), data)  # another dtype
+    assert not _adopt(torch.zeros(4), data[2:])  # data not at the start of its storage
+    nonleaf = torch.zeros(6, requires_grad=True) * 1
+    assert not _adopt(nonleaf, data)
+
+
+def test_config_adopt_pulls_switch():
+    assert PSConfig.from_env(BASE_ENV).adopt_pulls is True
+    assert PSConfig.from_env({**BASE_ENV, "MXTORCH_PS_ADOPT_PULLS": "0"}).adopt_pulls is False
+    with pytest.raises(DistributedConfigError, match="MXTORCH_PS_ADOPT_PULLS"):
+        PSConfig.from_env({**BASE_ENV, "MXTORCH_PS_ADOPT_PULLS": "yes"})
+
+
+def test_received_frames_are_resent_without_copies():
+    import zmq
+
+    ctx = zmq.Context()
+    a, b = ctx.socket(zmq.PAIR), ctx.socket(zmq.PAIR)
+    try:
+        a.bind("inproc://resend")
+        b.connect("inproc://resend")
+        t = torch.arange(1 << 16, dtype=torch.float32)
+        protocol.send(a, Message(Command.PUSH, key="k", tensors=[t]))
+        _, got = protocol.recv(b)
+        assert isinstance(got.frames[0], zmq.Frame) and torch.equal(got.tensors[0], t)
+        # the received frame goes back as it is; the tensor only describes it
+        protocol.send(b, Message(Command.PULL_REPLY, key="k", tensors=got.tensors, frames=got.frames))
+        _, back = protocol.recv(a)
+        assert torch.equal(back.tensors[0], t)
+    finally:
+        a.close(0)
+        b.close(0)
+        ctx.term()
+
+
+def test_shard_copies_a_resent_frame_before_updating_it():
+    from mxtorch.kvstore.ps.shard import KeyShard
+
+    sh = KeyShard("k", 0, 1, (4,), torch.float32, 0, 4)
+    received = torch.ones(4)
+    sh.set_value(received, frame=object())  # stands for the ZeroMQ frame pulls re-send
+    w = sh.writable_value()
+    w.add_(1)
+    _exact(received, torch.ones(4))  # the buffer a send may still read is untouched
+    assert sh.frame is None and w.data_ptr() != received.data_ptr()
+    assert sh.writable_value() is w  # now owned: updated in place from here on
+    agg_frame = object()
+    sh.add_push(0, torch.full((4,), 2.0), agg_frame)
+    grad, frame = sh.take_round()
+    assert frame is agg_frame and float(grad[0]) == 2.0
+    sh.add_push(0, torch.full((4,), 2.0, dtype=torch.float16).to(torch.float32), None)
+    assert sh.take_round()[1] is None
+
+
 # ---- placement -----------------------------------------------------------------------------------
 def test_placement_balances_bytes_and_splits_big_keys():
     loads = [0, 0, 0]
@@ -226,6 +295,16 @@ def test_init_mismatch_names_key_worker_and_both_shapes(semantics):
         semantics[0]["init_mismatch"]
     assert "key 51 has shape (2,) float16 on this worker (rank 1) but shape (2,) float32 on rank 0" in \
         semantics[1]["init_dtype_mismatch"]
+
+
+def test_pulls_adopt_the_received_buffer_only_for_unshared_outs(semantics):
+    for res in semantics:
+        own, moved, view, same = res["adopt"]
+        _exact(own, torch.full((6,), 3.0))
+        assert moved  # the out now reads the received frame: no copy
+        _exact(view, torch.full((2, 3), 3.0))  # the view of a shared out sees the pulled value
+        assert same
+        _exact(res["opt_after_resend"], torch.full((6,), 1.5))
 
 
 def test_server_optimizer_follows_hyper_parameter_changes(semantics):

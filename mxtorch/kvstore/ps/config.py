@@ -24,6 +24,8 @@ variable                          meaning
 ``MXTORCH_PS_STALENESS``          dist_async: pushes a worker may be ahead of the slowest (unset: any)
 ``MXTORCH_PS_SNAPSHOT_DIR``       where servers write snapshots (unset: no snapshots)
 ``MXTORCH_PS_SNAPSHOT_EVERY``     completed updates between automatic snapshots (0: only on request)
+``MXTORCH_PS_ADOPT_PULLS``        1 (default): pulls hand their received buffer to an unshared ``out``;
+                                  0: pulls always copy into ``out``
 ================================  =====================================================================
 
 Without ``DMLC_NODE_HOST`` or ``DMLC_INTERFACE`` a server advertises the local address its
@@ -134,6 +136,7 @@ class PSConfig:
     staleness: int | None = None
     snapshot_dir: str | None = None
     snapshot_every: int = 0
+    adopt_pulls: bool = True
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> PSConfig:
@@ -174,6 +177,7 @@ class PSConfig:
         secret = _raw(env, _env.MXTORCH_PS_SECRET)
         bound = _int(env, _env.MXNET_KVSTORE_BIGARRAY_BOUND, 1)
         every = _int(env, _env.MXTORCH_PS_SNAPSHOT_EVERY, 0)
+        adopt = _int(env, _env.MXTORCH_PS_ADOPT_PULLS, 0, 1)
         return cls(
             role=role, root_uri=uri, root_port=port, num_servers=num_servers, num_workers=num_workers,
             worker_id=worker_id, server_id=server_id, node_host=_raw(env, _env.DMLC_NODE_HOST),
@@ -183,6 +187,7 @@ class PSConfig:
             bigarray_bound=bound if bound is not None else DEFAULT_BIGARRAY_BOUND,
             staleness=_int(env, _env.MXTORCH_PS_STALENESS, 0),
             snapshot_dir=_raw(env, _env.MXTORCH_PS_SNAPSHOT_DIR), snapshot_every=every or 0,
+            adopt_pulls=adopt != 0,
         )
 
     @property

@@ -30,7 +30,10 @@ server's dispatch table.  :class:`Flag` marks messages whose tensors are not the
 * PUSH + ``COMPRESSED``: the tensors of a compressor's payload (:mod:`.codec`);
 * PULL + ``ROW_SPARSE``: the reply is ``[row ids, elements]``, the rows the value stores;
 * PULL + ``COMPRESSED``: the reply carries the value cast to the dtype whose code is ``arg``;
-* ROW_PULL ``[row ids]``: the reply carries those rows' elements (:mod:`.rows`).
+* ROW_PULL ``[row ids]``: the reply carries those rows' elements (:mod:`.rows`);
+* PUSHPULL: a dense (or, with ``COMPRESSED``, compressed) push whose PULL_REPLY comes once it
+  is applied: one message each way per key slice instead of four (PUSH, its ACK, PULL, the
+  reply); with ``NARROW`` the reply is cast to the dtype whose code is ``arg``.
 
 Authentication (``MXTORCH_PS_SECRET``): a node's REGISTER is answered with a CHALLENGE
 carrying a scheduler nonce and the scheduler's proof over the node's nonce; the node proves
@@ -103,6 +106,7 @@ class Command(enum.IntEnum):
     SHUTDOWN = 27
     ACK = 28
     WORKER_DONE = 29  # scheduler -> servers: a worker closed its store (it pushes no more)
+    PUSHPULL = 30  # worker -> server: a dense PUSH and the PULL after it, answered by one PULL_REPLY
 
 
 class Flag(enum.IntFlag):
@@ -110,6 +114,7 @@ class Flag(enum.IntFlag):
     META = 1  # a JSON frame follows the key frame
     COMPRESSED = 2  # the tensors are a compressor's payload (PUSH), a cast value is wanted (PULL)
     ROW_SPARSE = 4  # the tensors are (row ids, rows)
+    NARROW = 8  # PUSHPULL: the reply carries the value cast to the dtype whose code is ``arg``
 
 
 _COMMANDS = {int(c): c for c in Command}
@@ -238,6 +243,10 @@ class Message:
     arg: int = 0
     meta: dict[str, Any] | None = None
     tensors: list[torch.Tensor] = field(default_factory=list)
+    frames: list[Any] = field(default_factory=list)
+    """Received: the ZeroMQ frame whose memory each tensor is (None where it was copied).  To
+    send: where not None, that received frame goes out instead of the tensor's memory (it must
+    hold exactly those bytes); ZeroMQ shares the frame's content, with no copy and no tracking."""
 
 
 def _tensor_frame(t: torch.Tensor) -> Any:
@@ -277,8 +286,10 @@ def encode(msg: Message) -> list[Any]:
     frames: list[Any] = [head, _key_bytes(msg.key)]
     if meta is not None:
         frames.append(json.dumps(meta, separators=(",", ":"), allow_nan=True).encode("utf-8"))
-    for t in tensors:
-        frames.append(_tensor_frame(t))
+    own = msg.frames
+    for i, t in enumerate(tensors):
+        f = own[i] if i < len(own) else None
+        frames.append(_tensor_frame(t) if f is None else f)
     return frames
 
 
@@ -328,8 +339,10 @@ def decode(frames: Sequence[Any]) -> Message:
         idx = 3
     if len(frames) - idx != ntensors:
         raise ProtocolError(f"message announces {ntensors} tensors but has {len(frames) - idx} data frames")
-    tensors = [_tensor_from_frame(frames[idx + i], dt, shape) for i, (dt, shape) in enumerate(descs)]
-    return Message(cmd, req, sender, flags, key, shard, arg, meta, tensors)
+    data = frames[idx:]
+    tensors = [_tensor_from_frame(data[i], dt, shape) for i, (dt, shape) in enumerate(descs)]
+    owners = [f if isinstance(f, zmq.Frame) and t.numel() else None for f, t in zip(data, tensors)]
+    return Message(cmd, req, sender, flags, key, shard, arg, meta, tensors, owners)
 
 
 def _tensor_from_frame(frame: Any, dtype: torch.dtype, shape: tuple[int, ...]) -> torch.Tensor:
@@ -353,7 +366,8 @@ def send(sock: zmq.Socket, msg: Message, identity: bytes | None = None, track: b
     """Send ``msg`` (to ``identity`` on a ROUTER); with ``track``, the data frames' MessageTrackers.
 
     Frames of at least :data:`ZERO_COPY_BYTES` leave from the tensors' memory (``copy=False``);
-    smaller ones are copied, which is cheaper than tracking them.
+    smaller ones are copied, which is cheaper than tracking them.  Received frames passed in
+    ``msg.frames`` are re-sent as they are (shared, untracked).
     """
     frames = encode(msg)
     if identity is not None:
@@ -362,7 +376,9 @@ def send(sock: zmq.Socket, msg: Message, identity: bytes | None = None, track: b
     last = len(frames) - 1
     for i, f in enumerate(frames):
         flag = 0 if i == last else _SNDMORE  # plain ints: pyzmq's enum arithmetic costs microseconds
-        if isinstance(f, bytes) or f.nbytes < ZERO_COPY_BYTES:
+        if isinstance(f, zmq.Frame):
+            sock.send(f, flag, copy=False)  # a received frame: its content is shared, not copied
+        elif isinstance(f, bytes) or f.nbytes < ZERO_COPY_BYTES:
             sock.send(f, flag)
         else:
             tr = sock.send(f, flag, copy=False, track=track)

@@ -94,6 +94,7 @@ class ParameterServer:
             Command.INIT: self._on_init,
             Command.PUSH: self._on_push,
             Command.PULL: self._on_pull,
+            Command.PUSHPULL: self._on_pushpull,
             Command.ROW_PULL: self._on_pull,
             Command.SET_COMPRESSION: self._on_set_compression,
             Command.WORKER_DONE: self._on_worker_gone,
@@ -368,7 +369,7 @@ class ParameterServer:
                 raise ProtocolError(f"INIT data of {sh.describe()} has shape {tuple(data.shape)} "
                                     f"{data.dtype}, expected {sh.value_shape} {dtype}")
             if sh.value is None:
-                sh.value = data  # adopt the received frame
+                sh.set_value(data, msg.frames[0] if msg.frames else None)  # adopt the received frame
                 sh.owner = worker
             self._ack(identity, msg)
             for ident, req in sh.init_waiters:
@@ -434,30 +435,55 @@ class ParameterServer:
         worker = self._worker(identity)
         self._check_running()
         sh = self._shard(msg, worker)
+        self._take_push(sh, worker, msg, identity, ack=True)
+
+    def _take_push(self, sh: KeyShard, worker: int, msg: Message, identity: bytes | None,
+                   ack: bool) -> None:
+        """Count (sync) or apply (async) the push ``msg`` carries; ACK it (with the version it makes)
+        if ``ack``."""
         grad = self._decode_push(sh, msg, worker)
+        # a dense push arrives as the received frame: the value may become it, and pulls re-send it
+        frame = msg.frames[0] if isinstance(grad, torch.Tensor) and msg.frames and \
+            not msg.flags & Flag.COMPRESSED else None
         if self.mode == "async":
-            self._apply(sh, grad)
+            self._apply(sh, grad, frame)
             sh.version += 1
             sh.pushes[worker] = sh.pushes.get(worker, 0) + 1
             sh.last_target[worker] = sh.version
-            self._ack(identity, msg, sh.version)
+            if ack:
+                self._ack(identity, msg, sh.version)
             self._answer_pulls(sh)  # a slower worker's push may let a faster one's pull go
             self._after_update()
             return
-        target = sh.add_push(worker, grad)
-        self._ack(identity, msg, target)
+        target = sh.add_push(worker, grad, frame)
+        if ack:
+            self._ack(identity, msg, target)
         while len(sh.round) >= self.num_workers:
-            self._apply(sh, sh.take_round())
+            self._apply(sh, *sh.take_round())
             sh.version += 1
             self._answer_pulls(sh)
             self._after_update()
 
-    def _apply(self, sh: KeyShard, grad: torch.Tensor | Rows) -> None:
+    def _on_pushpull(self, identity: bytes | None, msg: Message) -> None:
+        """A dense push, then a pull of the value it leads to, answered by one PULL_REPLY."""
+        worker = self._worker(identity)
+        assert identity is not None
+        self._check_running()
+        sh = self._shard(msg, worker)
+        if msg.flags & Flag.ROW_SPARSE:
+            raise ProtocolError("PUSHPULL carries dense (or compressed) values: push rows with PUSH")
+        narrow = self._narrow(sh, msg.arg) if msg.flags & Flag.NARROW else None
+        self._take_push(sh, worker, msg, identity, ack=False)
+        self._queue_pull(sh, PendingPull(identity, msg, worker, sh.last_target.get(worker, 0), narrow=narrow))
+
+    def _apply(self, sh: KeyShard, grad: torch.Tensor | Rows, frame: Any = None) -> None:
+        """Update the value with ``grad`` (the optimizer's step), or store it (no optimizer);
+        ``frame``: the received frame whose memory a dense ``grad`` is."""
         if self.updater is None:
             if isinstance(grad, Rows):
                 sh.assign_rows(grad)
             else:
-                sh.set_value(grad)
+                sh.set_value(grad, frame)
             return
         weight = sh.writable_value()
         multi = self.updater.optimizer.multi_precision
@@ -494,7 +520,21 @@ class ParameterServer:
             if len(msg.tensors) != 1:
                 raise ProtocolError("ROW_PULL carries [row ids]")
             ids = self._row_ids(sh, msg.tensors[0], worker)
-        pull = PendingPull(identity, msg, worker, sh.last_target.get(worker, 0), ids)
+        narrow = None
+        if msg.command == Command.PULL and msg.flags & Flag.COMPRESSED:
+            narrow = self._narrow(sh, msg.arg)
+        self._queue_pull(sh, PendingPull(identity, msg, worker, sh.last_target.get(worker, 0), ids,
+                                         stored=bool(msg.flags & Flag.ROW_SPARSE), narrow=narrow))
+
+    @staticmethod
+    def _narrow(sh: KeyShard, code: int) -> torch.dtype | None:
+        """The dtype a narrower pull asks for (None: the key is not float32, it travels as it is)."""
+        narrow = P.dtype_from_code(code)
+        if narrow not in LOW_PRECISION:
+            raise ProtocolError(f"a narrower pull must ask for float16 or bfloat16, not {narrow}")
+        return narrow if sh.dtype == torch.float32 else None
+
+    def _queue_pull(self, sh: KeyShard, pull: PendingPull) -> None:
         if self._pull_ready(sh, pull):
             self._answer(sh, pull)
         else:
@@ -516,14 +556,13 @@ class ParameterServer:
                         arg=sh.version)
         if pull.ids is not None:
             reply.tensors = [gather_rows(sh.value, pull.ids, sh.row, sh.offset, sh.numel)]
-        elif msg.flags & Flag.ROW_SPARSE:
+        elif pull.stored:
             ids = sh.stored if sh.stored is not None else stored_rows(sh.value, sh.row, sh.offset, sh.numel)
             reply.tensors = [ids, gather_rows(sh.value, ids, sh.row, sh.offset, sh.numel)]
-        elif msg.flags & Flag.COMPRESSED and sh.dtype == torch.float32:
-            narrow = P.dtype_from_code(msg.arg)
-            if narrow not in LOW_PRECISION:
-                raise ProtocolError(f"a narrower pull must ask for float16 or bfloat16, not {narrow}")
-            reply.tensors = [sh.value.to(narrow)]
+        elif pull.narrow is not None:
+            reply.tensors = [sh.value.to(pull.narrow)]
+        elif sh.frame is not None:  # the value is a received frame, unchanged since: send it again
+            reply.tensors, reply.frames = [sh.value], [sh.frame]
         else:
             reply.tensors = [sh.value]
             sh.track(self._send(pull.identity, reply, track=True))

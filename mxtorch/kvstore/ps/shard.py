@@ -49,6 +49,8 @@ class PendingPull:
     worker: int
     target: int  # the version it needs (sync)
     ids: torch.Tensor | None = None  # ROW_PULL: the rows asked for
+    stored: bool = False  # PULL + ROW_SPARSE: the rows the value stores are wanted
+    narrow: torch.dtype | None = None  # the value cast to this (float16/bfloat16) is wanted
 
 
 @dataclass
@@ -69,11 +71,13 @@ class KeyShard:
     round: set[int] = field(default_factory=set)
     agg: torch.Tensor | None = None
     agg_rows: list[Rows] = field(default_factory=list)
-    queued: dict[int, deque[Push]] = field(default_factory=dict)
+    agg_frame: Any = None  # the received frame whose memory agg is (adopted), else None
+    queued: dict[int, deque[tuple[Push, Any]]] = field(default_factory=dict)
     last_target: dict[int, int] = field(default_factory=dict)
     pushes: dict[int, int] = field(default_factory=dict)
     pulls: list[PendingPull] = field(default_factory=list)
     inflight: list[Any] = field(default_factory=list)  # MessageTrackers of zero-copy sends of value
+    frame: Any = None  # the received ZeroMQ frame whose memory value is (re-sent as is), else None
     stored: torch.Tensor | None = None
 
     @property
@@ -94,43 +98,50 @@ class KeyShard:
         return f"key {self.key!r}{where}"
 
     # ---- sync rounds ------------------------------------------------------------------------
-    def add_push(self, worker: int, grad: Push) -> int:
-        """Count ``grad`` into the current round, or queue it; return the version it will produce."""
+    def add_push(self, worker: int, grad: Push, frame: Any = None) -> int:
+        """Count ``grad`` into the current round, or queue it; return the version it will produce.
+
+        ``frame``: the received frame whose memory a dense ``grad`` is (the round may adopt it).
+        """
         self.pushes[worker] = self.pushes.get(worker, 0) + 1
         if worker in self.round:
             q = self.queued.setdefault(worker, deque())
-            q.append(grad)
+            q.append((grad, frame))
             target = self.version + 1 + len(q)
         else:
-            self._accumulate(worker, grad)
+            self._accumulate(worker, grad, frame)
             target = self.version + 1
         self.last_target[worker] = target
         return target
 
-    def _accumulate(self, worker: int, grad: Push) -> None:
+    def _accumulate(self, worker: int, grad: Push, frame: Any) -> None:
         if isinstance(grad, Rows):
             self.agg_rows.append(grad)
         elif self.agg is None:
             # adopt the received buffer (owned, writable) unless it must be widened
-            self.agg = grad.to(torch.float32) if grad.dtype in LOW_PRECISION else grad
+            if grad.dtype in LOW_PRECISION:
+                self.agg = grad.to(torch.float32)
+            else:
+                self.agg, self.agg_frame = grad, frame
         else:
             self.agg.add_(grad)
         self.round.add(worker)
 
-    def take_round(self) -> Push:
-        """End the complete round: return its sum and start the next from the queued pushes."""
-        agg, parts = self.agg, self.agg_rows
-        self.agg, self.agg_rows = None, []
+    def take_round(self) -> tuple[Push, Any]:
+        """End the complete round: return its sum (and the frame whose memory the sum is, or None),
+        and start the next round from the queued pushes."""
+        agg, parts, frame = self.agg, self.agg_rows, self.agg_frame
+        self.agg, self.agg_rows, self.agg_frame = None, [], None
         self.round = set()
         for worker, q in list(self.queued.items()):
-            self._accumulate(worker, q.popleft())
+            self._accumulate(worker, *q.popleft())
             if not q:
                 del self.queued[worker]
         if agg is None:
-            return merge_rows(parts, self.agg_dtype)
+            return merge_rows(parts, self.agg_dtype), None
         if parts:
             self.add_rows_into(agg, merge_rows(parts, agg.dtype))
-        return agg
+        return agg, frame
 
     # ---- rows of this slice -----------------------------------------------------------------
     def add_rows_into(self, dense: torch.Tensor, rows: Rows) -> None:
@@ -162,21 +173,27 @@ class KeyShard:
         self.stored = rows.ids[inside.any(dim=1)] if rows.ids.numel() else rows.ids
 
     # ---- values -----------------------------------------------------------------------------
-    def set_value(self, new: torch.Tensor) -> None:
-        """Replace the value (no copy: zero-copy sends of the old one stay valid)."""
+    def set_value(self, new: torch.Tensor, frame: Any = None) -> None:
+        """Replace the value (no copy: zero-copy sends of the old one stay valid).
+
+        ``frame``: the received frame whose memory ``new`` is; pulls then re-send that frame.
+        """
         if new.dtype != self.dtype:
-            new = new.to(self.dtype)
+            new, frame = new.to(self.dtype), None
         self.value = new.view(self.value_shape)
+        self.frame = frame
         self.inflight = []
         self.stored = None
 
     def writable_value(self) -> torch.Tensor:
-        """The value, safe to update in place: copied first if a zero-copy send still reads it."""
+        """The value, safe to update in place: copied first if a zero-copy send may still read it
+        (a tracked send not done yet, or any re-send of the received frame it is)."""
         assert self.value is not None
-        if self.inflight:
-            if not all(t.done for t in self.inflight):
-                self.value = self.value.clone()
-            self.inflight = []
+        if self.frame is not None:
+            self.value, self.frame = self.value.clone(), None
+        elif self.inflight and not all(t.done for t in self.inflight):
+            self.value = self.value.clone()
+        self.inflight = []
         self.stored = None
         return self.value
 

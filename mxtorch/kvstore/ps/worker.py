@@ -281,19 +281,23 @@ class DistKVStore(KVStoreBase):
             assert pushed.ids is not None and pushed.rows is not None
             self.wire_bytes_sent += send_rows_push(client, plan, pushed.ids, pushed.rows)
             return
-        flat = pushed.flat
-        comp = self._compressor if plan.dtype.is_floating_point else None
-        single = len(plan.shards) == 1
-        for i, (server, off, size) in enumerate(plan.shards):
-            data = flat.view(plan.shape) if single else flat.narrow(0, off, size)
-            flags = 0
-            tensors = [data]
-            if comp is not None:
-                payload, _ = comp.compress(data, plan.residual_key(i))
-                tensors, flags = payload_tensors(payload), Flag.COMPRESSED
-            self.wire_bytes_sent += sum(t.numel() * t.element_size() for t in tensors)
+        for i, (server, _, _) in enumerate(plan.shards):
+            tensors, flags = self._push_payload(plan, pushed.flat, i)
             client.send(server, Message(Command.PUSH, flags=flags, key=plan.key, shard=i, tensors=tensors),
                         functools.partial(plan.operation, "PUSH", i), keep=True)
+
+    def _push_payload(self, plan: KeyPlan, flat: torch.Tensor, i: int) -> tuple[list[torch.Tensor], int]:
+        """The tensors and flags pushing slice ``i`` of the dense ``flat`` (compressed if set); counts
+        the bytes in :attr:`wire_bytes_sent`."""
+        _, off, size = plan.shards[i]
+        data = flat.view(plan.shape) if len(plan.shards) == 1 else flat.narrow(0, off, size)
+        tensors, flags = [data], 0
+        comp = self._compressor if plan.dtype.is_floating_point else None
+        if comp is not None:
+            payload, _ = comp.compress(data, plan.residual_key(i))
+            tensors, flags = payload_tensors(payload), int(Flag.COMPRESSED)
+        self.wire_bytes_sent += sum(t.numel() * t.element_size() for t in tensors)
+        return tensors, flags
 
     def _pull_hint(self) -> str:
         if self._mode == "sync":
@@ -305,13 +309,17 @@ class DistKVStore(KVStoreBase):
                     "stuck, or not pushing it")
         return "the server may be stuck or overloaded"
 
-    def _send_pull(self, client: PSClient, plan: KeyPlan, outs: list[torch.Tensor]) -> None:
+    def _send_pull(self, client: PSClient, plan: KeyPlan, outs: list[torch.Tensor],
+                   push: torch.Tensor | None = None) -> None:
+        """Pull the value into dense ``outs``; with ``push`` (a dense flat value), push it first, in one
+        PUSHPULL message per slice."""
         staging: list[torch.Tensor | None] = [None]
         remaining = [len(plan.shards)]
         targets = [o for o in outs if o.is_contiguous()]
         others = [o for o in outs if not o.is_contiguous()]
         sharded = len(plan.shards) > 1
         narrow = self._pull_dtype if plan.dtype == torch.float32 else None
+        adopt = self._config.adopt_pulls and not sharded
 
         def on_reply(msg: Message, i: int) -> None:
             if msg.command != Command.PULL_REPLY or len(msg.tensors) != 1:
@@ -322,7 +330,9 @@ class DistKVStore(KVStoreBase):
                 raise KVStoreError(f"server sent {tuple(data.shape)} {data.dtype} for {plan.describe(i)}, "
                                    f"expected {size} {plan.dtype} elements")
             with torch.no_grad():
-                for o in targets:
+                for j, o in enumerate(targets):
+                    if j == 0 and adopt and _adopt(o, data):
+                        continue
                     dst = o.view(-1).narrow(0, off, size) if sharded else o
                     dst.copy_(data.view(dst.shape))
                 if others:
@@ -339,11 +349,18 @@ class DistKVStore(KVStoreBase):
                             for o in others:
                                 o.copy_(buf.view(o.shape))
 
-        flags, arg = (Flag.COMPRESSED, P.dtype_code(narrow)) if narrow is not None else (0, 0)
+        arg = P.dtype_code(narrow) if narrow is not None else 0
         hint = self._pull_hint()
         for i, (server, _, _) in enumerate(plan.shards):
-            client.send(server, Message(Command.PULL, flags=flags, key=plan.key, shard=i, arg=arg),
-                        functools.partial(plan.operation, "PULL", i), hint,
+            if push is None:
+                msg = Message(Command.PULL, flags=Flag.COMPRESSED if narrow is not None else 0, key=plan.key,
+                              shard=i, arg=arg)
+            else:
+                tensors, flags = self._push_payload(plan, push, i)
+                if narrow is not None:
+                    flags |= Flag.NARROW
+                msg = Message(Command.PUSHPULL, flags=flags, key=plan.key, shard=i, arg=arg, tensors=tensors)
+            client.send(server, msg, functools.partial(plan.operation, msg.command.name, i), hint,
                         on_reply=functools.partial(on_reply, i=i))
 
     # ---- the KVStore interface -------------------------------------------------------------------
@@ -438,6 +455,9 @@ class DistKVStore(KVStoreBase):
         self._sync_hyper(client)
         for k, p, o in zip(keys, pushed, targets):
             plan = self._plans[k]
+            if p.flat is not None and o and not any(_is_sparse(t) for t in o):
+                self._send_pull(client, plan, o, push=p.flat)  # one message each way per slice
+                continue
             self._send_push(client, plan, p)
             self._send_pulls(client, plan, o, self._optimizer is None)
         client.wait()
@@ -648,6 +668,35 @@ class DistKVStore(KVStoreBase):
         self._client.close()
         _ACTIVE.discard(self)
         atexit.unregister(self.close)
+
+
+_use_count = getattr(torch._C, "_storage_Use_Count", None)
+
+
+def _adopt(out: torch.Tensor, data: torch.Tensor) -> bool:
+    """Make the received ``data`` the storage of ``out`` instead of copying it, where nothing can tell.
+
+    Only when ``out`` is a plain contiguous CPU tensor owning all of its storage, which no
+    other tensor (view, detached alias) shares, and ``data`` has its dtype and size: ``out``
+    then stays the same tensor object with the same shape, strides and autograd identity, now
+    reading the pulled bytes (the received ZeroMQ frame, kept alive by the storage).  Returns
+    False (the caller copies) in every other case, and where this torch cannot count storage
+    users.  Saves a copy of every pulled byte (MXTORCH_PS_ADOPT_PULLS=0 turns it off).
+    """
+    if _use_count is None or out.dtype != data.dtype or out.device.type != "cpu" or \
+            out.layout != torch.strided:
+        return False
+    if out._base is not None or out.storage_offset() != 0 or not out.is_contiguous() or \
+            (out.requires_grad and not out.is_leaf) or data.numel() != out.numel():
+        return False
+    storage = out.untyped_storage()
+    if storage.nbytes() != out.numel() * out.element_size() or _use_count(storage._cdata) != 2:
+        return False  # 2: out itself and the ``storage`` object just made
+    src = data.untyped_storage()
+    if data.storage_offset() != 0 or src.nbytes() != storage.nbytes():
+        return False
+    out.set_(src, 0, out.shape, out.stride())
+    return True
 
 
 def _join_state(pieces: list[Any], plan: KeyPlan) -> Any:
