@@ -138,6 +138,11 @@ def semantics() -> dict[str, Any]:
     got6 = torch.zeros(6)
     kv.pushpull(70, torch.full((6,), 1.0 + r), out=got6)  # 3 - 0.25 * 2 * 3
     res["opt_after_resend"] = got6
+    # per-key multipliers changed after set_optimizer reach the servers too
+    opt.set_lr_mult({60: 0.5})
+    kv.pushpull(60, torch.full((3,), 1.0 + r), out=got)  # 1 - 0.25 * 0.5 * 2 * 3
+    res["opt_lr_mult"] = got.clone()
+    opt.set_lr_mult({})
     kv.init("h", torch.ones(4, dtype=torch.float16))  # fp16 weight, fp32 master copy on the server
     opt.set_learning_rate(1.0)
     opt.rescale_grad = 1.0

@@ -311,6 +311,7 @@ def test_server_optimizer_follows_hyper_parameter_changes(semantics):
     for res in semantics:
         _exact(res["opt_step1"], torch.full((3,), 2.5))  # 4 - 0.5 * (1 + 2)
         _exact(res["opt_step2"], torch.full((3,), 1.0))  # 2.5 - 0.25 * rescale 2 * 3
+        _exact(res["opt_lr_mult"], torch.full((3,), 0.25))  # 1 - 0.25 * lr_mult 0.5 * 2 * 3
         # ten updates of -1e-4 each: lost in fp16 arithmetic, kept by the server's fp32 master copy
         _exact(res["fp16_master"], torch.full((4,), 0.999, dtype=torch.float32).half())
 

@@ -15,9 +15,10 @@ Per-parameter multipliers of a gluon Trainer (``param_dict``) are resolved on th
 :func:`mxtorch.optimizer.register` and the schedulers of :mod:`mxtorch.lr_scheduler` can be
 declared; anything else is a clear error that suggests ``update_on_kvstore=False``.
 
-Later changes travel as a *hyper* dict (``lr``, ``rescale_grad``, ``wd``): :func:`hyper_of`
-reads it, :func:`apply_hyper` sets it (the Trainer changes ``rescale_grad`` every step, and
-``set_learning_rate`` changes ``lr``).
+Later changes travel as a *hyper* dict (``lr``, ``rescale_grad``, ``wd``, ``clip_gradient``,
+and the resolved ``lr_mult``/``wd_mult`` pairs): :func:`hyper_of` reads it, :func:`apply_hyper`
+sets it (the Trainer changes ``rescale_grad`` every step, ``set_learning_rate`` changes
+``lr``, and ``param.lr_mult = 0.1`` or ``optimizer.set_lr_mult(...)`` the multipliers).
 """
 
 from __future__ import annotations
@@ -82,6 +83,17 @@ def _pairs(mapping: dict[Any, Any]) -> list[list[Any]]:
     return [[key_to_json(k), v] for k, v in mapping.items() if isinstance(k, (int, str))]
 
 
+def _multipliers(optimizer: Any) -> tuple[list[list[Any]], list[list[Any]]]:
+    """``(lr_mult, wd_mult)`` pairs, with gluon Parameters' own multipliers resolved per index."""
+    lr_mult = dict(optimizer.lr_mult)
+    wd_mult = dict(optimizer.wd_mult)
+    for index, param in (optimizer.param_dict or {}).items():
+        if isinstance(index, (int, str)):
+            lr_mult[index] = float(getattr(param, "lr_mult", 1.0))
+            wd_mult[index] = float(getattr(param, "wd_mult", 1.0))
+    return _pairs(lr_mult), _pairs(wd_mult)
+
+
 def describe_optimizer(optimizer: Any) -> dict[str, Any]:
     """The JSON declaration of ``optimizer`` (see the module docstring)."""
     if not isinstance(optimizer, _opt.Optimizer):
@@ -95,14 +107,9 @@ def describe_optimizer(optimizer: Any) -> dict[str, Any]:
             "run the optimizer)")
     params = {k: v for k, v in vars(optimizer).items()
               if not k.startswith("_") and k not in _SPECIAL and isinstance(v, _SCALARS)}
-    lr_mult = dict(optimizer.lr_mult)
-    wd_mult = dict(optimizer.wd_mult)
-    for index, param in (optimizer.param_dict or {}).items():  # resolve gluon Parameters' multipliers
-        if isinstance(index, (int, str)):
-            lr_mult[index] = float(getattr(param, "lr_mult", 1.0))
-            wd_mult[index] = float(getattr(param, "wd_mult", 1.0))
+    lr_mult, wd_mult = _multipliers(optimizer)
     return {
-        "name": name, "params": params, "lr_mult": _pairs(lr_mult), "wd_mult": _pairs(wd_mult),
+        "name": name, "params": params, "lr_mult": lr_mult, "wd_mult": wd_mult,
         "idx2name": _pairs(optimizer.idx2name), "lr_scheduler": _describe_scheduler(optimizer.lr_scheduler),
         "begin_num_update": int(optimizer.begin_num_update),
     }
@@ -151,18 +158,23 @@ def build_optimizer(desc: Any) -> Any:
     return optimizer
 
 
-def hyper_of(optimizer: Any) -> dict[str, float | None]:
+def hyper_of(optimizer: Any) -> dict[str, Any]:
     """The hyper-parameters a worker may change between steps (lr is None under a scheduler)."""
     lr = None if optimizer.lr_scheduler is not None else float(optimizer.lr)
     clip = optimizer.clip_gradient
+    lr_mult, wd_mult = _multipliers(optimizer)
     return {"lr": lr, "rescale_grad": float(optimizer.rescale_grad), "wd": float(optimizer.wd),
-            "clip_gradient": None if clip is None else float(clip)}
+            "clip_gradient": None if clip is None else float(clip), "lr_mult": lr_mult, "wd_mult": wd_mult}
 
 
 def apply_hyper(optimizer: Any, hyper: Any) -> None:
     """Set the values of a :func:`hyper_of` dict on ``optimizer``."""
     if not isinstance(hyper, dict):
         raise ProtocolError("malformed SET_HYPER message")
+    if "lr_mult" in hyper:
+        optimizer.lr_mult = _unpairs(hyper["lr_mult"], "lr_mult", True)
+    if "wd_mult" in hyper:
+        optimizer.wd_mult = _unpairs(hyper["wd_mult"], "wd_mult", True)
     for name, attr in (("lr", "lr"), ("rescale_grad", "rescale_grad"), ("wd", "wd"),
                        ("clip_gradient", "clip_gradient")):
         if name not in hyper:
