@@ -235,7 +235,46 @@ def test_placement_balances_bytes_and_splits_big_keys():
     assert place(1, 4, loads, bound=100) == [(1, 0, 1)]  # fewest bytes; ties go to the lowest rank
     assert place(301, 4, loads, bound=100) == [(0, 0, 101), (1, 101, 100), (2, 201, 100)]
     assert loads == [444, 424, 420]
-    assert place(500, 4, [0], bound=100) == [(0, 0, 500)]  # one server: never split
+    assert place(500, 4, [0], bound=100) == [(0, 0, 500)]  # one server, no piece limit: never split
+    # a piece limit: slices of at most `piece` elements, a multiple of the servers, dealt round robin
+    loads = [0, 0]
+    assert place(250, 4, loads, bound=100, piece=100) == [(0, 0, 63), (1, 63, 63), (0, 126, 62), (1, 188, 62)]
+    assert loads == [500, 500]
+    assert place(250, 4, [0], bound=100, piece=100) == [(0, 0, 84), (0, 84, 83), (0, 167, 83)]
+    assert place(250, 4, [0, 0], bound=300, piece=100) == [(0, 0, 250)]  # within the bound: whole
+    assert place(60, 4, [0, 0], bound=10, row=10, piece=25) == [(0, 0, 20), (1, 20, 20), (0, 40, 10),
+                                                                (1, 50, 10)]  # at row boundaries
+
+
+def test_slice_optimizer_keeps_a_state_and_count_per_slice():
+    from mxtorch.kvstore.ps.shard import KeyShard
+    from mxtorch.kvstore.ps.slice_optimizer import SliceOptimizer
+
+    opt = SliceOptimizer(mx.optimizer.Adam(learning_rate=0.1))
+    pieces = [KeyShard("w", i, 2, (4,), torch.float32, 2 * i, 2) for i in range(2)]
+    weights = [torch.ones(2), torch.ones(2)]
+    reference = mx.optimizer.Updater(mx.optimizer.Adam(learning_rate=0.1))
+    whole = torch.ones(4)
+    for step in range(3):
+        grad = torch.tensor([1.0, -2.0, 3.0, 0.5]) * (step + 1)
+        for sh, weight in zip(pieces, weights):  # two slices of one key on one server
+            opt.step(sh, grad[sh.offset:sh.offset + 2], weight)
+        reference("w", grad, whole)
+    assert_close(torch.cat(weights), whole)  # Adam's bias correction counted per slice, not twice
+    assert opt.counts == {("w", 0): 3, ("w", 1): 3}
+    tensors: list[torch.Tensor] = []
+    packed = opt.pack([("w", 0), ("w", 1)], tensors)
+    again = SliceOptimizer(mx.optimizer.Adam(learning_rate=0.1))
+    again.load(packed, tensors)
+    assert again.counts == opt.counts and again.optimizer.num_update == 3
+    assert_close(again.states[("w", 1)][0], opt.states[("w", 1)][0])
+    # the older per-key form names the one slice of the key a server holds
+    old = {"states": [[["s", "w"], packed["states"][1][2]]], "counts": [[["s", "w"], 3]], "num_update": 3}
+    third = SliceOptimizer(mx.optimizer.Adam())
+    third.load(old, tensors, held={"w": [1]})
+    assert set(third.states) == {("w", 1)} and third.counts == {("w", 1): 3}
+    with pytest.raises(protocol.ProtocolError, match="malformed optimizer state entry"):
+        SliceOptimizer(mx.optimizer.Adam()).load(old, tensors, held={"w": [0, 1]})
 
 
 # ---- real jobs -------------------------------------------------------------------------------------

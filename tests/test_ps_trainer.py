@@ -15,7 +15,9 @@ from mxtorch.kvstore.ps.snapshot import read_snapshot
 from mxtorch.kvstore.ps.testing import run_ps_job
 
 STEPS = 4
-BOUND = {"MXNET_KVSTORE_BIGARRAY_BOUND": "16"}  # the 8x5 weight is split over both servers
+# the 8x5 weight is above the bound: cut into 4 slices of 40 bytes, 2 on each server, each with
+# its own optimizer state and update count
+BOUND = {"MXNET_KVSTORE_BIGARRAY_BOUND": "16", "MXTORCH_PS_PIECE_BYTES": "40"}
 
 
 @pytest.fixture(scope="module")

@@ -24,6 +24,8 @@ variable                          meaning
 ``MXTORCH_PS_STALENESS``          dist_async: pushes a worker may be ahead of the slowest (unset: any)
 ``MXTORCH_PS_SNAPSHOT_DIR``       where servers write snapshots (unset: no snapshots)
 ``MXTORCH_PS_SNAPSHOT_EVERY``     completed updates between automatic snapshots (0: only on request)
+``MXTORCH_PS_PIECE_BYTES``        a key above the bound is cut into slices of at most this many bytes
+                                  (4 MiB), dealt round robin to the servers; 0: one slice per server
 ``MXTORCH_PS_ADOPT_PULLS``        1 (default): pulls hand their received buffer to an unshared ``out``;
                                   0: pulls always copy into ``out``
 ================================  =====================================================================
@@ -64,6 +66,7 @@ PS_LAUNCH_HINT = ("start the job with `mxtorch launch -n N -s M python script.py
 """How to start a parameter-server job; quoted by configuration errors."""
 DEFAULT_HEARTBEAT_S = 1.0
 DEFAULT_BIGARRAY_BOUND = 1_000_000
+DEFAULT_PIECE_BYTES = 4 << 20  # bytes per slice of a key above the big-array bound
 """MXNet's default of MXNET_KVSTORE_BIGARRAY_BOUND (elements)."""
 
 
@@ -137,6 +140,7 @@ class PSConfig:
     snapshot_dir: str | None = None
     snapshot_every: int = 0
     adopt_pulls: bool = True
+    piece_bytes: int = DEFAULT_PIECE_BYTES
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> PSConfig:
@@ -178,6 +182,7 @@ class PSConfig:
         bound = _int(env, _env.MXNET_KVSTORE_BIGARRAY_BOUND, 1)
         every = _int(env, _env.MXTORCH_PS_SNAPSHOT_EVERY, 0)
         adopt = _int(env, _env.MXTORCH_PS_ADOPT_PULLS, 0, 1)
+        piece = _int(env, _env.MXTORCH_PS_PIECE_BYTES, 0)
         return cls(
             role=role, root_uri=uri, root_port=port, num_servers=num_servers, num_workers=num_workers,
             worker_id=worker_id, server_id=server_id, node_host=_raw(env, _env.DMLC_NODE_HOST),
@@ -187,7 +192,7 @@ class PSConfig:
             bigarray_bound=bound if bound is not None else DEFAULT_BIGARRAY_BOUND,
             staleness=_int(env, _env.MXTORCH_PS_STALENESS, 0),
             snapshot_dir=_raw(env, _env.MXTORCH_PS_SNAPSHOT_DIR), snapshot_every=every or 0,
-            adopt_pulls=adopt != 0,
+            adopt_pulls=adopt != 0, piece_bytes=DEFAULT_PIECE_BYTES if piece is None else piece,
         )
 
     @property

@@ -3,8 +3,13 @@
 Every worker places the keys of its ``kv.init`` calls in the same order with the same rule,
 so all agree without asking anyone (the scheduler checks that their inits agree): a key of at
 most ``MXNET_KVSTORE_BIGARRAY_BOUND`` elements goes to the server with the fewest bytes so far;
-a larger key is cut into one contiguous flat slice per server, at row boundaries when the key
-was initialized row_sparse.
+a larger key is cut into contiguous flat slices, at row boundaries when the key was
+initialized row_sparse: as many as it takes to keep each within ``MXTORCH_PS_PIECE_BYTES``
+(4 MiB by default; at least one per server, and a multiple of the number of servers), dealt
+round robin to the servers.  Pieces of a few MiB travel at the socket's speed, pipelined over
+the servers; one message of 32 MiB or more lands in a freshly mapped buffer whose every page
+faults, which made a 100 MiB key move 2-3 times slower than the same bytes in 4 MiB pieces
+(bench/ps.py).  ``MXTORCH_PS_PIECE_BYTES=0`` cuts one slice per server, as MXNet does.
 """
 
 from __future__ import annotations
@@ -53,27 +58,38 @@ class KeyPlan:
 
 
 def place(numel: int, itemsize: int, server_bytes: list[int], bound: int,
-          row: int = 1) -> list[tuple[int, int, int]]:
+          row: int = 1, piece: int = 0) -> list[tuple[int, int, int]]:
     """Where a key of ``numel`` elements goes: ``[(server, flat offset, numel), ...]``.
 
-    At most ``bound`` elements: the server with the fewest bytes so far (ties: lowest rank);
-    more: one contiguous slice per server, sizes differing by at most one ``row`` of elements
-    (a key with fewer rows than servers is cut at elements).  ``server_bytes`` (bytes assigned
-    to each server so far) is updated.
+    At most ``bound`` elements: the server with the fewest bytes so far (ties: lowest rank).
+    More: contiguous slices, dealt round robin to the servers: ``ceil(numel / piece)`` of them
+    (``piece``: elements per slice at most; 0: no limit), rounded up to a multiple of the
+    number of servers, sizes differing by at most one ``row`` of elements (a key with fewer
+    rows than slices is cut at elements).  ``server_bytes`` (bytes assigned to each server so
+    far) is updated.
 
     >>> loads = [0, 0]
     >>> place(25, 4, loads, bound=10), place(3, 4, loads, bound=10), loads
     ([(0, 0, 13), (1, 13, 12)], [(1, 0, 3)], [52, 60])
     >>> place(25, 4, [0, 0], bound=10, row=5)
     [(0, 0, 15), (1, 15, 10)]
+    >>> place(25, 4, [0, 0], bound=10, piece=8)
+    [(0, 0, 7), (1, 7, 6), (0, 13, 6), (1, 19, 6)]
+    >>> place(25, 4, [0], bound=10, piece=8)
+    [(0, 0, 7), (0, 7, 6), (0, 13, 6), (0, 19, 6)]
     """
     n = len(server_bytes)
-    if numel > bound and n > 1:
-        unit = row if row > 0 and numel % row == 0 and numel // row >= n else 1
-        base, extra = divmod(numel // unit, n)
+    count = n if n > 1 else 0
+    if numel > bound and piece > 0:
+        count = max(count, -(-numel // piece))
+        count = -(-count // n) * n
+    if numel > bound and count > 1:
+        unit = row if row > 0 and numel % row == 0 and numel // row >= count else 1
+        base, extra = divmod(numel // unit, count)
         shards, off = [], 0
-        for s in range(n):
-            size = (base + (1 if s < extra else 0)) * unit
+        for i in range(count):
+            s = i % n
+            size = (base + (1 if i < extra else 0)) * unit
             shards.append((s, off, size))
             server_bytes[s] += size * itemsize
             off += size

@@ -68,7 +68,7 @@ __all__ = [
 ]
 
 MAGIC = b"MXPS"
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2  # 2: PUSHPULL; optimizer states per key slice
 
 _FIXED = struct.Struct("<4sBBHQiIqB")
 _TDESC = struct.Struct("<BB")

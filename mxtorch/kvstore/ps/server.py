@@ -43,8 +43,6 @@ import torch
 import zmq
 
 from ...compression import CompressionError
-from ...optimizer import Updater
-from ...optimizer.sparse import update_rows
 from ..base import Key, KVStoreError
 from . import protocol as P
 from .codec import build_compressor, decode_push
@@ -54,6 +52,7 @@ from .optimizer_spec import apply_hyper, build_optimizer, describe_optimizer
 from .protocol import Command, Flag, Message, ProtocolError
 from .rows import Rows, gather_rows, stored_rows
 from .shard import LOW_PRECISION, KeyShard, PendingPull
+from .slice_optimizer import SliceOptimizer
 from .snapshot import read_snapshot, snapshot_path, write_snapshot
 
 __all__ = ["ParameterServer", "run_server"]
@@ -79,7 +78,7 @@ class ParameterServer:
         self.nonce = secrets.token_hex(16)
         self.shards: dict[tuple[Key, int], KeyShard] = {}
         self.peers: dict[bytes, int] = {}  # connection identity -> worker rank
-        self.updater: Updater | None = None
+        self.updater: SliceOptimizer | None = None
         self.decoders: dict[int, Any] = {}  # worker rank -> the compressor it declared
         self.staleness: dict[int, int | None] = {}  # worker rank -> its dist_async bound
         self.live: set[int] = set()  # workers neither dead nor finished (dist_async staleness)
@@ -490,23 +489,11 @@ class ParameterServer:
         if isinstance(grad, Rows):
             if grad.values.dtype != weight.dtype and not multi:
                 grad = Rows(grad.ids, grad.values.to(weight.dtype))
-            self._apply_rows(sh, weight, grad)
+            self.updater.step_rows(sh, weight, grad)
             return
         if grad.dtype != weight.dtype and not multi:
             grad = grad.to(weight.dtype)
-        self.updater(sh.key, grad, weight)
-
-    def _apply_rows(self, sh: KeyShard, weight: torch.Tensor, rows: Rows) -> None:
-        """The optimizer's lazy update of the touched rows only (states viewed like the weight)."""
-        updater = self.updater
-        assert updater is not None
-        state = updater.states.get(sh.key)
-        if state is None:  # created for the slice's own shape, as a dense push would
-            state = updater.states[sh.key] = updater.optimizer.create_state_multi_precision(sh.key, weight)
-            updater.states_synced[sh.key] = True
-        state = updater.states[sh.key] = _contiguous(state)
-        w2, ids, g2 = sh.rows_view(weight, rows)
-        update_rows(updater.optimizer, sh.key, w2, ids, g2, _view_like(state, weight.shape, w2.shape))
+        self.updater.step(sh, grad, weight)
 
     # ---- pulls -----------------------------------------------------------------------------
     def _on_pull(self, identity: bytes | None, msg: Message) -> None:
@@ -589,10 +576,10 @@ class ParameterServer:
     # ---- optimizer -------------------------------------------------------------------------
     def _on_set_optimizer(self, identity: bytes | None, msg: Message) -> None:
         self._worker(identity)
-        self.updater = Updater(build_optimizer((msg.meta or {}).get("optimizer")))
+        self.updater = SliceOptimizer(build_optimizer((msg.meta or {}).get("optimizer")))
         self._ack(identity, msg)
 
-    def _require_updater(self) -> Updater:
+    def _require_updater(self) -> SliceOptimizer:
         if self.updater is None:
             raise KVStoreError(f"server {self.rank} has no optimizer: call kv.set_optimizer(...) first (a "
                                "Trainer does so with update_on_kvstore=True)")
@@ -603,37 +590,19 @@ class ParameterServer:
         apply_hyper(self._require_updater().optimizer, msg.meta)
         self._ack(identity, msg)
 
-    def _held_keys(self) -> list[Key]:
-        return list(dict.fromkeys(sh.key for sh in self.shards.values()))
-
     def _on_get_states(self, identity: bytes | None, msg: Message) -> None:
         self._worker(identity)
-        updater = self._require_updater()
         tensors: list[torch.Tensor] = []
-        states = [[P.key_to_json(k), P.pack_tree(updater.states[k], tensors)]
-                  for k in self._held_keys() if k in updater.states]
-        counts = updater.optimizer._index_update_count
-        meta = {"states": states,
-                "counts": [[P.key_to_json(k), int(counts[k])] for k in self._held_keys() if k in counts],
-                "num_update": int(updater.optimizer.num_update)}
+        meta = self._require_updater().pack(self.shards, tensors)
         self._send(identity, Message(Command.STATES, msg.request_id, self.node_id, meta=meta,
                                      tensors=tensors))
 
-    def _load_states(self, m: dict[str, Any], tensors: list[torch.Tensor]) -> Updater:
-        updater = Updater(build_optimizer(m.get("optimizer")))
-        states, counts, num_update = m.get("states"), m.get("counts"), m.get("num_update")
-        if not isinstance(states, list) or not isinstance(counts, list) or not isinstance(num_update, int):
-            raise ProtocolError("malformed optimizer states message")
-        for item in states:
-            if not (isinstance(item, list) and len(item) == 2):
-                raise ProtocolError("malformed optimizer state entry")
-            updater.states[P.key_from_json(item[0])] = P.unpack_tree(item[1], tensors)
-        for item in counts:
-            if not (isinstance(item, list) and len(item) == 2 and isinstance(item[1], int)):
-                raise ProtocolError("malformed update count entry")
-            updater.optimizer._index_update_count[P.key_from_json(item[0])] = item[1]
-        updater.optimizer.num_update = max(num_update, updater.optimizer.num_update)
-        updater.states_synced = dict.fromkeys(updater.states, True)
+    def _load_states(self, m: dict[str, Any], tensors: list[torch.Tensor]) -> SliceOptimizer:
+        updater = SliceOptimizer(build_optimizer(m.get("optimizer")))
+        held: dict[Key, list[int]] = {}
+        for key, shard in self.shards:
+            held.setdefault(key, []).append(shard)
+        updater.load(m, tensors, held)
         return updater
 
     def _on_set_states(self, identity: bytes | None, msg: Message) -> None:
@@ -678,12 +647,7 @@ class ParameterServer:
         if self.updater is not None:
             state_tensors: list[torch.Tensor] = []
             u = self.updater
-            optimizer = {
-                "optimizer": describe_optimizer(u.optimizer),
-                "states": [[P.key_to_json(k), P.pack_tree(v, state_tensors)] for k, v in u.states.items()],
-                "counts": [[P.key_to_json(k), int(v)] for k, v in u.optimizer._index_update_count.items()],
-                "num_update": int(u.optimizer.num_update),
-            }
+            optimizer = {"optimizer": describe_optimizer(u.optimizer), **u.pack(self.shards, state_tensors)}
             for j, t in enumerate(state_tensors):
                 tensors[f"state/{j}"] = t
         path = snapshot_path(folder, self.rank)
@@ -721,23 +685,6 @@ class ParameterServer:
         self._snapshot_versions = min((sh.version for sh in self.shards.values()), default=0)
         _log(f"server {self.rank} restored {len(self.shards)} key slice(s) from {path}")
 
-
-def _contiguous(state: Any) -> Any:
-    """``state`` with every tensor contiguous (states loaded from frames or files may not be)."""
-    if isinstance(state, torch.Tensor):
-        return state if state.is_contiguous() else state.contiguous()
-    if isinstance(state, (tuple, list)):
-        return type(state)(_contiguous(s) for s in state)
-    return state
-
-
-def _view_like(state: Any, shape: tuple[int, ...] | torch.Size, view: tuple[int, ...] | torch.Size) -> Any:
-    """``state`` with every tensor of the weight's ``shape`` viewed as ``view`` (shared memory)."""
-    if isinstance(state, torch.Tensor):
-        return state.view(view) if state.shape == shape else state
-    if isinstance(state, (tuple, list)):
-        return type(state)(_view_like(s, shape, view) for s in state)
-    return state
 
 
 def run_server(config: PSConfig) -> int:

@@ -53,20 +53,26 @@ nobody back.  Every worker should push the keys it pulls.
 
 Placement: a key of at most ``MXNET_KVSTORE_BIGARRAY_BOUND`` elements goes to one server, the
 one with the fewest bytes so far (ties: the lowest rank), in init order; a larger key is cut
-into one contiguous slice per server (sizes differ by at most one element, or one row for
-keys initialized row_sparse), pushed and pulled from all servers in parallel.  Optimizers act
-on each slice separately (norm-based ones such as LAMB/LARS then see slice norms, as in MXNet).
+into contiguous slices of at most ``MXTORCH_PS_PIECE_BYTES`` (4 MiB; at least one per server)
+dealt round robin to the servers (sizes differ by at most one element, or one row for keys
+initialized row_sparse), pushed and pulled from all servers in parallel (:mod:`.placement`).
+Optimizers act on each slice separately, with a state per slice (norm-based ones such as
+LAMB/LARS then see slice norms; ``MXTORCH_PS_PIECE_BYTES=0`` cuts one slice per server, as MXNet
+does, for the same norms as MXNet's).
 
 fp16/bf16 keys: the servers sum pushes in fp32 and round once; with an optimizer whose
 ``multi_precision`` is set, the server keeps an fp32 master copy of the weight (in the
 optimizer state, as a local Updater does) and returns the rounded value.
 
-Requests of one call are all sent before any reply is awaited (see :mod:`.client`); data
-frames leave from the tensors' memory and arrive without copies, apart from the final copy
-into ``out``.  Every wait is bounded by ``MXTORCH_DIST_TIMEOUT`` (or ``create(...,
-timeout=s)``) and raises at once when a node it depends on is reported dead.  One store per
-process: creating another with the same mode returns the same open store; ``close()`` (also
-run at exit) tells the scheduler this worker is done, and the job ends when every worker is.
+Requests of one call are all sent before any reply is awaited (see :mod:`.client`);
+``pushpull`` sends one PUSHPULL message per slice and gets one reply. Data frames leave from
+the tensors' memory and arrive without copies; a pulled slice that is a whole ``out`` which
+shares its storage with no other tensor becomes that out's storage (:func:`_adopt`), others are
+copied into ``out`` (``MXTORCH_PS_ADOPT_PULLS=0``: always copied). Every wait is bounded by
+``MXTORCH_DIST_TIMEOUT`` (or ``create(..., timeout=s)``) and raises at once when a node it
+depends on is reported dead. One store per process: creating another with the same mode returns
+the same open store; ``close()`` (also run at exit) tells the scheduler this worker is done,
+and the job ends when every worker is.
 """
 
 from __future__ import annotations
@@ -230,7 +236,9 @@ class DistKVStore(KVStoreBase):
     def _place(self, key: Key, t: torch.Tensor) -> KeyPlan:
         kind = "row_sparse" if _is_sparse(t) else "dense"
         row = row_size(t.shape) if kind == "row_sparse" and t.dim() else 1
-        shards = place(t.numel(), t.element_size(), self._server_bytes, self._config.bigarray_bound, row)
+        piece = self._config.piece_bytes // t.element_size()
+        shards = place(t.numel(), t.element_size(), self._server_bytes, self._config.bigarray_bound, row,
+                       piece=max(piece, 1) if self._config.piece_bytes else 0)
         return KeyPlan(key, t.shape, t.dtype, t.numel(), shards, kind)
 
     def placement(self, key: Key) -> list[tuple[int, int, int]]:
@@ -578,35 +586,30 @@ class DistKVStore(KVStoreBase):
         return self._optimizer
 
     def _gather_states(self) -> tuple[dict[Key, Any], dict[Key, int], int]:
+        """Every key's optimizer state joined from its slices' states, update counts, num_update."""
         client = self._live()
         ids = [client.send(s, Message(Command.GET_STATES), "GET_STATES") for s in range(self.num_servers)]
         client.wait()
         parts: dict[Key, dict[int, Any]] = {}
         counts: dict[Key, int] = {}
         num_update = 0
-        for s, rid in enumerate(ids):
+        for rid in ids:
             reply = client.replies.pop(rid)
             m = reply.meta or {}
             for item in m.get("states", []):
                 k = P.key_from_json(item[0])
-                parts.setdefault(k, {})[s] = P.unpack_tree(item[1], reply.tensors)
+                parts.setdefault(k, {})[int(item[1])] = P.unpack_tree(item[2], reply.tensors)
             for item in m.get("counts", []):
                 k = P.key_from_json(item[0])
-                counts[k] = max(counts.get(k, 0), int(item[1]))
+                counts[k] = max(counts.get(k, 0), int(item[2]))
             num_update = max(num_update, int(m.get("num_update", 0)))
         states: dict[Key, Any] = {}
-        for k, by_server in parts.items():
+        for k, by_shard in parts.items():
             plan = self._plans.get(k)
             if plan is None or len(plan.shards) == 1:
-                states[k] = next(iter(by_server.values()))
-                continue
-            pieces = []
-            for server, _, _ in plan.shards:
-                if server not in by_server:
-                    break  # a slice never updated: no state yet for this key
-                pieces.append(by_server[server])
-            else:
-                states[k] = _join_state(pieces, plan)
+                states[k] = next(iter(by_shard.values()))
+            elif len(by_shard) == len(plan.shards):  # else a slice was never updated: no state yet
+                states[k] = _join_state([by_shard[i] for i in range(len(plan.shards))], plan)
         return states, counts, num_update
 
     def save_optimizer_states(self, fname: str, dump_optimizer: bool = False) -> None:
@@ -637,15 +640,15 @@ class DistKVStore(KVStoreBase):
             ([], [], []) for _ in range(self.num_servers)]
         counts = optimizer._index_update_count
         for k, plan in self._plans.items():
-            for server, off, size in plan.shards:
+            for i, (server, off, size) in enumerate(plan.shards):
                 states, tensors, cnts = per_server[server]
                 if k in updater.states:
                     piece = updater.states[k]
                     if len(plan.shards) > 1:
                         piece = _slice_state(piece, plan, off, size)
-                    states.append([P.key_to_json(k), P.pack_tree(piece, tensors)])
+                    states.append([P.key_to_json(k), i, P.pack_tree(piece, tensors)])
                 if k in counts:
-                    cnts.append([P.key_to_json(k), int(counts[k])])
+                    cnts.append([P.key_to_json(k), i, int(counts[k])])
         for s, (states, tensors, cnts) in enumerate(per_server):
             meta = {"optimizer": desc, "states": states, "counts": cnts,
                     "num_update": int(optimizer.num_update)}
