@@ -9,7 +9,9 @@ Prints, measured in one run (every job on 127.0.0.1, started by
     server process also runs an echo thread for a plain ZeroMQ ROUTER (zero-copy both ways,
     ZeroMQ's default socket options) and one for a plain TCP socket; the worker sends every
     key slice the PS would send (``kv.placement``), to the server the PS would send it to, in
-    frames of the same sizes, and waits for all of it to come back.  A third raw ZeroMQ
+    frames of the same sizes, and waits for all of it to come back; a second raw ZeroMQ transfer
+    (ZMQ+cp) also copies each slice it gets back into the tensor it belongs to, as any receiver
+    of a key cut into slices must, and shows what that placing costs.  A third raw ZeroMQ
     transfer sends the same bytes in frames of at most ``--frame-mib`` (4 MiB), which shows
     what the PS's frame sizes cost.  All are timed in interleaved rounds (the order rotates);
     medians.  GB/s counts the bytes the worker sends plus those it receives (2 x the model);
@@ -187,8 +189,10 @@ class RawLinks:
             self.conns.append(c)
         self._scratch: list[bytearray] = [bytearray(0) for _ in range(num_servers)]
 
-    def zmq_roundtrip(self, slices: list[tuple[int, torch.Tensor]], check: bool = False) -> None:
-        """Send every slice to its server's echo ROUTER (zero-copy) and wait for all of them back."""
+    def zmq_roundtrip(self, slices: list[tuple[int, torch.Tensor]], check: bool = False,
+                      dests: list[torch.Tensor] | None = None) -> None:
+        """Send every slice to its server's echo ROUTER (zero-copy) and wait for all of them back;
+        with ``dests`` (one tensor per slice), copy each slice that comes back into its own."""
         import zmq
 
         for i, (server, data) in enumerate(slices):
@@ -208,6 +212,9 @@ class RawLinks:
                     except zmq.Again:
                         break
                     left -= 1
+                    if dests is not None:
+                        (i,) = _LEN.unpack(head.bytes)
+                        dests[i].copy_(torch.frombuffer(data.buffer, dtype=dests[i].dtype))
                     if check:
                         (i,) = _LEN.unpack(head.bytes)
                         got = torch.frombuffer(data.buffer, dtype=slices[i][1].dtype)
@@ -306,6 +313,9 @@ def _time_layout(kv: Any, raw: RawLinks, li: int, numels: list[int], cfg: dict[s
     kv.init(keys, [torch.zeros(n) for n in numels])
     slices = [(server, grad.narrow(0, off, size))
               for k, grad in zip(keys, grads) for server, off, size in kv.placement(k)]
+    # where each slice lands on the worker: a receiver must place what it gets in its tensors
+    dests = [out.narrow(0, off, size) for k, out in zip(keys, [torch.empty(n) for n in numels])
+             for _, off, size in kv.placement(k)]
     capped = _capped(slices, cfg["frame_bytes"])
     # first calls: warm up, and check that each path really moves the bytes
     kv.pushpull(keys, grads, out=outs)
@@ -316,6 +326,7 @@ def _time_layout(kv: Any, raw: RawLinks, li: int, numels: list[int], cfg: dict[s
     fns: dict[str, Callable[[], Any]] = {
         "ps": lambda: kv.pushpull(keys, grads, out=outs),
         "zmq": lambda: raw.zmq_roundtrip(slices),
+        "zmq_copy": lambda: raw.zmq_roundtrip(slices, dests=dests),
         "tcp": lambda: raw.tcp_roundtrip(slices),
     }
     if len(capped) != len(slices):
@@ -608,7 +619,8 @@ def _print_bandwidth(args: argparse.Namespace, layouts: list[list[int]], ours: d
     print(f"\n(a) push+pull of a {total / MiB:g} MiB fp32 model, 1 worker, dist_sync; ms per push+pull, GB/s "
           f"of (sent + received) bytes; median of {args.rounds} interleaved rounds x {args.reps}")
     head = (f"{'servers':>7}{'keys':>5}{'frames':>7}{'max MiB':>8}{'PS ms':>8}{'PS GB/s':>8}{'ZMQ ms':>8}"
-            f"{'ZMQ GB/s':>9}{'PS/ZMQ':>7}{f'ZMQ<={cap}MiB':>12}{'TCP GB/s':>9}")
+            f"{'ZMQ GB/s':>9}{'PS/ZMQ':>7}{'ZMQ+cp ms':>10}{'PS/ZMQ+cp':>10}{f'ZMQ<={cap}MiB':>12}"
+            f"{'TCP GB/s':>9}")
     if mxnet:
         head += f"{'MXNet ms':>9}{'MXNet GB/s':>11}{'PS/MXNet':>9}"
     print(head)
@@ -618,9 +630,11 @@ def _print_bandwidth(args: argparse.Namespace, layouts: list[list[int]], ours: d
             t = per_layout[str(li)]
             ps, zq, zc, tcp = _med(t["ps"]), _med(t["zmq"]), _med(t["zmq_capped"]), _med(t["tcp"])
             paired = _med([z / p for z, p in zip(t["zmq"], t["ps"])])  # rounds ran side by side
+            paired_cp = _med([z / p for z, p in zip(t["zmq_copy"], t["ps"])])
             frames, largest = t["frames"]
             line = (f"{servers:>7}{len(numels):>5}{int(frames):>7}{largest:>8.1f}{ps * 1e3:>8.1f}"
-                    f"{moved / ps:>8.3f}{zq * 1e3:>8.1f}{moved / zq:>9.3f}{paired:>7.3f}{moved / zc:>12.3f}"
+                    f"{moved / ps:>8.3f}{zq * 1e3:>8.1f}{moved / zq:>9.3f}{paired:>7.3f}"
+                    f"{_med(t['zmq_copy']) * 1e3:>10.1f}{paired_cp:>10.3f}{moved / zc:>12.3f}"
                     f"{moved / tcp:>9.3f}")
             m = mxnet.get(servers, {}).get(str(li))
             if m:
@@ -629,6 +643,9 @@ def _print_bandwidth(args: argparse.Namespace, layouts: list[list[int]], ours: d
             print(line)
     print("frames: data frames per push (the PS's key slices; the raw ZMQ and TCP transfers send the same); "
           "PS/ZMQ = median over rounds of raw ZeroMQ time / PS time (target >= 0.8);")
+    print("ZMQ+cp: the raw ZeroMQ transfer that also copies each slice it gets back into the tensor it "
+          "belongs to, as any receiver of a key cut into slices must (the PS makes a whole-key slice the "
+          "out's storage instead, where nothing else shares it);")
     print(f"ZMQ<={cap}MiB: the same bytes in frames of at most {cap} MiB (--frame-mib); TCP: one plain "
           "socket per server, received into a reused buffer"
           + ("; PS/MXNet = MXNet time / PS time (> 1: mxtorch faster)" if mxnet else ""))
@@ -722,7 +739,7 @@ def main() -> None:
     ap.add_argument("--size-mib", type=float, default=100, help="(a) model size")
     ap.add_argument("--keys", default="25,1", help="(a) the model cut into this many keys (one layout each)")
     ap.add_argument("--servers", default="1,2", help="(a) server counts")
-    ap.add_argument("--rounds", type=int, default=7, help="interleaved rounds of (a) and (b)")
+    ap.add_argument("--rounds", type=int, default=11, help="interleaved rounds of (a) and (b)")
     ap.add_argument("--reps", type=int, default=2, help="(a) push+pulls per round and method")
     ap.add_argument("--frame-mib", type=float, default=4.0,
                     help="(a) frame cap of the capped raw ZeroMQ transfer")
