@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 from typing import Any
 
@@ -35,6 +36,38 @@ def compressed_pushpull(params: dict[str, Any], world: int, steps: int = 3) -> d
             expected += replay[r].decompress(payload, ctx)
         max_err = max(max_err, float((got - expected).abs().max()))
     return {"max_err": max_err, "wire": kv.wire_bytes_sent}
+
+
+def compressed_pushpull_many(params: dict[str, Any], world: int) -> dict[str, Any]:
+    """One pushpull of many keys: small ones sharing a payload bucket, one filling buckets on its
+    own (its all-gather starts while later keys are compressed), an integer key in between."""
+    torch.set_num_threads(1)
+    rank = int(os.environ["RANK"])
+    kv = mx.kv.create("horovod")
+    kv.set_gradient_compression(params)
+    replay = [compression.create(dict(params)) for _ in range(world)]
+    sizes = {"a": 37, "b": (5, 7), "big": (700, 1024), "c": 3}
+    max_err = 0.0
+    for step in range(2):
+        keys = list(sizes) + ["count"]
+        vals = [_grad(rank, step, math.prod(s) if isinstance(s, tuple) else s).reshape(s)
+                for s in sizes.values()]
+        vals.append(torch.tensor([rank + 1, 10 * step], dtype=torch.int64))
+        keys.insert(2, keys.pop())  # the integer key between the small ones and the big one
+        vals.insert(2, vals.pop())
+        kv.pushpull(keys, vals)
+        for k, got in zip(keys, vals):
+            if k == "count":
+                assert got.tolist() == [sum(r + 1 for r in range(world)), 10 * step * world], got
+                continue
+            shape = sizes[k]
+            n = math.prod(shape) if isinstance(shape, tuple) else shape
+            expected = torch.zeros(shape)
+            for r in range(world):
+                payload, ctx = replay[r].compress(_grad(r, step, n).reshape(shape), k)
+                expected += replay[r].decompress(payload, ctx)
+            max_err = max(max_err, float((got - expected).abs().max()))
+    return {"max_err": max_err}
 
 
 def trainer_with_compression(params: dict[str, Any]) -> list[list[float]]:

@@ -26,6 +26,15 @@ def test_compressed_pushpull_sums_decompressed_payloads(params):
         assert res[0]["wire"] == 3 * 4 * 3
 
 
+@pytest.mark.parametrize("params", [{"type": "fp16"}, {"type": "topk", "ratio": 0.3},
+                                    {"type": "2bit", "threshold": 0.5}])
+def test_compressed_pushpull_of_many_keys_in_payload_buckets(params):
+    # topk payloads hold values and int64 indices: two buckets of different dtypes; the big key's
+    # payload (fp16: 1.4 MB) fills a bucket whose all-gather starts before the other keys are done
+    for r in run_workers(compression_workers.compressed_pushpull_many, 2, params, 2, timeout=120):
+        assert r["max_err"] < 1e-4
+
+
 @pytest.mark.parametrize("params", [{"type": "2bit", "threshold": 0.05}, {"type": "fp16"}])
 def test_trainer_with_compression_keeps_replicas_equal(params):
     w0, w1 = run_workers(compression_workers.trainer_with_compression, 2, params, timeout=120)

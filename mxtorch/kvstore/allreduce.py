@@ -196,6 +196,14 @@ class AllreduceKVStore(KVStoreBase):
         return ops
 
     def _compressed_pushpull(self, keys: list[Key], values: list[Any], outs: list[Any]) -> None:
+        """Compress every key's sum, all-gather the payloads in buckets, decompress and add them up.
+
+        Payload parts are packed by dtype into buckets of about :data:`PAYLOAD_BUCKET_BYTES`; a
+        bucket's all-gather starts (asynchronously) as soon as it is full, so later keys are
+        compressed while earlier buckets are on the wire, and many small keys share one
+        collective.  Every rank compresses the same keys in the same order into payloads of the
+        same shapes, so every rank forms the same buckets.
+        """
         comp = self._compressor
         world = self.num_workers
         with torch.no_grad():
@@ -205,30 +213,32 @@ class AllreduceKVStore(KVStoreBase):
                     [s.detach().to(srcs[0].device) for s in srcs]).sum(0)
                 locals_.append((k, local, dsts))
             self._verify("pushpull", [(k, t) for k, t, _ in locals_])
-            for k, local, dsts in locals_:
-                if not local.is_floating_point():
-                    total = local
-                    if world > 1:
-                        self._run("pushpull", [_Job.of(k, (total, None), [])], _reduce)
-                else:
+            exchange = _PayloadExchange(world) if world > 1 else None
+            compressed: list[tuple[torch.Tensor, list[torch.Tensor], Any, Any, list[Any]]] = []
+            try:
+                for k, local, dsts in locals_:
+                    if not local.is_floating_point():
+                        if world > 1:
+                            self._run("pushpull", [_Job.of(k, (local, None), [])], _reduce)
+                        for d in dsts:
+                            d.copy_(local)
+                        continue
                     payload, ctx = comp.compress(local, k)
                     parts = list(payload) if isinstance(payload, (list, tuple)) else [payload]
                     self.wire_bytes_sent += comp.wire_bytes(payload) * max(world - 1, 0)
-                    if world > 1:
-                        try:
-                            gathered = []
-                            for t in parts:
-                                bufs = [torch.empty_like(t) for _ in range(world)]
-                                dist.all_gather(bufs, t.contiguous())
-                                gathered.append(bufs)
-                        except RuntimeError as e:
-                            raise self._peer_error("pushpull", [k], e) from e
-                        per_rank = [[g[r] for g in gathered] for r in range(world)]
-                    else:
-                        per_rank = [parts]
-                    total = torch.zeros_like(local)
-                    for pr in per_rank:
-                        total += comp.decompress(pr if isinstance(payload, (list, tuple)) else pr[0], ctx)
+                    slots = exchange.add(parts) if exchange is not None else []
+                    compressed.append((local, dsts, payload, ctx, slots))
+                if exchange is not None:
+                    exchange.finish()
+            except RuntimeError as e:
+                raise self._peer_error("pushpull", keys, e) from e
+            for local, dsts, payload, ctx, slots in compressed:
+                is_list = isinstance(payload, (list, tuple))
+                per_rank = exchange.gathered(slots) if exchange is not None else [
+                    list(payload) if is_list else [payload]]
+                total = torch.zeros_like(local)
+                for pr in per_rank:
+                    total += comp.decompress(pr if is_list else pr[0], ctx)
                 for d in dsts:
                     d.copy_(total)
 
@@ -595,6 +605,80 @@ def _explain(op: str, per_rank: list[list[tuple[Key, tuple[int, ...], str]]]) ->
                 lines.append(f"key {k!r}: rank {r} has shape {shape} {dt}, expected rank 0's {eshape} {edt}")
     return (f"{op} needs the same keys, shapes and dtypes on every worker, but they differ: "
             + "; ".join(lines) + f". Make every rank {op} the same tensors in the same order")
+
+
+# ---- compressed payloads ----------------------------------------------------------------
+PAYLOAD_BUCKET_BYTES = 1 << 20
+"""A bucket of compressed payloads starts its all-gather once it holds this many bytes."""
+
+
+class _PayloadExchange:
+    """All-gathers of compressed payload parts, packed by (dtype, device) into buckets.
+
+    :meth:`add` files a key's parts and returns where they went; a full bucket is flattened
+    and its all-gather launched asynchronously at once; :meth:`finish` launches the rest and
+    waits for all; :meth:`gathered` returns every rank's copy of a key's parts.
+    """
+
+    def __init__(self, world: int, bucket_bytes: int = PAYLOAD_BUCKET_BYTES) -> None:
+        self.world = world
+        self.bucket_bytes = bucket_bytes
+        self.open: dict[tuple[torch.dtype, torch.device], _PayloadBucket] = {}
+        self.launched: list[_PayloadBucket] = []
+
+    def add(self, parts: list[torch.Tensor]) -> list[tuple[_PayloadBucket, int]]:
+        slots = []
+        for t in parts:
+            t = t.contiguous()
+            where = (t.dtype, t.device)
+            bucket = self.open.get(where)
+            if bucket is None:
+                bucket = self.open[where] = _PayloadBucket()
+            slots.append((bucket, len(bucket.parts)))
+            bucket.parts.append(t)
+            bucket.nbytes += t.numel() * t.element_size()
+            if bucket.nbytes >= self.bucket_bytes:
+                self._launch(self.open.pop(where))
+        return slots
+
+    def _launch(self, bucket: _PayloadBucket) -> None:
+        flat = bucket.parts[0].reshape(-1) if len(bucket.parts) == 1 else torch.cat(
+            [p.reshape(-1) for p in bucket.parts])
+        bucket.received = [torch.empty_like(flat) for _ in range(self.world)]
+        bucket.work = dist.all_gather(bucket.received, flat, async_op=True)
+        bucket.flat = flat  # kept alive until the gather is done
+        self.launched.append(bucket)
+
+    def finish(self) -> None:
+        for where in list(self.open):
+            self._launch(self.open.pop(where))
+        for bucket in self.launched:
+            bucket.work.wait()
+
+    @staticmethod
+    def gathered(slots: list[tuple[_PayloadBucket, int]]) -> list[list[torch.Tensor]]:
+        """``[rank][part]``: every rank's copy of the parts filed at ``slots``."""
+        world = len(slots[0][0].received) if slots else 0
+        return [[b.part_of(r, i) for b, i in slots] for r in range(world)]
+
+
+class _PayloadBucket:
+    def __init__(self) -> None:
+        self.parts: list[torch.Tensor] = []
+        self.nbytes = 0
+        self.received: list[torch.Tensor] = []
+        self.work: Any = None
+        self.flat: torch.Tensor | None = None
+        self._offsets: list[int] | None = None
+
+    def part_of(self, rank: int, i: int) -> torch.Tensor:
+        if self._offsets is None:
+            offsets = [0]
+            for p in self.parts:
+                offsets.append(offsets[-1] + p.numel())
+            self._offsets = offsets
+        p = self.parts[i]
+        return self.received[rank].narrow(0, self._offsets[i], p.numel()).view(p.shape)
 
 
 # ---- gradient buckets ------------------------------------------------------------------
