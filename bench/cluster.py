@@ -150,12 +150,35 @@ def worker(config: dict[str, Any]) -> None:
             del step, keep  # DDP holds the process group: release it before the next method and at exit
     del built
     # every rank reports: dist_async workers run at their own pace
-    print(_RESULT + json.dumps({m: statistics.median(t) for m, t in times.items()}), flush=True)
+    emit_result({m: statistics.median(t) for m, t in times.items()})
     if collective:
         group.shutdown()
 
 
+def emit_result(result: dict[str, Any]) -> None:
+    """Print this rank's result as the one line :func:`rank_results` reads back (JSON)."""
+    print(_RESULT + json.dumps(result), flush=True)
+
+
 # ---- driver side -------------------------------------------------------------------------------
+def rank_results(results: list[tuple[int, str, str]], what: str) -> list[dict[str, Any]]:
+    """The :func:`emit_result` line of every rank of a finished :class:`HostJob`, in rank order.
+
+    ``results`` is :meth:`HostJob.wait`'s answer; a rank that failed ends the benchmark with
+    its exit code and the end of its stderr, ``what`` saying which run it was.
+    """
+    for r, (code, _, err) in enumerate(results):
+        if code != 0:
+            raise SystemExit(f"{what}: rank {r} failed (exit code {code}):\n{err[-4000:]}")
+    per_rank = []
+    for r, (_, out, err) in enumerate(results):
+        line = next((ln for ln in out.splitlines() if ln.startswith(_RESULT)), None)
+        if line is None:
+            raise SystemExit(f"{what}: rank {r} exited without printing its result line:\n{err[-4000:]}")
+        per_rank.append(json.loads(line[len(_RESULT):]))
+    return per_rank
+
+
 def _run_on_cluster(workers: int, rate: str | None, methods: list[str],
                     args: argparse.Namespace) -> dict[str, list[float]]:
     """Step times of each method on each of ``workers`` worker hosts (plus server hosts for a PS method)."""
@@ -176,14 +199,7 @@ def _run_on_cluster(workers: int, rate: str | None, methods: list[str],
             env.update(nodes.worker_env())
         job = stack.enter_context(HostJob(cluster, argv, workers, hosts=list(range(workers)), env=env))
         results = job.wait(args.job_timeout)
-    for r, (code, _, err) in enumerate(results):
-        if code != 0:
-            raise SystemExit(f"{', '.join(methods)} on {workers} hosts at {rate}: rank {r} failed (exit code "
-                             f"{code}):\n{err[-4000:]}")
-    per_rank = []
-    for _, out, _ in results:
-        line = next(ln for ln in out.splitlines() if ln.startswith(_RESULT))
-        per_rank.append(json.loads(line[len(_RESULT):]))
+    per_rank = rank_results(results, f"{', '.join(methods)} on {workers} hosts at {rate}")
     return {m: [float(p[m]) for p in per_rank] for m in methods}
 
 
