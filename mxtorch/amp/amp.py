@@ -242,8 +242,7 @@ class LossScalingHook:
         kv = trainer._kvstore
         if getattr(kv, "compressor", None) is None or trainer._update_on_kvstore:
             return True
-        if self.unscaled is not None or any(g.is_sparse for g in grads):
-            # (a sparse gradient cannot be unscaled in place: the update then divides the scale out)
+        if self.unscaled is not None:  # amp.unscale already divided the scale out
             overflow = self.scaler.has_overflow(grads)
         else:
             overflow = self.scaler.unscale_(grads)

@@ -42,7 +42,10 @@ def _by_device(grads: Iterable[torch.Tensor]) -> dict[torch.device, list[torch.T
         if not isinstance(g, torch.Tensor):
             raise TypeError(f"LossScaler: gradients must be tensors, got {type(g).__name__}")
         if g.is_sparse:
-            g = g.coalesce()._values()
+            # the values themselves, not coalesce()'s copy: an uncoalesced gradient (autograd's
+            # embedding gradient with repeated rows) must be unscaled in place too; scaling each
+            # entry scales their sums, and an inf or nan among them is one in the sums
+            g = g._values()
         if not g.is_floating_point():
             continue
         groups.setdefault(g.device, []).append(g)
