@@ -18,6 +18,19 @@ def _grad(rank: int, step: int, n: int = 37) -> torch.Tensor:
     return torch.randn(n, generator=g)
 
 
+def _expected_sum(replay: list[Any], grads: list[torch.Tensor], key: str) -> torch.Tensor:
+    """What a compressed pushpull of ``grads`` (one per rank) must give: the sum of each rank's
+    decompressed payload, or, for a summable compressor, the decompressed sum of the payloads
+    (added in their own dtype, as the all-reduce does)."""
+    sent = [replay[r].compress(g, key) for r, g in enumerate(grads)]
+    if replay[0].summable:
+        total = sent[0][0]
+        for payload, _ in sent[1:]:
+            total = total + payload
+        return replay[0].decompress(total, sent[0][1])
+    return sum(replay[r].decompress(payload, ctx) for r, (payload, ctx) in enumerate(sent))
+
+
 def compressed_pushpull(params: dict[str, Any], world: int, steps: int = 3) -> dict[str, Any]:
     """pushpull with compression equals the sum over ranks of each rank's decompressed payload,
     computed here by replaying every rank's compressor locally."""
@@ -30,12 +43,9 @@ def compressed_pushpull(params: dict[str, Any], world: int, steps: int = 3) -> d
     for step in range(steps):
         got = _grad(rank, step)
         kv.pushpull("g", got)
-        expected = torch.zeros(37)
-        for r in range(world):
-            payload, ctx = replay[r].compress(_grad(r, step), "g")
-            expected += replay[r].decompress(payload, ctx)
+        expected = _expected_sum(replay, [_grad(r, step) for r in range(world)], "g")
         max_err = max(max_err, float((got - expected).abs().max()))
-    return {"max_err": max_err, "wire": kv.wire_bytes_sent}
+    return {"max_err": max_err, "wire": kv.wire_bytes_sent, "last": got.clone()}
 
 
 def compressed_pushpull_many(params: dict[str, Any], world: int) -> dict[str, Any]:
@@ -62,10 +72,7 @@ def compressed_pushpull_many(params: dict[str, Any], world: int) -> dict[str, An
                 continue
             shape = sizes[k]
             n = math.prod(shape) if isinstance(shape, tuple) else shape
-            expected = torch.zeros(shape)
-            for r in range(world):
-                payload, ctx = replay[r].compress(_grad(r, step, n).reshape(shape), k)
-                expected += replay[r].decompress(payload, ctx)
+            expected = _expected_sum(replay, [_grad(r, step, n).reshape(shape) for r in range(world)], k)
             max_err = max(max_err, float((got - expected).abs().max()))
     return {"max_err": max_err}
 

@@ -4,6 +4,7 @@ import os
 import sys
 
 import pytest
+import torch
 
 from mxtorch.distributed.testing import run_workers
 
@@ -15,6 +16,7 @@ import compression_workers  # noqa: E402
     {"type": "2bit", "threshold": 0.5},
     {"type": "1bit"},
     {"type": "fp16"},
+    {"type": "bf16"},
     {"type": "topk", "ratio": 0.25},
 ])
 def test_compressed_pushpull_sums_decompressed_payloads(params):
@@ -24,9 +26,25 @@ def test_compressed_pushpull_sums_decompressed_payloads(params):
     if params["type"] == "2bit":
         # 37 values -> 3 packed int32 words per step, sent to the one peer, 3 steps
         assert res[0]["wire"] == 3 * 4 * 3
+    if params["type"] == "fp16":
+        # summable: all-reduced, 2(n-1)/n of the 37 fp16 values per step, 3 steps
+        assert res[0]["wire"] == 3 * 37 * 2
 
 
-@pytest.mark.parametrize("params", [{"type": "fp16"}, {"type": "topk", "ratio": 0.3},
+@pytest.mark.parametrize("params", [{"type": "fp16"}, {"type": "2bit", "threshold": 0.5}])
+def test_compressed_pushpull_on_three_workers(params):
+    # three ranks: the fp16 sum is all-reduced (two roundings to fp16), 2bit payloads all-gathered
+    res = run_workers(compression_workers.compressed_pushpull, 3, params, 3, timeout=180)
+    for r in res:
+        # (the ring may add the three fp16 payloads in another order than the replay: one fp16
+        # rounding of a sum of magnitude < 8 apart at most)
+        assert r["max_err"] < (4e-3 if params["type"] == "fp16" else 1e-5)
+        assert torch.equal(r["last"], res[0]["last"])  # every replica gets the same bits
+    per_step = int(37 * 2 * 2 * 2 / 3) if params["type"] == "fp16" else 3 * 4 * 2
+    assert res[0]["wire"] == 3 * per_step
+
+
+@pytest.mark.parametrize("params", [{"type": "fp16"}, {"type": "bf16"}, {"type": "topk", "ratio": 0.3},
                                     {"type": "2bit", "threshold": 0.5}])
 def test_compressed_pushpull_of_many_keys_in_payload_buckets(params):
     # topk payloads hold values and int64 indices: two buckets of different dtypes; the big key's

@@ -73,6 +73,12 @@ class Compressor(abc.ABC):
     """The name :func:`mxtorch.compression.create` knows this compressor by ('2bit', 'fp16', ...)."""
     uses_error_feedback: ClassVar[bool] = False
     """Whether what is not sent is kept per key and added to the next gradient of that key."""
+    summable: ClassVar[bool] = False
+    """Whether workers' payloads add up where they are: the sum of the payloads, decompressed, is
+    the sum of the decompressed payloads (up to rounding in the payload's dtype).  An allreduce
+    store then all-reduces the payloads (2(n-1)/n of a payload on the wire per worker, one
+    decompression) instead of all-gathering them ((n-1) payloads, n decompressions); packed
+    bits, indices and low-rank factors do not add up, so those compressors leave it False."""
 
     def __init__(self) -> None:
         self._residuals: dict[Key, torch.Tensor] = {}

@@ -2,7 +2,9 @@
 
 No error feedback: the rounding error is small and unbiased, as in Horovod and DDP's fp16 hook.
 Values beyond the target type's range become ``inf`` (fp16's largest finite value is 65504);
-bf16 keeps fp32's range at lower precision.
+bf16 keeps fp32's range at lower precision.  The payloads are :attr:`~.Compressor.summable`:
+the allreduce stores sum them in the narrow type on the wire, as Horovod's ``Compression.fp16``
+does (each addition rounds to that type; the parameter server sums decompressed fp32 values).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ class CastCompressor(Compressor):
     """Send the gradient cast to :attr:`wire_dtype`; decompression casts back to the original dtype."""
 
     wire_dtype: ClassVar[torch.dtype] = torch.float16
+    summable = True
 
     def _encode(self, flat: torch.Tensor, ctx: CompressionContext,
                 key: Key) -> tuple[Payload, CompressionContext]:

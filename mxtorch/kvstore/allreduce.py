@@ -124,9 +124,12 @@ class AllreduceKVStore(KVStoreBase):
         """Compress every floating-point pushpull: ``{'type': '2bit', 'threshold': 0.5}``, ...
 
         Each worker compresses its own value (error-feedback residuals stay with the worker,
-        per key), the packed payloads are all-gathered — packed 2bit/1bit words cannot be
-        summed on the wire — and every worker decompresses and sums them.  Wire bytes per
-        worker are the payload's (1/16 of fp32 for 2bit) times ``num_workers - 1``.
+        per key), the packed payloads are all-gathered — packed 2bit/1bit words, top-k indices
+        and PowerSGD factors cannot be summed on the wire — and every worker decompresses and
+        sums them: wire bytes per worker are the payload's (1/16 of fp32 for 2bit) times
+        ``num_workers - 1``.  Payloads that do add up (``fp16``, ``bf16``: the compressor's
+        ``summable``) are all-reduced in their own dtype instead, as Horovod does, and
+        decompressed once: 2(n-1)/n of a payload per worker.
         """
         from .. import compression
 
@@ -196,16 +199,20 @@ class AllreduceKVStore(KVStoreBase):
         return ops
 
     def _compressed_pushpull(self, keys: list[Key], values: list[Any], outs: list[Any]) -> None:
-        """Compress every key's sum, all-gather the payloads in buckets, decompress and add them up.
+        """Compress every key's sum, all-gather the payloads in buckets, decompress and add them up
+        (all-reduce and decompress the sum, for a ``summable`` compressor).
 
         Payload parts are packed by dtype into buckets of about :data:`PAYLOAD_BUCKET_BYTES`; a
-        bucket's all-gather starts (asynchronously) as soon as it is full, so later keys are
+        bucket's collective starts (asynchronously) as soon as it is full, so later keys are
         compressed while earlier buckets are on the wire, and many small keys share one
         collective.  Every rank compresses the same keys in the same order into payloads of the
         same shapes, so every rank forms the same buckets.
         """
         comp = self._compressor
         world = self.num_workers
+        summed = bool(getattr(comp, "summable", False))
+        # bytes one worker sends: a ring all-reduce's 2(n-1)/n of the payload, or n-1 payloads
+        share = 2.0 * (world - 1) / world if summed else float(max(world - 1, 0))
         with torch.no_grad():
             locals_: list[tuple[Key, torch.Tensor, list[torch.Tensor]]] = []
             for k, srcs, dsts in self._operands(keys, values, outs):
@@ -213,7 +220,7 @@ class AllreduceKVStore(KVStoreBase):
                     [s.detach().to(srcs[0].device) for s in srcs]).sum(0)
                 locals_.append((k, local, dsts))
             self._verify("pushpull", [(k, t) for k, t, _ in locals_])
-            exchange = _PayloadExchange(world) if world > 1 else None
+            exchange = _PayloadExchange(world, summed=summed) if world > 1 else None
             compressed: list[tuple[torch.Tensor, list[torch.Tensor], Any, Any, list[Any]]] = []
             try:
                 for k, local, dsts in locals_:
@@ -225,7 +232,7 @@ class AllreduceKVStore(KVStoreBase):
                         continue
                     payload, ctx = comp.compress(local, k)
                     parts = list(payload) if isinstance(payload, (list, tuple)) else [payload]
-                    self.wire_bytes_sent += comp.wire_bytes(payload) * max(world - 1, 0)
+                    self.wire_bytes_sent += int(comp.wire_bytes(payload) * share)
                     slots = exchange.add(parts) if exchange is not None else []
                     compressed.append((local, dsts, payload, ctx, slots))
                 if exchange is not None:
@@ -236,9 +243,12 @@ class AllreduceKVStore(KVStoreBase):
                 is_list = isinstance(payload, (list, tuple))
                 per_rank = exchange.gathered(slots) if exchange is not None else [
                     list(payload) if is_list else [payload]]
-                total = torch.zeros_like(local)
-                for pr in per_rank:
-                    total += comp.decompress(pr if is_list else pr[0], ctx)
+                if len(per_rank) == 1:  # one worker, or the payloads' sum (summable)
+                    total = comp.decompress(per_rank[0] if is_list else per_rank[0][0], ctx)
+                else:
+                    total = torch.zeros_like(local)
+                    for pr in per_rank:
+                        total += comp.decompress(pr if is_list else pr[0], ctx)
                 for d in dsts:
                     d.copy_(total)
 
@@ -617,12 +627,15 @@ class _PayloadExchange:
 
     :meth:`add` files a key's parts and returns where they went; a full bucket is flattened
     and its all-gather launched asynchronously at once; :meth:`finish` launches the rest and
-    waits for all; :meth:`gathered` returns every rank's copy of a key's parts.
+    waits for all; :meth:`gathered` returns every rank's copy of a key's parts.  With
+    ``summed`` the buckets are all-reduced (summed in their dtype) instead, and
+    :meth:`gathered` returns one list: the sums.
     """
 
-    def __init__(self, world: int, bucket_bytes: int = PAYLOAD_BUCKET_BYTES) -> None:
+    def __init__(self, world: int, bucket_bytes: int = PAYLOAD_BUCKET_BYTES, summed: bool = False) -> None:
         self.world = world
         self.bucket_bytes = bucket_bytes
+        self.summed = summed
         self.open: dict[tuple[torch.dtype, torch.device], _PayloadBucket] = {}
         self.launched: list[_PayloadBucket] = []
 
@@ -644,8 +657,14 @@ class _PayloadExchange:
     def _launch(self, bucket: _PayloadBucket) -> None:
         flat = bucket.parts[0].reshape(-1) if len(bucket.parts) == 1 else torch.cat(
             [p.reshape(-1) for p in bucket.parts])
-        bucket.received = [torch.empty_like(flat) for _ in range(self.world)]
-        bucket.work = dist.all_gather(bucket.received, flat, async_op=True)
+        if self.summed:
+            # in place: a one-part bucket's part becomes the sum (payloads are only decompressed
+            # after the exchange, so nothing needs the local one any more)
+            bucket.received = [flat]
+            bucket.work = dist.all_reduce(flat, op=dist.ReduceOp.SUM, async_op=True)
+        else:
+            bucket.received = [torch.empty_like(flat) for _ in range(self.world)]
+            bucket.work = dist.all_gather(bucket.received, flat, async_op=True)
         bucket.flat = flat  # kept alive until the gather is done
         self.launched.append(bucket)
 
@@ -657,7 +676,7 @@ class _PayloadExchange:
 
     @staticmethod
     def gathered(slots: list[tuple[_PayloadBucket, int]]) -> list[list[torch.Tensor]]:
-        """``[rank][part]``: every rank's copy of the parts filed at ``slots``."""
+        """``[rank][part]``: every rank's copy of the parts filed at ``slots`` (summed: ``[[sum]]``)."""
         world = len(slots[0][0].received) if slots else 0
         return [[b.part_of(r, i) for b, i in slots] for r in range(world)]
 
