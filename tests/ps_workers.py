@@ -344,6 +344,35 @@ def wait_for_dead_peer(op: str) -> dict[str, Any]:
     return {"error": None}
 
 
+def unequal_steps(ahead: bool) -> dict[str, Any]:
+    """dist_sync, rank 0 runs 3 steps, rank 1 fewer and closes its store: with ``ahead``, rank 1
+    pushes all 3 rounds before it closes (rank 0 must finish); else it pushpulls 2 rounds and
+    closes, and rank 0's third pushpull must fail naming it (not wait for the timeout)."""
+    from mxtorch.kvstore import KVStoreError
+
+    kv = _kv("dist_sync")
+    kv.init("w", torch.zeros(6))  # above the (test's) bound: a slice on each server
+    kv.barrier()
+    if kv.rank == 1:
+        for step in range(3 if ahead else 2):
+            if ahead:
+                kv.push("w", torch.full((6,), 10.0 * (step + 1)))
+            else:
+                kv.pushpull("w", torch.full((6,), 10.0 * (step + 1)), out=torch.zeros(6))
+        kv.close()
+        return {}
+    values, start = [], time.monotonic()
+    try:
+        for step in range(3):
+            out = torch.zeros(6)
+            start = time.monotonic()
+            kv.pushpull("w", torch.full((6,), float(step + 1)), out=out)
+            values.append(out.tolist())
+    except KVStoreError as e:
+        return {"error": str(e), "values": values, "seconds": time.monotonic() - start}
+    return {"error": None, "values": values}
+
+
 def wait_for_dead_server(server_pids: list[int]) -> dict[str, Any]:
     """Kill the server holding key 0, then pull it: the error names the server."""
     import signal

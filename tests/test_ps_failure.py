@@ -35,6 +35,26 @@ def test_sync_worker_death_fails_the_waiting_worker_naming_it(op):
         assert "declared dead" in c.stderr("scheduler")
 
 
+@pytest.mark.parametrize("ahead", [False, True])
+def test_sync_worker_that_closes_early_fails_the_round_it_left_naming_it(ahead):
+    env = {**FAST, "MXNET_KVSTORE_BIGARRAY_BOUND": "4"}
+    with ps_cluster(2, 2, env=env, timeout=90) as c:
+        c.start_workers(w.unequal_steps, ahead)
+        rank0, rank1 = c.join_workers()
+        assert rank0.ok and rank1.ok, (rank0.error, rank1.error)
+        got = rank0.value
+        rounds = [[11.0] * 6, [22.0] * 6, [33.0] * 6]  # the sums of each round's two pushes
+        if ahead:  # rank 1's pushes were all in before it closed: every round completes
+            assert got["error"] is None and got["values"] == rounds, got
+        else:
+            assert got["values"] == rounds[:2], got
+            err = got["error"]
+            assert err is not None and "worker 1 closed its store" in err and "round 3" in err, err
+            assert "same number of batches" in err, err
+            assert got["seconds"] < 60  # raised long before MXTORCH_DIST_TIMEOUT (90 s)
+        assert c.wait_exit() == {"scheduler": 0, "server 0": 0, "server 1": 0}
+
+
 def test_server_death_fails_the_workers_naming_the_server():
     with ps_cluster(2, 1, env=FAST, timeout=90) as c:
         c.start_workers(w.wait_for_dead_server, [p.pid for p in c.servers])

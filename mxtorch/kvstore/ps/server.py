@@ -22,7 +22,10 @@ scheduler connection) plus a heartbeat thread.  The server
 * runs the optimizer the workers declared (:mod:`.optimizer_spec`), takes SET_HYPER changes,
   sends and loads optimizer states (GET_STATES / SET_STATES), writes snapshots;
 * in sync mode, when the scheduler reports a dead worker, answers every waiting and later
-  request with an ERROR naming it (no round can complete any more);
+  request with an ERROR naming it (no round can complete any more); when a worker closes its
+  store (it finished), a pull waiting for a round that worker has not pushed to gets an ERROR
+  naming it at once (the workers ran unequal numbers of steps) instead of waiting for the
+  timeout;
 * exits 0 on the scheduler's SHUTDOWN, 1 when the scheduler goes silent or joining fails.
 
 Requests from a connection that has not said HELLO get ERROR code ``not_greeted`` (a worker
@@ -82,6 +85,7 @@ class ParameterServer:
         self.decoders: dict[int, Any] = {}  # worker rank -> the compressor it declared
         self.staleness: dict[int, int | None] = {}  # worker rank -> its dist_async bound
         self.live: set[int] = set()  # workers neither dead nor finished (dist_async staleness)
+        self.closed: set[int] = set()  # dist_sync: workers that closed their store (push no more)
         self.failed: str | None = None  # why sync rounds cannot complete any more
         self.exit_code: int | None = None
         self._updates = 0
@@ -314,6 +318,29 @@ class ParameterServer:
         if self.mode == "async":
             for sh in self.shards.values():
                 self._answer_pulls(sh)
+            return
+        self.closed.add(rank)
+        for sh in self.shards.values():
+            self._fail_stuck_pulls(sh)
+
+    def _fail_stuck_pulls(self, sh: KeyShard) -> None:
+        """dist_sync: answer the pulls of ``sh`` with an ERROR when its round in progress lacks the
+        push of a worker that closed its store (that round can never complete)."""
+        if not sh.pulls or not sh.round:
+            return
+        missing = sorted(w for w in self.closed if w not in sh.round)
+        if not missing:
+            return
+        w = missing[0]
+        text = (f"worker {w} closed its store after pushing {sh.describe()} {sh.pushes.get(w, 0)} time(s), "
+                f"so dist_sync round {sh.version + 1} of it can never complete: in dist_sync every worker "
+                "pushes every key equally often. The workers probably ran different numbers of steps "
+                "(unequal data shards, an early break): give each the same number of batches, or use "
+                "dist_async")
+        for pull in sh.pulls:
+            self._send(pull.identity, Message(Command.ERROR, pull.msg.request_id, self.node_id, key=sh.key,
+                                              shard=sh.shard, meta={"message": text, "code": "closed"}))
+        sh.pulls = []
 
     def _on_shutdown(self, identity: bytes | None, msg: Message) -> None:
         if identity is not None:
@@ -526,6 +553,8 @@ class ParameterServer:
             self._answer(sh, pull)
         else:
             sh.pulls.append(pull)
+            if self.closed:
+                self._fail_stuck_pulls(sh)
 
     def _pull_ready(self, sh: KeyShard, pull: PendingPull) -> bool:
         if self.mode == "sync":
