@@ -92,3 +92,39 @@ def trainer_with_compression(params: dict[str, Any]) -> list[list[float]]:
         loss.backward()
         trainer.step(8)
     return net.weight.data().detach().tolist()
+
+
+def powersgd_pushpull(world: int, steps: int, rank_r: int = 1) -> dict[str, Any]:
+    """'horovod' + powersgd: every step's pushpull of a matrix equals the paper's algorithm
+    replayed here for every rank (P = sum M_i Q, orthonormalized; Q = sum M_i^T P; P Q^T), a
+    gradient sum of rank 1 comes back exact, a 1-d key is summed exactly."""
+    torch.set_num_threads(1)
+    rank = int(os.environ["RANK"])
+    kv = mx.kv.create("horovod")
+    kv.set_gradient_compression({"type": "powersgd", "rank": rank_r})
+    rows, cols = 12, 10
+    q = torch.randn(cols, rank_r, generator=torch.Generator().manual_seed(0))  # the seeded start
+    residual = [torch.zeros(rows, cols) for _ in range(world)]
+    u = torch.arange(1.0, 9.0)
+    max_err = low_err = vec_err = 0.0
+    got = {}
+    for step in range(steps):
+        grads = [_grad(r, step, rows * cols).view(rows, cols) for r in range(world)]
+        lows = [torch.outer(u, _grad(r, 50 + step, 6)) for r in range(world)]  # the sum has rank 1
+        vecs = [_grad(r, 90 + step, 7) for r in range(world)]
+        got = {"m": grads[rank].clone(), "low": lows[rank].clone(), "b": vecs[rank].clone()}
+        kv.pushpull(list(got), list(got.values()))
+        # the replay
+        ms = [g + res for g, res in zip(grads, residual)]
+        p = torch.linalg.qr(sum(m @ q for m in ms)).Q
+        q_each = [m.t() @ p for m in ms]
+        q = sum(q_each)
+        expected = p @ q.t()
+        residual = [m - p @ qi.t() for m, qi in zip(ms, q_each)]
+        max_err = max(max_err, float((got["m"] - expected).abs().max()))
+        low_err = max(low_err, float((got["low"] - sum(lows)).abs().max()))
+        vec_err = max(vec_err, float((got["b"] - sum(vecs)).abs().max()))
+    comp = kv.compressor
+    return {"max_err": max_err, "low_err": low_err, "vec_err": vec_err, "wire": kv.wire_bytes_sent,
+            "last": got["m"].clone(), "low_residual": float(comp.residual("low").abs().max()),
+            "residual_err": float((comp.residual("m").view(rows, cols) - residual[rank]).abs().max())}

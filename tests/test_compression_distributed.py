@@ -53,7 +53,23 @@ def test_compressed_pushpull_of_many_keys_in_payload_buckets(params):
         assert r["max_err"] < 1e-4
 
 
-@pytest.mark.parametrize("params", [{"type": "2bit", "threshold": 0.05}, {"type": "fp16"}])
+@pytest.mark.parametrize("world", [2, 3])
+def test_powersgd_is_the_papers_algorithm_over_all_reduces(world):
+    res = run_workers(compression_workers.powersgd_pushpull, world, world, 3, timeout=180)
+    for r in res:
+        assert r["max_err"] < 1e-4, r  # the rank-1 approximation of the sum, replayed
+        assert r["residual_err"] < 1e-4, r  # each worker keeps M_i - P Q_i^T
+        assert r["low_err"] < 1e-4 and r["low_residual"] < 1e-4, r  # a rank-1 sum is exact
+        assert r["vec_err"] < 1e-6, r
+        assert torch.equal(r["last"], res[0]["last"])  # every replica gets the same bits
+    # per step two all-reduces (2(n-1)/n of their bytes each): the P's of both matrices with
+    # the 1-d key (12 + 8 + 7 floats), then the two Q's (10 + 6 floats)
+    share = 2 * (world - 1) / world
+    assert res[0]["wire"] == 3 * (int((12 + 8 + 7) * 4 * share) + int((10 + 6) * 4 * share))
+
+
+@pytest.mark.parametrize("params", [{"type": "2bit", "threshold": 0.05}, {"type": "fp16"},
+                                    {"type": "powersgd", "rank": 1}])
 def test_trainer_with_compression_keeps_replicas_equal(params):
     w0, w1 = run_workers(compression_workers.trainer_with_compression, 2, params, timeout=120)
     assert w0 == w1

@@ -14,7 +14,7 @@ so that they survive a checkpoint.
 from __future__ import annotations
 
 import abc
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -73,6 +73,10 @@ class Compressor(abc.ABC):
     """The name :func:`mxtorch.compression.create` knows this compressor by ('2bit', 'fp16', ...)."""
     uses_error_feedback: ClassVar[bool] = False
     """Whether what is not sent is kept per key and added to the next gradient of that key."""
+    collective: ClassVar[bool] = False
+    """Whether the compressor runs its own exchange between workers (:meth:`collective_sum`):
+    allreduce stores then call that instead of exchanging :meth:`compress` payloads (PowerSGD's
+    two all-reduces of factors that every worker shares)."""
     summable: ClassVar[bool] = False
     """Whether workers' payloads add up where they are: the sum of the payloads, decompressed, is
     the sum of the decompressed payloads (up to rounding in the payload's dtype).  An allreduce
@@ -143,6 +147,14 @@ class Compressor(abc.ABC):
                     f"residual entries map int/str keys to tensors, got {k!r}: {type(v).__name__}")
             loaded[k] = v.detach().clone()
         self._residuals = loaded
+
+    def collective_sum(self, items: Sequence[tuple[Key, torch.Tensor]],
+                       all_reduce: Callable[[list[torch.Tensor]], list[torch.Tensor]]) -> list[torch.Tensor]:
+        """The (compressed) sum over workers of each ``(key, gradient)``, exchanged through
+        ``all_reduce`` (it sums a list of tensors over the workers, in one call on every worker,
+        and may overwrite its arguments).  Every worker calls this with the same keys and shapes
+        in the same order.  Only for :attr:`collective` compressors."""
+        raise NotImplementedError(f"{type(self).__name__} exchanges compress() payloads, not collective_sum")
 
     def params(self) -> dict[str, Any]:
         """The constructor arguments, MXNet-style (``create({'type': name, **params()})`` rebuilds it)."""

@@ -5,15 +5,25 @@ warm-started from the previous step's ``Q`` of the same key, gives ``M ~= P @ Q.
 (orthonormal columns) of ``rows x rank`` and ``Q`` of ``cols x rank``; the payload is
 ``[P, Q]``.  What the approximation misses is fed back into the next gradient.
 
-In the paper ``P`` is all-reduced before ``Q`` is computed so that workers agree on one basis;
-this compressor is the single-worker half of that scheme (``compress``/``decompress`` only).
+Two ways to use it:
+
+* :meth:`~PowerSGDCompressor.collective_sum` (the allreduce stores: 'horovod', 'allreduce') is
+  the paper's algorithm: every worker ``i`` forms ``P_i = M_i @ Q`` from the shared ``Q``; the
+  ``P_i`` are all-reduced and orthonormalized (the same basis ``P`` on every worker), then
+  ``Q_i = M_i.T @ P`` are all-reduced, and ``P @ Q.T`` approximates the *sum* of the ``M_i``.
+  Each worker keeps ``M_i - P @ Q_i.T`` as its residual and the summed ``Q`` as the next warm
+  start.  Both exchanges are all-reduces of ``(rows + cols) x rank`` values.
+* ``compress``/``decompress`` (the parameter server: each worker's push is decompressed on
+  the server) approximate each worker's own ``M_i``: ``P_i`` from its own warm-started ``Q``;
+  the payload is ``[P_i, Q_i]``.
+
 Tensors with fewer than two dimensions, or too small for the rank to save anything, are sent
-uncompressed (payload ``[flat]``, no residual).
+uncompressed (payload ``[flat]``, no residual; summed as they are by ``collective_sum``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -24,11 +34,24 @@ from .base import CompressionContext, CompressionError, Compressor, Key, Payload
 __all__ = ["PowerSGDCompressor"]
 
 
+def _times(m: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+    """``m @ q`` for a tall, thin ``q``, computed as ``(q.T @ m.T).T``: MKL runs that form
+    3-4x faster on one thread (2048 x 2048 times 2048 x 4: 1.8 ms against 5.3 ms)."""
+    return (q.t() @ m.t()).t()
+
+
+def _t_times(m: torch.Tensor, p: torch.Tensor) -> torch.Tensor:
+    """``m.T @ p`` for a tall, thin ``p``, computed as ``(p.T @ m).T`` (1.7 ms against 23 ms for
+    2048 x 2048 and rank 4: the transposed product takes a slow path)."""
+    return (p.t() @ m).t()
+
+
 class PowerSGDCompressor(Compressor):
     """Rank-``rank`` PowerSGD with error feedback and warm-started ``Q`` (one per key)."""
 
     name = "powersgd"
     uses_error_feedback = True
+    collective = True
 
     def __init__(self, rank: int = 1, seed: int = 0) -> None:
         super().__init__()
@@ -41,24 +64,83 @@ class PowerSGDCompressor(Compressor):
     def params(self) -> dict[str, Any]:
         return {"rank": self.rank, "seed": self.seed}
 
-    def _encode(self, flat: torch.Tensor, ctx: CompressionContext,
-                key: Key) -> tuple[Payload, CompressionContext]:
-        if len(ctx.shape) < 2 or ctx.numel == 0:
-            return [flat], replace(ctx, extra={"low_rank": False})
-        rows = ctx.shape[0]
-        cols = ctx.numel // rows
+    def _matrix(self, shape: torch.Size, numel: int) -> tuple[int, int] | None:
+        """``(rows, cols)`` of the matrix a gradient of ``shape`` is compressed as, or None when
+        it is sent as it is (fewer than two dimensions, or factors no smaller than the matrix)."""
+        if len(shape) < 2 or numel == 0:
+            return None
+        rows = shape[0]
+        cols = numel // rows
         if (rows + cols) * self.rank >= rows * cols:
-            return [flat], replace(ctx, extra={"low_rank": False})
-        m = flat.view(rows, cols)
+            return None
+        return rows, cols
+
+    def _warm_q(self, key: Key, cols: int, like: torch.Tensor) -> torch.Tensor:
+        """The previous step's ``Q`` of ``key``, or the seeded random start (the same on every worker)."""
         q = self._q.get(key)
         if q is None or q.shape != (cols, self.rank):
             gen = torch.Generator().manual_seed(self.seed)
-            q = torch.randn(cols, self.rank, generator=gen, dtype=flat.dtype)
-        q = q.to(device=flat.device, dtype=flat.dtype)
-        p = torch.linalg.qr(m @ q).Q
-        q = m.t() @ p
+            q = torch.randn(cols, self.rank, generator=gen, dtype=like.dtype)
+        return q.to(device=like.device, dtype=like.dtype)
+
+    def _encode(self, flat: torch.Tensor, ctx: CompressionContext,
+                key: Key) -> tuple[Payload, CompressionContext]:
+        shape = self._matrix(ctx.shape, ctx.numel)
+        if shape is None:
+            return [flat], replace(ctx, extra={"low_rank": False})
+        rows, cols = shape
+        m = flat.view(rows, cols)
+        p = torch.linalg.qr(_times(m, self._warm_q(key, cols, flat))).Q
+        q = _t_times(m, p).contiguous()
         self._q[key] = q.detach().clone()
         return [p, q], replace(ctx, extra={"low_rank": True})
+
+    def collective_sum(self, items: Sequence[tuple[Key, torch.Tensor]],
+                       all_reduce: Callable[[list[torch.Tensor]], list[torch.Tensor]]) -> list[torch.Tensor]:
+        """PowerSGD proper (see the module documentation): the rank-``rank`` approximation of the
+        sum over workers of each gradient, from two calls of ``all_reduce`` for all keys together;
+        small and 1-d gradients are summed exactly in the first call."""
+        plans: list[tuple[Key, torch.Size, torch.dtype, torch.Tensor | None]] = []
+        first: list[torch.Tensor] = []
+        for key, t in items:
+            if not t.is_floating_point():
+                raise CompressionError(f"powersgd compresses floating-point gradients, got {t.dtype} "
+                                       f"for key {key!r}")
+            work = torch.promote_types(t.dtype, torch.float32)
+            flat = t.detach().reshape(-1).to(work)
+            shape = self._matrix(t.shape, t.numel())
+            if shape is None:
+                first.append(flat.clone() if flat.data_ptr() == t.data_ptr() else flat)
+                plans.append((key, t.shape, t.dtype, None))
+                continue
+            rows, cols = shape
+            m = (flat + self._residual(key, flat, t.shape)).view(rows, cols)
+            first.append(_times(m, self._warm_q(key, cols, m)))
+            plans.append((key, t.shape, t.dtype, m))
+        sums = all_reduce(first)
+        bases: list[torch.Tensor] = []
+        second: list[torch.Tensor] = []
+        mine: list[torch.Tensor] = []
+        for (_, _, _, mat), p_sum in zip(plans, sums):
+            if mat is None:
+                continue
+            p = torch.linalg.qr(p_sum).Q  # the same on every worker: its input is the same sum
+            q = _t_times(mat, p).contiguous()
+            bases.append(p)
+            mine.append(q.clone())  # all_reduce may overwrite its arguments
+            second.append(q)
+        q_sums = iter(all_reduce(second) if second else [])
+        it_p, it_mine = iter(bases), iter(mine)
+        out: list[torch.Tensor] = []
+        for (key, shape_, dtype, mat), total in zip(plans, sums):
+            if mat is None:
+                out.append(total.to(dtype).reshape(shape_))
+                continue
+            p, q_sum, q_mine = next(it_p), next(q_sums), next(it_mine)
+            self._residuals[key] = self._bound_residual(torch.addmm(mat, p, q_mine.t(), alpha=-1).reshape(-1))
+            self._q[key] = q_sum.detach().clone()
+            out.append((p @ q_sum.t()).to(dtype).reshape(shape_))
+        return out
 
     def decompress(self, payload: Payload, ctx: CompressionContext) -> torch.Tensor:
         if not ctx.extra.get("low_rank", False):

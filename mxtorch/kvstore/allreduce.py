@@ -220,6 +220,9 @@ class AllreduceKVStore(KVStoreBase):
                     [s.detach().to(srcs[0].device) for s in srcs]).sum(0)
                 locals_.append((k, local, dsts))
             self._verify("pushpull", [(k, t) for k, t, _ in locals_])
+            if getattr(comp, "collective", False):
+                self._collective_pushpull(locals_)
+                return
             exchange = _PayloadExchange(world, summed=summed) if world > 1 else None
             compressed: list[tuple[torch.Tensor, list[torch.Tensor], Any, Any, list[Any]]] = []
             try:
@@ -251,6 +254,38 @@ class AllreduceKVStore(KVStoreBase):
                         total += comp.decompress(pr if is_list else pr[0], ctx)
                 for d in dsts:
                     d.copy_(total)
+
+    def _collective_pushpull(self, locals_: list[tuple[Key, torch.Tensor, list[torch.Tensor]]]) -> None:
+        """A compressor that runs its own exchange (PowerSGD): its ``collective_sum`` of the float
+        keys, through all-reduces in payload buckets; integer keys are summed exactly."""
+        comp = self._compressor
+        world = self.num_workers
+        floats = [(k, t) for k, t, _ in locals_ if t.is_floating_point()]
+        keys = [k for k, _, _ in locals_]
+
+        def all_reduce(tensors: list[torch.Tensor]) -> list[torch.Tensor]:
+            self.wire_bytes_sent += int(sum(t.numel() * t.element_size() for t in tensors)
+                                        * 2.0 * (world - 1) / world)
+            if world == 1 or not tensors:
+                return tensors
+            exchange = _PayloadExchange(world, summed=True)
+            slots = exchange.add(tensors)
+            try:
+                exchange.finish()
+            except RuntimeError as e:
+                raise self._peer_error("pushpull", keys, e) from e
+            return exchange.gathered(slots)[0]
+
+        sums = iter(comp.collective_sum(floats, all_reduce))
+        for k, local, dsts in locals_:
+            if local.is_floating_point():
+                total = next(sums)
+            else:
+                if world > 1:
+                    self._run("pushpull", [_Job.of(k, (local, None), [])], _reduce)
+                total = local
+            for d in dsts:
+                d.copy_(total)
 
     def _sparse_pushpull(self, keys: list[Key], values: list[Any], outs: list[Any]) -> None:
         """Sum row_sparse values over workers: all-gather each worker's row ids and rows, then add."""
