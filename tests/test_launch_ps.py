@@ -236,6 +236,37 @@ def test_servers_still_running_after_the_workers_are_stopped_and_reported(monkey
     assert "did not exit within 0.5 s; stopped" in err
 
 
+def test_a_worker_started_but_not_recorded_when_a_server_fails_is_stopped(monkeypatch, capsys):
+    # ServerDied can interrupt torch elastic between starting a worker and recording it, so that
+    # elastic's shutdown misses it: the launcher must stop such children itself
+    import mxtorch.launcher.local as local
+
+    started: list[int] = []
+    bystander = subprocess.Popen([PY, "-c", "import time; time.sleep(120)"])  # the caller's own child
+
+    def interrupted_start(spec, master_addr, report):
+        child = subprocess.Popen([PY, "-c", "import time; time.sleep(120)"])
+        started.append(child.pid)
+        del child  # the handle is lost, as when the interruption lands inside elastic's start-up
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:  # ServerDied arrives here, from the watcher's signal
+            time.sleep(0.05)
+        return 0
+
+    monkeypatch.setattr(local, "launch_local", interrupted_start)
+    monkeypatch.setenv("TOY_FAIL", "server0")
+    monkeypatch.setenv("TOY_HANG", "1")
+    spec = JobSpec([PY, TOY], num_workers=1, num_servers=1, ps_roles="same-command")
+    start = time.monotonic()
+    assert ps.launch_local_with_servers(spec, report=sys.stderr) == 3  # the server's exit code
+    assert time.monotonic() - start < 50  # the 60 s wait was cut short by ServerDied
+    assert "mxtorch launch: the server 0 failed" in capsys.readouterr().err
+    assert started and not os.path.exists(f"/proc/{started[0]}")  # stopped and reaped
+    assert bystander.poll() is None  # a child the caller had before the job is left alone
+    bystander.kill()
+    bystander.wait()
+
+
 def test_failing_worker_stops_the_servers(tmp_path):
     r = mxtorch_cli("launch", "-n", "2", "-s", "1", "--ps-roles", "same-command", "python", TOY,
                     env={"TOY_FAIL": "worker1", "TOY_HANG": "1"}, tmp=tmp_path)

@@ -426,6 +426,64 @@ class _LocalServers:
             n.drain()
 
 
+def _child_pids() -> set[int]:
+    """The pids of this process's living children (Linux: from /proc; elsewhere an empty set)."""
+    me, found = os.getpid(), set[int]()
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return found
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:
+            continue  # it ended meanwhile
+        # "pid (comm) state ppid ...": comm may hold spaces and parentheses; split after the last ')'
+        fields = stat[stat.rfind(b")") + 2:].split()
+        if len(fields) > 1 and int(fields[1]) == me and fields[0] != b"Z":
+            found.add(int(entry))
+    return found
+
+
+def _stop_stray_children(exclude: set[int], grace: float = _STOP_GRACE_S) -> list[int]:
+    """SIGTERM (then, after ``grace`` seconds, SIGKILL) and reap every child of this process not in
+    ``exclude`` (the children it had before the workers were started); returns their pids.
+
+    :class:`ServerDied` can interrupt torch elastic while it starts the workers, after a worker
+    process exists but before elastic has recorded it, so elastic's own shutdown misses that
+    worker; left alone it would run on (and hold the launcher's output open) after the job was
+    declared failed.
+    """
+    pids = sorted(_child_pids() - exclude)
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    waiting = set(pids)
+    while waiting:
+        for pid in list(waiting):
+            try:
+                done, _ = os.waitpid(pid, os.WNOHANG)
+            except ChildProcessError:
+                done = pid  # reaped elsewhere (a Popen object that still knew it)
+            if done:
+                waiting.discard(pid)
+        if not waiting:
+            break
+        if time.monotonic() >= deadline:
+            for pid in waiting:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+                with contextlib.suppress(ChildProcessError):
+                    os.waitpid(pid, 0)
+            break
+        time.sleep(_POLL_S)
+    return pids
+
+
 def _indent(text: str) -> str:
     return "\n".join("    " + line for line in text.splitlines())
 
@@ -488,11 +546,14 @@ def launch_local_with_servers(spec: JobSpec, *, master_addr: str = "127.0.0.1",
     keep_logs = False
     try:
         servers = _LocalServers(roles, base, log_dir)
+        before = _child_pids()  # the servers, and whatever else the calling program runs
         try:
             with servers.watching():
                 code = launch_local(worker_spec(spec, resolve=True), master_addr=master_addr, report=out)
         except ServerDied:
             code = None
+            # workers that elastic started but had not recorded when it was interrupted
+            _stop_stray_children(before | {n.proc.pid for n in servers.nodes})
         except BaseException:
             servers.stop_now()
             raise
