@@ -750,9 +750,13 @@ def compression_aggregates() -> dict[str, Any]:
     return res
 
 
+TWO_BIT = {"type": "2bit", "threshold": 0.05}
+
+
 def compressed_trainer(update_on_kvstore: bool | None, steps: int, kvstore: str = "dist_sync",
-                       folder: str | None = None) -> dict[str, Any]:
-    """The regression net trained with 2bit compression on this worker's half of every batch."""
+                       folder: str | None = None,
+                       compression: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The regression net trained with compression (default 2bit) on this worker's half of every batch."""
     import mxtorch as mx
     from mxtorch import autograd, gluon
 
@@ -760,7 +764,7 @@ def compressed_trainer(update_on_kvstore: bool | None, steps: int, kvstore: str 
     torch.manual_seed(5 + kv.rank)
     net = _net(5 + kv.rank)
     trainer = gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.1, "momentum": 0.9}, kvstore=kv,
-                            compression_params={"type": "2bit", "threshold": 0.05},
+                            compression_params=dict(compression or TWO_BIT),
                             update_on_kvstore=update_on_kvstore)
     loss_fn = gluon.loss.L2Loss()
     x_all, y_all = _regression_data(64, seed=3)
@@ -793,15 +797,17 @@ def compressed_trainer(update_on_kvstore: bool | None, steps: int, kvstore: str 
     return out
 
 
-def compressed_reference(update_on_kvstore: bool | None, steps: int, workers: int = 2) -> list[torch.Tensor]:
-    """One process simulating ``workers`` workers that compress with 2bit (own residuals each), a server
-    summing their decompressed gradients, and SGD applied to the sum: what compressed_trainer must give."""
+def compressed_reference(update_on_kvstore: bool | None, steps: int, workers: int = 2,
+                         compression_params: dict[str, Any] | None = None) -> list[torch.Tensor]:
+    """One process simulating ``workers`` workers that compress (default 2bit; own residuals each), a
+    server summing their decompressed gradients, and SGD applied to the sum: what compressed_trainer
+    must give."""
     import mxtorch as mx
     from mxtorch import autograd, compression, gluon
 
     net = _net(5)  # rank 0's initial weights (broadcast)
     params = list(net.collect_params().values())
-    comps = [compression.create({"type": "2bit", "threshold": 0.05}) for _ in range(workers)]
+    comps = [compression.create(dict(compression_params or TWO_BIT)) for _ in range(workers)]
     updater = mx.optimizer.get_updater(mx.optimizer.SGD(learning_rate=0.1, momentum=0.9))
     loss_fn = gluon.loss.L2Loss()
     for step in range(steps):

@@ -128,6 +128,19 @@ def test_compressed_trainer_equals_a_simulation_of_two_compressing_workers(updat
         assert section["params"] == {"threshold": 0.05}
 
 
+@pytest.mark.parametrize("params", w.COMPRESSORS, ids=NAMES)
+def test_every_compressor_trains_through_the_servers_as_simulated(params):
+    # a Trainer on dist_sync (2 workers, 2 servers, optimizer on the servers) with each compressor
+    # equals one process simulating the two compressing workers and the servers' sum
+    results = run_ps_job(w.compressed_trainer, 2, 2, True, STEPS, "dist_sync", None, params, timeout=120)
+    want = w.compressed_reference(True, STEPS, 2, params)
+    for res in results:
+        for got, ref in zip(res["params"], want):
+            assert_close(got, ref, rtol=1e-5, atol=1e-6)
+        first, last = res["loss"]
+        assert last < first
+
+
 def test_compressed_trainer_on_dist_async_learns():
     for res in run_ps_job(w.compressed_trainer, 2, 2, None, 30, "dist_async", timeout=120):
         assert res["update_on_kvstore"]
