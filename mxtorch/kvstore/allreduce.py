@@ -124,12 +124,13 @@ class AllreduceKVStore(KVStoreBase):
         """Compress every floating-point pushpull: ``{'type': '2bit', 'threshold': 0.5}``, ...
 
         Each worker compresses its own value (error-feedback residuals stay with the worker,
-        per key), the packed payloads are all-gathered — packed 2bit/1bit words, top-k indices
-        and PowerSGD factors cannot be summed on the wire — and every worker decompresses and
-        sums them: wire bytes per worker are the payload's (1/16 of fp32 for 2bit) times
+        per key), the packed payloads are all-gathered — packed 2bit/1bit words and top-k
+        indices cannot be summed on the wire — and every worker decompresses and sums them:
+        wire bytes per worker are the payload's (1/16 of fp32 for 2bit) times
         ``num_workers - 1``.  Payloads that do add up (``fp16``, ``bf16``: the compressor's
         ``summable``) are all-reduced in their own dtype instead, as Horovod does, and
-        decompressed once: 2(n-1)/n of a payload per worker.
+        decompressed once: 2(n-1)/n of a payload per worker.  A ``collective`` compressor
+        (``powersgd``) runs its own exchange through all-reduces (``collective_sum``).
         """
         from .. import compression
 
@@ -211,8 +212,8 @@ class AllreduceKVStore(KVStoreBase):
         comp = self._compressor
         world = self.num_workers
         summed = bool(getattr(comp, "summable", False))
-        # bytes one worker sends: a ring all-reduce's 2(n-1)/n of the payload, or n-1 payloads
-        share = 2.0 * (world - 1) / world if summed else float(max(world - 1, 0))
+        # bytes one worker sends per payload byte: all-reduced or all-gathered (n-1 payloads)
+        share = _all_reduce_share(world) if summed else float(max(world - 1, 0))
         with torch.no_grad():
             locals_: list[tuple[Key, torch.Tensor, list[torch.Tensor]]] = []
             for k, srcs, dsts in self._operands(keys, values, outs):
@@ -265,7 +266,7 @@ class AllreduceKVStore(KVStoreBase):
 
         def all_reduce(tensors: list[torch.Tensor]) -> list[torch.Tensor]:
             self.wire_bytes_sent += int(sum(t.numel() * t.element_size() for t in tensors)
-                                        * 2.0 * (world - 1) / world)
+                                        * _all_reduce_share(world))
             if world == 1 or not tensors:
                 return tensors
             exchange = _PayloadExchange(world, summed=True)
@@ -653,6 +654,11 @@ def _explain(op: str, per_rank: list[list[tuple[Key, tuple[int, ...], str]]]) ->
 
 
 # ---- compressed payloads ----------------------------------------------------------------
+def _all_reduce_share(world: int) -> float:
+    """Bytes one worker sends per byte all-reduced: a ring all-reduce's 2(n-1)/n."""
+    return 2.0 * (world - 1) / world
+
+
 PAYLOAD_BUCKET_BYTES = 1 << 20
 """A bucket of compressed payloads starts its all-gather once it holds this many bytes."""
 
