@@ -109,7 +109,10 @@ class Command(enum.IntEnum):
     PUSHPULL = 30  # worker -> server: a dense PUSH and the PULL after it, answered by one PULL_REPLY
 
 
-class Flag(enum.IntFlag):
+class Flag:
+    """Bits of a message's ``flags``: plain ints, because every data message tests them and
+    ``enum.IntFlag`` arithmetic costs microseconds per operation."""
+
     NONE = 0
     META = 1  # a JSON frame follows the key frame
     COMPRESSED = 2  # the tensors are a compressor's payload (PUSH), a cast value is wanted (PULL)
@@ -118,7 +121,7 @@ class Flag(enum.IntFlag):
 
 
 _COMMANDS = {int(c): c for c in Command}
-_META = int(Flag.META)
+_META = Flag.META
 _SNDMORE = int(zmq.SNDMORE)
 ZERO_COPY_BYTES = 65536
 """Data frames at least this large are sent without a copy (ZeroMQ's own copy threshold)."""

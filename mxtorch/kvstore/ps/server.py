@@ -61,6 +61,7 @@ from .snapshot import read_snapshot, snapshot_path, write_snapshot
 __all__ = ["ParameterServer", "run_server"]
 
 _DRAIN = 256  # messages handled per socket before looking at the other one
+_EVENTS, _POLLIN, _NOBLOCK = int(zmq.EVENTS), int(zmq.POLLIN), int(zmq.NOBLOCK)
 
 
 def _log(text: str) -> None:
@@ -197,8 +198,10 @@ class ParameterServer:
 
     def _drain(self, sock: zmq.Socket, router: bool) -> None:
         for _ in range(_DRAIN):
+            if not sock.getsockopt(_EVENTS) & _POLLIN:  # cheaper than the zmq.Again recv would raise
+                return
             try:
-                frames = sock.recv_multipart(zmq.NOBLOCK, copy=False)
+                frames = sock.recv_multipart(_NOBLOCK, copy=False)
             except zmq.Again:
                 return
             identity = frames[0].bytes if router else None

@@ -180,7 +180,8 @@ class KeyShard:
         """
         if new.dtype != self.dtype:
             new, frame = new.to(self.dtype), None
-        self.value = new.view(self.value_shape)
+        shape = self.value_shape
+        self.value = new if new.shape == shape else new.view(shape)
         self.frame = frame
         self.inflight = []
         self.stored = None

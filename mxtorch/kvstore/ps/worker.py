@@ -303,7 +303,7 @@ class DistKVStore(KVStoreBase):
         comp = self._compressor if plan.dtype.is_floating_point else None
         if comp is not None:
             payload, _ = comp.compress(data, plan.residual_key(i))
-            tensors, flags = payload_tensors(payload), int(Flag.COMPRESSED)
+            tensors, flags = payload_tensors(payload), Flag.COMPRESSED
         self.wire_bytes_sent += sum(t.numel() * t.element_size() for t in tensors)
         return tensors, flags
 
@@ -328,21 +328,33 @@ class DistKVStore(KVStoreBase):
         sharded = len(plan.shards) > 1
         narrow = self._pull_dtype if plan.dtype == torch.float32 else None
         adopt = self._config.adopt_pulls and not sharded
+        # a slice of a sharded key arrives flat: copy it straight into the flat view of each target
+        # (the views are made once per call, not per slice: each torch call costs microseconds)
+        flats = [o.detach().view(-1) for o in targets] if sharded else []
+        pull_reply = Command.PULL_REPLY
 
         def on_reply(msg: Message, i: int) -> None:
-            if msg.command != Command.PULL_REPLY or len(msg.tensors) != 1:
+            tensors = msg.tensors
+            if msg.command != pull_reply or len(tensors) != 1:
                 raise KVStoreError(f"unexpected {msg.command.name} reply to a PULL of {plan.describe(i)}")
-            data = msg.tensors[0]
+            data = tensors[0]
             _, off, size = plan.shards[i]
             if data.numel() != size or data.dtype not in (plan.dtype, narrow):
                 raise KVStoreError(f"server sent {tuple(data.shape)} {data.dtype} for {plan.describe(i)}, "
                                    f"expected {size} {plan.dtype} elements")
+            if sharded:
+                if data.dim() != 1:
+                    data = data.view(-1)
+                for flat in flats:  # detached views: no autograd bookkeeping needed
+                    flat.narrow(0, off, size).copy_(data)
+                if not others:
+                    return
             with torch.no_grad():
-                for j, o in enumerate(targets):
-                    if j == 0 and adopt and _adopt(o, data):
-                        continue
-                    dst = o.view(-1).narrow(0, off, size) if sharded else o
-                    dst.copy_(data.view(dst.shape))
+                if not sharded:
+                    for j, o in enumerate(targets):
+                        if j == 0 and adopt and _adopt(o, data):
+                            continue
+                        o.copy_(data.view(o.shape))
                 if others:
                     if not sharded:
                         for o in others:
