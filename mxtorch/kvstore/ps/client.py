@@ -28,8 +28,8 @@ from .protocol import Command, Message, ProtocolError
 
 __all__ = ["PSClient", "ServerInfo"]
 
-_POLL_S = 0.25
-_EVENTS, _POLLIN, _NOBLOCK = int(zmq.EVENTS), int(zmq.POLLIN), int(zmq.NOBLOCK)  # how often a long wait looks at heartbeats and death notices
+_POLL_S = 0.25  # how often a long wait looks at heartbeats and death notices
+_EVENTS, _POLLIN, _NOBLOCK = int(zmq.EVENTS), int(zmq.POLLIN), int(zmq.NOBLOCK)
 
 
 @dataclass
