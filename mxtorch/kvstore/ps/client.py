@@ -16,7 +16,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import zmq
 
@@ -196,7 +196,7 @@ class PSClient:
         rank = self._sock_rank[sock]
         # ask ZeroMQ whether a message is waiting instead of letting recv raise zmq.Again: building
         # that exception costs more than the rest of taking a small reply
-        while sock.getsockopt(_EVENTS) & _POLLIN:
+        while cast(int, sock.getsockopt(_EVENTS)) & _POLLIN:
             try:
                 frames = sock.recv_multipart(_NOBLOCK, copy=False)
             except zmq.Again:

@@ -40,7 +40,7 @@ import sys
 import time
 import traceback
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import torch
 import zmq
@@ -198,7 +198,7 @@ class ParameterServer:
 
     def _drain(self, sock: zmq.Socket, router: bool) -> None:
         for _ in range(_DRAIN):
-            if not sock.getsockopt(_EVENTS) & _POLLIN:  # cheaper than the zmq.Again recv would raise
+            if not cast(int, sock.getsockopt(_EVENTS)) & _POLLIN:  # cheaper than a recv raising zmq.Again
                 return
             try:
                 frames = sock.recv_multipart(_NOBLOCK, copy=False)
