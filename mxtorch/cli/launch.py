@@ -17,8 +17,10 @@ per line, optional `slots=K` or `:K`, `#` comments); --dry-run prints them, one 
 -s M (parameter servers): a scheduler and M servers run beside the workers (`mxtorch scheduler`,
 `mxtorch server`; with --ps-roles same-command, COMMAND itself with DMLC_ROLE=scheduler|server,
 as MXNet's launcher did), on the first host remotely.  Workers also get DMLC_WORKER_ID (= RANK);
-servers get --env-server.  The job's exit status is the workers'; a scheduler or server that
-fails stops the job, and one still running after the workers end is stopped and reported.
+servers get --env-server, and import the modules of --server-import first (where custom
+optimizers the servers run are registered).  The job's exit status is the workers'; a
+scheduler or server that fails stops the job, and one still running after the workers end is
+stopped and reported.
 
 cluster: the hosts of an emulated cluster on this machine (`mxtorch cluster up`; --cluster NAME
 when several are up), one torchrun agent per host; -H may list its hosts (h0, h1 slots=2, ...).
@@ -38,6 +40,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..distributed.env import MXTORCH_PS_SERVER_IMPORTS
 from ..launcher import JobSpec, LaunchError, parse_env_pairs
 from ..launcher.job import PS_ROLE_MODES
 
@@ -58,6 +61,7 @@ class LaunchOptions:
     env: list[str] = field(default_factory=list)
     env_worker: list[str] = field(default_factory=list)
     env_server: list[str] = field(default_factory=list)
+    server_import: list[str] = field(default_factory=list)
     max_restarts: int = 0
     timeout: float | None = None
     dry_run: bool = False
@@ -68,11 +72,15 @@ class LaunchOptions:
     ps_root_port: int | None = None
 
     def job_spec(self) -> JobSpec:
+        server_env = parse_env_pairs(self.env_server, "--env-server")
+        if self.server_import:
+            server_env[MXTORCH_PS_SERVER_IMPORTS] = server_imports(
+                server_env.get(MXTORCH_PS_SERVER_IMPORTS), self.server_import)
         return JobSpec(
             command=list(self.command), num_workers=self.num_workers, num_servers=self.num_servers,
             env=parse_env_pairs(self.env, "--env"),
             worker_env=parse_env_pairs(self.env_worker, "--env-worker"),
-            server_env=parse_env_pairs(self.env_server, "--env-server"), max_restarts=self.max_restarts,
+            server_env=server_env, max_restarts=self.max_restarts,
             timeout=self.timeout, master_port=self.master_port, ps_roles=self.ps_roles,
             ps_root_port=self.ps_root_port,
         )
@@ -98,6 +106,9 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     for flag, who in (("--env", "every process"), ("--env-worker", "workers"), ("--env-server", "servers")):
         p.add_argument(flag, action="append", default=None, metavar="NAME:VALUE",
                        help=f"set an environment variable for {who} (repeatable)")
+    p.add_argument("--server-import", action="append", default=None, metavar="MODULE",
+                   help="a module every server imports before serving, where custom optimizers the "
+                        "servers run are registered (repeatable; sets MXTORCH_PS_SERVER_IMPORTS)")
     p.add_argument("--max-restarts", type=int, default=None,
                    help="restart all workers up to R times after a failure (local, ssh; default 0)")
     p.add_argument("--timeout", type=float, default=None, metavar="SEC",
@@ -114,6 +125,19 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("cmd", nargs=argparse.REMAINDER, metavar="COMMAND",
                    help="the program each worker runs, and its arguments")
     return p
+
+
+def server_imports(current: str | None, modules: list[str]) -> str:
+    """``MXTORCH_PS_SERVER_IMPORTS`` with ``modules`` added to ``current``; raises
+    :class:`LaunchError` for a name that is not a module name."""
+    from ..distributed.env import DistributedConfigError
+    from ..kvstore.ps.config import parse_modules
+
+    names = [n for n in (current or "").split(",") if n.strip()] + list(modules)
+    try:
+        return ",".join(parse_modules(",".join(names), MXTORCH_PS_SERVER_IMPORTS))
+    except DistributedConfigError as e:
+        raise LaunchError(f"--server-import: {e}") from None
 
 
 def _from_env(f: dataclasses.Field[Any], text: str) -> Any:

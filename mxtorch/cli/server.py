@@ -8,6 +8,7 @@ read MXNet's variables (options given here win over them):
   DMLC_NUM_WORKER    how many workers the job has   (--num-workers)
   DMLC_NUM_SERVER    how many servers the job has   (--num-servers)
   DMLC_ROLE          must be unset or name this subcommand
+  MXTORCH_PS_SERVER_IMPORTS  modules a server imports first: custom optimizers (server --import)
   DMLC_SERVER_ID, DMLC_NODE_HOST, DMLC_INTERFACE, MXTORCH_PS_SECRET, MXTORCH_DIST_TIMEOUT, ...
                      see mxtorch.kvstore.ps.PSConfig
 
@@ -33,6 +34,7 @@ from ..distributed.env import (
     DMLC_PS_ROOT_PORT,
     DMLC_PS_ROOT_URI,
     DMLC_ROLE,
+    MXTORCH_PS_SERVER_IMPORTS,
     DistributedConfigError,
 )
 
@@ -55,6 +57,10 @@ def add_parser(sub: Any) -> None:
                            formatter_class=argparse.RawDescriptionHelpFormatter)
         for flag, var, metavar in _OPTIONS:
             p.add_argument(flag, dest=var, default=None, metavar=metavar, help=f"instead of {var}")
+        if role == "server":
+            p.add_argument("--import", dest="imports", action="append", default=None, metavar="MODULE",
+                           help="import MODULE before serving, where custom optimizers are registered "
+                                f"(repeatable; added to {MXTORCH_PS_SERVER_IMPORTS})")
 
 
 def role_environment(role: str, args: argparse.Namespace, environ: Mapping[str, str]) -> dict[str, str]:
@@ -73,6 +79,12 @@ def role_environment(role: str, args: argparse.Namespace, environ: Mapping[str, 
         value = getattr(args, var, None)
         if value is not None:
             env[var] = value
+    imports = getattr(args, "imports", None)
+    if imports:
+        from ..kvstore.ps.config import parse_modules
+
+        names = [n for n in env.get(MXTORCH_PS_SERVER_IMPORTS, "").split(",") if n.strip()] + imports
+        env[MXTORCH_PS_SERVER_IMPORTS] = ",".join(parse_modules(",".join(names), "--import"))
     return env
 
 

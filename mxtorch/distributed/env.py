@@ -50,7 +50,7 @@ __all__ = [
     "DMLC_SERVER_ID", "DMLC_NODE_HOST", "DMLC_INTERFACE", "MXNET_KVSTORE_BIGARRAY_BOUND", "MXTORCH_PS_SECRET",
     "MXTORCH_PS_PORT", "MXTORCH_PS_HEARTBEAT_S", "MXTORCH_PS_DEAD_S", "MXTORCH_PS_STALENESS",
     "MXTORCH_PS_SNAPSHOT_DIR", "MXTORCH_PS_SNAPSHOT_EVERY", "MXTORCH_PS_ADOPT_PULLS",
-    "MXTORCH_PS_PIECE_BYTES",
+    "MXTORCH_PS_PIECE_BYTES", "MXTORCH_PS_SERVER_IMPORTS",
 ]
 
 # ---- torchrun / torch.distributed (env:// rendezvous); ``mxtorch launch`` sets these too ----
@@ -150,6 +150,9 @@ MXTORCH_PS_SNAPSHOT_EVERY = "MXTORCH_PS_SNAPSHOT_EVERY"
 MXTORCH_PS_PIECE_BYTES = "MXTORCH_PS_PIECE_BYTES"
 """A key above MXNET_KVSTORE_BIGARRAY_BOUND is cut into slices of at most this many bytes
 (default 4 MiB), dealt round robin to the servers; 0: one slice per server, as MXNet."""
+MXTORCH_PS_SERVER_IMPORTS = "MXTORCH_PS_SERVER_IMPORTS"
+"""Comma-separated modules a parameter server imports before it serves: where custom optimizers
+(``@mxtorch.optimizer.register``) it must run are defined."""
 MXTORCH_PS_ADOPT_PULLS = "MXTORCH_PS_ADOPT_PULLS"
 """1 (default): a pulled buffer becomes the storage of an ``out`` nothing else shares instead of
 being copied into it; 0: always copy."""

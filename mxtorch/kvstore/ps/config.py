@@ -28,6 +28,8 @@ variable                          meaning
                                   (4 MiB), dealt round robin to the servers; 0: one slice per server
 ``MXTORCH_PS_ADOPT_PULLS``        1 (default): pulls hand their received buffer to an unshared ``out``;
                                   0: pulls always copy into ``out``
+``MXTORCH_PS_SERVER_IMPORTS``     modules (comma-separated) a server imports before serving: where the
+                                  custom optimizers it must build are registered
 ================================  =====================================================================
 
 Without ``DMLC_NODE_HOST`` or ``DMLC_INTERFACE`` a server advertises the local address its
@@ -57,7 +59,7 @@ from ...distributed import env as _env
 from ...distributed.env import DistributedConfigError
 
 __all__ = ["PSConfig", "ROLES", "PS_LAUNCH_HINT", "DEFAULT_HEARTBEAT_S", "DEFAULT_BIGARRAY_BOUND",
-           "interface_address"]
+           "interface_address", "parse_modules"]
 
 ROLES = ("worker", "server", "scheduler")
 PS_LAUNCH_HINT = ("start the job with `mxtorch launch -n N -s M python script.py` (N workers, M servers), "
@@ -109,6 +111,26 @@ def _seconds(environ: Mapping[str, str], name: str) -> float | None:
     return value
 
 
+_MODULE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
+
+
+def _modules(environ: Mapping[str, str], name: str) -> tuple[str, ...]:
+    raw = _raw(environ, name)
+    return () if raw is None else parse_modules(raw, name)
+
+
+def parse_modules(raw: str, name: str) -> tuple[str, ...]:
+    """The module names of a comma-separated list (variable ``name``); raises
+    :class:`DistributedConfigError` for one that is not a dotted identifier."""
+    names = tuple(part.strip() for part in raw.split(","))
+    for n in names:
+        if not _MODULE.fullmatch(n):
+            raise DistributedConfigError(
+                f"environment variable {name}={raw!r} is not valid: {n!r} is not a module name; expected "
+                "importable module names separated by commas, such as 'mylib.optimizers,other'")
+    return names
+
+
 def _required(environ: Mapping[str, str], name: str, what: str) -> str:
     raw = _raw(environ, name)
     if raw is None:
@@ -141,6 +163,7 @@ class PSConfig:
     snapshot_every: int = 0
     adopt_pulls: bool = True
     piece_bytes: int = DEFAULT_PIECE_BYTES
+    server_imports: tuple[str, ...] = ()
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> PSConfig:
@@ -193,6 +216,7 @@ class PSConfig:
             staleness=_int(env, _env.MXTORCH_PS_STALENESS, 0),
             snapshot_dir=_raw(env, _env.MXTORCH_PS_SNAPSHOT_DIR), snapshot_every=every or 0,
             adopt_pulls=adopt != 0, piece_bytes=DEFAULT_PIECE_BYTES if piece is None else piece,
+            server_imports=_modules(env, _env.MXTORCH_PS_SERVER_IMPORTS),
         )
 
     @property

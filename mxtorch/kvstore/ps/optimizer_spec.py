@@ -28,6 +28,7 @@ from typing import Any
 
 from ... import lr_scheduler as _lrs
 from ... import optimizer as _opt
+from ...distributed import env as _env
 from ..base import KVStoreError
 from .protocol import ProtocolError, key_from_json, key_to_json
 
@@ -105,11 +106,13 @@ def describe_optimizer(optimizer: Any) -> dict[str, Any]:
             "mxtorch.optimizer.register, so the parameter servers cannot build it: register it in a module "
             "the servers import too, or create the Trainer with update_on_kvstore=False (the workers then "
             "run the optimizer)")
+    klass = type(optimizer)
     params = {k: v for k, v in vars(optimizer).items()
               if not k.startswith("_") and k not in _SPECIAL and isinstance(v, _SCALARS)}
     lr_mult, wd_mult = _multipliers(optimizer)
     return {
-        "name": name, "params": params, "lr_mult": lr_mult, "wd_mult": wd_mult,
+        "name": name, "module": klass.__module__, "class": klass.__qualname__,  # for errors only
+        "params": params, "lr_mult": lr_mult, "wd_mult": wd_mult,
         "idx2name": _pairs(optimizer.idx2name), "lr_scheduler": _describe_scheduler(optimizer.lr_scheduler),
         "begin_num_update": int(optimizer.begin_num_update),
     }
@@ -133,6 +136,23 @@ def _unpairs(obj: Any, what: str, number: bool) -> dict[Any, Any]:
     return out
 
 
+def _unregistered(name: Any, module: Any, qualname: Any) -> str:
+    """What to do about an optimizer a server cannot build (never imports what a message names)."""
+    fallback = "or create the Trainer with update_on_kvstore=False (the workers then run the optimizer)"
+    if not isinstance(module, str) or not isinstance(qualname, str):
+        return (f"optimizer {name!r} is not registered in this server process: name the module that "
+                f"registers it in {_env.MXTORCH_PS_SERVER_IMPORTS} when starting the servers, {fallback}")
+    if module == "__main__":
+        return (f"optimizer {name!r} (class {qualname}) is defined in the workers' main script, which this "
+                "server process does not run: move the class into a module and start the servers with "
+                f"{_env.MXTORCH_PS_SERVER_IMPORTS}=that.module "
+                "(`mxtorch launch --server-import that.module`), "
+                f"launch with `--ps-roles same-command` so every role runs the script, {fallback}")
+    return (f"optimizer {name!r} (class {qualname} of module {module!r} on the workers) is not registered "
+            f"in this server process: start the servers with {_env.MXTORCH_PS_SERVER_IMPORTS}={module} "
+            f"(`mxtorch launch --server-import {module}`, `mxtorch server --import {module}`), {fallback}")
+
+
 def build_optimizer(desc: Any) -> Any:
     """An optimizer built from a declaration made by :func:`describe_optimizer`."""
     if not isinstance(desc, dict) or not isinstance(desc.get("params"), dict):
@@ -140,8 +160,7 @@ def build_optimizer(desc: Any) -> Any:
     name = desc.get("name")
     klass = _opt.Optimizer.opt_registry.get(name) if isinstance(name, str) else None
     if klass is None:
-        raise KVStoreError(f"optimizer {name!r} is not registered in this server process: register it in a "
-                           "module the servers import, or update on the workers (update_on_kvstore=False)")
+        raise KVStoreError(_unregistered(name, desc.get("module"), desc.get("class")))
     optimizer = klass()
     for k, v in desc["params"].items():
         if (isinstance(k, str) and not k.startswith("_") and k not in _SPECIAL and isinstance(v, _SCALARS)

@@ -19,6 +19,8 @@ scheduler connection) plus a heartbeat thread.  The server
   server's ``MXTORCH_PS_STALENESS=k``): a worker's pull of a slice waits while that worker has
   pushed the slice more than ``k`` times more than the slowest live worker (dead and finished
   workers do not count);
+* imports the modules of ``MXTORCH_PS_SERVER_IMPORTS`` first (custom optimizers registered
+  there can then be declared; nothing a message names is ever imported);
 * runs the optimizer the workers declared (:mod:`.optimizer_spec`), takes SET_HYPER changes,
   sends and loads optimizer states (GET_STATES / SET_STATES), writes snapshots;
 * in sync mode, when the scheduler reports a dead worker, answers every waiting and later
@@ -35,6 +37,7 @@ ERROR reply that names what was wrong.
 
 from __future__ import annotations
 
+import importlib
 import secrets
 import sys
 import time
@@ -46,6 +49,7 @@ import torch
 import zmq
 
 from ...compression import CompressionError
+from ...distributed.env import MXTORCH_PS_SERVER_IMPORTS
 from ..base import Key, KVStoreError
 from . import protocol as P
 from .codec import build_compressor, decode_push
@@ -117,6 +121,7 @@ class ParameterServer:
     def run(self) -> int:
         hb: Heartbeat | None = None
         try:
+            import_server_modules(self.config.server_imports)
             info = {"role": "server", "server_id": self.config.server_id}
             self.sched, assign = join(self.ctx, self.config, info, Command.ASSIGN)
             m = assign.meta or {}
@@ -717,6 +722,19 @@ class ParameterServer:
         self._snapshot_versions = min((sh.version for sh in self.shards.values()), default=0)
         _log(f"server {self.rank} restored {len(self.shards)} key slice(s) from {path}")
 
+
+
+def import_server_modules(names: tuple[str, ...]) -> None:
+    """Import the modules of ``MXTORCH_PS_SERVER_IMPORTS`` (their ``@register`` calls add custom
+    optimizers to this process); raise :class:`KVStoreError` naming a module that fails."""
+    for name in names:
+        try:
+            importlib.import_module(name)
+        except Exception as e:  # any failure of the user's module: say which one and why
+            raise KVStoreError(
+                f"cannot import module {name!r} named in {MXTORCH_PS_SERVER_IMPORTS}: "
+                f"{type(e).__name__}: {e}; it must be importable on every server host (installed, or on "
+                "PYTHONPATH)") from e
 
 
 def run_server(config: PSConfig) -> int:
