@@ -910,3 +910,36 @@ def plain_sgd_steps(kvstore: str, steps: int) -> list[torch.Tensor]:
         loss.backward()
         trainer.step(x.shape[0])
     return [p.data().detach().clone() for p in net.collect_params().values()]
+
+
+def round_across_restart(folder: str) -> dict[str, Any]:
+    """A dist_sync round whose server is killed and restarted from its snapshot while worker 0
+    waits in it: worker 0's pushpull is lost with the old process; worker 1 pushes only after
+    the restart.  Both must get the round's result on the restored state."""
+    from mxtorch import optimizer
+
+    kv = _kv("dist_sync")
+    r = kv.rank
+    kv.set_optimizer(optimizer.SGD(learning_rate=0.1))
+    kv.init("w", torch.zeros(4))
+    first = torch.zeros(4)
+    kv.pushpull("w", torch.full((4,), 1.0 + r), out=first)  # w = -0.1 * (1 + 2)
+    kv.barrier()
+    if r == 0:
+        paths = kv._snapshot()
+        with open(os.path.join(folder, "snapshot-done"), "w") as f:
+            f.write("\n".join(paths))
+    kv.barrier()
+    deadline = time.monotonic() + 60
+    if r == 1:
+        while not os.path.exists(os.path.join(folder, "restarted")):
+            if time.monotonic() > deadline:
+                raise TimeoutError("the test did not restart the server")
+            time.sleep(0.05)
+    else:
+        with open(os.path.join(folder, "pending"), "w") as f:
+            f.write("round 2")
+    start = time.monotonic()
+    second = torch.zeros(4)
+    kv.pushpull("w", torch.full((4,), 10.0 * (1 + r)), out=second)  # w = -0.3 - 0.1 * (10 + 20)
+    return {"first": first, "second": second, "waited": time.monotonic() - start}

@@ -158,3 +158,31 @@ def test_restarted_server_restores_its_snapshot(tmp_path):
     # SGD lr 0.1, momentum 0.5 on 'big' (grads 0, 2, then 2): mom -0.2, then -0.1 - 0.2 = -0.3
     assert_close(big["before"][2], torch.arange(30, dtype=torch.float32) - 0.2)
     assert_close(big["more"][2], torch.arange(30, dtype=torch.float32) - 0.5)
+
+
+def test_a_round_in_progress_resumes_on_a_server_restarted_from_its_snapshot(tmp_path):
+    """Worker 0 waits in a round when its server is killed; the restarted server restores the
+    snapshot, worker 0 sends the lost request again (NODE_BACK), worker 1 joins the round, and
+    both get its result on the restored state at once instead of at MXTORCH_DIST_TIMEOUT."""
+    env = {"MXTORCH_PS_SNAPSHOT_DIR": str(tmp_path / "snap"), "MXTORCH_PS_HEARTBEAT_S": "0.3",
+           "MXTORCH_PS_DEAD_S": "30", "MXTORCH_DIST_TIMEOUT": "60"}
+    with ps_cluster(2, 1, env=env, timeout=120) as c:
+        c.start_workers(w.round_across_restart, str(tmp_path))
+        deadline = time.monotonic() + 100
+        while not ((tmp_path / "snapshot-done").exists() and (tmp_path / "pending").exists()):
+            assert time.monotonic() < deadline, c.stderr("worker 0")
+            assert all(p.exitcode is None for p in c.workers), c.stderr("worker 0") + c.stderr("worker 1")
+            time.sleep(0.05)
+        time.sleep(1.0)  # worker 0's pushpull reaches the server and waits for worker 1
+        c.kill_server(0)
+        c.start_server(0)
+        (tmp_path / "restarted").write_text("yes")
+        outcomes = c.join_workers()
+        for o in outcomes:
+            assert o.ok, o.error
+        assert c.wait_exit() == {"scheduler": 0, "server 0": 0}
+        assert "restored" in c.stderr("server 0")
+    for o in outcomes:
+        assert_close(o.value["first"], torch.full((4,), -0.3))
+        assert_close(o.value["second"], torch.full((4,), -3.3))
+    assert outcomes[0].value["waited"] < 30, outcomes[0].value["waited"]

@@ -221,8 +221,27 @@ class PSClient:
             if 0 <= rank < len(self.servers):
                 self.servers[rank].nonce = str(m.get("nonce", ""))
                 self._needs_hello.add(rank)
+                self._resend_lost(rank)
         elif msg.command in (Command.ERROR, Command.SHUTDOWN):
             self.fatal = f"the scheduler ended the job: {m.get('message', 'no reason given')}"
+
+    def _resend_lost(self, rank: int) -> None:
+        """Server ``rank`` restarted (from its snapshot): the requests this worker was waiting on
+        died with the old process, so greet the new one and send them again, once.  A sync round
+        in progress then completes on the restored state instead of timing out."""
+        lost = [(rid, req) for rid, req in self.pending.items() if req.server == rank]
+        resend = [req for _, req in lost if req.msg is not None and not req.retried]
+        if not resend:
+            return
+        for rid, req in lost:
+            if req.msg is None:  # an old HELLO: the new greeting replaces it
+                del self.pending[rid]
+        self._hello(rank)
+        sock = self.servers[rank].sock
+        for req in resend:
+            req.retried = True
+            assert req.msg is not None
+            P.send(sock, req.msg)
 
     def _on_reply(self, msg: Message) -> None:
         req = self.pending.get(msg.request_id)
@@ -230,10 +249,14 @@ class PSClient:
             return  # the reply to a request given up on
         if msg.command == Command.ERROR:
             m = msg.meta or {}
-            if m.get("code") == "not_greeted" and req.msg is not None and not req.retried and req.server >= 0:
-                req.retried = True  # the server restarted: greet it and ask again
-                self._hello(req.server)
-                P.send(self.servers[req.server].sock, req.msg)
+            if m.get("code") == "not_greeted" and req.msg is not None and req.server >= 0:
+                # the server restarted and refused this copy unread: greet it and ask again, unless
+                # that was done already (NODE_BACK, or an earlier refusal) and the copy sent after
+                # the greeting is on its way
+                if not req.retried:
+                    req.retried = True
+                    self._hello(req.server)
+                    P.send(self.servers[req.server].sock, req.msg)
                 return
             del self.pending[msg.request_id]
             raise KVStoreError(f"{req.describe()} failed: {m.get('message', 'no reason given')}")
