@@ -327,8 +327,14 @@ class Cluster:
 
     def popen(self, which: str | int | Host, argv: Sequence[str], env: Mapping[str, str | None] | None = None,
               **kwargs: Any) -> subprocess.Popen[Any]:
-        """Start ``argv`` inside the host (see :meth:`environment` for ``env``); ``kwargs`` go to Popen."""
-        return subprocess.Popen(self.command(which, argv), env=self.environment(which, env), **kwargs)
+        """Start ``argv`` inside the host (see :meth:`environment` for ``env``); ``kwargs`` go to Popen.
+
+        Returns once the process has entered the host's namespace (``ip netns exec`` switches a
+        moment after it starts), so that :meth:`kill_host_processes` and :meth:`status` see it.
+        """
+        proc = subprocess.Popen(self.command(which, argv), env=self.environment(which, env), **kwargs)
+        netns.wait_until_inside(proc, self.host(which).netns)
+        return proc
 
     def run(self, which: str | int | Host, argv: Sequence[str], env: Mapping[str, str | None] | None = None,
             **kwargs: Any) -> subprocess.CompletedProcess[Any]:

@@ -14,8 +14,10 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import Sequence
+from typing import Any
 
 from .errors import ClusterError
 from .rates import parse_rate
@@ -100,6 +102,26 @@ def list_netns() -> list[str]:
 def add_netns(name: str) -> None:
     run_ip("netns", "add", name)
     run_ip("link", "set", "lo", "up", netns=name)
+
+
+def wait_until_inside(proc: Any, name: str, timeout: float = 5.0) -> bool:
+    """Wait until process ``proc`` (a Popen) lives in namespace ``name``; False if it exited first,
+    the namespace files cannot be read, or ``timeout`` seconds passed."""
+    try:
+        target = os.stat(f"/run/netns/{name}").st_ino
+    except OSError:
+        return False
+    deadline = time.monotonic() + timeout
+    while proc.poll() is None:
+        try:
+            if os.stat(f"/proc/{proc.pid}/ns/net").st_ino == target:
+                return True
+        except OSError:
+            return False
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.002)
+    return False
 
 
 def netns_pids(name: str) -> list[int]:

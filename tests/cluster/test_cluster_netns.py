@@ -214,3 +214,21 @@ def test_the_command_line_makes_inspects_faults_and_removes_a_cluster(cluster_su
     assert not [ns for ns in list_netns() if ns.startswith(f"mxc-{name}-")]
     with pytest.raises(ClusterError, match="no cluster called"):
         Cluster.attach(name)
+
+
+@pytest.mark.cluster(hosts=2)
+def test_wait_until_inside_waits_for_a_process_to_enter_the_namespace(cluster):
+    from mxtorch.cluster import netns
+
+    ns = cluster.host("h1").netns
+    late = subprocess.Popen(["/bin/sh", "-c", f"sleep 0.4; exec ip netns exec {ns} sleep 30"])
+    try:
+        start = time.monotonic()
+        assert netns.wait_until_inside(late, ns)
+        assert time.monotonic() - start >= 0.35
+        assert late.pid in netns.netns_pids(ns)  # what kill_host_processes will find
+    finally:
+        late.kill()
+        late.wait()
+    gone = subprocess.Popen(["true"])
+    assert not netns.wait_until_inside(gone, ns)  # exited before it got there
