@@ -30,28 +30,11 @@ class HalfStepSGD(Optimizer):
 
 
 def train(kvstore: Any, steps: int, part: int | None, parts: int) -> list[torch.Tensor]:
-    """The parameters after ``steps`` steps of a small regression with :class:`HalfStepSGD`."""
-    from mxtorch import autograd, gluon
-    from mxtorch.gluon import nn
+    """The parameters after ``steps`` steps of the tests' small regression with :class:`HalfStepSGD`."""
+    import ps_workers as w
 
-    torch.manual_seed(0)
-    net = nn.Sequential()
-    net.add(nn.Dense(4, in_units=3, activation="tanh"), nn.Dense(1, in_units=4))
-    net.initialize()
-    trainer = gluon.Trainer(net.collect_params(), "halfstepsgd", {"learning_rate": 0.2, "decay": 0.7,
-                                                                  "wd": 0.01}, kvstore=kvstore)
-    g = torch.Generator().manual_seed(1)
-    loss_fn = gluon.loss.L2Loss()
-    for _ in range(steps):
-        x = torch.randn(8, 3, generator=g)
-        y = x.sum(dim=1, keepdim=True)
-        if part is not None:
-            x, y = x[part::parts], y[part::parts]
-        with autograd.record():
-            loss = loss_fn(net(x), y)
-        loss.backward()
-        trainer.step(x.shape[0])
-    return [p.data().detach().clone() for p in net.collect_params().values()]
+    return w.train_steps(kvstore, None, steps, part, parts, optimizer="halfstepsgd",
+                         optimizer_params={"learning_rate": 0.2, "decay": 0.7, "wd": 0.01})
 
 
 def dist_train(steps: int) -> list[torch.Tensor]:

@@ -201,8 +201,10 @@ def _net(seed: int) -> Any:
 
 
 def _train(kvstore: Any, update_on_kvstore: bool | None, part: int | None, parts: int,
-           seed: int = 0) -> tuple[Any, Any, Any]:
-    """(net, trainer, step) for SGD with momentum; ``step(i)`` trains on (a part of) batch ``i``.
+           seed: int = 0, optimizer: str = "sgd",
+           optimizer_params: dict[str, Any] | None = None) -> tuple[Any, Any, Any]:
+    """(net, trainer, step) for SGD with momentum (or ``optimizer``); ``step(i)`` trains on (a
+    part of) batch ``i``.
 
     ``part=None``: the whole batch in one process (the reference).  Otherwise this worker
     takes rows ``part::parts`` of every batch.
@@ -210,8 +212,10 @@ def _train(kvstore: Any, update_on_kvstore: bool | None, part: int | None, parts
     from mxtorch import autograd, gluon
 
     net = _net(seed + (0 if part is None else 100 * part))  # different inits: broadcast must fix them
-    trainer = gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.1, "momentum": 0.9, "wd": 0.01},
-                            kvstore=kvstore, update_on_kvstore=update_on_kvstore)
+    params = optimizer_params if optimizer_params is not None else \
+        {"learning_rate": 0.1, "momentum": 0.9, "wd": 0.01}
+    trainer = gluon.Trainer(net.collect_params(), optimizer, params, kvstore=kvstore,
+                            update_on_kvstore=update_on_kvstore)
     loss_fn = gluon.loss.L2Loss()
 
     def step(i: int) -> None:
@@ -227,9 +231,9 @@ def _train(kvstore: Any, update_on_kvstore: bool | None, part: int | None, parts
 
 
 def train_steps(kvstore: Any, update_on_kvstore: bool | None, steps: int, part: int | None,
-                parts: int, seed: int = 0) -> list[torch.Tensor]:
-    """The parameters after ``steps`` steps of :func:`_train`."""
-    net, _, step = _train(kvstore, update_on_kvstore, part, parts, seed)
+                parts: int, seed: int = 0, **optimizer: Any) -> list[torch.Tensor]:
+    """The parameters after ``steps`` steps of :func:`_train` (``optimizer``: its keywords)."""
+    net, _, step = _train(kvstore, update_on_kvstore, part, parts, seed, **optimizer)
     for i in range(steps):
         step(i)
     return [p.data().detach().clone() for p in net.collect_params().values()]

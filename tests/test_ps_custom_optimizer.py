@@ -24,7 +24,7 @@ from mxtorch.kvstore.ps.testing import run_ps_job
 from mxtorch.launcher import LaunchError
 
 STEPS = 3
-# the 4x3 weight is above the bound: cut into slices on both servers, each with its own state
+# the 8x5 weight is above the bound: cut into slices on both servers, each with its own state
 SLICED = {"MXNET_KVSTORE_BIGARRAY_BOUND": "8", "MXTORCH_PS_PIECE_BYTES": "16"}
 BASE = {"DMLC_ROLE": "server", "DMLC_PS_ROOT_URI": "127.0.0.1", "DMLC_PS_ROOT_PORT": "9000",
         "DMLC_NUM_SERVER": "1", "DMLC_NUM_WORKER": "1"}

@@ -127,17 +127,22 @@ def test_a_worker_without_the_secret_cannot_join(worker_secret, match):
     assert codes == [1]
 
 
+def _wait_for_files(c, *paths, limit: float = 100.0) -> None:
+    """Wait until the workers of ``c`` have written every file of ``paths`` (failing if one exits)."""
+    deadline = time.monotonic() + limit
+    while not all(p.exists() for p in paths):
+        assert time.monotonic() < deadline, c.stderr("worker 0")
+        assert all(p.exitcode is None for p in c.workers), c.stderr("worker 0") + c.stderr("worker 1")
+        time.sleep(0.05)
+
+
 def test_restarted_server_restores_its_snapshot(tmp_path):
     snap = tmp_path / "snap"
     env = {"MXTORCH_PS_SNAPSHOT_DIR": str(snap), "MXNET_KVSTORE_BIGARRAY_BOUND": "20",
            "MXTORCH_PS_HEARTBEAT_S": "0.3", "MXTORCH_PS_DEAD_S": "30"}
     with ps_cluster(2, 2, env=env, timeout=120) as c:
         c.start_workers(w.snapshot_then_wait, str(tmp_path))
-        deadline = time.monotonic() + 100
-        while not (tmp_path / "snapshot-done").exists():
-            assert time.monotonic() < deadline, c.stderr("worker 0")
-            assert all(p.exitcode is None for p in c.workers), c.stderr("worker 0") + c.stderr("worker 1")
-            time.sleep(0.1)
+        _wait_for_files(c, tmp_path / "snapshot-done")
         files = (tmp_path / "snapshot-done").read_text().split("\n")
         assert sorted(os.path.basename(f) for f in files) == ["server-0.safetensors", "server-1.safetensors"]
         c.kill_server(0)
@@ -168,11 +173,7 @@ def test_a_round_in_progress_resumes_on_a_server_restarted_from_its_snapshot(tmp
            "MXTORCH_PS_DEAD_S": "30", "MXTORCH_DIST_TIMEOUT": "60"}
     with ps_cluster(2, 1, env=env, timeout=120) as c:
         c.start_workers(w.round_across_restart, str(tmp_path))
-        deadline = time.monotonic() + 100
-        while not ((tmp_path / "snapshot-done").exists() and (tmp_path / "pending").exists()):
-            assert time.monotonic() < deadline, c.stderr("worker 0")
-            assert all(p.exitcode is None for p in c.workers), c.stderr("worker 0") + c.stderr("worker 1")
-            time.sleep(0.05)
+        _wait_for_files(c, tmp_path / "snapshot-done", tmp_path / "pending")
         time.sleep(1.0)  # worker 0's pushpull reaches the server and waits for worker 1
         c.kill_server(0)
         c.start_server(0)
