@@ -13,7 +13,10 @@ unpickled::
 Per-parameter multipliers of a gluon Trainer (``param_dict``) are resolved on the worker into
 ``lr_mult``/``wd_mult`` per index.  Only optimizers registered with
 :func:`mxtorch.optimizer.register` and the schedulers of :mod:`mxtorch.lr_scheduler` can be
-declared; anything else is a clear error that suggests ``update_on_kvstore=False``.
+declared; anything else is a clear error that suggests ``update_on_kvstore=False``.  A
+server builds a user's own registered class once it has imported the module that registers
+it (``MXTORCH_PS_SERVER_IMPORTS``); the declaration names that module, for the error a server
+gives when it has not (a server never imports what a message names).
 
 Later changes travel as a *hyper* dict (``lr``, ``rescale_grad``, ``wd``, ``clip_gradient``,
 and the resolved ``lr_mult``/``wd_mult`` pairs): :func:`hyper_of` reads it, :func:`apply_hyper`
@@ -103,9 +106,10 @@ def describe_optimizer(optimizer: Any) -> dict[str, Any]:
     if _opt.Optimizer.opt_registry.get(name) is not type(optimizer):
         raise KVStoreError(
             f"optimizer class {type(optimizer).__qualname__} is not registered with "
-            "mxtorch.optimizer.register, so the parameter servers cannot build it: register it in a module "
-            "the servers import too, or create the Trainer with update_on_kvstore=False (the workers then "
-            "run the optimizer)")
+            "mxtorch.optimizer.register, so the parameter servers cannot build it: decorate it with "
+            "@mxtorch.optimizer.register in a module and start the servers with "
+            f"{_env.MXTORCH_PS_SERVER_IMPORTS}=that.module (`mxtorch launch --server-import that.module`), "
+            "or create the Trainer with update_on_kvstore=False (the workers then run the optimizer)")
     klass = type(optimizer)
     params = {k: v for k, v in vars(optimizer).items()
               if not k.startswith("_") and k not in _SPECIAL and isinstance(v, _SCALARS)}
