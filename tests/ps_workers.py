@@ -440,6 +440,15 @@ def stalled_pull(timeout: float) -> dict[str, Any]:
     return {"error": None}
 
 
+def _wait_for_restart(folder: str, limit: float = 60.0) -> None:
+    """Wait until the test has restarted the server (it writes ``folder/restarted``)."""
+    deadline = time.monotonic() + limit
+    while not os.path.exists(os.path.join(folder, "restarted")):
+        if time.monotonic() > deadline:
+            raise TimeoutError("the test did not restart the server")
+        time.sleep(0.05)
+
+
 def snapshot_then_wait(folder: str) -> dict[str, Any]:
     """Values and optimizer states into a snapshot; after the test restarts server 0, pull them back."""
     from mxtorch import optimizer
@@ -459,11 +468,7 @@ def snapshot_then_wait(folder: str) -> dict[str, Any]:
     if r == 0:
         with open(os.path.join(folder, "snapshot-done"), "w") as f:
             f.write("\n".join(paths))
-    deadline = time.monotonic() + 60
-    while not os.path.exists(os.path.join(folder, "restarted")):
-        if time.monotonic() > deadline:
-            raise TimeoutError("the test did not restart the server")
-        time.sleep(0.1)
+    _wait_for_restart(folder)
     after = [torch.zeros(3), torch.zeros(4), torch.zeros(30)]
     kv.pull(keys, out=after)
     # training goes on against the restored server (momentum restored too)
@@ -934,12 +939,8 @@ def round_across_restart(folder: str) -> dict[str, Any]:
         with open(os.path.join(folder, "snapshot-done"), "w") as f:
             f.write("\n".join(paths))
     kv.barrier()
-    deadline = time.monotonic() + 60
     if r == 1:
-        while not os.path.exists(os.path.join(folder, "restarted")):
-            if time.monotonic() > deadline:
-                raise TimeoutError("the test did not restart the server")
-            time.sleep(0.05)
+        _wait_for_restart(folder)
     else:
         with open(os.path.join(folder, "pending"), "w") as f:
             f.write("round 2")

@@ -136,6 +136,20 @@ def _wait_for_files(c, *paths, limit: float = 100.0) -> None:
         time.sleep(0.05)
 
 
+def _restart_server_0_and_finish(c, folder):
+    """Kill server 0, start it again (it restores its snapshot), tell the workers ('restarted'),
+    and return their outcomes once every process of the job ended cleanly."""
+    c.kill_server(0)
+    c.start_server(0)
+    (folder / "restarted").write_text("yes")
+    outcomes = c.join_workers()
+    for o in outcomes:
+        assert o.ok, o.error
+    assert set(c.wait_exit().values()) == {0}
+    assert "restored" in c.stderr("server 0")
+    return outcomes
+
+
 def test_restarted_server_restores_its_snapshot(tmp_path):
     snap = tmp_path / "snap"
     env = {"MXTORCH_PS_SNAPSHOT_DIR": str(snap), "MXNET_KVSTORE_BIGARRAY_BOUND": "20",
@@ -145,14 +159,7 @@ def test_restarted_server_restores_its_snapshot(tmp_path):
         _wait_for_files(c, tmp_path / "snapshot-done")
         files = (tmp_path / "snapshot-done").read_text().split("\n")
         assert sorted(os.path.basename(f) for f in files) == ["server-0.safetensors", "server-1.safetensors"]
-        c.kill_server(0)
-        c.start_server(0)
-        (tmp_path / "restarted").write_text("yes")
-        outcomes = c.join_workers()
-        for o in outcomes:
-            assert o.ok, o.error
-        assert c.wait_exit() == {"scheduler": 0, "server 0": 0, "server 1": 0}
-        assert "restored" in c.stderr("server 0")
+        outcomes = _restart_server_0_and_finish(c, tmp_path)
     for o in outcomes:
         res = o.value
         for before, after in zip(res["before"], res["after"]):
@@ -175,14 +182,7 @@ def test_a_round_in_progress_resumes_on_a_server_restarted_from_its_snapshot(tmp
         c.start_workers(w.round_across_restart, str(tmp_path))
         _wait_for_files(c, tmp_path / "snapshot-done", tmp_path / "pending")
         time.sleep(1.0)  # worker 0's pushpull reaches the server and waits for worker 1
-        c.kill_server(0)
-        c.start_server(0)
-        (tmp_path / "restarted").write_text("yes")
-        outcomes = c.join_workers()
-        for o in outcomes:
-            assert o.ok, o.error
-        assert c.wait_exit() == {"scheduler": 0, "server 0": 0}
-        assert "restored" in c.stderr("server 0")
+        outcomes = _restart_server_0_and_finish(c, tmp_path)
     for o in outcomes:
         assert_close(o.value["first"], torch.full((4,), -0.3))
         assert_close(o.value["second"], torch.full((4,), -3.3))
