@@ -8,13 +8,36 @@
 from __future__ import annotations
 
 import importlib
+import os as _os
 from typing import Any
 
-from . import autograd  # applies MXNet's non-scalar backward rule (see mxtorch.autograd)
+from . import (
+    _aliases,
+    autograd,  # applies MXNet's non-scalar backward rule (see mxtorch.autograd)
+)
 from .base import DeferredInitializationError, MXNetError
 from .context import Context, cpu, cpu_pinned, current_context, gpu, num_gpus
 
 __version__ = "0.1.0"
+
+_aliases.install()  # MXNet's module paths: mxtorch.ndarray.sparse, mxtorch.kv ...
+
+
+def _tensor_methods_wanted() -> bool:
+    # MXTORCH_TENSOR_METHODS (documented in mxtorch.distributed.env with every other variable)
+    raw = _os.environ.get("MXTORCH_TENSOR_METHODS", "1").strip().lower()
+    if raw in ("1", "true", "yes", "on", ""):
+        return True
+    if raw in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(f"MXTORCH_TENSOR_METHODS={raw!r} is not understood: set it to 1 (add MXNet's NDArray "
+                     "methods to torch.Tensor, the default) or 0 (leave torch.Tensor untouched)")
+
+
+if _tensor_methods_wanted():
+    from . import ndarray_methods as _ndarray_methods
+
+    _ndarray_methods.enable()
 
 _SUBMODULES = {
     "nd": "mxtorch.nd",
@@ -35,6 +58,8 @@ _SUBMODULES = {
     "amp": "mxtorch.amp",
     "compression": "mxtorch.compression",
     "distributed": "mxtorch.distributed",
+    "util": "mxtorch.util",
+    "base": "mxtorch.base",
 }
 
 __all__ = [

@@ -29,6 +29,7 @@ import torch
 from . import context as _context
 from .base import MXNetError
 from .context import Context, as_context, current_context
+from .util import use_np, use_np_array, use_np_shape
 
 __all__ = [
     "default_context",
@@ -54,6 +55,9 @@ __all__ = [
     "set_env_var",
     "environment",
     "check_numeric_gradient",
+    "use_np",
+    "use_np_array",
+    "use_np_shape",
 ]
 
 # ----------------------------------------------------------------------------------------------

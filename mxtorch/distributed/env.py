@@ -153,6 +153,9 @@ MXTORCH_PS_PIECE_BYTES = "MXTORCH_PS_PIECE_BYTES"
 MXTORCH_PS_SERVER_IMPORTS = "MXTORCH_PS_SERVER_IMPORTS"
 """Comma-separated modules a parameter server imports before it serves: where custom optimizers
 (``@mxtorch.optimizer.register``) it must run are defined."""
+MXTORCH_TENSOR_METHODS = "MXTORCH_TENSOR_METHODS"
+"""1 (default): ``import mxtorch`` adds MXNet's NDArray methods torch.Tensor lacks (``asnumpy``,
+``asscalar``, ``context`` ...; see mxtorch.ndarray_methods); 0: torch.Tensor is left untouched."""
 MXTORCH_PS_ADOPT_PULLS = "MXTORCH_PS_ADOPT_PULLS"
 """1 (default): a pulled buffer becomes the storage of an ``out`` nothing else shares instead of
 being copied into it; 0: always copy."""
