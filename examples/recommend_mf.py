@@ -162,7 +162,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, float]:
                 losses = [loss_fn(net(pu, pi), py) for pu, pi, py in parts]
             for loss in losses:
                 loss.backward()
-            trainer.step(local_batch)
+            trainer.step(local_batch * workers)  # the global batch: stores sum over workers (MXNet)
             total += sum(float(loss.detach().sum()) for loss in losses)
         with torch.no_grad():
             net.prefetch(test[0], test[1])

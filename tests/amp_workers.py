@@ -32,14 +32,14 @@ def overflow_on_one_rank(bad_rank: int) -> dict[str, Any]:
             loss = loss * float("inf")
     with amp.scale_loss(loss, trainer) as scaled:
         autograd.backward(scaled)
-    trainer.step(4)
+    trainer.step(4 * kv.num_workers)  # the global batch: the store sums (MXNet)
     skipped = bool(torch.equal(net.weight.data().detach(), before))
     after_overflow_scale = scaler.loss_scale
     with autograd.record():
         loss = net(x).sum()
     with amp.scale_loss(loss, trainer) as scaled:
         autograd.backward(scaled)
-    trainer.step(4)
+    trainer.step(4 * kv.num_workers)  # the global batch: the store sums (MXNet)
     return {"skipped": skipped, "start": start_scale, "after": after_overflow_scale,
             "weight": net.weight.data().detach().tolist(),
             "moved": not torch.equal(net.weight.data().detach(), before)}

@@ -225,7 +225,7 @@ def _train(kvstore: Any, update_on_kvstore: bool | None, part: int | None, parts
         with autograd.record():
             loss = loss_fn(net(x), y)
         loss.backward()
-        trainer.step(x.shape[0])
+        trainer.step(16)  # the global batch: stores sum over workers (MXNet)
 
     return net, trainer, step
 
@@ -680,7 +680,7 @@ def embedding_training(mode: str, steps: int) -> list[torch.Tensor]:
         with autograd.record():
             loss = loss_fn(net(x), y)
         loss.backward()
-        trainer.step(x.shape[0])
+        trainer.step(x.shape[0] * parts)  # the global batch
     params = list(net.collect_params().values())
     if kv is not None and mode == "server_rows":  # the local copy holds only the rows read
         kv.pull(0, out=params[0].data())
@@ -788,7 +788,7 @@ def compressed_trainer(update_on_kvstore: bool | None, steps: int, kvstore: str 
         with autograd.record():
             loss = loss_fn(net(x), y)
         loss.backward()
-        trainer.step(x.shape[0])
+        trainer.step(x.shape[0] * kv.num_workers)  # the global batch (MXNet), dist_async too
     if kvstore == "dist_async":
         kv.barrier()
         kv.pull(list(range(4)), out=[p.data() for p in net.collect_params().values()])
@@ -917,7 +917,7 @@ def plain_sgd_steps(kvstore: str, steps: int) -> list[torch.Tensor]:
         with autograd.record():
             loss = loss_fn(net(x), y)
         loss.backward()
-        trainer.step(x.shape[0])
+        trainer.step(x.shape[0] * kv.num_workers)  # the global batch (MXNet), dist_async too
     return [p.data().detach().clone() for p in net.collect_params().values()]
 
 

@@ -97,8 +97,16 @@ def test_registry_rejects_duplicates_and_accepts_custom_store():
 
     assert "echostore" in kv.registered_names()
     assert isinstance(kv.create("EchoStore"), EchoStore)
+    kv.register(EchoStore)  # the same class again (a module imported twice): nothing changes
+    assert isinstance(kv.create("echostore"), EchoStore)
+
+    class Other(kv.LocalKVStore):
+        pass
+
+    Other.__name__ = "EchoStore"  # another class under a name already taken
     with pytest.raises(KVStoreError, match="already registered"):
-        kv.register(EchoStore)
+        kv.register(Other)
+    assert type(kv.create("echostore")) is EchoStore
 
 
 def test_optimizer_states_round_trip(tmp_path):

@@ -189,7 +189,7 @@ def horovod_worker() -> dict[str, Any]:
         loss.backward()
         if not uses[rank]:
             assert net.items.weight.data().grad is None
-        trainer.step(u.numel())
+        trainer.step(u.numel() * kv.num_workers)  # the global batch: the store sums over workers
     return {"weights": weights(net), "seen": seen}
 
 

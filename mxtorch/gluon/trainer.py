@@ -17,7 +17,7 @@ from ..context import Context
 from . import _trainer_states as states_io
 from .parameter import Parameter, as_parameters
 
-__all__ = ["Trainer", "UpdateHook"]
+__all__ = ["Trainer", "UpdateHook", "TrainerConfigError", "TrainerUsageError"]
 
 
 class UpdateHook(Protocol):
@@ -49,16 +49,42 @@ class UpdateHook(Protocol):
     def load_state_dict(self, state: Mapping[str, Any]) -> None: ...
 
 
+class TrainerConfigError(MXNetError, ValueError):
+    """The Trainer's store and ``update_on_kvstore`` do not fit together (a ``ValueError``, as in MXNet)."""
+
+
+class TrainerUsageError(MXNetError, AssertionError):
+    """A Trainer method called in a mode that does not allow it (``update()`` while the store
+    updates; MXNet asserted, so this is also an ``AssertionError``)."""
+
+
+_BIG_LOCAL_PARAM = 1024 * 1024 * 16
+"""MXNet: a 'local' store with a parameter above this many elements updates on the contexts."""
+
+
+def _env_update_on_kvstore() -> bool:
+    raw = os.environ.get("MXNET_UPDATE_ON_KVSTORE", "1").strip()
+    if raw not in ("0", "1"):
+        raise MXNetError(f"MXNET_UPDATE_ON_KVSTORE={raw!r} is not understood: set it to 1 (stores that can "
+                         "run the optimizer do, the default) or 0 (every context updates its own copy)")
+    return raw == "1"
+
+
 class Trainer:
     """Updates parameters with ``optimizer`` after each backward pass.
 
     ``step(batch_size)`` reduces each parameter's gradients over its contexts (and workers)
-    through the KVStore, rescales them by ``1/batch_size`` and applies the optimizer.  With one
-    context and a non-distributed store no KVStore is used at all, as in MXNet.
+    through the KVStore -- stores *sum* -- and applies the optimizer with
+    ``rescale_grad = scale / batch_size``.  A distributed script therefore passes the global
+    batch (the sum of every worker's batch) to get the single-process result, as in MXNet;
+    only ``mxtorch.horovod.DistributedTrainer`` averages over workers itself.  With one context
+    and a non-distributed store no KVStore is used at all, as in MXNet.
 
-    ``update_on_kvstore=None`` lets the store decide: stores that declare the ``optimizer``
-    capability run the update (once, then copy to every context); others reduce gradients
-    and every context updates its own copy.
+    ``update_on_kvstore`` follows MXNet: ``None`` lets the store decide (stores that declare the
+    ``optimizer`` capability run the update unless ``MXNET_UPDATE_ON_KVSTORE=0``; dist_async
+    always does; row-sparse weights need it); ``True`` on a store that cannot, or ``False``
+    where the store must, raise :class:`TrainerConfigError`.  Without a store,
+    ``_update_on_kvstore`` is ``None``.
     """
 
     def __init__(
@@ -74,31 +100,35 @@ class Trainer:
         self._param_names = [n for n, _ in named]
         self._params: list[Parameter] = [p for _, p in named]
         self._param2idx = {id(p): i for i, p in enumerate(self._params)}
+        self._contains_sparse_weight = any(p.stype != "default" for p in self._params)
+        self._contains_sparse_grad = any(p.grad_stype != "default" for p in self._params)
         for p in self._params:
             p._set_trainer(self)  # Parameter.row_sparse_data pulls rows through this trainer
         optimizer_params = dict(optimizer_params or {})
-        self._scale = float(optimizer_params.get("rescale_grad", 1.0))
         param_dict = dict(enumerate(self._params))
         if isinstance(optimizer, opt.Optimizer):
             if optimizer_params:
                 raise MXNetError("optimizer_params must be empty when optimizer is an Optimizer instance")
             self._optimizer = optimizer
-            self._optimizer.param_dict = param_dict
+            self._optimizer.param_dict = param_dict  # not a copy: later lr_mult changes take effect
         else:
             self._optimizer = opt.create(optimizer, param_dict=param_dict, **optimizer_params)
+        self._scale = float(self._optimizer.rescale_grad)
         if isinstance(kvstore, str) and not kvs.is_registered(kvstore):
             raise MXNetError(f"unknown kvstore {kvstore!r}: known types are {kvs.registered_names()}")
         if kvstore is not None and not isinstance(kvstore, (str, kvs.KVStoreBase)):
             raise TypeError(f"kvstore must be a name, a KVStore or None, got {type(kvstore).__name__}")
-        self._kvstore_spec = kvstore
+        if update_on_kvstore not in (None, True, False):
+            raise TypeError(f"update_on_kvstore must be None, True or False, got {update_on_kvstore!r}")
+        self._kvstore_params: dict[str, Any] = {"kvstore": kvstore, "update_on_kvstore": update_on_kvstore}
         self._compression_params = compression_params
-        self._update_on_kvstore_arg = update_on_kvstore
         self._kvstore: kvs.KVStoreBase | None = None
-        self._update_on_kvstore = False
+        self._update_on_kvstore: bool | None = None
+        self._distributed: bool | None = None
         self._kv_initialized = False
+        self._params_to_init: list[Parameter] = list(self._params)
         self._contexts: list[Context] = []
         self._updaters: list[Any] = []
-        self._num_workers = 1
         self._grad_sync: Any = None  # a store that reduces gradients during backward ('overlap')
         self._update_hook: UpdateHook | None = None
         if all(p._data is not None for p in self._params):
@@ -142,11 +172,12 @@ class Trainer:
         # A distributed store must give every worker rank 0's weights before the first forward
         # pass, not at the first step (whose gradients would come from different weights).
         # Parameters whose shape is inferred at the first forward wait for the first step.
-        spec = self._kvstore_spec
+        spec = self._kvstore_params["kvstore"]
         store = kvs.create(spec) if isinstance(spec, str) else spec
-        if store is not None and store.is_capable(kvs.KVStoreBase.DISTRIBUTED):
-            self._kvstore_spec = store
+        if store is not None and kvs.capable(store, kvs.KVStoreBase.DISTRIBUTED):
+            self._kvstore_params["kvstore"] = store
             self._init_kvstore()
+            self._init_params()
 
     def _check_contexts(self) -> list[Context]:
         ctxs: list[Context] | None = None
@@ -161,63 +192,137 @@ class Trainer:
                 )
         return ctxs or []
 
-    def _init_kvstore(self) -> None:
-        for p in self._params:
-            if p._data is None:
-                p._check()  # raises a clear error for uninitialized or deferred parameters
-        self._contexts = self._check_contexts()
-        spec = self._kvstore_spec
-        kv: kvs.KVStoreBase | None = None
+    def _dense_store(self, spec: Any) -> kvs.KVStoreBase | None:
+        """MXNet's choice for dense weights: no store for one context in one process."""
         if isinstance(spec, kvs.KVStoreBase):
-            kv = spec
-        elif isinstance(spec, str):
-            # One context in one process has nothing to reduce: skip the store (as MXNet does).
-            store = kvs.create(spec)
-            if len(self._contexts) > 1 or store.is_capable(kvs.KVStoreBase.DISTRIBUTED):
-                kv = store
-        if kv is not None and self._compression_params:
-            kv.set_gradient_compression(self._compression_params)
-        elif self._compression_params:
-            raise MXNetError("compression_params need a KVStore that reduces gradients over several "
-                             "contexts or workers; this Trainer has one context and no distributed store")
-        upd = self._update_on_kvstore_arg
-        if kv is None:
-            if upd:
-                raise MXNetError("update_on_kvstore=True needs a KVStore, but none is used for one context")
+            return spec
+        if spec is None:
+            return None
+        store = kvs.create(spec)
+        if len(self._contexts) > 1 or kvs.capable(store, kvs.KVStoreBase.DISTRIBUTED):
+            return store
+        return None
+
+    def _init_kvstore(self) -> None:
+        """Choose the store and ``update_on_kvstore`` by MXNet's rules (see the class docstring)."""
+        # Parameters whose shape waits for the first forward pass join the store later (_init_params).
+        self._contexts = self._check_contexts()
+        spec = self._kvstore_params["kvstore"]
+        arg = self._kvstore_params["update_on_kvstore"]
+        cap = kvs.KVStoreBase
+        kv: kvs.KVStoreBase | None
+        if self._contains_sparse_weight:
+            # Row-sparse weights live in the store: workers pull the rows they need.
+            if spec is None:
+                raise TrainerConfigError("parameters with stype='row_sparse' need a KVStore to hold them: "
+                                         "pass kvstore='local' (or 'device', or a distributed store)")
+            kv = spec if isinstance(spec, kvs.KVStoreBase) else kvs.create(spec)
+            if arg is False:
+                raise TrainerConfigError("update_on_kvstore=False is not possible with row-sparse weights "
+                                         "(stype='row_sparse'): the store holds and updates them")
+            upd = True
+        elif self._contains_sparse_grad:
+            kv = self._dense_store(spec)
+            distributed = kv is not None and kvs.capable(kv, cap.DISTRIBUTED)
+            upd = distributed
+            if arg is not None:
+                if arg is False and distributed:
+                    raise TrainerConfigError("update_on_kvstore=False is not possible with row-sparse "
+                                             f"gradients on the distributed store {kv.type!r}")  # type: ignore
+                upd = arg
+        else:
+            kv = self._dense_store(spec)
+            upd = kv is not None and _env_update_on_kvstore() and kvs.capable(kv, cap.OPTIMIZER)
+            if kv is not None and spec == "local" and upd:
+                biggest = max((p.list_data()[0].numel() for p in self._params if p._data is not None),
+                              default=0)
+                upd = biggest <= _BIG_LOCAL_PARAM  # the CPU would be the bottleneck: update on the devices
+            if kv is not None and kvs.capable(kv, cap.DISTRIBUTED) and kvs.capable(kv, cap.ASYNC):
+                if arg is False:
+                    raise TrainerConfigError(f"update_on_kvstore=False is not possible with {kv.type!r}: "
+                                             "asynchronous updates happen on the servers; pass True or None")
+                upd = True
+            if arg is not None:
+                upd = arg
+        if kv is not None and upd and not kvs.capable(kv, cap.OPTIMIZER):
+            if arg:
+                raise TrainerConfigError(f"KVStore {kv.type!r} cannot run the optimizer: create the Trainer "
+                                         "with update_on_kvstore=False (or None)")
             upd = False
-        elif upd is None:
-            upd = kv.is_capable(kvs.KVStoreBase.OPTIMIZER)
-        elif upd and not kv.is_capable(kvs.KVStoreBase.OPTIMIZER):
-            raise MXNetError(f"KVStore {kv.type!r} cannot run the optimizer: use update_on_kvstore=False")
-        self._kvstore = kv
-        self._update_on_kvstore = bool(upd)
-        if kv is not None:
+        if kv is None:
+            if self._compression_params:
+                raise MXNetError("compression_params need a KVStore that reduces gradients over several "
+                                 "contexts or workers; this Trainer has one context and no distributed store")
+            if arg:
+                raise TrainerConfigError("update_on_kvstore=True needs a KVStore, but none is used for one "
+                                         "context in one process: leave update_on_kvstore=None")
+            self._kvstore, self._update_on_kvstore, self._distributed = None, None, False
+        else:
+            if self._compression_params:
+                kv.set_gradient_compression(self._compression_params)
             if upd:
                 kv.set_optimizer(self._optimizer)
-            if kv.is_capable(kvs.KVStoreBase.DISTRIBUTED):
-                # Every worker starts from rank 0's values; one call lets the store batch them.
-                datas = [p.list_data() for p in self._params]
-                kv.broadcast(list(range(len(datas))), [d[0] for d in datas], out=datas)
-                self._num_workers = kv.num_workers
-            else:
-                for i, p in enumerate(self._params):
-                    if p.grad_req != "null":
-                        kv.init(i, p.list_data()[0])
-            if not upd and kv.is_capable("overlap"):
-                # The store reduces gradients while backward runs (its hooks), finished at step.
-                self._grad_sync = kv
-                self._grad_sync.attach_gradient_hooks(self._dense_grad_params())
-        n_updaters = 0 if upd else len(self._contexts)
+            self._kvstore, self._update_on_kvstore = kv, bool(upd)
+            self._distributed = kvs.capable(kv, cap.DISTRIBUTED)
+        n_updaters = 0 if self._update_on_kvstore else len(self._contexts)
         self._updaters = [opt.get_updater(self._optimizer) for _ in range(n_updaters)]
+        if kv is not None and not upd and kvs.capable(kv, cap.OVERLAP):
+            # The store reduces gradients while backward runs (its hooks), finished at step.
+            self._grad_sync = kv
+            self._grad_sync.attach_gradient_hooks(self._dense_grad_params())
         self._kv_initialized = True
+
+    def _init_params(self) -> None:
+        """Give the store every initialized parameter not given yet (deferred ones wait): dense
+        weights by ``broadcast`` (all contexts, and all workers, start from one value), row-sparse
+        weights by ``init``."""
+        kv = self._kvstore
+        if kv is None:
+            self._params_to_init = []
+            return
+        waiting: list[Parameter] = []
+        dense_keys: list[int] = []
+        dense_vals: list[torch.Tensor] = []
+        dense_outs: list[Any] = []
+        for p in self._params_to_init:
+            if p._data is None:
+                waiting.append(p)
+                continue
+            idx = self._param2idx[id(p)]
+            datas = p.list_data()
+            if p.stype != "default":
+                kv.init(idx, datas[0])
+            else:
+                dense_keys.append(idx)
+                dense_vals.append(datas[0])
+                dense_outs.append(datas)
+        if dense_keys:  # one call for every key: a distributed store batches them
+            kv.broadcast(dense_keys, dense_vals, out=dense_outs)
+        self._params_to_init = waiting
+
+    def _reset_kvstore(self) -> None:
+        """Forget the store (new parameter values were loaded): the next step sets it up again."""
+        if self._kvstore is not None and self._distributed:
+            raise MXNetError(f"cannot reset the distributed KVStore {self._kvstore.type!r}: load parameters "
+                             "before creating the Trainer, or on every worker before the first step")
+        self._kv_initialized = False
+        self._kvstore = None
+        self._distributed = None
+        self._update_on_kvstore = None
+        self._params_to_init = list(self._params)
+
+    def _ensure_kvstore(self) -> None:
+        if not self._kv_initialized:
+            self._init_kvstore()
+        if self._params_to_init:
+            self._init_params()
 
     # ---- the step --------------------------------------------------------------------
     def step(self, batch_size: int, ignore_stale_grad: bool = False) -> None:
-        """Reduce gradients, rescale them by ``1/batch_size`` and update every parameter."""
-        if not self._kv_initialized:
-            self._init_kvstore()
-        # Gradients are summed over workers: divide by the global batch (MXNet/Horovod).
-        self._optimizer.rescale_grad = self._scale / (batch_size * self._num_workers)
+        """Reduce gradients (summed over contexts and workers), then update every parameter with
+        ``rescale_grad = scale / batch_size``; distributed scripts pass the global batch."""
+        self._optimizer.rescale_grad = self._scale / batch_size
+        self._ensure_kvstore()
         if self._update_hook is None or self._hook_allows_reduce():
             self._allreduce_grads()
         if self._update_hook is None or self._run_update_hook(ignore_stale_grad):
@@ -225,23 +330,20 @@ class Trainer:
 
     def allreduce_grads(self) -> None:
         """Reduce gradients over contexts/workers without updating (for clipping in between)."""
-        if not self._kv_initialized:
-            self._init_kvstore()
-        if self._update_on_kvstore:
-            raise MXNetError("allreduce_grads() is not available with update_on_kvstore=True: create the "
-                             "Trainer with update_on_kvstore=False")
+        self._ensure_kvstore()
+        if self._kvstore is not None and self._update_on_kvstore:
+            raise TrainerUsageError("allreduce_grads() is not available while the KVStore updates the "
+                                    "parameters: create the Trainer with update_on_kvstore=False")
         if self._update_hook is None or self._hook_allows_reduce():
             self._allreduce_grads()
 
     def update(self, batch_size: int, ignore_stale_grad: bool = False) -> None:
         """Apply the optimizer to already reduced gradients (after ``allreduce_grads``)."""
-        if not self._kv_initialized:
-            self._init_kvstore()
-        if self._update_on_kvstore:
-            raise MXNetError("update() is not available with update_on_kvstore=True: create the "
-                             "Trainer with update_on_kvstore=False")
-        # Gradients are summed over workers: divide by the global batch (MXNet/Horovod).
-        self._optimizer.rescale_grad = self._scale / (batch_size * self._num_workers)
+        self._ensure_kvstore()
+        if self._kvstore is not None and self._update_on_kvstore:
+            raise TrainerUsageError("update() is not available while the KVStore updates the parameters: "
+                                    "create the Trainer with update_on_kvstore=False")
+        self._optimizer.rescale_grad = self._scale / batch_size
         if self._update_hook is None or self._run_update_hook(ignore_stale_grad):
             self._update(ignore_stale_grad)
 
@@ -335,6 +437,8 @@ class Trainer:
 
     def _row_sparse_pull(self, param: Parameter, out: list[torch.Tensor], row_ids: torch.Tensor) -> None:
         """Pull rows ``row_ids`` of ``param`` into ``out`` when the KVStore holds the weights."""
+        if not self._kv_initialized and self._contains_sparse_weight:
+            self._ensure_kvstore()  # row-sparse weights live in the store from the first read on
         if not self._kv_initialized or not self._update_on_kvstore or self._kvstore is None:
             return  # the local copies are the weights
         idx = self._param2idx[id(param)]
@@ -381,8 +485,7 @@ class Trainer:
         compressed: to resume a compressed multi-worker job exactly, every worker saves its own
         file (e.g. ``f"trainer.states.{kv.rank}"``).  Not collective: rank 0 alone may call it.
         """
-        if not self._kv_initialized:
-            self._init_kvstore()
+        self._ensure_kvstore()
         if self._update_on_kvstore:
             assert self._kvstore is not None
             blob = self._store_optimizer_states(self._kvstore)
@@ -394,7 +497,7 @@ class Trainer:
         states = states_io.TrainerStates(
             optimizer=blob,
             compression=None if compressor is None else states_io.compression_section(
-                compressor, kv.rank if kv is not None else 0, self._num_workers),
+                compressor, kv.rank if kv is not None else 0, kv.num_workers if kv is not None else 1),
             hooks={} if hook is None else {hook.name: hook.state_dict()})
         atomic_write_bytes(fname, states_io.encode(states))
 
@@ -409,8 +512,7 @@ class Trainer:
         with ``strict=False`` it is left out (residuals then start empty).  Parts the file has
         no section for are left as they are.
         """
-        if not self._kv_initialized:
-            self._init_kvstore()
+        self._ensure_kvstore()
         with open(fname, "rb") as f:
             raw = f.read()
         states = states_io.decode(raw, fname)
@@ -421,8 +523,7 @@ class Trainer:
             states, compressor, hooks, kv.rank if kv is not None else 0, strict, fname)
         if self._update_on_kvstore:
             assert kv is not None
-            self._store_optimizer_states(kv, states.optimizer)
-            self._optimizer = kv._optimizer  # type: ignore[attr-defined]
+            self._store_optimizer_states(kv, states.optimizer)  # into the optimizer the store was given
         else:
             for u in self._updaters:
                 u.set_states(states.optimizer)

@@ -99,9 +99,9 @@ class DistributedTrainer(Trainer):
         store = kvs.create("horovod") if world > 1 and plain else None
         self._own_reduction = world > 1 and not plain
         super().__init__(params, optimizer, optimizer_params, kvstore=store, update_on_kvstore=False)
-        if self._own_reduction:
-            # As Horovod: the average goes into the gradient scale, not into the reduced sums.
-            self._scale *= self._predivide / world
+        # As Horovod: the average over ranks goes into the gradient scale, not into the reduced
+        # sums (a plain gluon.Trainer sums, as MXNet does, and divides only by batch_size).
+        self._scale *= (self._predivide if self._own_reduction else 1.0) / world
 
     def _allreduce_grads(self) -> None:
         if not self._own_reduction:

@@ -1,7 +1,9 @@
 """'local' and 'device': single-process stores that reduce values from several contexts.
 
 'local' sums on the CPU (MXNet's default for pinned CPU memory); 'device' sums on the
-device of the first value (the GPU when values live on GPUs).  With an optimizer set
+device of the first value (the GPU when values live on GPUs).  MXNet's longer names are the
+same stores: 'local_update_cpu' and 'local_allreduce_cpu' are 'local', 'local_allreduce_device'
+is 'device'.  With an optimizer set
 (``set_optimizer``) a push applies the update to the stored weight, as MXNet's
 update-on-kvstore does.
 
@@ -116,11 +118,21 @@ def _tensors(value: Any, key: Key, what: str) -> list[torch.Tensor]:
                        f"{type(value).__name__}")
 
 
+_ON_DEVICE = ("device", "local_allreduce_device")
+"""Names of the local store that reduce on the values' device; the others reduce on the CPU."""
+
+
 class LocalKVStore(KVStoreBase):
-    """In-process KVStore; ``'local'`` reduces on CPU, ``'device'`` on the values' device."""
+    """In-process KVStore; ``'local'`` reduces on CPU, ``'device'`` on the values' device.
+
+    ``_updater`` is what a push applies to the stored value: the :class:`~mxtorch.optimizer.Updater`
+    made by :meth:`set_optimizer` (its ``states`` and ``optimizer`` are MXNet's), or a function
+    ``(key, pushed, stored)`` given to :meth:`_set_updater`.
+    """
 
     def __init__(self, name: str = "local") -> None:
         self._type = name
+        self._on_device = name in _ON_DEVICE
         self._store: dict[Key, torch.Tensor] = {}
         self._key_type: type | None = None
         self._updater: Callable[[Key, torch.Tensor, torch.Tensor], None] | None = None
@@ -156,7 +168,7 @@ class LocalKVStore(KVStoreBase):
             if k in self._store:
                 raise KVStoreError(f"duplicate init of key {k!r}")
             t = _tensors(v, k, "init value")[0]
-            dev = torch.device("cpu") if self._type == "local" else t.device
+            dev = t.device if self._on_device else torch.device("cpu")
             t = t.detach()
             self._store[k] = t.to(dev).to_dense() if _is_sparse(t) else t.to(dev, copy=True)
 
@@ -278,12 +290,18 @@ class LocalKVStore(KVStoreBase):
         from ..optimizer import get_updater
 
         self._optimizer = optimizer
-        updater = get_updater(optimizer)
-        self._updater_obj = updater
-        self._updater = lambda k, g, w: updater(k, g, w)
+        self._updater = get_updater(optimizer)
 
     def _set_updater(self, updater: Callable[[Key, torch.Tensor, torch.Tensor], None]) -> None:
+        """Apply ``updater(key, pushed, stored)`` to every push instead of storing the pushed value."""
         self._updater = updater
+
+    def _optimizer_updater(self) -> Any:
+        from ..optimizer import Updater
+
+        if not isinstance(self._updater, Updater):
+            raise KVStoreError("no optimizer is set on this KVStore: call set_optimizer first")
+        return self._updater
 
     def set_gradient_compression(self, compression_params: dict[str, Any]) -> None:
         raise KVStoreError(
@@ -292,18 +310,17 @@ class LocalKVStore(KVStoreBase):
         )
 
     def save_optimizer_states(self, fname: str, dump_optimizer: bool = False) -> None:
-        if self._updater is None or not hasattr(self, "_updater_obj"):
-            raise KVStoreError("no optimizer is set on this KVStore: call set_optimizer first")
+        updater = self._optimizer_updater()
         from ..checkpoint_io import atomic_write_bytes
 
-        atomic_write_bytes(fname, self._updater_obj.get_states(dump_optimizer))
+        atomic_write_bytes(fname, updater.get_states(dump_optimizer))
 
     def load_optimizer_states(self, fname: str) -> None:
-        if self._updater is None or not hasattr(self, "_updater_obj"):
-            raise KVStoreError("no optimizer is set on this KVStore: call set_optimizer first")
+        updater = self._optimizer_updater()
         with open(fname, "rb") as f:
-            self._updater_obj.set_states(f.read())
+            updater.set_states(f.read())
+        self._optimizer = updater.optimizer
 
 
-register_factory("local", LocalKVStore)
-register_factory("device", LocalKVStore)
+for _name in ("local", "device", "local_update_cpu", "local_allreduce_cpu", "local_allreduce_device"):
+    register_factory(_name, LocalKVStore)

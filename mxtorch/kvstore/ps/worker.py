@@ -210,6 +210,8 @@ class DistKVStore(KVStoreBase):
         return self._compressor
 
     def is_capable(self, capability: str) -> bool:
+        if capability == KVStoreBase.ASYNC:
+            return self._mode == "async"
         return capability in (KVStoreBase.OPTIMIZER, KVStoreBase.DISTRIBUTED,
                               KVStoreBase.GRADIENT_COMPRESSION)
 
