@@ -53,7 +53,8 @@ def mx_train_step(name: str, x: torch.Tensor, y: torch.Tensor, kvstore: Any = "d
     trainer = gluon.Trainer(net.collect_params(), "sgd",
                             {"learning_rate": 0.01, "momentum": 0.9, "wd": 1e-4}, kvstore=kvstore)
     loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
-    batch = x.shape[0]
+    # the global batch: stores sum over workers (MXNet's rule)
+    batch = x.shape[0] * (trainer._kvstore.num_workers if trainer._kvstore is not None else 1)
 
     def step() -> None:
         with autograd.record():

@@ -96,7 +96,8 @@ def _step_fn(method: str, x: torch.Tensor, y: torch.Tensor) -> tuple[Any, list[A
     trainer = gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.01, "momentum": 0.9},
                             kvstore=kvstore, compression_params=compression)
     loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
-    batch = x.shape[0]
+    # the global batch: stores sum over workers (MXNet's rule)
+    batch = x.shape[0] * (trainer._kvstore.num_workers if trainer._kvstore is not None else 1)
 
     def mx_step() -> None:
         with autograd.record():

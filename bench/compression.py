@@ -158,7 +158,7 @@ def _train_step(model: str, x: torch.Tensor, y: torch.Tensor,
         with autograd.record():
             loss = loss_fn(net(x), y)
         loss.backward()
-        trainer.step(x.shape[0])
+        trainer.step(x.shape[0] * trainer._kvstore.num_workers)  # the global batch (MXNet's rule)
 
     grads = [p.data() for p in net.collect_params().values() if p.grad_req != "null"]
     return step, trainer._kvstore, grads
@@ -398,7 +398,7 @@ def tta_worker(config: dict[str, Any]) -> None:
             with autograd.record():
                 loss = loss_fn(net(x), y)
             loss.backward()
-            trainer.step(batch)
+            trainer.step(batch * world)  # the global batch: the store sums (MXNet's rule)
             steps += 1
         train_s += time.perf_counter() - t0
         t1 = time.perf_counter()

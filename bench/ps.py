@@ -513,7 +513,8 @@ def _trainer_step(name: str, x: torch.Tensor, y: torch.Tensor,
     trainer = gluon.Trainer(params, "sgd", {"learning_rate": 0.01, "momentum": 0.9, "wd": 1e-4},
                             kvstore=kvstore)
     loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
-    batch = x.shape[0]
+    # the global batch: stores sum over workers (MXNet's rule)
+    batch = x.shape[0] * (trainer._kvstore.num_workers if trainer._kvstore is not None else 1)
     nbytes = sum(p.data().numel() * p.data().element_size() for p in params.values() if p.grad_req != "null")
 
     def step() -> float:

@@ -220,7 +220,9 @@ def train(model: str, kvstore: str | None, ranks: list[int], seed: int, steps: i
                               for xp, yp in zip(split_and_load(x, ctx), split_and_load(y, ctx))]
             for part in losses:
                 part.backward()
-        trainer.step(4 * len(ranks) * micro_batches, ignore_stale_grad=(model == "heads"))
+        # the global batch (every worker's share): the store sums over workers (MXNet)
+        world = len(ranks) if kvstore is None else int(os.environ["WORLD_SIZE"])
+        trainer.step(4 * world * micro_batches, ignore_stale_grad=(model == "heads"))
         if grad_req == "add":
             params.zero_grad()
     return [p.data().detach().clone() for p in params.values()]

@@ -95,11 +95,15 @@ def semantics() -> dict[str, Any]:
     outs = [torch.zeros(3), torch.zeros(3)]
     kv.broadcast(9, torch.full((3,), 7.0 + r), out=outs)
     res["broadcast"] = outs
+    # a repeated broadcast/init of the same array (MXNet accepts it): the servers keep their value
+    again = [torch.zeros(3)]
+    kv.broadcast(9, torch.full((3,), -5.0), out=again)
+    res["rebroadcast"] = again[0]
     # errors, raised on this worker before anything is sent
     res["unknown_key"] = _error(lambda: kv.pull(12345, out=torch.zeros(1)))
     res["bad_shape"] = _error(lambda: kv.push(7, torch.zeros(4)))
     res["bad_dtype"] = _error(lambda: kv.push(7, torch.zeros(3, dtype=torch.float64)))
-    res["dup_init"] = _error(lambda: kv.init(7, torch.zeros(3)))
+    res["dup_init"] = _error(lambda: kv.init(7, torch.zeros(4)))
     # workers disagreeing on an init: every worker raises, the offending one says so
     res["init_mismatch"] = _error(lambda: kv.init(50, torch.zeros(2 + r)))
     res["init_dtype_mismatch"] = _error(lambda: kv.init(51, torch.zeros(2, dtype=torch.float16 if r else

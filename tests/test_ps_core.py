@@ -322,7 +322,9 @@ def test_usage_errors_are_clear(semantics):
         assert "key 12345 has not been initialized: call kv.init(12345, value)" in res["unknown_key"]
         assert "key 7: pushed shape (4,) float32, but it was initialized as (3,) float32" in res["bad_shape"]
         assert "pushed shape (3,) float64" in res["bad_dtype"]
-        assert "duplicate init of key 7" in res["dup_init"]
+        assert "key 7 is already initialized as dense (3,) float32; it cannot be initialized again as " \
+            "dense (4,) float32" in res["dup_init"]
+        _exact(res["rebroadcast"], torch.full((3,), 7.0))  # the first broadcast's value stays
         _exact(res["after_mismatch"], torch.full((2,), 2.0))
 
 

@@ -361,7 +361,7 @@ def train(cfg: TrainConfig, log: Any = None) -> dict[str, Any]:
             else:
                 for l in losses:
                     l.backward()
-            trainer.step(data.shape[0])  # this worker's batch: the Trainer scales by the workers too
+            trainer.step(data.shape[0] * n_workers)  # the global batch: stores sum over workers (MXNet)
             loss_sum += sum(float(l.detach().sum()) for l in losses)
             acc.update(labels, [o.detach() for o in outs])
             n_seen += data.shape[0]

@@ -266,7 +266,7 @@ class Trainer:
             self._distributed = kvs.capable(kv, cap.DISTRIBUTED)
         n_updaters = 0 if self._update_on_kvstore else len(self._contexts)
         self._updaters = [opt.get_updater(self._optimizer) for _ in range(n_updaters)]
-        if kv is not None and not upd and kvs.capable(kv, cap.OVERLAP):
+        if kv is not None and not upd and kvs.capable(kv, cap.OVERLAP) and self._grad_sync is not kv:
             # The store reduces gradients while backward runs (its hooks), finished at step.
             self._grad_sync = kv
             self._grad_sync.attach_gradient_hooks(self._dense_grad_params())
@@ -291,13 +291,15 @@ class Trainer:
             idx = self._param2idx[id(p)]
             datas = p.list_data()
             if p.stype != "default":
-                kv.init(idx, datas[0])
+                with torch.no_grad():
+                    kv.init(idx, datas[0])
             else:
                 dense_keys.append(idx)
                 dense_vals.append(datas[0])
                 dense_outs.append(datas)
         if dense_keys:  # one call for every key: a distributed store batches them
-            kv.broadcast(dense_keys, dense_vals, out=dense_outs)
+            with torch.no_grad():  # stores write into parameters (MXNet stores write `out[:] = v`)
+                kv.broadcast(dense_keys, dense_vals, out=dense_outs)
         self._params_to_init = waiting
 
     def _reset_kvstore(self) -> None:
@@ -457,7 +459,8 @@ class Trainer:
             keys = [i for i, _ in whole]
             datas = [list(p._data) for _, p in whole]  # type: ignore[arg-type]
             if keys:  # push every gradient, pull every weight: one pipelined call
-                kv.pushpull(keys, [[d.grad for d in data] for data in datas], out=datas)  # type: ignore[misc]
+                with torch.no_grad():
+                    kv.pushpull(keys, [[d.grad for d in data] for data in datas], out=datas)  # type: ignore[misc]
         else:
             indices = [i for i, _ in live]
             opt_ = self._optimizer

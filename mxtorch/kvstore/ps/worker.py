@@ -390,23 +390,41 @@ class DistKVStore(KVStoreBase):
         """Initialize keys with rank 0's values (collective; see the module docstring).
 
         A row_sparse value makes a row_sparse key (split over the servers by rows); the stored
-        value is its dense form, as in the local store.
+        value is its dense form, as in the local store.  Initializing a key again with the same
+        shape, dtype and storage type is accepted, as in MXNet's dist stores, and keeps the
+        value the servers hold (a second Trainer on the store starts from the trained weights).
         """
         client = self._live()
         keys, values, _ = _key_list(key, value)
         firsts: list[torch.Tensor] = []
         seen: set[Key] = set()
+        fresh_keys: list[Key] = []
         for k, v in zip(keys, values):
             self._check_key(k)
-            if k in self._plans or k in seen:
-                raise KVStoreError(f"duplicate init of key {k!r}")
+            if k in seen:
+                raise KVStoreError(f"key {k!r} appears twice in one kv.init call: give each key once")
             seen.add(k)
             t = _tensors(v, k, "init value")[0]
+            if k in self._plans:
+                # MXNet's dist stores accept a repeated init (a second Trainer on the same store): the
+                # key keeps the value the servers hold, provided it describes the same array.
+                plan = self._plans[k]
+                kind = "row_sparse" if _is_sparse(t) else "dense"
+                if (tuple(t.shape), t.dtype, kind) != (tuple(plan.shape), plan.dtype, plan.kind):
+                    raise KVStoreError(f"key {k!r} is already initialized as {plan.kind} "
+                                       f"{tuple(plan.shape)} {P.dtype_name(plan.dtype)}; it cannot be "
+                                       f"initialized again as {kind} {tuple(t.shape)} "
+                                       f"{P.dtype_name(t.dtype)}")
+                continue
+            fresh_keys.append(k)
             P.dtype_code(t.dtype)
             if _is_sparse(t) and (t.layout != torch.sparse_coo or t.sparse_dim() != 1):
                 raise KVStoreError(f"key {k!r}: a sparse init value must be row_sparse (a COO tensor with "
                                    "one sparse dimension); convert it with mx.nd.sparse.tostype")
             firsts.append(t)
+        keys = fresh_keys
+        if not keys:
+            return
         # the scheduler compares these between workers: the storage type decides the placement too
         check = [[P.key_to_json(k), list(t.shape), ("row_sparse " if _is_sparse(t) else "") +
                   P.dtype_name(t.dtype)] for k, t in zip(keys, firsts)]
