@@ -176,9 +176,144 @@ def indptr(self: torch.Tensor) -> torch.Tensor:
     return sparse.indptr(self)
 
 
+def copy(self: torch.Tensor) -> torch.Tensor:
+    """A new tensor with the same values on the same context (MXNet's ``x.copy()``; not recorded)."""
+    return copyto(self, context_of(self))
+
+
+def as_nd_ndarray(self: torch.Tensor) -> torch.Tensor:
+    """The tensor itself: mxtorch has one array type for MXNet's ``mx.nd`` and ``mx.np`` front ends."""
+    return self
+
+
+def slice_assign_scalar(
+    self: torch.Tensor, value: float, begin: Any, end: Any, step: Any = ()
+) -> torch.Tensor:
+    """Write ``value`` into ``self[begin:end:step]`` in place; returns the tensor (MXNet's method)."""
+    with torch.no_grad():
+        self[_slices(self, begin, end, step)] = value
+    return self
+
+
+def slice_assign(self: torch.Tensor, rhs: Any, begin: Any, end: Any, step: Any = ()) -> torch.Tensor:
+    """Write ``rhs`` into ``self[begin:end:step]`` in place; returns the tensor (MXNet's method)."""
+    with torch.no_grad():
+        self[_slices(self, begin, end, step)] = rhs if isinstance(rhs, torch.Tensor) else torch.as_tensor(rhs)
+    return self
+
+
+def _slices(t: torch.Tensor, begin: Any, end: Any, step: Any) -> tuple[slice, ...]:
+    begin, end, step = tuple(begin), tuple(end), tuple(step or ())
+    if len(begin) != len(end) or len(begin) > t.dim() or len(step) not in (0, len(begin)):
+        raise ValueError(
+            f"slice_assign: begin {begin}, end {end} and step {step} must have one entry per sliced axis "
+            f"(at most {t.dim()}), step may be empty"
+        )
+    steps = step or (None,) * len(begin)
+    return tuple(slice(b, e, s) for b, e, s in zip(begin, end, steps))
+
+
+def to_dlpack_for_read(self: torch.Tensor) -> Any:
+    """A DLPack capsule of the tensor (MXNet's ``to_dlpack_for_read``)."""
+    from torch.utils.dlpack import to_dlpack
+
+    wait_to_read(self)
+    return to_dlpack(self)
+
+
+def to_dlpack_for_write(self: torch.Tensor) -> Any:
+    """A DLPack capsule of the tensor that the consumer may write (MXNet's ``to_dlpack_for_write``)."""
+    from torch.utils.dlpack import to_dlpack
+
+    wait_to_write(self)
+    return to_dlpack(self)
+
+
+def asscipy(self: torch.Tensor) -> Any:
+    """A csr matrix as a ``scipy.sparse.csr_matrix`` (MXNet's ``CSRNDArray.asscipy``)."""
+    from .nd import sparse
+
+    if sparse.stype(self) != "csr":
+        raise ValueError(f"asscipy needs a csr matrix, got storage type {sparse.stype(self)!r}; "
+                         "convert it with x.tostype('csr')")
+    import scipy.sparse
+
+    t = self.detach().cpu()
+    vals = t.values()
+    if vals.dtype == torch.bfloat16:
+        vals = vals.float()
+    return scipy.sparse.csr_matrix(
+        (vals.numpy(), t.col_indices().numpy(), t.crow_indices().numpy()), shape=tuple(t.shape)
+    )
+
+
+def check_format(self: torch.Tensor, full_check: bool = True) -> None:
+    """Raise ``ValueError`` unless the sparse array is well formed (sorted, in-range indices).
+
+    A dense tensor is always well formed.  ``full_check=False`` checks only the shapes of the parts.
+    """
+    from .nd import sparse
+
+    kind = sparse.stype(self)
+    if kind == "default":
+        return
+    idx = sparse.indices(self)
+    if kind == "row_sparse":
+        rows = sparse.data(self)
+        if rows.shape[0] != idx.shape[0] or tuple(rows.shape[1:]) != tuple(self.shape[1:]):
+            raise ValueError(f"row_sparse array: {idx.shape[0]} row ids for data of shape "
+                             f"{tuple(rows.shape)}")
+        if full_check and idx.numel():
+            if bool((idx[1:] <= idx[:-1]).any()) or int(idx.min()) < 0 or int(idx.max()) >= self.shape[0]:
+                raise ValueError(f"row_sparse array: row ids {idx.tolist()} are not sorted, unique and "
+                                 f"within [0, {self.shape[0]})")
+        return
+    ptr = self.crow_indices()
+    if ptr.numel() != self.shape[0] + 1 or int(ptr[-1]) != idx.numel():
+        raise ValueError(f"csr matrix: indptr has {ptr.numel()} entries ending at {int(ptr[-1])} for "
+                         f"{self.shape[0]} rows and {idx.numel()} values")
+    if full_check:
+        if bool((ptr[1:] < ptr[:-1]).any()):
+            raise ValueError("csr matrix: indptr is not non-decreasing")
+        if idx.numel() and (int(idx.min()) < 0 or int(idx.max()) >= self.shape[1]):
+            raise ValueError(f"csr matrix: a column index is outside [0, {self.shape[1]})")
+        for r in range(self.shape[0]):
+            cols = idx[int(ptr[r]):int(ptr[r + 1])]
+            if bool((cols[1:] <= cols[:-1]).any()):
+                raise ValueError(f"csr matrix: the column indices of row {r} are not sorted and unique")
+
+
+def retain(self: torch.Tensor, indices: Any) -> torch.Tensor:
+    """The row_sparse array keeping only the listed rows (MXNet's ``RowSparseNDArray.retain``)."""
+    from .nd import sparse
+
+    return sparse.retain(self, indices)
+
+
+# MXNet NDArray methods that are mx.nd operators applied to the array itself
+# (x.one_hot(3) is mx.nd.one_hot(x, 3)); only names torch.Tensor does not define are added.
+_ND_OPERATOR_METHODS = (
+    "reshape_like", "zeros_like", "ones_like", "broadcast_axes", "broadcast_like", "pad", "split_v2",
+    "slice", "slice_axis", "slice_like", "one_hot", "pick", "argmax_channel", "shape_array",
+    "size_array", "expand_dims", "depth_to_space", "space_to_depth", "nanprod", "rint", "degrees",
+    "radians", "cbrt", "rcbrt", "softmin",
+)
+
+
+def _nd_method(name: str) -> Any:
+    def method(self: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
+        from . import nd
+
+        return getattr(nd, name)(self, *args, **kwargs)
+
+    method.__name__ = method.__qualname__ = name
+    method.__doc__ = f"MXNet's ``x.{name}(...)``: ``mxtorch.nd.{name}(x, ...)``."
+    return method
+
+
 def _table() -> dict[str, Any]:
     ctx_prop = property(_context, doc="The MXNet context this tensor belongs to (see mxtorch.context).")
-    return {
+    table: dict[str, Any] = {
         "asnumpy": asnumpy,
         "asscalar": asscalar,
         "as_in_context": as_in_context,
@@ -188,11 +323,24 @@ def _table() -> dict[str, Any]:
         "wait_to_write": wait_to_write,
         "astype": astype,
         "copyto": copyto,
+        "copy": copy,
         "attach_grad": attach_grad,
         "tostype": tostype,
         "stype": property(stype, doc="MXNet's storage type: 'default', 'row_sparse' or 'csr'."),
         "indptr": property(indptr, doc="Row pointers of a csr matrix (MXNet's CSRNDArray.indptr)."),
+        "as_nd_ndarray": as_nd_ndarray,
+        "as_np_ndarray": as_nd_ndarray,
+        "slice_assign_scalar": slice_assign_scalar,
+        "slice_assign": slice_assign,
+        "to_dlpack_for_read": to_dlpack_for_read,
+        "to_dlpack_for_write": to_dlpack_for_write,
+        "asscipy": asscipy,
+        "check_format": check_format,
+        "retain": retain,
     }
+    for name in _ND_OPERATOR_METHODS:
+        table[name] = _nd_method(name)
+    return table
 
 
 _lock = threading.Lock()

@@ -4,10 +4,14 @@ There is no NDArray class: ``nd.NDArray`` is ``torch.Tensor`` (for ``isinstance`
 The module also serves as the ``F`` of MXNet 1.x ``hybrid_forward(F, x, ...)`` code, so it
 carries the symbol-style operators (``F.FullyConnected``, ``F.Convolution``, ``F.BatchNorm`` ...).
 
+Every operator takes MXNet's ``out=`` (the result is written into that array, which is
+returned) and ``name=`` (ignored: it names symbol nodes), as MXNet's generated operators do.
+
 Differences from torch worth knowing: creation functions default to float32 (also for numpy
 float64 input) and take ``ctx``; full reductions return shape (1,); index results
 (``argmax``, ``topk``...) are float32; comparisons return 1/0 in the input dtype.
-Sparse arrays are not here (``mxtorch.nd.sparse`` is separate).
+Sparse arrays are not here (``mxtorch.nd.sparse`` is separate); ``mxtorch.nd.ndarray`` holds
+the names MXNet code imports from ``mxnet.ndarray.ndarray``.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from __future__ import annotations
 import torch
 
 from . import _creation, _io, _nn, _ops, random, sparse
+from ._common import mx_operator as _mx_operator
 from ._creation import *  # noqa: F403
 from ._io import *  # noqa: F403
 from ._nn import *  # noqa: F403
@@ -26,3 +31,9 @@ NDArray = torch.Tensor
 __all__ = ["NDArray", "random", "sparse"] + [
     n for n in (*_creation.__all__, *_io.__all__, *_nn.__all__, *_ops.__all__) if n != "infer_reshape"
 ]
+
+_OPERATORS = (*_ops.__all__, *_nn.__all__, "cast", "Cast", "zeros_like", "ones_like", "full_like")
+for _name in _OPERATORS:
+    if _name != "infer_reshape":
+        globals()[_name] = _mx_operator(globals()[_name])
+del _name

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import builtins
+import functools
+import inspect
 import numbers
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -104,3 +106,64 @@ def to_index(t: Any, like: torch.Tensor | None = None) -> torch.Tensor:
     if t.dtype != torch.int64:
         t = t.to(torch.int64)
     return t
+
+
+def write_out(result: Any, out: Any, op: str) -> Any:
+    """Write an operator's ``result`` into MXNet's ``out=`` array(s) and return them.
+
+    ``out`` must match the result's shape and dtype (MXNet refuses a mismatch too); an operator
+    with several outputs takes a list of as many arrays.  The write is recorded by autograd
+    unless ``out`` is a leaf that requires grad (a parameter), which is written as data.
+    """
+    if isinstance(result, (list, tuple)):
+        if not isinstance(out, (list, tuple)) or len(out) != len(result):
+            got = f"a list of {len(out)}" if isinstance(out, (list, tuple)) else type(out).__name__
+            raise ValueError(f"{op}: out= must be a list of {len(result)} arrays (one per output), got {got}")
+        return [_write_one(r, o, op) for r, o in zip(result, out)]
+    return _write_one(result, out, op)
+
+
+def _write_one(result: Any, out: Any, op: str) -> torch.Tensor:
+    if not isinstance(out, torch.Tensor):
+        raise TypeError(f"{op}: out= must be a tensor, got {type(out).__name__}")
+    if result is out:
+        return out
+    if not isinstance(result, torch.Tensor):
+        result = torch.as_tensor(result, dtype=out.dtype, device=out.device)
+    if tuple(out.shape) != tuple(result.shape):
+        raise ValueError(f"{op}: out= has shape {tuple(out.shape)} but the result has shape "
+                         f"{tuple(result.shape)}; pass an array of the result's shape")
+    if out.dtype != result.dtype:
+        raise TypeError(f"{op}: out= has dtype {out.dtype} but the result has dtype {result.dtype}; "
+                        "pass an array of the result's dtype")
+    if result.requires_grad and torch.is_grad_enabled() and not (out.is_leaf and out.requires_grad):
+        out.copy_(result)
+    else:
+        with torch.no_grad():
+            out.copy_(result)
+    return out
+
+
+def mx_operator(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn`` taking MXNet's operator keywords too: ``out=`` (write the result there) and ``name=``.
+
+    Every MXNet ``mx.nd`` operator accepts both; ``name`` only names a symbol node, so it is
+    ignored here.  Functions that already take ``out`` are returned unchanged.
+    """
+    sig = inspect.signature(fn)
+    if "out" in sig.parameters:
+        return fn
+    op = fn.__name__
+
+    @functools.wraps(fn)
+    def operator(*args: Any, out: Any = None, name: str | None = None, **kwargs: Any) -> Any:
+        result = fn(*args, **kwargs)
+        return result if out is None else write_out(result, out, op)
+
+    params = list(sig.parameters.values())
+    var_kw = [p for p in params if p.kind == inspect.Parameter.VAR_KEYWORD]
+    params = [p for p in params if p.kind != inspect.Parameter.VAR_KEYWORD and p.name != "name"]
+    params += [inspect.Parameter("out", inspect.Parameter.KEYWORD_ONLY, default=None),
+               inspect.Parameter("name", inspect.Parameter.KEYWORD_ONLY, default=None), *var_kw]
+    operator.__signature__ = sig.replace(parameters=params)  # type: ignore[attr-defined]
+    return operator

@@ -93,11 +93,11 @@ def _length_mask(data: Tensor, axis: int, length: Tensor) -> Tensor:
 
 def softmax(
     data: Tensor,
+    length: Tensor | None = None,
     axis: int = -1,
     temperature: float | None = None,
-    length: Tensor | None = None,
-    use_length: bool = False,
     dtype: Any = None,
+    use_length: bool = False,
 ) -> Tensor:
     """exp(x/T) normalised along ``axis``; with ``use_length`` only the first length[i] entries
     take part and the rest are 0."""
@@ -119,9 +119,9 @@ def log_softmax(
     data: Tensor,
     axis: int = -1,
     temperature: float | None = None,
-    length: Tensor | None = None,
-    use_length: bool = False,
     dtype: Any = None,
+    use_length: bool = False,
+    length: Tensor | None = None,
 ) -> Tensor:
     """log(softmax(data)); with ``use_length`` the masked entries are -inf."""
     x = data if dtype is None else data.to(dtype_of(dtype))
@@ -137,9 +137,16 @@ def log_softmax(
     return out.masked_fill(~mask, float("-inf"))
 
 
-def softmin(data: Tensor, axis: int = -1, temperature: float | None = None, dtype: Any = None) -> Tensor:
+def softmin(
+    data: Tensor,
+    axis: int = -1,
+    temperature: float | None = None,
+    dtype: Any = None,
+    use_length: bool = False,
+    length: Tensor | None = None,
+) -> Tensor:
     """softmax(-data)."""
-    return softmax(-data, axis=axis, temperature=temperature, dtype=dtype)
+    return softmax(-data, length, axis=axis, temperature=temperature, dtype=dtype, use_length=use_length)
 
 
 def SoftmaxActivation(data: Tensor, mode: str = "instance") -> Tensor:

@@ -174,6 +174,8 @@ __all__ = [
     "scatter_nd",
     "one_hot",
     "diag",
+    "depth_to_space",
+    "space_to_depth",
     "shape_array",
     "size_array",
     "dot",
@@ -562,7 +564,13 @@ subtract = broadcast_sub
 multiply = broadcast_mul
 divide = broadcast_div
 modulo = broadcast_mod
-power = broadcast_power
+
+
+def power(base: Any, exp: Any) -> Any:
+    """base ** exp with broadcasting (MXNet's ``nd.power(base, exp)``)."""
+    return broadcast_power(base, exp)
+
+
 maximum = broadcast_maximum
 minimum = broadcast_minimum
 hypot = broadcast_hypot
@@ -938,11 +946,33 @@ def reshape(data: Tensor, shape: Any = None, reverse: bool = False, **kwargs: An
 Reshape = reshape
 
 
-def reshape_like(lhs: Tensor, rhs: Tensor) -> Tensor:
-    """lhs with rhs's shape."""
-    if lhs.numel() != rhs.numel():
-        raise ValueError(f"reshape_like: cannot give {tuple(lhs.shape)} the shape {tuple(rhs.shape)}")
-    return lhs.reshape(rhs.shape)
+def _range_of(begin: int | None, end: int | None, ndim: int, what: str) -> tuple[int, int]:
+    b = 0 if begin is None else int(begin)
+    e = ndim if end is None else int(end)
+    b, e = (b + ndim if b < 0 else b), (e + ndim if e < 0 else e)
+    if not 0 <= b <= e <= ndim:
+        raise ValueError(f"reshape_like: {what}_begin={begin}, {what}_end={end} do not give a range of "
+                         f"the {ndim} axes of {what}")
+    return b, e
+
+
+def reshape_like(
+    lhs: Tensor,
+    rhs: Tensor,
+    lhs_begin: int | None = None,
+    lhs_end: int | None = None,
+    rhs_begin: int | None = None,
+    rhs_end: int | None = None,
+) -> Tensor:
+    """lhs with rhs's shape; with the begin/end arguments, lhs's axes [lhs_begin, lhs_end) are
+    replaced by rhs's axes [rhs_begin, rhs_end) (None: the start or the end; negatives count back)."""
+    lb, le = _range_of(lhs_begin, lhs_end, lhs.dim(), "lhs")
+    rb, re = _range_of(rhs_begin, rhs_end, rhs.dim(), "rhs")
+    shape = (*lhs.shape[:lb], *rhs.shape[rb:re], *lhs.shape[le:])
+    if math.prod(shape) != lhs.numel():
+        raise ValueError(f"reshape_like: cannot give lhs of shape {tuple(lhs.shape)} the shape {shape} "
+                         f"(from rhs of shape {tuple(rhs.shape)}): the sizes differ")
+    return lhs.reshape(shape)
 
 
 def transpose(data: Tensor, axes: Any = None) -> Tensor:
@@ -1307,11 +1337,46 @@ def one_hot(
     return torch.where(hit, on, off)
 
 
-def diag(data: Tensor, k: int = 0) -> Tensor:
-    """The k-th diagonal of a matrix, or a matrix with a vector on its k-th diagonal."""
-    if data.dim() not in (1, 2):
-        return torch.diagonal(data, offset=k, dim1=0, dim2=1)
-    return torch.diag(data, k)
+def diag(data: Tensor, k: int = 0, axis1: int = 0, axis2: int = 1) -> Tensor:
+    """The k-th diagonal of a matrix, or a matrix with a vector on its k-th diagonal; for more
+    dimensions the diagonal of the (axis1, axis2) planes, as a new last axis (numpy's diagonal)."""
+    if data.dim() == 1:
+        return torch.diag(data, k)
+    if data.dim() == 0:
+        raise ValueError("diag needs an array with at least 1 dimension, got a 0-d array")
+    a1, a2 = norm_axis(axis1, data.dim(), "axis1"), norm_axis(axis2, data.dim(), "axis2")
+    if a1 == a2:
+        raise ValueError(f"diag: axis1 and axis2 must differ, both are {a1}")
+    return torch.diagonal(data, offset=k, dim1=a1, dim2=a2)
+
+
+def _block(data: Tensor, block_size: int, op: str) -> int:
+    if data.dim() != 4:
+        raise ValueError(f"{op} needs a 4-D (N, C, H, W) array, got shape {tuple(data.shape)}")
+    if not isinstance(block_size, int) or block_size < 1:
+        raise ValueError(f"{op}: block_size must be a positive int, got {block_size!r}")
+    return block_size
+
+
+def depth_to_space(data: Tensor, block_size: int) -> Tensor:
+    """(N, C, H, W) -> (N, C/b^2, H*b, W*b): channel blocks become b x b spatial tiles (DCR order:
+    channel ``(i*b + j)*C/b^2 + c`` lands at row offset i, column offset j of channel c)."""
+    b = _block(data, block_size, "depth_to_space")
+    n, c, h, w = data.shape
+    if c % (b * b):
+        raise ValueError(f"depth_to_space: {c} channels are not divisible by block_size^2 = {b * b}")
+    x = data.reshape(n, b, b, c // (b * b), h, w).permute(0, 3, 4, 1, 5, 2)
+    return x.reshape(n, c // (b * b), h * b, w * b)
+
+
+def space_to_depth(data: Tensor, block_size: int) -> Tensor:
+    """(N, C, H, W) -> (N, C*b^2, H/b, W/b), the inverse of :func:`depth_to_space`."""
+    b = _block(data, block_size, "space_to_depth")
+    n, c, h, w = data.shape
+    if h % b or w % b:
+        raise ValueError(f"space_to_depth: height {h} and width {w} must be divisible by block_size {b}")
+    x = data.reshape(n, c, h // b, b, w // b, b).permute(0, 3, 5, 1, 2, 4)
+    return x.reshape(n, c * b * b, h // b, w // b)
 
 
 def shape_array(data: Tensor) -> Tensor:
