@@ -173,3 +173,23 @@ def test_one_parameter_in_two_trainers_keeps_the_latest_for_dense_weights():
     gluon.Trainer([x], "sgd")
     second = gluon.Trainer([x], "sgd")
     assert x._trainer is second
+
+
+class _ServerLikeStore(_MinimalStore):
+    """Declares what a parameter server declares: several processes, and the optimizer."""
+
+    def is_capable(self, capability):
+        return capability in (KVStoreBase.DISTRIBUTED, KVStoreBase.OPTIMIZER)
+
+    def set_optimizer(self, optimizer):
+        self.calls.append("set_optimizer")
+
+
+def test_row_sparse_gradients_on_a_parameter_server_update_there():
+    x = gluon.Parameter("x", shape=(4, 2), grad_stype="row_sparse")
+    x.initialize(ctx=[mx.cpu(0)], init="zeros")
+    store = _ServerLikeStore()
+    with pytest.raises(ValueError, match="row-sparse gradients on the parameter-server store"):
+        gluon.Trainer([x], "sgd", kvstore=store, update_on_kvstore=False)  # a distributed store joins now
+    t = gluon.Trainer([x], "sgd", kvstore=store)
+    assert t._update_on_kvstore is True and "set_optimizer" in store.calls

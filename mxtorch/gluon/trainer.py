@@ -223,12 +223,15 @@ class Trainer:
             upd = True
         elif self._contains_sparse_grad:
             kv = self._dense_store(spec)
-            distributed = kv is not None and kvs.capable(kv, cap.DISTRIBUTED)
-            upd = distributed
+            # Across processes a parameter server takes row-sparse gradients and sends back dense
+            # weights (MXNet has no pull of summed row-sparse gradients from its servers).
+            server = kv is not None and kvs.capable(kv, cap.DISTRIBUTED) and kvs.capable(kv, cap.OPTIMIZER)
+            upd = server
             if arg is not None:
-                if arg is False and distributed:
+                if arg is False and server:
                     raise TrainerConfigError("update_on_kvstore=False is not possible with row-sparse "
-                                             f"gradients on the distributed store {kv.type!r}")  # type: ignore
+                                             f"gradients on the parameter-server store {kv.type!r}: "  # type: ignore
+                                             "the servers update; pass True or None")
                 upd = arg
         else:
             kv = self._dense_store(spec)
