@@ -176,7 +176,10 @@ class Trainer:
         store = kvs.create(spec) if isinstance(spec, str) else spec
         if store is not None and kvs.capable(store, kvs.KVStoreBase.DISTRIBUTED):
             self._kvstore_params["kvstore"] = store
-            self._init_kvstore()
+            try:
+                self._init_kvstore()
+            except TrainerConfigError:
+                return  # raised again, as in MXNet, where the store is set up: the first step
             self._init_params()
 
     def _check_contexts(self) -> list[Context]:
