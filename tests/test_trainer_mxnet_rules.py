@@ -194,3 +194,12 @@ def test_row_sparse_gradients_on_a_parameter_server_update_there():
         t._init_kvstore()  # where MXNet raises it: when the store is set up (at the latest, the first step)
     t = gluon.Trainer([x], "sgd", kvstore=store)
     assert t._update_on_kvstore is True and "set_optimizer" in store.calls
+
+
+def test_a_stale_gradient_is_an_error_mxnet_code_catches_as_user_warning():
+    x, unused = _param(), gluon.Parameter("unused", shape=(2,))
+    unused.initialize(ctx=CTX2, init="zeros")
+    t = gluon.Trainer([x, unused], "sgd", kvstore="local", update_on_kvstore=False)
+    _backward_scaled(x, [1.0, 1.0])
+    with pytest.raises(UserWarning, match="ignore_stale_grad=True"):
+        t.step(1)

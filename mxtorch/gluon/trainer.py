@@ -17,7 +17,7 @@ from ..context import Context
 from . import _trainer_states as states_io
 from .parameter import Parameter, as_parameters
 
-__all__ = ["Trainer", "UpdateHook", "TrainerConfigError", "TrainerUsageError"]
+__all__ = ["Trainer", "UpdateHook", "TrainerConfigError", "TrainerUsageError", "StaleGradientError"]
 
 
 class UpdateHook(Protocol):
@@ -56,6 +56,11 @@ class TrainerConfigError(MXNetError, ValueError):
 class TrainerUsageError(MXNetError, AssertionError):
     """A Trainer method called in a mode that does not allow it (``update()`` while the store
     updates; MXNet asserted, so this is also an ``AssertionError``)."""
+
+
+class StaleGradientError(MXNetError, UserWarning):
+    """``step`` found a parameter whose gradient backward did not compute (MXNet raised a
+    ``UserWarning`` as an exception; this is one too)."""
 
 
 _BIG_LOCAL_PARAM = 1024 * 1024 * 16
@@ -391,7 +396,7 @@ class Trainer:
             if data[0].grad is None:  # type: ignore[index]
                 if ignore_stale_grad:
                     continue
-                raise MXNetError(
+                raise StaleGradientError(
                     f"gradient of parameter {self._param_names[i]!r} was not computed by backward since "
                     "the last step: it did not take part in the loss. Call step(..., "
                     "ignore_stale_grad=True) to skip such parameters, or set its grad_req to 'null'"
