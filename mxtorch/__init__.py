@@ -42,6 +42,8 @@ if _tensor_methods_wanted():
 _SUBMODULES = {
     "nd": "mxtorch.nd",
     "ndarray": "mxtorch.nd",
+    "np": "mxtorch.numpy",
+    "numpy": "mxtorch.numpy",
     "gluon": "mxtorch.gluon",
     "init": "mxtorch.initializer",
     "initializer": "mxtorch.initializer",

@@ -18,17 +18,29 @@ from __future__ import annotations
 
 import torch
 
-from . import _creation, _io, _nn, _ops, random, sparse
+from . import _creation, _io, _nn, _ops, ndarray, random, sparse
 from ._common import mx_operator as _mx_operator
 from ._creation import *  # noqa: F403
 from ._io import *  # noqa: F403
 from ._nn import *  # noqa: F403
 from ._ops import *  # noqa: F403
+from .ndarray import (
+    from_dlpack,
+    histogram,
+    moveaxis,
+    onehot_encode,
+    to_dlpack_for_read,
+    to_dlpack_for_write,
+    true_divide,
+)
 
 NDArray = torch.Tensor
 """MXNet's array type: here simply ``torch.Tensor``."""
 
-__all__ = ["NDArray", "random", "sparse"] + [
+__all__ = [
+    "NDArray", "ndarray", "random", "sparse", "from_dlpack", "histogram", "moveaxis", "onehot_encode",
+    "true_divide", "to_dlpack_for_read", "to_dlpack_for_write",
+] + [
     n for n in (*_creation.__all__, *_io.__all__, *_nn.__all__, *_ops.__all__) if n != "infer_reshape"
 ]
 

@@ -108,6 +108,9 @@ __all__ = [
     "greater_equal",
     "lesser",
     "lesser_equal",
+    "logical_and",
+    "logical_or",
+    "logical_xor",
     "broadcast_plus",
     "broadcast_minus",
     "elemwise_add",
@@ -580,6 +583,9 @@ greater = broadcast_greater
 greater_equal = broadcast_greater_equal
 lesser = broadcast_lesser
 lesser_equal = broadcast_lesser_equal
+logical_and = broadcast_logical_and
+logical_or = broadcast_logical_or
+logical_xor = broadcast_logical_xor
 broadcast_plus = broadcast_add
 broadcast_minus = broadcast_sub
 

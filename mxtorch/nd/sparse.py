@@ -42,6 +42,9 @@ from ..context import Context
 from ._common import as_shape, device_of, dtype_of, tag
 
 __all__ = [
+    "BaseSparseNDArray",
+    "RowSparseNDArray",
+    "CSRNDArray",
     "STYPES",
     "stype",
     "row_sparse_array",
@@ -100,6 +103,48 @@ def stype(x: torch.Tensor) -> str:
         return "csr"
     raise ValueError(f"layout {layout} is not one of MXNet's storage types {STYPES}; convert it with "
                      "x.to_dense() or x.to_sparse_csr()")
+
+
+class _StorageTypeMeta(type):
+    """``isinstance(t, CSRNDArray)`` asks for a tensor's storage type: the classes have no instances."""
+
+    _stypes: tuple[str, ...] = ()
+
+    def __instancecheck__(cls, obj: Any) -> bool:
+        if not isinstance(obj, torch.Tensor):
+            return False
+        layout = obj.layout
+        if layout == torch.sparse_csr:
+            kind = "csr"
+        elif layout == torch.sparse_coo and obj.sparse_dim() == 1:
+            kind = "row_sparse"
+        else:
+            return False
+        return kind in cls._stypes
+
+    def __call__(cls, *args: Any, **kwargs: Any) -> Any:
+        raise TypeError(
+            f"{cls.__name__} has no instances in mxtorch: sparse arrays are torch tensors with a sparse "
+            "layout; make one with mx.nd.sparse.csr_matrix(...), row_sparse_array(...) or x.tostype(...)"
+        )
+
+
+class BaseSparseNDArray(metaclass=_StorageTypeMeta):
+    """MXNet's sparse array base class, for ``isinstance``: true for row_sparse and csr tensors."""
+
+    _stypes: tuple[str, ...] = ("row_sparse", "csr")
+
+
+class RowSparseNDArray(BaseSparseNDArray):
+    """MXNet's row_sparse array class, for ``isinstance``: a COO tensor with one sparse dimension."""
+
+    _stypes = ("row_sparse",)
+
+
+class CSRNDArray(BaseSparseNDArray):
+    """MXNet's csr array class, for ``isinstance``: a ``torch.sparse_csr`` tensor."""
+
+    _stypes = ("csr",)
 
 
 def _is_sparse(x: torch.Tensor) -> bool:
@@ -484,7 +529,9 @@ def tostype(x: torch.Tensor, stype: str) -> torch.Tensor:
         return x.detach().to_sparse_csr()
 
 
-cast_storage = tostype
+def cast_storage(data: torch.Tensor, stype: str) -> torch.Tensor:
+    """MXNet's ``nd.cast_storage(data, stype)``: :func:`tostype` under the operator's name."""
+    return tostype(data, stype)
 
 
 # ---- accessors -----------------------------------------------------------------------------
@@ -520,15 +567,15 @@ def indptr(x: torch.Tensor) -> torch.Tensor:
 # ---- operators -----------------------------------------------------------------------------
 
 
-def retain(x: torch.Tensor, row_ids: Any) -> torch.Tensor:
-    """The row_sparse array keeping only the rows of ``x`` listed in ``row_ids`` (any order)."""
-    if stype(x) != "row_sparse":
-        raise ValueError(f"retain needs a row_sparse array, got storage type {stype(x)!r}")
-    ids, rows = row_sparse_parts(x)
-    keep = _ids(row_ids, "retain: row_ids", ids.device)
-    _check_range(keep, x.shape[0], "retain: row id", x.shape)
+def retain(data: torch.Tensor, indices: Any) -> torch.Tensor:
+    """The row_sparse array keeping only the rows of ``data`` listed in ``indices`` (any order)."""
+    if stype(data) != "row_sparse":
+        raise ValueError(f"retain needs a row_sparse array, got storage type {stype(data)!r}")
+    ids, rows = row_sparse_parts(data)
+    keep = _ids(indices, "retain: indices", ids.device)
+    _check_range(keep, data.shape[0], "retain: row id", data.shape)
     mask = torch.isin(ids, keep)
-    return _rsp(ids[mask], rows[mask], x.shape, True)
+    return _rsp(ids[mask], rows[mask], data.shape, True)
 
 
 def _t(x: torch.Tensor) -> torch.Tensor:
