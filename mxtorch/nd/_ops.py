@@ -179,6 +179,11 @@ __all__ = [
     "diag",
     "depth_to_space",
     "space_to_depth",
+    "reset_arrays",
+    "all_finite",
+    "multi_all_finite",
+    "multi_sum_sq",
+    "cumsum",
     "shape_array",
     "size_array",
     "dot",
@@ -1383,6 +1388,48 @@ def space_to_depth(data: Tensor, block_size: int) -> Tensor:
         raise ValueError(f"space_to_depth: height {h} and width {w} must be divisible by block_size {b}")
     x = data.reshape(n, c, h // b, b, w // b, b).permute(0, 3, 5, 1, 2, 4)
     return x.reshape(n, c * b * b, h // b, w // b)
+
+
+def _num_arrays(data: tuple[Tensor, ...], num_arrays: int | None, op: str) -> None:
+    if num_arrays is not None and num_arrays != len(data):
+        raise ValueError(f"{op}: num_arrays={num_arrays} but {len(data)} arrays were given")
+
+
+def reset_arrays(*data: Tensor, num_arrays: int | None = None) -> list[Tensor]:
+    """Set every array to zero in place (MXNet's ``nd.reset_arrays``); returns an empty list, as MXNet."""
+    _num_arrays(data, num_arrays, "reset_arrays")
+    with torch.no_grad():
+        for t in data:
+            t.zero_()
+    return []
+
+
+def all_finite(data: Tensor, init_output: bool = True) -> Tensor:
+    """[1.] (float32) when every element of ``data`` is finite, else [0.]."""
+    return torch.isfinite(data).all().to(torch.float32).reshape(1)
+
+
+def multi_all_finite(*data: Tensor, num_arrays: int | None = None, init_output: bool = True) -> Tensor:
+    """[1.] (float32) when every element of every array is finite, else [0.]."""
+    _num_arrays(data, num_arrays, "multi_all_finite")
+    ok = torch.stack([torch.isfinite(t).all() for t in data]).all() if data else torch.tensor(True)
+    return ok.to(torch.float32).reshape(1)
+
+
+def multi_sum_sq(*data: Tensor, num_arrays: int | None = None) -> Tensor:
+    """The sum of squares of each array, as a float32 array of shape (len(data),)."""
+    _num_arrays(data, num_arrays, "multi_sum_sq")
+    if not data:
+        return torch.zeros(0)
+    return torch.stack([t.detach().float().square().sum() for t in data])
+
+
+def cumsum(a: Tensor, axis: int | None = None, dtype: Any = None) -> Tensor:
+    """Cumulative sum along ``axis`` (of the flattened array when None)."""
+    dt = None if dtype is None else dtype_of(dtype)
+    if axis is None:
+        return torch.cumsum(a.reshape(-1), 0, dtype=dt)
+    return torch.cumsum(a, norm_axis(axis, a.dim()), dtype=dt)
 
 
 def shape_array(data: Tensor) -> Tensor:

@@ -1,0 +1,143 @@
+"""Does ``import mxtorch`` slow torch code down?  Common tensor ops with and without MXNet's methods.
+
+``import mxtorch`` adds MXNet's NDArray methods to ``torch.Tensor`` (only names torch lacks;
+``MXTORCH_TENSOR_METHODS=0`` opts out).  This times the same torch ops in fresh subprocesses,
+one with ``MXTORCH_TENSOR_METHODS=0`` and one with ``=1`` (both import mxtorch), interleaved in
+rounds so machine noise hits both alike, and prints per op the median time of each and the
+ratio with/without (the goal is <= 1.01 overall).
+
+A third variant, ``wrapped``, shows what MXNet's reshape codes on the *method* would cost: it
+replaces ``Tensor.reshape`` by the thinnest Python wrapper that could fall back to MXNet's
+codes.  That is why mxtorch leaves every name torch defines alone (see the README's
+"Migrating from MXNet").
+
+    python bench/tensor_methods.py [--rounds 7] [--number 20000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import timeit
+from collections.abc import Callable
+
+OPS = [
+    "add", "mul", "add_", "matmul 64", "sum", "mean(dim)", "view", "reshape", "x[0]", "x[:, 1]",
+    "size()", "shape", "dtype", "T", "flatten", "relu", "linear fwd", "fwd+bwd", "clone", "to(float64)",
+]
+
+
+def _ops() -> dict[str, Callable[[], object]]:
+    import torch
+    import torch.nn.functional as F
+
+    x = torch.randn(8, 16)
+    y = torch.randn(8, 16)
+    a = torch.randn(64, 64)
+    w = torch.randn(32, 16)
+    b = torch.randn(32)
+    p = torch.randn(8, 16, requires_grad=True)
+    return {
+        "add": lambda: x + y,
+        "mul": lambda: x * y,
+        "add_": lambda: y.add_(x, alpha=0.0),
+        "matmul 64": lambda: a @ a,
+        "sum": lambda: x.sum(),
+        "mean(dim)": lambda: x.mean(dim=1),
+        "view": lambda: x.view(16, 8),
+        "reshape": lambda: x.reshape(16, 8),
+        "x[0]": lambda: x[0],
+        "x[:, 1]": lambda: x[:, 1],
+        "size()": lambda: x.size(),
+        "shape": lambda: x.shape,
+        "dtype": lambda: x.dtype,
+        "T": lambda: x.T,
+        "flatten": lambda: x.flatten(),
+        "relu": lambda: F.relu(x),
+        "linear fwd": lambda: F.linear(x, w, b),
+        "fwd+bwd": lambda: (p * p).sum().backward(),
+        "clone": lambda: x.clone(),
+        "to(float64)": lambda: x.to(torch.float64),
+    }
+
+
+def child(mode: str, number: int) -> None:
+    import torch
+
+    import mxtorch
+
+    assert mxtorch.ndarray_methods.is_enabled() == (mode != "off"), "MXTORCH_TENSOR_METHODS not honoured"
+    if mode == "wrapped":
+        orig = torch.Tensor.reshape
+
+        def reshape(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+            try:
+                return orig(self, *args, **kwargs)
+            except RuntimeError:
+                raise
+
+        torch.Tensor.reshape = reshape  # type: ignore[method-assign]
+    torch.set_num_threads(1)
+    ops = _ops()
+    result = {}
+    for name in OPS:
+        fn = ops[name]
+        n = number // 10 if name in ("matmul 64", "fwd+bwd") else number
+        fn()
+        result[name] = min(timeit.repeat(fn, number=n, repeat=3)) / n
+    print(json.dumps(result))
+
+
+def run_child(mode: str, number: int) -> dict[str, float]:
+    env = dict(os.environ, MXTORCH_TENSOR_METHODS="0" if mode == "off" else "1")
+    out = subprocess.run([sys.executable, __file__, "--child", mode, "--number", str(number)], env=env,
+                         check=True, capture_output=True, text=True).stdout
+    return json.loads(out.strip().splitlines()[-1])  # type: ignore[no-any-return]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--rounds", type=int, default=7, help="interleaved rounds (each a fresh process per mode)")
+    ap.add_argument("--number", type=int, default=20000, help="calls per timing")
+    ap.add_argument("--no-wrapped", action="store_true", help="skip the wrapped-reshape variant")
+    ap.add_argument("--child", choices=("off", "on", "wrapped"), help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child:
+        child(args.child, args.number)
+        return
+    modes = ["off", "on"] + ([] if args.no_wrapped else ["wrapped"])
+    times: dict[str, dict[str, list[float]]] = {m: {op: [] for op in OPS} for m in modes}
+    for r in range(args.rounds):
+        order = modes if r % 2 == 0 else modes[::-1]
+        for mode in order:
+            for op, t in run_child(mode, args.number).items():
+                times[mode][op].append(t)
+    med = {m: {op: statistics.median(v) for op, v in ops.items()} for m, ops in times.items()}
+    print(f"torch tensor ops, median of {args.rounds} interleaved rounds (ns per call), "
+          "MXNet methods off (MXTORCH_TENSOR_METHODS=0) vs on (default)")
+    head = f"{'op':<12} {'off':>9} {'on':>9} {'on/off':>7}"
+    if "wrapped" in med:
+        head += f" {'wrapped':>9} {'wrapped/off':>11}"
+    print(head)
+    for op in OPS:
+        off, on = med["off"][op], med["on"][op]
+        line = f"{op:<12} {off * 1e9:9.1f} {on * 1e9:9.1f} {on / off:7.3f}"
+        if "wrapped" in med:
+            wr = med["wrapped"][op]
+            line += f" {wr * 1e9:9.1f} {wr / off:11.3f}"
+        print(line)
+    ratios = [med["on"][op] / med["off"][op] for op in OPS]
+    geo = statistics.geometric_mean(ratios)
+    print(f"overall (geometric mean of on/off): {geo:.3f}  (goal <= 1.01); "
+          f"range {min(ratios):.3f} .. {max(ratios):.3f}")
+    if "wrapped" in med:
+        print(f"a Python wrapper on Tensor.reshape would cost reshape "
+              f"{med['wrapped']['reshape'] / med['off']['reshape']:.2f}x")
+
+
+if __name__ == "__main__":
+    main()
