@@ -114,6 +114,8 @@ class FactorScheduler(LRScheduler):
 
         lr = max(base_lr * factor ** floor((num_update - 1) / step), stop_factor_lr)
 
+    computed as MXNet computes it, one multiplication per decay (bit-equal learning rates).
+
     (so the first change happens at update ``step + 1``; no clamping before the first change).
 
     Args:
@@ -144,7 +146,25 @@ class FactorScheduler(LRScheduler):
         decays = max(0, (n - 1) // self.step)
         if decays == 0:
             return self.base_lr
-        return max(self.base_lr * self.factor**decays, self.stop_factor_lr)
+        return self._decayed(decays)
+
+    def _decayed(self, decays: int) -> float:
+        # MXNet multiplies by the factor once per decay (and clamps at stop_factor_lr); the same
+        # product, not base_lr * factor**k, keeps the learning rates bit-equal to MXNet's.  The
+        # last product is kept so that consecutive calls multiply once, whatever order they come in.
+        key = (self.base_lr, self.factor, self.stop_factor_lr)
+        memo = getattr(self, "_memo", None)
+        if memo is not None and tuple(memo[:3]) == key and memo[3] <= decays:
+            k, lr = int(memo[3]), float(memo[4])
+        else:
+            k, lr = 0, self.base_lr
+        while k < decays and lr > self.stop_factor_lr:
+            lr *= self.factor
+            k += 1
+            if lr < self.stop_factor_lr:
+                lr = self.stop_factor_lr
+        self._memo = [*key, decays, lr]
+        return lr
 
 
 class MultiFactorScheduler(LRScheduler):

@@ -203,3 +203,19 @@ def test_a_stale_gradient_is_an_error_mxnet_code_catches_as_user_warning():
     _backward_scaled(x, [1.0, 1.0])
     with pytest.raises(UserWarning, match="ignore_stale_grad=True"):
         t.step(1)
+
+
+@pytest.mark.parametrize("update_on_kvstore", [None, False])
+def test_factor_schedule_through_the_trainer_is_mxnets_repeated_product(update_on_kvstore):
+    x = _param()
+    sched = mx.lr_scheduler.FactorScheduler(2, factor=0.1, base_lr=1.0)
+    t = gluon.Trainer([x], "sgd", {"learning_rate": 1.0, "lr_scheduler": sched},
+                      update_on_kvstore=update_on_kvstore)
+    want = 1.0
+    for i in range(10):
+        _backward_scaled(x, [1.0, 1.0])
+        t.step(1)
+        if i % 2 == 0:
+            assert t.learning_rate == want  # exactly: 1 * 0.1 * 0.1 ..., not 0.1 ** k
+            want *= 0.1
+    assert t._update_on_kvstore is (update_on_kvstore is None)
