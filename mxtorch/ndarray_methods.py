@@ -1,22 +1,23 @@
-"""Opt-in MXNet NDArray methods on ``torch.Tensor`` (``x.asnumpy()``, ``x.as_in_context(ctx)`` ...).
+"""MXNet's NDArray methods on ``torch.Tensor`` (``x.asnumpy()``, ``x.as_in_context(ctx)`` ...).
 
 mxtorch tensors are plain ``torch.Tensor`` objects.  Code written for MXNet calls methods that
-torch does not have; :func:`enable` adds exactly those, and :func:`disable` removes them again::
+torch does not have; ``import mxtorch`` calls :func:`enable`, which adds exactly those (set
+``MXTORCH_TENSOR_METHODS=0`` before the import to leave torch.Tensor untouched; :func:`disable`
+removes them again)::
 
-    from mxtorch import ndarray_methods
-    ndarray_methods.enable()
     x.asnumpy(); x.asscalar(); x.as_in_context(mx.gpu(0)); x.context; x.attach_grad()
+    x.copy(); x.one_hot(10); x.pick(idx); x.slice_axis(axis=1, begin=0, end=2); x.tostype('csr')
 
-Only names torch does not already define are added, so torch's own ``size``, ``shape``, ``T``,
-``grad``, ``reshape``, ``flatten`` ... keep torch's meaning (note: ``x.size`` is torch's method,
-not MXNet's int property, and ``x.reshape`` does not read MXNet's special codes; use
-``mxtorch.nd.reshape`` for those).  The functions are also usable directly:
-``ndarray_methods.asnumpy(x)``.
+Only names torch does not define are added; adding attributes costs torch's own calls nothing
+(bench/tensor_methods.py).  Where torch already has the name (``size``, ``reshape``,
+``flatten``, ``split``, ``sum``, ``dtype`` ...), torch's meaning stays: :data:`COLLISIONS`
+lists each one with MXNet's meaning and where to get it (usually the ``mxtorch.nd``
+function of the same name), and the README's "Migrating from MXNet" table shows them.
+The functions are also usable directly: ``ndarray_methods.asnumpy(x)``.
 
-Sparse arrays (:mod:`mxtorch.nd.sparse`) get ``x.stype``, ``x.tostype(...)`` and, for csr,
-``x.indptr``.  MXNet's ``x.data`` and ``x.indices`` keep torch's meaning (torch already has
-them: ``x.values()`` and ``x.indices()`` / ``x.col_indices()``); use
-``mx.nd.sparse.data(x)`` and ``mx.nd.sparse.indices(x)`` for MXNet's.
+Sparse arrays (:mod:`mxtorch.nd.sparse`) get ``x.stype``, ``x.tostype(...)``, ``x.retain``,
+``x.asscipy()``, ``x.check_format()`` and, for csr, ``x.indptr``.  MXNet's ``x.data`` and
+``x.indices`` keep torch's meaning; use ``mx.nd.sparse.data(x)`` and ``mx.nd.sparse.indices(x)``.
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ from ._dtype import to_torch_dtype
 from .context import Context, as_context, context_of
 
 __all__ = [
+    "COLLISIONS",
+    "ELEMENTWISE_SAME",
     "enable",
     "disable",
     "is_enabled",
@@ -341,6 +344,90 @@ def _table() -> dict[str, Any]:
     for name in _ND_OPERATOR_METHODS:
         table[name] = _nd_method(name)
     return table
+
+
+# Every MXNet NDArray method or property whose name torch.Tensor already defines, with what
+# MXNet's does and how mxtorch resolves it.  torch's own method always stays (replacing it, even
+# by a thin Python wrapper that falls back to MXNet's meaning only for input torch rejects, costs
+# every torch caller: bench/tensor_methods.py measures 1.3x on reshape); where the meanings
+# differ, the mx.nd function gives MXNet's.  The README's "Migrating from MXNet" table lists
+# these rows; tests keep the two in step.
+COLLISIONS: dict[str, tuple[str, str]] = {
+    "size": ("int property: the element count", "torch's method x.size(); MXNet's value is x.numel()"),
+    "shape": ("tuple", "torch.Size, a tuple subclass: compares equal to MXNet's tuple"),
+    "ndim": ("int", "the same (torch's)"),
+    "dtype": ("numpy type (np.float32)", "torch dtype; x.asnumpy().dtype or mxtorch.nd.ndarray "
+              "dtype tables give numpy's; mx.nd functions accept both"),
+    "T": ("all axes reversed", "the same (torch's; torch warns for ndim != 2)"),
+    "grad": ("gradient buffer after attach_grad()", "the same (torch's .grad, filled by backward)"),
+    "detach": ("array cut from the graph", "the same (torch's)"),
+    "backward": ("backward(out_grad=None, retain_graph=False, train_mode=True)",
+                 "torch's backward(gradient, retain_graph); mxtorch.autograd supplies MXNet's "
+                 "ones for a non-scalar head"),
+    "reshape": ("codes 0/-1/-2/-3/-4, reverse=, shape= keyword", "torch's (-1 and shape= work); "
+                "MXNet's codes: mx.nd.reshape(x, shape)"),
+    "flatten": ("(d0, d1*...*dn): keeps the first axis", "torch's (all axes to 1-D); MXNet's: "
+                "mx.nd.flatten(x) or x.flatten(1)"),
+    "split": ("split(num_outputs, axis=1, squeeze_axis): that many pieces", "torch's split(size, dim): "
+              "pieces of that size; MXNet's: mx.nd.split(x, num_outputs, axis)"),
+    "repeat": ("repeat(repeats, axis=None): each element repeated (numpy's repeat)",
+               "torch's repeat (tiles the array); MXNet's: mx.nd.repeat or x.repeat_interleave"),
+    "take": ("take(indices, axis=0, mode='clip'): rows", "torch's take (flat indices); MXNet's: "
+             "mx.nd.take(x, indices)"),
+    "sort": ("sort(axis=-1, is_ascend=True): the sorted array", "torch's sort returns (values, indices); "
+             "MXNet's: mx.nd.sort"),
+    "topk": ("topk(axis=-1, k=1, ret_typ='indices'): float32 indices", "torch's topk(k) returns "
+             "(values, indices); MXNet's: mx.nd.topk"),
+    "argsort": ("float32 indices", "torch's (int64 indices, same order); MXNet's dtype: mx.nd.argsort"),
+    "argmax": ("float32 index, shape (1,) without axis", "torch's (int64, 0-d); MXNet's: mx.nd.argmax"),
+    "argmin": ("float32 index, shape (1,) without axis", "torch's (int64, 0-d); MXNet's: mx.nd.argmin"),
+    "max": ("max(axis, keepdims, exclude): the array", "torch's (with dim: (values, indices)); MXNet's: "
+            "mx.nd.max"),
+    "min": ("min(axis, keepdims, exclude): the array", "torch's (with dim: (values, indices)); MXNet's: "
+            "mx.nd.min"),
+    "sum": ("full sum has shape (1,); exclude=", "torch's (0-d; axis=/keepdims= accepted); MXNet's: "
+            "mx.nd.sum"),
+    "mean": ("integer arrays give a truncated integer mean", "torch's (refuses integers); MXNet's: "
+             "mx.nd.mean"),
+    "prod": ("prod(axis, keepdims, exclude)", "torch's prod(dim) (one axis); MXNet's: mx.nd.prod"),
+    "nansum": ("shape (1,) full sum", "torch's (0-d); MXNet's: mx.nd.nansum"),
+    "norm": ("norm(ord=2, axis, keepdims), shape (1,)", "torch's norm(p, dim) (0-d, same value); MXNet's: "
+             "mx.nd.norm"),
+    "round": ("halves away from zero (-2.5 -> -3)", "torch's (halves to even); MXNet's: mx.nd.round"),
+    "clip": ("clip(a_min, a_max)", "torch's clip(min, max): the same positionally"),
+    "transpose": ("transpose(axes=None): all axes, reversed by default", "torch's transpose(dim0, dim1); "
+                  "MXNet's: mx.nd.transpose(x, axes) or x.permute(...)"),
+    "squeeze": ("all size-1 axes; an all-ones shape gives (1,)", "torch's (0-d for an all-ones shape); "
+                "MXNet's: mx.nd.squeeze"),
+    "softmax": ("softmax(axis=-1)", "torch's softmax(dim) needs the axis; MXNet's: mx.nd.softmax"),
+    "log_softmax": ("log_softmax(axis=-1)", "torch's log_softmax(dim) needs the axis; MXNet's: "
+                    "mx.nd.log_softmax"),
+    "tile": ("tile(reps)", "the same (torch's tile(dims))"),
+    "swapaxes": ("swapaxes(dim1, dim2)", "the same positionally (torch's)"),
+    "flip": ("flip(axis)", "the same (torch's flip(dims) takes an int)"),
+    "diag": ("diag(k=0)", "the same for 1-D and 2-D (torch's); axis1/axis2: mx.nd.diag"),
+    "broadcast_to": ("broadcast_to(shape): a new array", "torch's (a view, same values)"),
+    "abs": ("elementwise", "the same (torch's)"),
+    "sign": ("elementwise", "the same (torch's)"),
+    "fix": ("round toward zero", "the same (torch's)"),
+    "floor": ("elementwise", "the same (torch's); likewise ceil, trunc, sin ... sqrt, rsqrt, square, "
+              "reciprocal, relu, sigmoid"),
+    "data": ("sparse: the stored values", "torch's .data (the tensor itself); MXNet's: "
+             "mx.nd.sparse.data(x)"),
+    "indices": ("sparse: row ids / column ids", "torch's indices() method (COO); MXNet's: "
+                "mx.nd.sparse.indices(x)"),
+    "__eq__": ("==, <, ... give 1/0 in the array's dtype", "torch's (bool); MXNet's: mx.nd.equal etc."),
+    "__truediv__": ("int32 / int32 stays int32 (truncates)", "torch's (true division, float); MXNet's: "
+                    "mx.nd.divide"),
+}
+"""MXNet NDArray names torch.Tensor already has: name -> (MXNet's meaning, mxtorch's resolution)."""
+
+ELEMENTWISE_SAME = (
+    "ceil", "trunc", "sin", "cos", "tan", "arcsin", "arccos", "arctan", "sinh", "cosh", "tanh", "arcsinh",
+    "arccosh", "arctanh", "exp", "expm1", "log", "log10", "log2", "log1p", "sqrt", "rsqrt", "square",
+    "reciprocal", "relu", "sigmoid",
+)
+"""MXNet elementwise methods torch has with the same meaning (the README's ``floor`` row)."""
 
 
 _lock = threading.Lock()
