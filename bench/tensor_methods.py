@@ -101,7 +101,7 @@ def run_child(mode: str, number: int) -> dict[str, float]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--rounds", type=int, default=7, help="interleaved rounds (each a fresh process per mode)")
+    ap.add_argument("--rounds", type=int, default=7, help="interleaved rounds (a fresh process per mode)")
     ap.add_argument("--number", type=int, default=20000, help="calls per timing")
     ap.add_argument("--no-wrapped", action="store_true", help="skip the wrapped-reshape variant")
     ap.add_argument("--child", choices=("off", "on", "wrapped"), help=argparse.SUPPRESS)

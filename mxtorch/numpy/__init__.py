@@ -92,11 +92,11 @@ def array(object: Any, dtype: Any = None, ctx: CtxLike = None) -> Tensor:  # noq
         out = object.detach().to(device=device, dtype=dtype_of(dtype, object.dtype), copy=True)
     else:
         keep = isinstance(object, _onp.ndarray)
-        src = _onp.array(object)
-        if src.dtype == object or src.dtype.kind in "USO":
+        src = _onp.array(object, order="C")  # a C-ordered copy (ascontiguousarray would make 0-d 1-d)
+        if src.dtype.kind in "USOV":  # strings, objects (ragged lists), records
             raise TypeError(f"mx.np.array: cannot make a numeric array from {object!r}")
         target = dtype_of(dtype, dtype_of(src.dtype) if keep else torch.float32)
-        out = torch.from_numpy(_onp.ascontiguousarray(src)).to(device=device, dtype=target)
+        out = torch.from_numpy(src).to(device=device, dtype=target)
     return tag(out, ctx)
 
 
