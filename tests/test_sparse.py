@@ -445,7 +445,7 @@ def test_store_optimizer_updates_only_pushed_rows():
     store.pull(0, out=out)
     # row 3: mom = -2 -> w = -1; mom = 0.5 * -2 - 1 = -2 -> w = -3
     assert out[3].tolist() == [-3.0, -3.0] and out[[0, 1, 2, 4]].eq(1).all()
-    assert store._updater_obj.states[0][[0, 1, 2, 4]].eq(0).all()
+    assert store._updater.states[0][[0, 1, 2, 4]].eq(0).all()
 
 
 def test_pushpull_of_row_sparse_gradients_without_updater():
@@ -494,6 +494,7 @@ def test_row_sparse_data_pulls_rows_from_the_store_holding_the_weights():
     p.initialize(ctx=ctx)
     trainer = gluon.Trainer([p], "sgd", {"learning_rate": 1.0}, kvstore="device")
     trainer._init_kvstore()
+    trainer._init_params()  # MXNet's two steps: choose the store, then give it the weights
     assert trainer._update_on_kvstore
     store = trainer._kvstore
     store._store[0].fill_(7.0)  # the store's copy moved on (as on a parameter server)
@@ -531,6 +532,7 @@ def test_embedding_with_a_row_sparse_weight_reads_fresh_rows():
     emb.initialize(ctx=ctx)
     trainer = gluon.Trainer(emb.collect_params(), "sgd", {"learning_rate": 1.0}, kvstore="device")
     trainer._init_kvstore()
+    trainer._init_params()
     trainer._kvstore._store[0].fill_(3.0)
     x = mx.nd.array([1, 5], ctx=mx.cpu(1), dtype="int64")  # a batch on the second context
     assert emb(x).eq(3).all()

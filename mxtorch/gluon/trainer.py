@@ -450,7 +450,7 @@ class Trainer:
 
     def _row_sparse_pull(self, param: Parameter, out: list[torch.Tensor], row_ids: torch.Tensor) -> None:
         """Pull rows ``row_ids`` of ``param`` into ``out`` when the KVStore holds the weights."""
-        if not self._kv_initialized and self._contains_sparse_weight:
+        if self._contains_sparse_weight:
             self._ensure_kvstore()  # row-sparse weights live in the store from the first read on
         if not self._kv_initialized or not self._update_on_kvstore or self._kvstore is None:
             return  # the local copies are the weights

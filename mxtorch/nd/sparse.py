@@ -43,6 +43,7 @@ from ._common import as_shape, device_of, dtype_of, tag
 
 __all__ = [
     "BaseSparseNDArray",
+    "SparseNDArray",
     "RowSparseNDArray",
     "CSRNDArray",
     "STYPES",
@@ -151,6 +152,47 @@ def _is_sparse(x: torch.Tensor) -> bool:
     return x.layout != torch.strided
 
 
+def _densified(value: Any) -> Any:
+    if isinstance(value, torch.Tensor) and value.layout != torch.strided:
+        return value.to_dense()
+    if isinstance(value, (list, tuple)):
+        return type(value)(_densified(v) for v in value)
+    return value
+
+
+class SparseNDArray(torch.Tensor):
+    """The tensor type of the sparse arrays mxtorch makes (row_sparse and csr).
+
+    A plain torch sparse tensor refuses many elementwise operations (``rsp - 1``,
+    ``rsp - dense``, ``dense + csr`` ...) that MXNet computes through a dense fallback, as its
+    storage-type inference does.  An operation torch's sparse kernels refuse is retried on the
+    dense values here; one they support runs as it is, and keeps a sparse result sparse.  Dense
+    tensors never pass through this class, so torch code pays nothing for it.
+    """
+
+    @classmethod
+    def __torch_function__(cls, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        kwargs = kwargs or {}
+        with torch._C.DisableTorchFunctionSubclass():
+            try:
+                out = func(*args, **kwargs)
+            except (RuntimeError, NotImplementedError, TypeError) as first:
+                try:
+                    out = func(*_densified(args), **_densified(kwargs))
+                except Exception:
+                    raise first from None
+        if type(out) is torch.Tensor and out.layout != torch.strided:
+            out = torch.Tensor._make_subclass(cls, out, out.requires_grad)
+        return out
+
+
+def _mx_sparse(t: torch.Tensor) -> torch.Tensor:
+    """``t`` as a :class:`SparseNDArray` when it is sparse (the same storage), else ``t``."""
+    if t.layout == torch.strided or isinstance(t, SparseNDArray):
+        return t
+    return torch.Tensor._make_subclass(SparseNDArray, t, t.requires_grad)
+
+
 def _check_stype_name(name: Any, op: str) -> str:
     if name not in STYPES:
         raise ValueError(f"{op}: storage type must be one of {STYPES}, got {name!r}")
@@ -172,7 +214,7 @@ def _rsp(row_ids: torch.Tensor, rows: torch.Tensor, shape: Sequence[int], canoni
     """A row_sparse tensor from int64 ``row_ids`` and ``rows``; ``canonical``: ids sorted and unique."""
     out = torch.sparse_coo_tensor(row_ids.reshape(1, -1), rows, tuple(shape), check_invariants=False,
                                   is_coalesced=canonical)
-    return out if canonical else out.coalesce()
+    return _mx_sparse(out if canonical else out.coalesce())
 
 
 def from_row_parts(row_ids: torch.Tensor, rows: torch.Tensor, shape: Sequence[int]) -> torch.Tensor:
@@ -265,6 +307,7 @@ def _is_shape(obj: Any) -> bool:
 
 
 def _finish(t: torch.Tensor, ctx: CtxLike) -> torch.Tensor:
+    t = _mx_sparse(t)
     return tag(t, ctx) if ctx is not None else t
 
 
@@ -492,6 +535,16 @@ def _rsp_to_coo2(x: torch.Tensor) -> torch.Tensor:
 
 def tostype(x: torch.Tensor, stype: str) -> torch.Tensor:
     """``x`` converted to storage type ``stype`` ('default', 'row_sparse' or 'csr').
+
+    Sparse results are :class:`SparseNDArray` tensors (elementwise math falls back to dense
+    where torch's sparse kernels refuse it, as in MXNet).
+    """
+    out = _tostype(x, stype)
+    return out if out is x else _mx_sparse(out)
+
+
+def _tostype(x: torch.Tensor, stype: str) -> torch.Tensor:
+    """:func:`tostype` before the result is made a :class:`SparseNDArray`.
 
     From dense the result is compact: all-zero rows (row_sparse) or zero entries (csr) are not
     stored.  ``x`` itself is returned when it already has that storage type (row_sparse: once
