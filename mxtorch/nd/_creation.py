@@ -94,8 +94,11 @@ def from_numpy(ndarray: np.ndarray, zero_copy: bool = True) -> torch.Tensor:
 
 
 def empty(shape: Any, ctx: CtxLike = None, dtype: Any = None, stype: Any = None) -> torch.Tensor:
-    """An uninitialised tensor of ``shape``."""
-    _check_stype(stype)
+    """An uninitialised tensor of ``shape`` (``stype`` 'row_sparse'/'csr': an empty sparse array)."""
+    if stype not in (None, "default"):
+        from . import sparse
+
+        return sparse.empty(stype, shape, ctx=ctx, dtype=dtype)
     s = check_nonneg_shape(as_shape(shape))
     return tag(torch.empty(s, dtype=dtype_of(dtype), device=device_of(ctx)), ctx)
 
@@ -103,8 +106,14 @@ def empty(shape: Any, ctx: CtxLike = None, dtype: Any = None, stype: Any = None)
 def zeros(
     shape: Any, ctx: CtxLike = None, dtype: Any = None, stype: Any = None, **kwargs: Any
 ) -> torch.Tensor:
-    """A tensor of zeros; ``shape`` is an int or a tuple."""
-    _check_stype(stype)
+    """A tensor of zeros; ``shape`` is an int or a tuple (``stype`` 'row_sparse'/'csr': a sparse
+    array with no stored values, as MXNet's ``nd.zeros(..., stype=...)``)."""
+    if stype not in (None, "default"):
+        from . import sparse
+
+        if kwargs.get("out") is not None:
+            raise ValueError("zeros: out= is for dense arrays; a sparse result is always a new array")
+        return sparse.zeros(stype, shape, ctx=ctx, dtype=dtype)
     s = check_nonneg_shape(as_shape(shape))
     return _fill_out(
         tag(torch.zeros(s, dtype=dtype_of(dtype), device=device_of(ctx)), ctx), kwargs.get("out")

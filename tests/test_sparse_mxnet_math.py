@@ -1,0 +1,51 @@
+"""MXNet computes elementwise math on sparse arrays through a dense fallback; so does mxtorch."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import mxtorch as mx
+from mxtorch.nd import sparse
+
+
+def test_row_sparse_minus_scalar_and_dense_fall_back_to_dense():
+    a = (mx.nd.ones((4, 3)) * 2).tostype("row_sparse")
+    assert isinstance(a, sparse.SparseNDArray) and a.stype == "row_sparse"
+    np.testing.assert_array_equal((a - 2).asnumpy(), np.zeros((4, 3)))  # torch alone refuses this
+    np.testing.assert_array_equal((a - mx.nd.ones((4, 3))).asnumpy(), np.ones((4, 3)))
+    np.testing.assert_array_equal((mx.nd.ones((4, 3)) + a).asnumpy(), np.full((4, 3), 3.0))
+
+
+def test_operations_sparse_kernels_support_stay_sparse():
+    a = mx.nd.array([[0, 1], [0, 0], [2, 0]]).tostype("row_sparse")
+    b = a * 3
+    assert b.stype == "row_sparse" and isinstance(b, sparse.SparseNDArray)
+    np.testing.assert_array_equal(b.asnumpy(), [[0, 3], [0, 0], [6, 0]])
+
+
+def test_csr_plus_scalar():
+    c = mx.nd.array([[0, 1, 0], [2, 0, 0]]).tostype("csr")
+    assert isinstance(c, sparse.CSRNDArray)
+    np.testing.assert_array_equal((c + 1).asnumpy(), [[1, 2, 1], [3, 1, 1]])
+
+
+def test_a_real_error_is_not_hidden_by_the_fallback():
+    a = mx.nd.ones((4, 3)).tostype("row_sparse")
+    with pytest.raises(RuntimeError):
+        a + mx.nd.ones((5, 3))  # shapes that do not broadcast fail dense too: the first error is raised
+
+
+def test_dense_tensors_never_become_sparse_arrays():
+    x = torch.ones(3)
+    assert type(x + 1) is torch.Tensor and type(mx.nd.ones((2, 2))) is not sparse.SparseNDArray
+
+
+@pytest.mark.parametrize("stype", ["row_sparse", "csr"])
+def test_nd_zeros_and_empty_take_a_storage_type(stype):
+    z = mx.nd.zeros((4, 4), stype=stype, dtype="float16")
+    assert z.stype == stype and z.dtype == torch.float16 and tuple(z.shape) == (4, 4)
+    np.testing.assert_array_equal(z.asnumpy(), np.zeros((4, 4), dtype=np.float16))
+    assert mx.nd.empty((4, 4), stype=stype).stype == stype
+    assert mx.nd.zeros((4, 4), stype="default").stype == "default"
