@@ -548,21 +548,23 @@ def sparse_semantics(folder: str) -> dict[str, Any]:
     grads = [_rsp(SPARSE_GRADS[1][r], shape), _rsp({0: 1.0}, shape)]  # two local contexts
     kv.pushpull("e", grads)
     res["pushpull"] = [_parts(g) for g in grads]
-    # row_sparse_pull: unsorted, repeated, empty ids; dense and row_sparse outs; lists
+    # row_sparse_pull: unsorted, repeated, empty ids; row_sparse outs (a dense out is refused, as
+    # in MXNet); lists
     kv.init("t", torch.arange(21.0).reshape(shape))
-    d = torch.full(shape, -1.0)
+    d = sparse.zeros("row_sparse", shape)
     o = sparse.zeros("row_sparse", shape)
     kv.row_sparse_pull("t", out=[d, o], row_ids=[torch.tensor([5, 3, 5, 0]), torch.tensor([6.0, 2.0])])
-    res["rsp_lists"] = (d.clone(), _parts(o))
+    res["rsp_lists"] = (d.to_dense(), _parts(o))
     kv.row_sparse_pull("t", out=o, row_ids=torch.tensor([], dtype=torch.int64))
     kv.row_sparse_pull("t", out=d, row_ids=[])
-    res["rsp_empty"] = (o._nnz(), tuple(o.shape), d.clone())
+    res["rsp_empty"] = (o._nnz(), tuple(o.shape), d.to_dense())
+    res["dense_out"] = _error(lambda: kv.row_sparse_pull("t", out=torch.zeros(shape), row_ids=[0]))
     two = [sparse.zeros("row_sparse", shape), sparse.zeros("row_sparse", shape)]
     kv.row_sparse_pull("t", out=two, row_ids=torch.tensor([3]))  # one ids tensor for every out
     kv.init("u", torch.ones(4, 2))
-    d4 = torch.zeros(4, 2)
+    d4 = sparse.zeros("row_sparse", (4, 2))
     kv.row_sparse_pull(["t", "u"], out=[two[0], d4], row_ids=[torch.tensor([4]), torch.tensor([1, 2])])
-    res["rsp_keys"] = ([_parts(t) for t in two], d4.clone())
+    res["rsp_keys"] = ([_parts(t) for t in two], d4.to_dense())
     # a key initialized row_sparse: split by rows, its value the dense form
     kv.init("r", _rsp({1: 1.0, 5: 2.0}, shape))
     res["r_placement"] = (kv.placement("r"), kv.placement("t"))
@@ -587,7 +589,8 @@ def sparse_semantics(folder: str) -> dict[str, Any]:
     res["out_of_range"] = _error(lambda: kv.row_sparse_pull("t", out=o, row_ids=torch.tensor([7])))
     res["no_ids"] = _error(lambda: kv.row_sparse_pull("t", out=o))
     kv.init("s", torch.zeros(()))
-    res["scalar"] = _error(lambda: kv.row_sparse_pull("s", out=torch.zeros(()), row_ids=torch.tensor([0])))
+    res["scalar"] = _error(lambda: kv.row_sparse_pull("s", out=sparse.zeros("row_sparse", (1,)),
+                                                      row_ids=torch.tensor([0])))
     kv.barrier()
     # the servers' optimizer updates only the touched rows (lazy), as a local store does
     opt = mx.optimizer.SGD(learning_rate=0.5, momentum=0.9, wd=0.1)

@@ -85,7 +85,9 @@ def test_errors():
     with pytest.raises(KVStoreError, match="pull needs out"):
         store.pull(0)
     with pytest.raises(KVStoreError, match="needs row_ids"):
-        store.row_sparse_pull(0, out=torch.zeros(2))
+        store.row_sparse_pull(0, out=mx.nd.sparse.zeros("row_sparse", (2,)))
+    with pytest.raises(KVStoreError, match="needs row_sparse outs"):
+        store.row_sparse_pull(0, out=torch.zeros(2), row_ids=[0])
     with pytest.raises(KVStoreError, match="no optimizer is set"):
         store.save_optimizer_states("x")
 

@@ -409,17 +409,14 @@ def test_row_sparse_pull_fills_only_the_rows_asked_for():
     store.row_sparse_pull(0, out=out, row_ids=torch.tensor([4, 1, 4]))
     assert sparse.indices(out).tolist() == [1, 4] and torch.equal(sparse.data(out), value[[1, 4]])
     d = torch.full((6, 2), -1.0)
-    store.row_sparse_pull(0, out=d, row_ids=torch.tensor([5.0, 0.0]))
-    expected = torch.full((6, 2), -1.0)
-    expected[[0, 5]] = value[[0, 5]]
-    assert torch.equal(d, expected)
+    with pytest.raises(KVStoreError, match="needs row_sparse outs, got a dense tensor"):  # as in MXNet
+        store.row_sparse_pull(0, out=d, row_ids=torch.tensor([5.0, 0.0]))
+    assert d.eq(-1).all()  # nothing written
     store.row_sparse_pull(0, out=out, row_ids=torch.tensor([], dtype=torch.int64))
     assert out._nnz() == 0
-    store.row_sparse_pull(0, out=d, row_ids=torch.tensor([], dtype=torch.int64))
-    assert torch.equal(d, expected)
-    outs = [sparse.zeros("row_sparse", (6, 2)), torch.zeros(6, 2)]
+    outs = [sparse.zeros("row_sparse", (6, 2)), sparse.zeros("row_sparse", (6, 2))]
     store.row_sparse_pull(0, out=outs, row_ids=[torch.tensor([2]), torch.tensor([3])])
-    assert sparse.indices(outs[0]).tolist() == [2] and outs[1][3].tolist() == [6.0, 7.0]
+    assert sparse.indices(outs[0]).tolist() == [2] and sparse.data(outs[1]).tolist() == [[6.0, 7.0]]
     # from a row_sparse stored value: rows it does not hold come back as zeros
     store.push(0, sparse.row_sparse_array((torch.ones(1, 2), [2]), shape=(6, 2)))
     store.row_sparse_pull(0, out=out, row_ids=torch.tensor([2, 3]))
@@ -429,7 +426,7 @@ def test_row_sparse_pull_fills_only_the_rows_asked_for():
     with pytest.raises(KVStoreError, match="row id 6 is out of range"):
         store.row_sparse_pull(0, out=out, row_ids=torch.tensor([6]))
     with pytest.raises(KVStoreError, match="shape mismatch"):
-        store.row_sparse_pull(0, out=torch.zeros(5, 2), row_ids=torch.tensor([0]))
+        store.row_sparse_pull(0, out=sparse.zeros("row_sparse", (5, 2)), row_ids=torch.tensor([0]))
     with pytest.raises(KVStoreError, match="needs out"):
         store.row_sparse_pull(0, row_ids=torch.tensor([0]))
 
@@ -476,8 +473,14 @@ def test_parameter_stypes_and_sparse_grad_buffer():
     p.zero_grad()
     assert sparse.stype(p.grad()) == "row_sparse" and p.grad()._nnz() == 0
     rows = p.row_sparse_data(torch.tensor([4, 0, 4]))
-    assert sparse.indices(rows).tolist() == [0, 4] and torch.equal(sparse.data(rows), torch.ones(2, 2))
+    assert rows is p.data() and torch.equal(rows[[0, 4]], torch.ones(2, 2))  # the array gradients flow into
     assert len(p.list_row_sparse_data(torch.tensor([1]))) == 1
+    p.zero_grad()
+    with mx.autograd.record():
+        w = p.row_sparse_data(torch.tensor([2]))
+        y = torch.nn.functional.embedding(torch.tensor([2]), w, sparse=True)
+    y.sum().backward()
+    assert sparse.indices(p.grad()).tolist() == [2]
     with pytest.raises(mx.MXNetError, match="row id 5 is out of range"):
         p.row_sparse_data(torch.tensor([5]))
     with pytest.raises(mx.MXNetError, match="'csr' parameters are not supported"):
@@ -499,7 +502,7 @@ def test_row_sparse_data_pulls_rows_from_the_store_holding_the_weights():
     store = trainer._kvstore
     store._store[0].fill_(7.0)  # the store's copy moved on (as on a parameter server)
     rows = p.row_sparse_data(torch.tensor([4, 1]))
-    assert sparse.data(rows).eq(7).all()
+    assert rows[[1, 4]].eq(7).all()
     local = p.data(mx.cpu(0))
     assert local[[1, 4]].eq(7).all() and local[[0, 2, 3, 5]].eq(0).all()  # only those rows were pulled
     assert p.data(mx.cpu(1)).eq(0).all()  # another context's copy is pulled when asked for

@@ -88,7 +88,7 @@ class Parameter:
                     "('csr' parameters are not supported)"
                 )
         self.stype, self.grad_stype = stype, grad_stype
-        self._trainer: weakref.ref[Any] | None = None
+        self._trainer_ref: weakref.ref[Any] | None = None  # the Trainer, held weakly (see _trainer)
         self._data: list[torch.nn.Parameter] | None = None
         self._grad_req = "null"
         self.grad_req = grad_req if differentiable else "null"
@@ -343,44 +343,51 @@ class Parameter:
                     d.grad.zero_()
 
     # ---- row-sparse access ---------------------------------------------------------------
+    @property
+    def _trainer(self) -> Any:
+        """The Trainer that updates this parameter, or None (MXNet's attribute; held weakly)."""
+        ref = self._trainer_ref
+        return ref() if ref is not None else None
+
     def _set_trainer(self, trainer: Any) -> None:
-        """Remember the Trainer that updates this parameter (for :meth:`row_sparse_data`)."""
-        ref = getattr(self, "_trainer", None)
-        if self.stype != "default" and ref is not None:
-            current = ref()
-            if current is not None and current is not trainer:
-                raise MXNetError(
-                    f"Parameter {self.name!r} (stype={self.stype!r}) is already updated by another Trainer; "
-                    "a row_sparse parameter can belong to one Trainer only"
-                )
-        self._trainer = weakref.ref(trainer)
+        """Remember the Trainer that updates this parameter (``None``: forget it).
+
+        A row_sparse parameter lives in its Trainer's store, so a second Trainer may not take it
+        (MXNet's rule); a dense one belongs to the latest Trainer.
+        """
+        current = self._trainer
+        if trainer is not None and self.stype != "default" and current is not None and current is not trainer:
+            raise MXNetError(
+                f"Parameter {self.name!r} (stype={self.stype!r}) is already updated by another Trainer; "
+                "a row_sparse parameter can belong to one Trainer only"
+            )
+        self._trainer_ref = None if trainer is None else weakref.ref(trainer)
 
     def _fresh_rows(self, row_ids: torch.Tensor, indices: list[int]) -> None:
         # When the Trainer's KVStore holds the weights (update on kvstore), pull these rows from it.
-        ref = getattr(self, "_trainer", None)
-        trainer = ref() if ref is not None else None
+        trainer = self._trainer
         if trainer is not None:
             trainer._row_sparse_pull(self, [self._check()[i] for i in indices], row_ids)
 
     def row_sparse_data(self, row_id: Any) -> torch.Tensor:
-        """The rows ``row_id`` of this parameter as a row_sparse tensor (a copy), on the context
-        of ``row_id``.
+        """This parameter's array on the context of ``row_id``, with rows ``row_id`` up to date.
 
         ``row_id`` (ints, any order, repeats allowed) names the rows a batch needs.  When a
-        Trainer whose KVStore holds the weights (update on kvstore) updates this parameter, the
-        rows are first pulled from the store with ``row_sparse_pull`` into the local copy, so a
-        distributed worker reads the latest value of exactly these rows; otherwise the local
-        copy is read.  For parameters with ``stype`` or ``grad_stype`` 'row_sparse'.
+        Trainer whose KVStore holds the weights (update on kvstore) updates this parameter, those
+        rows are first pulled from the store with ``row_sparse_pull``, so a distributed worker
+        reads their latest value.  As in MXNet the result is the array gradients flow into
+        (``w = p.row_sparse_data(ids); loss(f(w)).backward()`` fills ``p.grad()``); it is the
+        dense local copy, so rows outside ``row_id`` hold the values last read, where MXNet's
+        row_sparse array holds no other rows.  For parameters with ``stype`` or ``grad_stype``
+        'row_sparse'.
         """
-        return self._row_sparse_copies(row_id, all_contexts=False)[0]
+        return self._row_sparse_arrays(row_id, all_contexts=False)[0]
 
     def list_row_sparse_data(self, row_id: Any) -> list[torch.Tensor]:
         """:meth:`row_sparse_data` for every context, in the order of :meth:`list_ctx`."""
-        return self._row_sparse_copies(row_id, all_contexts=True)
+        return self._row_sparse_arrays(row_id, all_contexts=True)
 
-    def _row_sparse_copies(self, row_id: Any, all_contexts: bool) -> list[torch.Tensor]:
-        from ..nd import sparse
-
+    def _row_sparse_arrays(self, row_id: Any, all_contexts: bool) -> list[torch.Tensor]:
         if self.stype != "row_sparse" and self.grad_stype != "row_sparse":
             raise MXNetError(
                 f"Parameter {self.name!r} has stype {self.stype!r} and grad_stype {self.grad_stype!r}: "
@@ -401,13 +408,7 @@ class Parameter:
             raise MXNetError(f"Parameter {self.name!r}: row id {bad} is out of range for shape "
                              f"{tuple(data[0].shape)}")
         self._fresh_rows(ids, indices)
-        out = []
-        for i in indices:
-            d = data[i].detach()
-            rows = ids.to(d.device)
-            out.append(sparse.row_sparse_array((d.index_select(0, rows), rows), shape=tuple(d.shape),
-                                               ctx=self._ctx_list[i], dtype=d.dtype))
-        return out
+        return [data[i] for i in indices]
 
     def reset_ctx(self, ctx: Context | Sequence[Context]) -> None:
         """Move the parameter to other contexts, keeping its value."""

@@ -75,6 +75,19 @@ def _env_update_on_kvstore() -> bool:
     return raw == "1"
 
 
+def _row_sparse_grad(p: Parameter, d: torch.Tensor) -> torch.Tensor:
+    """The gradient of copy ``d`` of a grad_stype='row_sparse' parameter as a row_sparse tensor: a
+    dense one (from ops without sparse gradients, ``w + 1``) is converted, a missing one is empty."""
+    g = d.grad
+    if g is None:
+        return p._zero_grad_like(d)
+    if g.layout == torch.strided:
+        from ..nd import sparse
+
+        return sparse.tostype(g, "row_sparse")
+    return g
+
+
 class Trainer:
     """Updates parameters with ``optimizer`` after each backward pass.
 
@@ -439,13 +452,13 @@ class Trainer:
         for i, p in enumerate(self._params):
             if p.grad_stype == "row_sparse" and p._grad_req != "null":
                 keys.append(i)
-                grads.append([d.grad if d.grad is not None else p._zero_grad_like(d) for d in p._check()])
+                grads.append([_row_sparse_grad(p, d) for d in p._check()])
         if not keys:
             return
         kv.pushpull(keys, grads, out=grads)  # one call: the store batches the keys' collectives
         for i, gs in zip(keys, grads):
             for d, g in zip(self._params[i]._check(), gs):
-                if d.grad is None and g._nnz() > 0:
+                if d.grad is not g and (d.grad is not None or g._nnz() > 0):
                     d.grad = g
 
     def _row_sparse_pull(self, param: Parameter, out: list[torch.Tensor], row_ids: torch.Tensor) -> None:
@@ -455,7 +468,16 @@ class Trainer:
         if not self._kv_initialized or not self._update_on_kvstore or self._kvstore is None:
             return  # the local copies are the weights
         idx = self._param2idx[id(param)]
-        self._kvstore.row_sparse_pull(idx, out=out, row_ids=[row_ids] * len(out), priority=-idx)
+        from ..context import context_of
+        from ..nd import sparse
+
+        # Stores give rows into row_sparse arrays; the local copy is dense: write the rows into it.
+        rows = [sparse.zeros("row_sparse", tuple(o.shape), ctx=context_of(o), dtype=o.dtype) for o in out]
+        self._kvstore.row_sparse_pull(idx, out=rows, row_ids=[row_ids] * len(out), priority=-idx)
+        with torch.no_grad():
+            for o, r in zip(out, rows):
+                ids, vals = sparse.row_sparse_parts(r)
+                o.index_copy_(0, ids.to(o.device), vals.to(device=o.device, dtype=o.dtype))
 
     def _update(self, ignore_stale_grad: bool = False) -> None:
         live = self._live(ignore_stale_grad)
@@ -463,9 +485,10 @@ class Trainer:
             kv = self._kvstore
             assert kv is not None
             # Weights read by rows (stype 'row_sparse') are pulled by row_sparse_data: push only.
-            by_rows = [(i, p.list_grad()) for i, p in live if p.stype == "row_sparse"]
+            by_rows = [(i, [_row_sparse_grad(p, d) if p.grad_stype == "row_sparse" else d.grad
+                            for d in p._check()]) for i, p in live if p.stype == "row_sparse"]
             if by_rows:
-                kv.push([i for i, _ in by_rows], [g for _, g in by_rows])
+                kv.push([i for i, _ in by_rows], [g for _, g in by_rows])  # type: ignore[misc]
             whole = [(i, p) for i, p in live if p.stype != "row_sparse"]
             keys = [i for i, _ in whole]
             datas = [list(p._data) for _, p in whole]  # type: ignore[arg-type]

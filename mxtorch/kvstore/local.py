@@ -235,8 +235,8 @@ class LocalKVStore(KVStoreBase):
         """Copy rows ``row_ids`` of the stored value into ``out`` (a tensor or a list per key).
 
         ``row_ids`` (ints in any order, repeats allowed, possibly empty) is one tensor per out
-        (or one for all outs of a key; a list per key for a list of keys).  A row_sparse out
-        becomes exactly those rows; a dense out gets those rows written and keeps the others.
+        (or one for all outs of a key; a list per key for a list of keys).  Each out is row_sparse
+        and becomes exactly those rows (a dense out is refused, as in MXNet).
         """
         if out is None:
             raise KVStoreError("row_sparse_pull needs out=: the tensor(s) to copy the rows into")
@@ -256,6 +256,11 @@ class LocalKVStore(KVStoreBase):
                     raise KVStoreError(f"row_sparse_pull of key {k!r}: {len(targets)} outs but "
                                        f"{len(per_out)} row_ids: give one row_ids per out (or one for all)")
                 for t, rid in zip(targets, per_out):
+                    if not _is_sparse(t):
+                        raise KVStoreError(
+                            f"row_sparse_pull of key {k!r} needs row_sparse outs, got a dense tensor of "
+                            f"shape {tuple(t.shape)}: pull into mx.nd.sparse.zeros('row_sparse', shape), or "
+                            "use pull() for every row")
                     if t.shape != stored.shape:
                         raise KVStoreError(f"shape mismatch for key {k!r}: stored {tuple(stored.shape)}, "
                                            f"out {tuple(t.shape)}")

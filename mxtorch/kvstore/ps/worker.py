@@ -507,9 +507,9 @@ class DistKVStore(KVStoreBase):
         """Copy rows ``row_ids`` of the value into ``out`` (a tensor or a list per key).
 
         ``row_ids`` (ints in any order, repeats allowed, possibly empty) is one tensor per out (or
-        one tensor or list of ints for all outs of a key; a list per key for a list of keys).  A
-        row_sparse out becomes exactly those rows; a dense out gets those rows written and keeps
-        the others.  Only the rows asked for travel, from the servers holding them; in dist_sync
+        one tensor or list of ints for all outs of a key; a list per key for a list of keys).  Each
+        out is row_sparse and becomes exactly those rows (a dense out is refused, as in MXNet).
+        Only the rows asked for travel, from the servers holding them; in dist_sync
         the rows come after this worker's last push to the key was applied.
         """
         if out is None:
@@ -522,6 +522,7 @@ class DistKVStore(KVStoreBase):
             plan = self._plan(k)
             plan.rows_check()
             targets = self._outs(k, o)
+            _require_row_sparse_outs(k, targets)
             # a list of id tensors is one per out; a plain list of ints (or []) is one set of ids
             per_out = list(r) if isinstance(r, (list, tuple)) and r and not all(
                 isinstance(i, numbers.Number) for i in r) else [r] * len(targets)
@@ -773,6 +774,15 @@ def _create(name: str, **kwargs: Any) -> KVStoreBase:
                                    "same type")
             return store
     return DistKVStore(name, **kwargs)
+
+
+def _require_row_sparse_outs(key: Key, outs: list[torch.Tensor]) -> None:
+    for t in outs:
+        if not _is_sparse(t):
+            raise KVStoreError(
+                f"row_sparse_pull of key {key!r} needs row_sparse outs, got a dense tensor of shape "
+                f"{tuple(t.shape)}: pull into mx.nd.sparse.zeros('row_sparse', shape), or use pull() for "
+                "every row")
 
 
 for _name in STORE_NAMES:
