@@ -219,3 +219,30 @@ def test_factor_schedule_through_the_trainer_is_mxnets_repeated_product(update_o
             assert t.learning_rate == want  # exactly: 1 * 0.1 * 0.1 ..., not 0.1 ** k
             want *= 0.1
     assert t._update_on_kvstore is (update_on_kvstore is None)
+
+
+def test_loading_new_values_resets_a_store_that_holds_the_weights(tmp_path):
+    params = gluon.ParameterDict()
+    x = params.get("x", shape=(4,))
+    params.initialize(ctx=CTX2, init="zeros")
+    t = gluon.Trainer(params, "sgd", {"learning_rate": 0.1}, kvstore="local")
+    f = str(tmp_path / "x.params")
+    params.save(f)  # zeros
+    _backward_scaled(x, [1.0, 1.0])
+    t.step(1)  # the store now holds -0.2
+    params.load(f)  # back to zeros: the store must not bring -0.2 back
+    assert t._kvstore is None and not t._kv_initialized
+    _backward_scaled(x, [1.0, 1.0])
+    t.step(1)
+    for w in x.list_data():
+        torch.testing.assert_close(w.detach(), torch.full((4,), -0.2))  # from the loaded zeros
+
+
+def test_a_distributed_store_cannot_be_reset_by_a_load():
+    x = _param(ctx=[mx.cpu(0)])
+    t = gluon.Trainer([x], "sgd", kvstore=_ServerLikeStore())
+    t._init_kvstore()
+    assert t._update_on_kvstore
+    with pytest.raises(RuntimeError, match="cannot reset the distributed KVStore"):
+        x.set_data(torch.ones(4))
+    assert x.data().eq(0).all()  # nothing changed

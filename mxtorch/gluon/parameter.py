@@ -313,7 +313,17 @@ class Parameter:
         return list(self._ctx_list)
 
     def set_data(self, data: Any) -> None:
-        """Copy ``data`` into every context's copy."""
+        """Copy ``data`` into every context's copy.
+
+        When this parameter's Trainer keeps the weights in its KVStore (update on kvstore), the
+        store's copy would overwrite the new value: the Trainer forgets its store and gives it the
+        new values at the next step (MXNet's rule); a distributed store cannot be reset, which
+        raises an error (a ``RuntimeError``) before anything changes.
+        """
+        trainer = self._trainer
+        if trainer is not None and trainer._kv_initialized and trainer._update_on_kvstore \
+                and not any(self is q for q in trainer._params_to_init):
+            trainer._reset_kvstore()
         src = torch.as_tensor(data)
         if self._data is None:
             self.shape = tuple(src.shape)

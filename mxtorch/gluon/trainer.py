@@ -296,10 +296,10 @@ class Trainer:
             self._grad_sync.attach_gradient_hooks(self._dense_grad_params())
         self._kv_initialized = True
 
-    def _init_params(self) -> None:
-        """Give the store every initialized parameter not given yet (deferred ones wait): dense
-        weights by ``broadcast`` (all contexts, and all workers, start from one value), row-sparse
-        weights by ``init``."""
+    def _init_params(self, only: list[Parameter] | None = None) -> None:
+        """Give the store every initialized parameter not given yet (deferred ones wait; with
+        ``only``, just those): dense weights by ``broadcast`` (all contexts, and all workers,
+        start from one value), row-sparse weights by ``init``."""
         kv = self._kvstore
         if kv is None:
             self._params_to_init = []
@@ -309,7 +309,7 @@ class Trainer:
         dense_vals: list[torch.Tensor] = []
         dense_outs: list[Any] = []
         for p in self._params_to_init:
-            if p._data is None:
+            if p._data is None or (only is not None and not any(p is q for q in only)):
                 waiting.append(p)
                 continue
             idx = self._param2idx[id(p)]
@@ -463,8 +463,12 @@ class Trainer:
 
     def _row_sparse_pull(self, param: Parameter, out: list[torch.Tensor], row_ids: torch.Tensor) -> None:
         """Pull rows ``row_ids`` of ``param`` into ``out`` when the KVStore holds the weights."""
-        if self._contains_sparse_weight:
-            self._ensure_kvstore()  # row-sparse weights live in the store from the first read on
+        if not self._kv_initialized:
+            self._init_kvstore()
+        if any(param is q for q in self._params_to_init):
+            # Only this weight joins the store now: writing the others (a broadcast) would change
+            # arrays a forward pass of this iteration may already have read.
+            self._init_params(only=[param])
         if not self._kv_initialized or not self._update_on_kvstore or self._kvstore is None:
             return  # the local copies are the weights
         idx = self._param2idx[id(param)]
@@ -477,7 +481,11 @@ class Trainer:
         with torch.no_grad():
             for o, r in zip(out, rows):
                 ids, vals = sparse.row_sparse_parts(r)
-                o.index_copy_(0, ids.to(o.device), vals.to(device=o.device, dtype=o.dtype))
+                ids, vals = ids.to(o.device), vals.to(device=o.device, dtype=o.dtype)
+                # Rows already current are not rewritten: a write would invalidate the autograd graph
+                # of a forward pass that read this copy before (several reads in one iteration).
+                if not torch.equal(o.index_select(0, ids), vals):
+                    o.index_copy_(0, ids, vals)
 
     def _update(self, ignore_stale_grad: bool = False) -> None:
         live = self._live(ignore_stale_grad)
