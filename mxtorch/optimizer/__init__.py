@@ -7,6 +7,7 @@ Row_sparse gradients update only their rows (:mod:`mxtorch.optimizer.sparse`).
 
 from __future__ import annotations
 
+from .accumulate import Test
 from .adadelta import AdaDelta
 from .adagrad import AdaGrad
 from .adam import Adam
@@ -39,5 +40,6 @@ __all__ = [
     "LAMB",
     "LARS",
     "Signum",
+    "Test",
     "update_rows",
 ]
