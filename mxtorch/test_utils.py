@@ -322,22 +322,33 @@ def rand_ndarray(
     distribution: Any = None,
     ctx: Context | str | None = None,
 ) -> torch.Tensor:
-    """A random dense tensor (standard normal; with ``density``, that fraction kept non-zero)."""
-    if stype != "default":
-        raise MXNetError(
-            f"rand_ndarray: storage type {stype!r} is not available here; only 'default' (dense) arrays"
-        )
+    """A random tensor (standard normal; with ``density``, that fraction kept non-zero).
+
+    ``stype`` 'row_sparse' keeps whole rows with probability ``density`` and 'csr' single entries
+    (a random density when none is given, as in MXNet); the result has that storage type.
+    """
+    if stype not in ("default", "row_sparse", "csr"):
+        raise MXNetError(f"rand_ndarray: storage type must be 'default', 'row_sparse' or 'csr', "
+                         f"got {stype!r}")
     shape = (shape,) if isinstance(shape, int) else tuple(shape)
-    arr = np.asarray(random_arrays(shape))
+    arr = np.asarray(random_arrays(shape), dtype=np.float32).reshape(shape)
+    if density is None and stype != "default":
+        density = float(np.random.uniform())
     if density is not None:
         if not 0.0 <= density <= 1.0:
             raise ValueError(f"rand_ndarray: density must be in [0, 1], got {density!r}")
-        arr = np.where(np.random.uniform(size=shape) < density, arr, 0.0).astype(np.float32)
+        keep_shape = shape[:1] + (1,) * (len(shape) - 1) if stype == "row_sparse" and shape else shape
+        arr = np.where(np.random.uniform(size=keep_shape) < density, arr, 0.0).astype(np.float32)
     if modifier_func is not None:
         arr = np.asarray(modifier_func(arr))
     from .nd._creation import array
 
-    return array(arr, ctx=ctx, dtype=dtype)
+    out = array(arr, ctx=ctx, dtype=dtype)
+    if stype != "default":
+        from .nd import sparse
+
+        out = sparse.tostype(out, stype)
+    return out
 
 
 # ----------------------------------------------------------------------------------------------

@@ -104,8 +104,14 @@ def test_random_helpers() -> None:
     assert tu.rand_ndarray((2, 2), dtype="float64").dtype == torch.float64
     sparse = tu.rand_ndarray((50, 50), density=0.1)
     assert 0.02 < float((sparse != 0).float().mean()) < 0.2
-    with pytest.raises(MXNetError, match="csr"):
-        tu.rand_ndarray((2, 2), stype="csr")
+    rows = tu.rand_ndarray((40, 3), stype="row_sparse", density=0.5)
+    assert rows.stype == "row_sparse"
+    kept = (rows.to_dense() != 0).any(dim=1)
+    assert 5 < int(kept.sum()) < 35  # whole rows kept or dropped
+    assert bool(((rows.to_dense() != 0).all(dim=1) == kept).all())
+    assert tu.rand_ndarray((4, 5), stype="csr", density=0.5).stype == "csr"
+    with pytest.raises(MXNetError, match="storage type must be"):
+        tu.rand_ndarray((2, 2), stype="coo")
 
 
 def test_env_helpers() -> None:
