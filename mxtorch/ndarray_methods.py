@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from . import util as _util
 from ._dtype import to_torch_dtype
 from .context import Context, as_context, context_of
 
@@ -57,7 +58,9 @@ _GRAD_REQS = ("write", "add", "null")
 def asnumpy(self: torch.Tensor) -> np.ndarray:
     """A detached copy of the tensor as a numpy array on the CPU (bfloat16 becomes float32).
 
-    A sparse tensor (row_sparse, csr) gives its dense value, as MXNet's ``asnumpy`` does.
+    A sparse tensor (row_sparse, csr) gives its dense value, as MXNet's ``asnumpy`` does.  A 0-d
+    tensor gives shape (1,) outside MXNet's NumPy mode: legacy MXNet arrays have at least one
+    dimension (``x[0][0].asnumpy()[0]``), while ``mx.np`` code (``util.is_np_array()``) gets 0-d.
     """
     t = self.detach()
     fresh = t.layout != torch.strided  # to_dense() already made a new tensor
@@ -66,7 +69,10 @@ def asnumpy(self: torch.Tensor) -> np.ndarray:
     if t.dtype == torch.bfloat16:
         t = t.float()
     arr = t.cpu().numpy()
-    return arr.copy() if not fresh and self.device.type == "cpu" and t.dtype == self.dtype else arr
+    out = arr.copy() if not fresh and self.device.type == "cpu" and t.dtype == self.dtype else arr
+    if out.ndim == 0 and not _util.is_np_array():
+        out = out.reshape(1)
+    return out
 
 
 def asscalar(self: torch.Tensor) -> Any:

@@ -52,8 +52,10 @@ def test_array_errors() -> None:
         nd.zeros((2,), dtype="float33")
     with pytest.raises(TypeError):
         nd.array([[1, 2], [3]])
+    with pytest.raises(ValueError, match="csr matrix is 2-D"):
+        nd.zeros((2,), stype="csr")  # MXNet's stype is taken; a csr array still needs two dimensions
     with pytest.raises(ValueError, match="storage type"):
-        nd.zeros((2,), stype="csr")
+        nd.zeros((2,), stype="coo")
     with pytest.raises(ValueError, match="context"):
         nd.zeros((2,), ctx="tpu")
 

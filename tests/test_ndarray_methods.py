@@ -298,3 +298,14 @@ def test_malformed_switch_is_a_clear_error() -> None:
     res = _run("import mxtorch", "maybe")
     assert res.returncode != 0
     assert "MXTORCH_TENSOR_METHODS='maybe'" in res.stderr and "set it to 1" in res.stderr
+
+
+def test_asnumpy_of_a_0d_tensor_has_one_dimension_outside_numpy_mode():
+    import mxtorch as mx
+    from mxtorch.util import np_array
+
+    x = mx.nd.ones((2, 2)) * 3
+    assert x[0][0].asnumpy().shape == (1,) and x[0][0].asnumpy()[0] == 3.0  # legacy MXNet: no 0-d arrays
+    assert x[0][0].asscalar() == 3.0
+    with np_array():  # mx.np code sees numpy's 0-d result
+        assert x[0][0].asnumpy().shape == ()
