@@ -58,6 +58,8 @@ __all__ = [
     "use_np",
     "use_np_array",
     "use_np_shape",
+    "compare_optimizer",
+    "compare_ndarray_tuple",
 ]
 
 # ----------------------------------------------------------------------------------------------
@@ -468,3 +470,86 @@ def check_numeric_gradient(
                 atol=atol,
                 names=(f"NUMERICAL_input{i}", f"BACKWARD_input{i}"),
             )
+
+
+# ----------------------------------------------------------------------------------------------
+# optimizers
+# ----------------------------------------------------------------------------------------------
+
+
+def compare_ndarray_tuple(t1: Any, t2: Any, rtol: float | None = None, atol: float | None = None) -> None:
+    """Assert two optimizer states are equal: tensors, or (nested) tuples/lists of them; None
+    matches None."""
+    if t1 is None or t2 is None:
+        if (t1 is None) != (t2 is None):
+            raise AssertionError(f"one state is None and the other is not: {t1!r} / {t2!r}")
+        return
+    if isinstance(t1, (tuple, list)) or isinstance(t2, (tuple, list)):
+        if not (isinstance(t1, (tuple, list)) and isinstance(t2, (tuple, list))) or len(t1) != len(t2):
+            raise AssertionError(f"states differ in structure: {type(t1).__name__} of "
+                                 f"{len(t1) if isinstance(t1, (tuple, list)) else 1} against "
+                                 f"{type(t2).__name__} of {len(t2) if isinstance(t2, (tuple, list)) else 1}")
+        for a, b in zip(t1, t2):
+            compare_ndarray_tuple(a, b, rtol, atol)
+        return
+    assert_almost_equal(t1, t2, rtol=rtol, atol=atol)
+
+
+def _opt_pair(shape: Any, dtype: Any, stype: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """(dense copy, value in storage type ``stype``) of one random array for compare_optimizer."""
+    from .nd import random as _nd_random
+
+    ctx = default_context()
+    if stype == "default":
+        second = _nd_random.uniform(shape=shape, ctx=ctx, dtype=dtype)
+        return second.detach().clone(), second
+    if stype not in ("row_sparse", "csr"):
+        raise MXNetError(f"compare_optimizer: storage type must be 'default', 'row_sparse' or 'csr', "
+                         f"got {stype!r}")
+    second = rand_ndarray(shape, stype, dtype=dtype)
+    return second.detach().to_dense().clone(), second
+
+
+def compare_optimizer(opt1: Any, opt2: Any, shape: Any, dtype: Any, w_stype: str = "default",
+                      g_stype: str = "default", rtol: float = 1e-4, atol: float = 1e-5,
+                      compare_states: bool = True, ntensors: int = 1) -> None:
+    """Run one update of ``opt1`` and ``opt2`` on the same random weight and gradient and assert that
+    their states and weights agree (``opt1`` sees dense copies; ``opt2`` the storage types asked for).
+
+    With a list of shapes, ``opt2`` updates ``ntensors`` weights in one call and ``opt1`` one at a
+    time (its reference).
+    """
+    from .nd import random as _nd_random
+
+    if isinstance(shape, list):
+        ctx = default_context()
+        ws1 = [_nd_random.uniform(shape=s, ctx=ctx, dtype=dtype) for s in shape[:ntensors]]
+        gs1 = [_nd_random.uniform(shape=s, ctx=ctx, dtype=dtype) for s in shape[:ntensors]]
+        ws2 = [w.clone() for w in ws1]
+        gs2 = [g.clone() for g in gs1]
+        states2 = [opt2.create_state_multi_precision(i, ws2[i]) for i in range(ntensors)]
+        opt2.update_multi_precision(list(range(ntensors)), ws2, gs2, states2)
+        for i in range(ntensors):
+            state = opt1.create_state_multi_precision(i, ws1[i])
+            opt1.update_multi_precision(i, ws1[i], gs1[i], state)
+            if compare_states:
+                compare_ndarray_tuple(state, states2[i], rtol, atol)
+            assert_almost_equal(ws1[i], ws2[i], rtol=rtol, atol=atol)
+        return
+    if ntensors != 1:
+        raise MXNetError("compare_optimizer: ntensors > 1 needs a list of shapes")
+    if w_stype == "default":
+        w1, w2 = _opt_pair(shape, dtype, "default")
+    else:  # the sparse weight has every row (density 1), the reference its dense form
+        w2 = rand_ndarray(shape, w_stype, density=1, dtype=dtype)
+        w1 = w2.detach().to_dense().clone()
+    g1, g2 = _opt_pair(shape, dtype, g_stype)
+    state1 = opt1.create_state_multi_precision(0, w1)
+    state2 = opt2.create_state_multi_precision(0, w2)
+    if compare_states:
+        compare_ndarray_tuple(state1, state2)
+    opt1.update_multi_precision(0, w1, g1, state1)
+    opt2.update_multi_precision(0, w2, g2, state2)
+    if compare_states:
+        compare_ndarray_tuple(state1, state2, rtol=rtol, atol=atol)
+    assert_almost_equal(w1, w2, rtol=rtol, atol=atol)
