@@ -166,6 +166,14 @@ def test_a_user_store_registered_by_class_name_serves_a_trainer():
     assert t._update_on_kvstore is False and store.calls == ["broadcast", "pushpull"]
     for w in x.list_data():
         torch.testing.assert_close(w.detach(), torch.full((4,), -2.0))  # 0 - (2 + 4) / 3
+    # by name, as MXNet code passes kvstore='mystore'
+    y = _param()
+    t = gluon.Trainer([y], "sgd", {"learning_rate": 1.0}, kvstore="_MinimalStore")
+    _backward_scaled(y, [1.0, 1.0])
+    t.step(1)
+    assert isinstance(t._kvstore, _MinimalStore)
+    for w in y.list_data():
+        torch.testing.assert_close(w.detach(), torch.full((4,), -2.0))
 
 
 def test_one_parameter_in_two_trainers_keeps_the_latest_for_dense_weights():
