@@ -99,6 +99,16 @@ class Initializer:
         args = ", ".join(f"{k}={v!r}" for k, v in self._kwargs.items())
         return f"{type(self).__name__}({args})"
 
+    def __eq__(self, other: object) -> bool:
+        # MXNet's rule: the same initializer with the same arguments (ParameterDict.get compares
+        # the init of a shared parameter this way)
+        if not isinstance(other, Initializer):
+            return NotImplemented
+        return type(self) is type(other) and self.dumps() == other.dumps()
+
+    def __hash__(self) -> int:
+        return hash((type(self), self.dumps()))
+
     def set_verbosity(
         self, verbose: bool = False, print_func: Callable[[torch.Tensor], str] | None = None
     ) -> Initializer:

@@ -18,11 +18,15 @@ def mlp():
 
 
 def test_collect_params_names_and_select():
-    net = mlp()
+    net = nn.HybridSequential(prefix="mlp_")
+    with net.name_scope():
+        net.add(nn.Dense(8, activation="relu"), nn.Dense(3))
     names = list(net.collect_params())
-    assert names == ["0.weight", "0.bias", "1.weight", "1.bias"]
-    assert list(net.collect_params(".*weight")) == ["0.weight", "1.weight"]
-    assert list(net.collect_params("1\\..*")) == ["1.weight", "1.bias"]
+    assert names == ["mlp_dense0_weight", "mlp_dense0_bias", "mlp_dense1_weight", "mlp_dense1_bias"]
+    assert list(net.collect_params(".*weight")) == ["mlp_dense0_weight", "mlp_dense1_weight"]
+    assert list(net.collect_params("mlp_dense1_.*")) == ["mlp_dense1_weight", "mlp_dense1_bias"]
+    # attribute paths, as save_parameters and torch's named_parameters use them
+    assert list(net._collect_params_with_prefix()) == ["0.weight", "0.bias", "1.weight", "1.bias"]
 
 
 def test_deferred_init_infers_shape_on_first_forward():
@@ -279,11 +283,13 @@ def test_hybridize_compile_gives_same_result_and_gradients():
 
 
 def test_plain_torch_module_inside_gluon_and_trainer():
-    net = nn.Sequential()
-    net.add(torch.nn.Linear(4, 3), nn.Dense(2, in_units=3))
+    net = nn.Sequential(prefix="net_")
+    with net.name_scope():
+        net.add(torch.nn.Linear(4, 3), nn.Dense(2, in_units=3))
     net.initialize(mx.init.One())
     params = net.collect_params()
-    assert set(params) == {"0.weight", "0.bias", "1.weight", "1.bias"}
+    # a torch module's parameters: the enclosing block's prefix, then their attribute path
+    assert list(params) == ["net_0.weight", "net_0.bias", "net_dense0_weight", "net_dense0_bias"]
     trainer = gluon.Trainer(params, "sgd", {"learning_rate": 0.1})
     before = net[0].weight.detach().clone()
     with autograd.record():

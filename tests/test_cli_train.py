@@ -76,7 +76,7 @@ def test_mxnet_lenet_script_runs_unchanged(monkeypatch, tmp_path):
     g = runpy.run_path(str(ROOT / "examples" / "lenet_two_contexts.py"))
     assert (tmp_path / "lenet.params").is_file()
     net = g["net"]
-    w = net.collect_params()["0.weight"]
+    w = net[0].weight
     assert w.list_ctx() == [mx.cpu(0), mx.cpu(1)]
     import torch
 

@@ -399,7 +399,7 @@ def test_batchnorm_relu_sync_batchnorm_and_cast() -> None:
     with pytest.warns(UserWarning, match="does not synchronize"):
         nn.SyncBatchNorm(num_devices=2)
     bn.cast("float16")
-    assert bn.gamma.dtype == torch.float32  # BatchNorm stays float32, as MXNet
+    assert bn.gamma.dtype == np.float32  # BatchNorm stays float32, as MXNet (numpy dtype, as MXNet)
 
 
 def test_batchnorm_save_load_roundtrip(tmp_path) -> None:

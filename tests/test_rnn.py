@@ -95,7 +95,7 @@ def np_layer(mode, x, states, params, num_layers, dirs, lengths=None, clip=None)
 def randomize(block, scale: float = 0.5) -> dict[str, np.ndarray]:
     """Give every parameter random values; returns them by name."""
     out = {}
-    for name, p in block.collect_params().items():
+    for name, p in block._collect_params_with_prefix().items():
         v = RNG.uniform(-scale, scale, size=p.shape).astype(np.float32)
         p.set_data(torch.from_numpy(v))
         out[name] = v.astype(np.float64)
@@ -148,7 +148,7 @@ _ONEDNN_PROJ = "ignore:LSTM with projections is not supported with oneDNN:UserWa
 def test_lstm_projection_matches_numpy():
     T, N, C, H, P = 4, 2, 3, 5, 2
     layer = make_layer(rnn.LSTM, H, num_layers=2, bidirectional=True, projection_size=P, input_size=C)
-    names = list(layer.collect_params().keys())
+    names = list(layer._collect_params_with_prefix().keys())
     assert "l0_h2r_weight" in names and "r1_h2r_weight" in names
     assert layer.l0_h2h_weight.shape == (4 * H, P)
     assert layer.l1_i2h_weight.shape == (4 * H, 2 * P)
@@ -193,7 +193,7 @@ def test_lstm_state_clip_matches_numpy():
 
 def test_layer_param_names_and_shapes():
     layer = rnn.GRU(7, num_layers=2, bidirectional=True, input_size=3)
-    shapes = {k: p.shape for k, p in layer.collect_params().items()}
+    shapes = {k: p.shape for k, p in layer._collect_params_with_prefix().items()}
     assert shapes == {
         "l0_i2h_weight": (21, 3),
         "l0_h2h_weight": (21, 7),
@@ -223,7 +223,7 @@ def test_layout_ntc_equals_tnc(cls):
     tnc = make_layer(cls, 4, num_layers=2, bidirectional=True, layout="TNC", input_size=3)
     ntc = make_layer(cls, 4, num_layers=2, bidirectional=True, layout="NTC", input_size=3)
     params = randomize(tnc)
-    for k, p in ntc.collect_params().items():
+    for k, p in ntc._collect_params_with_prefix().items():
         p.set_data(torch.from_numpy(params[k].astype(np.float32)))
     x = torch.randn(5, 2, 3)
     out_t, st_t = tnc(x, tnc.begin_state(2))
@@ -401,7 +401,7 @@ def test_cell_custom_activations_equal_fused_path():
         a.initialize()
         b.initialize()
         for k, v in randomize(a).items():
-            b.collect_params()[k].set_data(torch.from_numpy(v.astype(np.float32)))
+            b._collect_params_with_prefix()[k].set_data(torch.from_numpy(v.astype(np.float32)))
         states = [h, c][: len(a.state_info())]
         oa, sa = a(x, states)
         ob, sb = b(x, states)
@@ -519,7 +519,7 @@ def test_sequential_cell_stepping_and_begin_state():
     torch.testing.assert_close(merged, torch.stack(outs))
     for a, b in zip(final, states):
         torch.testing.assert_close(a, b)
-    names = set(seq.collect_params().keys())
+    names = set(seq._collect_params_with_prefix().keys())
     assert {"0.i2h_weight", "1.h2h_bias", "3.i2h_weight"} <= names
     with pytest.raises(ValueError, match="expects 4 state"):
         seq(x[0], states[:2])
@@ -576,7 +576,7 @@ def test_bidirectional_cell_shapes_and_errors():
         bi(x[:, 0], states)
     with pytest.raises(ValueError, match="length"):
         bi.unroll(4, x, layout="NTC")
-    assert {"l_cell.i2h_weight", "r_cell.h2h_bias"} <= set(bi.collect_params().keys())
+    assert {"l_cell.i2h_weight", "r_cell.h2h_bias"} <= set(bi._collect_params_with_prefix().keys())
 
 
 def test_cell_deferred_init_and_errors():

@@ -445,7 +445,7 @@ def convert_hybrid_block(block: Any, target_dtype: str | torch.dtype = "float16"
         gp = getattr(mod, "_gluon_params", None)
         if isinstance(mod, Block) and gp is not None:
             for p in gp.values():
-                if p.dtype.is_floating_point:
+                if p._dtype.is_floating_point:
                     p.cast(dtype)
         with torch.no_grad():
             for name, tp in mod._parameters.items():

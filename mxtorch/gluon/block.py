@@ -5,10 +5,11 @@ from __future__ import annotations
 import os
 import re
 import sys
+import threading
 import warnings
 from collections import OrderedDict
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager, nullcontext
+from collections.abc import Sequence
+from contextlib import nullcontext
 from typing import Any
 
 import torch
@@ -57,22 +58,99 @@ def _amp_region(args: tuple[Any, ...]) -> Any:
     return amp.autocast(device_type=dev)
 
 
+class _ScopeState(threading.local):
+    current: _BlockScope | None = None
+    counters: dict[str, int] | None = None  # automatic prefixes of blocks made outside any scope
+
+
+_scope_state = _ScopeState()
+
+
+class _BlockScope:
+    """``with block.name_scope():`` — blocks created inside are named under ``block.prefix``.
+
+    MXNet 1.x's naming: a block made with ``prefix=None`` gets ``'<class name lowercased><n>_'``,
+    ``n`` counting the blocks of that class made in the same scope (outside any scope: in this
+    thread); inside a scope the parent's prefix is prepended, and the block's parameters are
+    looked up in the parent's shared ParameterDict.  A block with prefix ``''`` opens no scope.
+    """
+
+    def __init__(self, block: Block) -> None:
+        self._block = block
+        self._counter: dict[str, int] = {}
+        self._old: _BlockScope | None = None
+
+    @staticmethod
+    def create(prefix: str | None, params: ParameterDict | None, hint: str) -> tuple[str, ParameterDict]:
+        if prefix is not None and not isinstance(prefix, str):
+            raise TypeError(f"prefix must be a str or None, got {type(prefix).__name__}")
+        if params is not None and not isinstance(params, ParameterDict):
+            raise TypeError(f"params must be a ParameterDict (e.g. other.collect_params()) or None, got "
+                            f"{type(params).__name__}")
+        current = _scope_state.current
+        if current is None:
+            if prefix is None:
+                counters = _scope_state.counters
+                if counters is None:
+                    counters = _scope_state.counters = {}
+                count = counters.get(hint, 0)
+                counters[hint] = count + 1
+                prefix = f"{hint}{count}_"
+            pdict = ParameterDict(prefix) if params is None else ParameterDict(params.prefix, params)
+            return prefix, pdict
+        if prefix is None:
+            count = current._counter.get(hint, 0)
+            current._counter[hint] = count + 1
+            prefix = f"{hint}{count}_"
+        if params is None:
+            parent = current._block.params
+            pdict = ParameterDict(parent.prefix + prefix, parent._shared)
+        else:
+            pdict = ParameterDict(params.prefix, params)
+        return current._block.prefix + prefix, pdict
+
+    def __enter__(self) -> _BlockScope:
+        if not self._block._empty_prefix:
+            self._old = _scope_state.current
+            _scope_state.current = self
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if not self._block._empty_prefix:
+            _scope_state.current = self._old
+            self._old = None
+
+
 class Block(torch.nn.Module):
     """Base class of all Gluon layers and models; a ``torch.nn.Module``.
 
-    Assigning a :class:`Parameter` or a child block as an attribute registers it.
-    ``prefix``/``params`` are accepted for MXNet 1.x code (``params`` shares parameters).
+    Assigning a :class:`Parameter` or a child block as an attribute registers it.  Names follow
+    MXNet 1.x: ``prefix`` (automatic: ``'dense0_'``; inside a parent's ``name_scope()`` the
+    parent's prefix comes first) starts the name of every parameter the block creates with
+    ``self.params.get(name, ...)``; ``params`` (another block's ``collect_params()``) makes the
+    new block take its parameters from there (parameter sharing).  ``collect_params()`` is keyed
+    by those full names; ``save_parameters``, ``named_parameters()`` and ``state_dict()`` use
+    attribute paths ('0.weight').
     """
 
     _gluon_params: OrderedDict[str, Parameter]
     _prefix: str
     _params_1x: ParameterDict
+    _empty_prefix: bool
+    _scope: _BlockScope
 
     def __init__(self, prefix: str | None = None, params: ParameterDict | None = None) -> None:
         super().__init__()
+        full_prefix, pdict = _BlockScope.create(prefix, params, self._alias())
         object.__setattr__(self, "_gluon_params", OrderedDict())
-        object.__setattr__(self, "_prefix", prefix or "")
-        object.__setattr__(self, "_params_1x", ParameterDict(self._prefix, shared=params))
+        object.__setattr__(self, "_empty_prefix", prefix == "")
+        object.__setattr__(self, "_prefix", full_prefix)
+        object.__setattr__(self, "_params_1x", pdict)
+        object.__setattr__(self, "_scope", _BlockScope(self))
+
+    def _alias(self) -> str:
+        """The stem of automatic prefixes: the class name in lower case."""
+        return type(self).__name__.lower()
 
     # ---- registration ------------------------------------------------------------------
     def __setattr__(self, name: str, value: Any) -> None:
@@ -83,9 +161,17 @@ class Block(torch.nn.Module):
             old = gp.get(name)
             if old is not None and old is not value:
                 old._owners = [(r, a) for r, a in old._owners if not (r() is self and a == name)]
+                old_name = old.name
+                if self._params_1x._params.get(old_name) is old:  # replaced: no longer this block's
+                    del self._params_1x._params[old_name]
             self.__dict__.pop(name, None)
             self._modules.pop(name, None)
             self._buffers.pop(name, None)
+            if not value._named:
+                # a parameter made on its own joins this block's ParameterDict under its full name
+                value.name = self._params_1x.prefix + value.name
+                value._named = True
+                self._params_1x.update({value.name: value})
             gp[name] = value
             object.__setattr__(self, name, value)
             value._add_owner(self, name)
@@ -109,29 +195,36 @@ class Block(torch.nn.Module):
 
     @property
     def prefix(self) -> str:
+        """This block's prefix, e.g. 'sequential0_dense1_' (the start of its parameters' names)."""
         return self._prefix
 
     @property
     def name(self) -> str:
-        return self._prefix.rstrip("_") or type(self).__name__.lower()
+        """The prefix without its trailing '_'."""
+        return self._prefix[:-1] if self._prefix.endswith("_") else self._prefix
 
     @property
     def params(self) -> ParameterDict:
-        """MXNet 1.x: this block's own ParameterDict (``self.params.get(name, shape=...)``)."""
+        """This block's own ParameterDict (not its children's): ``self.params.get(name, shape=...)``."""
         return self._params_1x
 
-    @contextmanager
-    def name_scope(self) -> Iterator[None]:
-        """MXNet 1.x naming scope; names come from attribute paths here, so it only yields."""
-        yield
+    def name_scope(self) -> _BlockScope:
+        """``with self.name_scope():`` names the child blocks created inside under this prefix."""
+        return self._scope
 
     # ---- parameters --------------------------------------------------------------------
     def collect_params(self, select: str | None = None) -> ParameterDict:
-        """All parameters of this block and its children, keyed by attribute path.
+        """This block's and its children's parameters, keyed by full name ('dense0_weight').
 
-        ``select`` is a regular expression matched against the names (e.g. '.*weight|.*bias').
+        ``select`` is a regular expression the names must match (``re.match``), e.g.
+        ``'.*weight|.*bias'``.  Parameters of plain torch modules inside are named by the
+        prefix of the nearest block and their attribute path ('net0_fc.weight').
         """
         return collect_params(self, select)
+
+    def _collect_params_with_prefix(self, prefix: str = "") -> OrderedDict[str, Parameter]:
+        """Parameters by attribute path ('0.weight'); a shared one appears under every path."""
+        return _structural_params(self, prefix)
 
     def initialize(
         self,
@@ -144,7 +237,7 @@ class Block(torch.nn.Module):
         self.collect_params().initialize(init if init is not None else "uniform", ctx, verbose, force_reinit)
 
     def share_parameters(self, shared: ParameterDict | dict[str, Parameter]) -> Block:
-        """Replace parameters by those in ``shared`` with the same structural names."""
+        """Replace parameters by those in ``shared`` with the same attribute paths ('0.weight')."""
         for name, p in shared.items():
             mod: torch.nn.Module = self
             *path, attr = name.split(".")
@@ -154,17 +247,20 @@ class Block(torch.nn.Module):
         return self
 
     def save_parameters(self, filename: str, deduplicate: bool = False) -> None:
-        """Save parameters (first context's copy) as safetensors, keyed by attribute path."""
+        """Save the parameters as safetensors, keyed by attribute path ('0.weight').
+
+        A parameter shared by several sub-blocks is saved under each of its paths, or once
+        (under its first path) with ``deduplicate=True``.  Copies on several contexts are averaged.
+        """
         from .serialization import save_tensors
 
-        params = self.collect_params()
         out: dict[str, torch.Tensor] = {}
         seen: set[int] = set()
-        for k, p in params.items():
+        for k, p in self._collect_params_with_prefix().items():
             if deduplicate and id(p) in seen:
                 continue
             seen.add(id(p))
-            out[k] = p.data(p.list_ctx()[0]).detach()
+            out[k] = p._reduce()
         save_tensors(filename, out)
 
     def load_parameters(
@@ -176,14 +272,38 @@ class Block(torch.nn.Module):
         cast_dtype: bool = False,
         dtype_source: str = "current",
     ) -> None:
-        """Load parameters saved by ``save_parameters``; errors name the offending parameter."""
-        from .serialization import load_into
+        """Load a file written by ``save_parameters`` (or by the legacy ``save_params``).
 
-        load_into(self.collect_params(), filename, ctx=ctx, allow_missing=allow_missing,
-                  ignore_extra=ignore_extra, cast_dtype=cast_dtype, dtype_source=dtype_source)
+        Names are attribute paths; a file whose names are all free of '.' and are not this
+        block's attribute paths is read as a legacy file of full names less this block's prefix.
+        ``cast_dtype`` converts saved arrays to the parameters' dtypes (``dtype_source='current'``)
+        or the parameters to the saved dtypes (``'saved'``).  Errors name the parameter.
+        """
+        from .serialization import load_named, load_tensors
 
-    save_params = save_parameters
-    load_params = load_parameters
+        loaded = load_tensors(filename)
+        params = self._collect_params_with_prefix()
+        if not loaded and not params:
+            return
+        legacy = not any("." in k for k in loaded) and not all(k in params for k in loaded)
+        if legacy:
+            self.collect_params().load_dict(loaded, ctx, allow_missing, ignore_extra, self.prefix,
+                                            filename, cast_dtype, dtype_source)
+            return
+        load_named(params, loaded, repr(os.fspath(filename)), ctx=ctx, allow_missing=allow_missing,
+                   ignore_extra=ignore_extra, cast_dtype=cast_dtype, dtype_source=dtype_source)
+
+    def save_params(self, filename: str) -> None:
+        """Deprecated (MXNet 1.x): save under full names less this block's prefix; prefer
+        :meth:`save_parameters`, whose names do not depend on how blocks were created."""
+        warnings.warn("save_params is deprecated: use save_parameters", DeprecationWarning, stacklevel=2)
+        self.collect_params().save(filename, strip_prefix=self.prefix)
+
+    def load_params(self, filename: str, ctx: Context | Sequence[Context] | None = None,
+                    allow_missing: bool = False, ignore_extra: bool = False) -> None:
+        """Deprecated (MXNet 1.x): :meth:`load_parameters`."""
+        warnings.warn("load_params is deprecated: use load_parameters", DeprecationWarning, stacklevel=2)
+        self.load_parameters(filename, ctx, allow_missing, ignore_extra)
 
     def cast(self, dtype: Any) -> Block:
         """Cast this block's parameters and its children's to ``dtype`` (layers may override,
@@ -266,28 +386,49 @@ def _shapes(out: Any) -> str:
 
 
 def collect_params(module: torch.nn.Module, select: str | None = None) -> ParameterDict:
-    """Gluon parameters of ``module`` and its children (plain torch parameters are wrapped)."""
-    out = ParameterDict()
-    seen: set[int] = set()
-    for mod_name, mod in module.named_modules(remove_duplicate=True):
-        prefix = mod_name + "." if mod_name else ""
-        gp = getattr(mod, "_gluon_params", None)
-        names: list[tuple[str, Parameter]] = []
-        if gp is not None:
-            names.extend(gp.items())
-        for pname, tp in mod._parameters.items():
-            if tp is None or (gp is not None and pname in gp):
-                continue
-            names.append((pname, wrap_torch_parameter(tp, pname)))
-        for pname, p in names:
-            if id(p) in seen:
-                continue
-            seen.add(id(p))
-            out._params[prefix + pname] = p
-    if select is not None:
-        pattern = re.compile(select)
-        for k in [k for k in out._params if not pattern.match(k)]:
-            del out._params[k]
+    """Gluon parameters of ``module`` and its children by full name (torch parameters wrapped)."""
+    pattern = re.compile(select) if select else None
+    out = ParameterDict(module.params.prefix if isinstance(module, Block) else "")
+    _collect_named(module, "", out, pattern)
+    return out
+
+
+def _collect_named(module: torch.nn.Module, path: str, out: ParameterDict,
+                   pattern: re.Pattern[str] | None) -> None:
+    # path: where a plain torch module sits below the nearest block ('' inside a block itself)
+    found: list[tuple[str, Parameter]] = []
+    gp: dict[str, Parameter] = {}
+    if isinstance(module, Block):
+        found.extend(module._params_1x.items())
+        gp = module._gluon_params
+        found.extend((p.name, p) for p in gp.values())
+        base = module.prefix
+    else:
+        base = path
+    for pname, tp in module._parameters.items():
+        if tp is not None and pname not in gp:
+            found.append((base + pname, wrap_torch_parameter(tp, base + pname)))
+    if pattern is not None:
+        found = [(k, p) for k, p in found if pattern.match(k)]
+    out.update([(k, p) for k, p in found if out._params.get(k) is not p])
+    for cname, child in module._modules.items():
+        if child is not None:
+            _collect_named(child, "" if isinstance(child, Block) else f"{base}{cname}.", out, pattern)
+
+
+def _structural_params(module: torch.nn.Module, prefix: str = "") -> OrderedDict[str, Parameter]:
+    """Parameters by attribute path, without removing a parameter reached by several paths."""
+    out: OrderedDict[str, Parameter] = OrderedDict()
+    dot = prefix + "." if prefix else ""
+    gp: dict[str, Parameter] = getattr(module, "_gluon_params", {})
+    for pname, p in gp.items():
+        out[dot + pname] = p
+    for pname, tp in module._parameters.items():
+        if tp is not None and pname not in gp:
+            out[dot + pname] = wrap_torch_parameter(tp, dot + pname)
+    for cname, child in module._modules.items():
+        if child is not None:
+            out.update(_structural_params(child, dot + cname))
     return out
 
 

@@ -7,13 +7,15 @@ machinery, so ``block.parameters()``, ``state_dict()`` and torch optimizers see 
 
 from __future__ import annotations
 
+import os
 import re
 import threading
 import weakref
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator, MutableMapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, MutableMapping, Sequence
 from typing import Any
 
+import numpy as np
 import torch
 
 from .._dtype import dtype_name, to_torch_dtype
@@ -37,6 +39,16 @@ _fwd = _ForwardState()
 def forward_context() -> Context | None:
     """The context of the input of the outermost block call now running (None outside)."""
     return _fwd.ctx
+
+
+_BFLOAT16_NP = np.dtype([("bfloat16", np.uint16)])  # MXNet's numpy stand-in for bfloat16
+
+
+def numpy_dtype(dtype: torch.dtype) -> np.dtype[Any]:
+    """The numpy dtype MXNet reports for the torch dtype ``dtype``."""
+    if dtype == torch.bfloat16:
+        return _BFLOAT16_NP
+    return np.dtype(dtype_name(dtype))
 
 
 def _shape_known(shape: tuple[int, ...] | None) -> bool:
@@ -96,6 +108,9 @@ class Parameter:
         self._ctx_index: dict[Context, int] = {}
         self._deferred: tuple[Any, list[Context], Any] | None = None
         self._owners: list[tuple[weakref.ref[torch.nn.Module], str]] = []
+        # True once a ParameterDict (a block's ``params``) gave this parameter its full name; a
+        # parameter made on its own and assigned to a block joins that block's ParameterDict
+        self._named = False
 
     # ---- descriptive properties --------------------------------------------------------
     def __repr__(self) -> str:
@@ -124,8 +139,12 @@ class Parameter:
         self._shape = new_t
 
     @property
-    def dtype(self) -> torch.dtype:
-        return self._dtype
+    def dtype(self) -> np.dtype[Any]:
+        """The numpy dtype, as MXNet gives it (``p.dtype == np.float16``, ``== 'float16'``).
+
+        bfloat16 is MXNet's numpy record type for it; ``p.data().dtype`` is the torch dtype.
+        """
+        return numpy_dtype(self._dtype)
 
     @dtype.setter
     def dtype(self, dtype: Any) -> None:
@@ -420,6 +439,54 @@ class Parameter:
         self._fresh_rows(ids, indices)
         return [data[i] for i in indices]
 
+    def _reduce(self) -> torch.Tensor:
+        """The value to save: the mean of the copies (they agree unless updated apart), on cpu."""
+        data = self._check()
+        if len(data) == 1:
+            return data[0].detach().to("cpu")
+        return torch.stack([d.detach().to("cpu") for d in data]).mean(0).to(data[0].dtype)
+
+    def _check_load(self, data: torch.Tensor, cast_dtype: bool, dtype_source: str,
+                    source: str, key: str | None = None) -> torch.Tensor:
+        """``data`` (saved as ``key``) checked against this parameter's shape and dtype; nothing
+        is changed yet."""
+        what = repr(self.name) if key is None or key == self.name else f"{key!r} ({self.name})"
+        shape = self._shape
+        if shape is not None:
+            if len(shape) != data.dim() or any(s > 0 and s != d for s, d in zip(shape, data.shape)):
+                raise MXNetError(f"shape mismatch for parameter {what}: the model expects {shape}, "
+                                 f"{source} has {tuple(data.shape)}")
+        if data.dtype != self._dtype:
+            if not cast_dtype:
+                raise MXNetError(f"dtype mismatch for parameter {what}: model "
+                                 f"{dtype_name(self._dtype)}, {source} {dtype_name(data.dtype)}; pass "
+                                 "cast_dtype=True to convert")
+            if dtype_source == "current":
+                data = data.to(self._dtype)
+        return data
+
+    def _load_init(self, data: torch.Tensor, ctx: Any, cast_dtype: bool = False,
+                   dtype_source: str = "current") -> None:
+        """(Re)initialize from loaded ``data`` (checked by :meth:`_check_load`) on ``ctx``:
+        an uninitialized parameter is created there (its deferred contexts, else ``ctx``, else the
+        current context); an initialized one gets the value, moved to ``ctx`` when given."""
+        if data.dtype != self._dtype:  # cast_dtype with dtype_source='saved'
+            self.cast(data.dtype)
+        self.shape = tuple(data.shape)
+        if self._data is None:
+            if self._deferred is not None:
+                init, ctx_list, default_init = self._deferred
+                if ctx is not None:
+                    ctx_list = _ctx_list(ctx)
+            else:
+                ctx_list = _ctx_list(ctx)
+            self._set_copies([data.to(c.torch_device, self._dtype, copy=True) for c in ctx_list], ctx_list)
+            self._deferred = None
+            return
+        if ctx is not None and _ctx_list(ctx) != self._ctx_list:
+            self.reset_ctx(ctx)
+        self.set_data(data)
+
     def reset_ctx(self, ctx: Context | Sequence[Context]) -> None:
         """Move the parameter to other contexts, keeping its value."""
         ctx_list = _ctx_list(ctx)
@@ -462,6 +529,14 @@ class Constant(Parameter):
         self._set_copies([self._value.to(c.torch_device, copy=True) for c in ctx_list], ctx_list)
         self._deferred = None
 
+    @property
+    def value(self) -> torch.Tensor:
+        """The constant's value (MXNet's ``Constant.value``)."""
+        return self._value
+
+    def __repr__(self) -> str:
+        return f"Constant {self.name} (shape={self.shape}, dtype={dtype_name(self._dtype)})"
+
 
 def _ctx_list(ctx: Context | Sequence[Context] | None) -> list[Context]:
     if ctx is None:
@@ -478,19 +553,25 @@ def _ctx_list(ctx: Context | Sequence[Context] | None) -> list[Context]:
 
 
 class ParameterDict(MutableMapping[str, Parameter]):
-    """An ordered name → Parameter mapping with MXNet's bulk operations.
+    """An ordered full name → Parameter mapping with MXNet's bulk operations.
 
     ``get(name, **kwargs)`` follows MXNet 1.x: it returns the parameter named
-    ``prefix + name``, creating it with ``kwargs`` when absent.
+    ``prefix + name``, taken from ``shared`` when that dict has it, else created with
+    ``kwargs``; the attributes given must agree with those of a parameter found.
     """
 
     def __init__(self, prefix: str = "", shared: ParameterDict | None = None) -> None:
+        if not isinstance(prefix, str):
+            raise TypeError(f"ParameterDict prefix must be a str, got {type(prefix).__name__}")
+        if shared is not None and not isinstance(shared, ParameterDict):
+            raise TypeError(f"shared must be a ParameterDict or None, got {type(shared).__name__}")
         self._params: OrderedDict[str, Parameter] = OrderedDict()
         self._prefix = prefix
         self._shared = shared
 
     @property
     def prefix(self) -> str:
+        """Prepended to the names of the parameters ``get`` creates."""
         return self._prefix
 
     def __getitem__(self, key: str) -> Parameter:
@@ -510,26 +591,71 @@ class ParameterDict(MutableMapping[str, Parameter]):
     def __len__(self) -> int:
         return len(self._params)
 
-    def __repr__(self) -> str:
-        body = "\n".join(f"  {k}: {v!r}" for k, v in self._params.items())
-        return f"ParameterDict(\n{body}\n)"
+    def __contains__(self, key: object) -> bool:
+        return key in self._params
 
-    def get(self, name: str, **kwargs: Any) -> Parameter:  # type: ignore[override]
-        full = self._prefix + name
+    def __repr__(self) -> str:
+        body = "\n".join(f"  {v!r}" for v in self._params.values())
+        return f"{self._prefix} (\n{body}\n)"
+
+    def _get_impl(self, full: str) -> Parameter | None:
         if full in self._params:
             return self._params[full]
-        if self._shared is not None and full in self._shared._params:
-            p = self._shared._params[full]
-        else:
+        if self._shared is not None:
+            p = self._shared._get_impl(full)
+            if p is not None:
+                self._params[full] = p
+                return p
+        return None
+
+    def get(self, name: str, **kwargs: Any) -> Parameter:  # type: ignore[override]
+        """The parameter ``prefix + name`` (from this dict or the shared one), created if absent.
+
+        For a parameter found, each keyword must match its attribute (unknown dimensions of a
+        shape, 0 or -1, are filled in; an attribute it lacks or holds as None is set).
+        """
+        full = self._prefix + name
+        p = self._get_impl(full)
+        if p is None:
             p = Parameter(full, **kwargs)
-        self._params[full] = p
+            p._named = True
+            self._params[full] = p
+            return p
+        for key, want in kwargs.items():
+            _reconcile(p, key, want)
+        return p
+
+    def get_constant(self, name: str, value: Any = None) -> Constant:
+        """The :class:`Constant` ``prefix + name``, created with ``value`` if absent."""
+        full = self._prefix + name
+        p = self._get_impl(full)
+        if p is None:
+            if value is None:
+                raise KeyError(f"no constant named {full!r}: give a value to create it")
+            c = Constant(full, value)
+            c._named = True
+            self._params[full] = c
+            return c
+        if not isinstance(p, Constant):
+            raise MXNetError(f"parameter {full!r} exists but is not a Constant")
+        if value is not None:
+            v = torch.as_tensor(value)
+            if tuple(v.shape) != tuple(p._value.shape) or not torch.equal(v.to(p._value.dtype), p._value):
+                raise MXNetError(f"constant {full!r} exists with another value: {p._value.tolist()} "
+                                 f"(given {v.tolist()})")
         return p
 
     def update(self, other: Any = (), /, **kw: Any) -> None:  # type: ignore[override]
-        items = other.items() if hasattr(other, "items") else other
+        """Add the parameters of ``other``; a name held by a different parameter is an error."""
+        items = list(other.items() if hasattr(other, "items") else other)
         for k, v in items:
             if k in self._params and self._params[k] is not v:
-                raise MXNetError(f"cannot update ParameterDict: a different Parameter named {k!r} exists")
+                raise MXNetError(
+                    f"cannot update ParameterDict: two different Parameters are named {k!r} (blocks "
+                    "created with the same prefix, or outside the parent's name_scope()?); give each "
+                    "block its own prefix, or share with params=other.collect_params()"
+                )
+        for k, v in items:
             self[k] = v
 
     def initialize(
@@ -540,10 +666,16 @@ class ParameterDict(MutableMapping[str, Parameter]):
         force_reinit: bool = False,
     ) -> None:
         """Initialize every parameter (its own ``init`` wins over ``init`` given here)."""
+        if verbose and init is not None:
+            from .. import initializer as _init
+
+            init = _init.create(init)
+            init.set_verbosity(verbose=True)
         for p in self._params.values():
             p.initialize(None, ctx, default_init=init, force_reinit=force_reinit)
 
     def zero_grad(self) -> None:
+        """Set the gradient of every parameter that has one to zero."""
         for p in self._params.values():
             if p.grad_req != "null":
                 p.zero_grad()
@@ -566,6 +698,7 @@ class ParameterDict(MutableMapping[str, Parameter]):
         return out
 
     def select(self, select: str | None) -> ParameterDict:
+        """The parameters whose names match the regular expression ``select`` (``re.match``)."""
         if select is None:
             return self
         pattern = re.compile(select)
@@ -576,23 +709,73 @@ class ParameterDict(MutableMapping[str, Parameter]):
         return out
 
     def save(self, filename: str, strip_prefix: str = "") -> None:
+        """Save every parameter under its name, less ``strip_prefix`` (MXNet's legacy format)."""
         from .serialization import save_tensors
 
         tensors = {}
-        for k, p in self._params.items():
-            if strip_prefix and not k.startswith(strip_prefix):
-                raise ValueError(f"prefix {strip_prefix!r} is not a prefix of parameter {k!r}")
-            tensors[k[len(strip_prefix):]] = p.data().detach()
+        for p in self._params.values():
+            if not p.name.startswith(strip_prefix):
+                raise ValueError(
+                    f"cannot strip prefix {strip_prefix!r} from parameter {p.name!r}: it does not start "
+                    "with it (a parameter shared from another block, or a child created outside "
+                    "name_scope()?); use save_parameters, which names parameters by attribute path"
+                )
+            tensors[p.name[len(strip_prefix):]] = p._reduce()
         save_tensors(filename, tensors)
 
     def load(self, filename: str, ctx: Any = None, allow_missing: bool = False,
-             ignore_extra: bool = False, restore_prefix: str = "", cast_dtype: bool = False) -> None:
-        from .serialization import load_into
+             ignore_extra: bool = False, restore_prefix: str = "", cast_dtype: bool = False,
+             dtype_source: str = "current") -> None:
+        """Load a file saved by :meth:`save`; ``restore_prefix`` is prepended to the saved names."""
+        from .serialization import load_tensors
 
-        targets = {k[len(restore_prefix):] if k.startswith(restore_prefix) else k: v
-                   for k, v in self._params.items()}
-        load_into(targets, filename, ctx=ctx, allow_missing=allow_missing, ignore_extra=ignore_extra,
-                  cast_dtype=cast_dtype)
+        if restore_prefix:
+            for name in self._params:
+                if not name.startswith(restore_prefix):
+                    raise ValueError(f"restore_prefix is {restore_prefix!r} but parameter {name!r} does "
+                                     "not start with it")
+        self.load_dict(load_tensors(filename), ctx, allow_missing, ignore_extra, restore_prefix,
+                       filename, cast_dtype, dtype_source)
+
+    def load_dict(self, param_dict: Mapping[str, torch.Tensor], ctx: Any = None,
+                  allow_missing: bool = False, ignore_extra: bool = False, restore_prefix: str = "",
+                  filename: str | None = None, cast_dtype: bool = False,
+                  dtype_source: str = "current") -> None:
+        """Load ``param_dict`` (name → array; MXNet's 'arg:'/'aux:' name prefixes are dropped)."""
+        from .serialization import load_named
+
+        arrays = {restore_prefix + (k[4:] if k.startswith(("arg:", "aux:")) else k): v
+                  for k, v in param_dict.items()}
+        source = repr(os.fspath(filename)) if filename is not None else "the given dict"
+        load_named(dict(self._params), arrays, source, ctx=ctx, allow_missing=allow_missing,
+                   ignore_extra=ignore_extra, cast_dtype=cast_dtype, dtype_source=dtype_source)
+
+
+def _reconcile(p: Parameter, key: str, want: Any) -> None:
+    """ParameterDict.get on an existing parameter: ``want`` must agree with its ``key``."""
+    if key == "shape" and want is not None:
+        want_t = (int(want),) if isinstance(want, int) else tuple(int(d) for d in want)
+        have = p._shape
+        if have is None:
+            p._shape = want_t
+            return
+        if len(have) == len(want_t) and all(a <= 0 or b <= 0 or a == b for a, b in zip(have, want_t)):
+            p._shape = tuple(b if b > 0 else a for a, b in zip(want_t, have))
+            return
+    elif key == "dtype" and want is not None:
+        if to_torch_dtype(want) == p._dtype:
+            return
+    else:
+        have = getattr(p, key, None)
+        if have is None:
+            setattr(p, key, want)
+            return
+        if want is None or want == have:
+            return
+    raise MXNetError(
+        f"cannot retrieve Parameter {p.name!r}: {key}={want!r} was asked for but it has "
+        f"{key}={getattr(p, key, None)!r}"
+    )
 
 
 def as_parameters(params: Any) -> list[tuple[str, Parameter]]:

@@ -9,11 +9,10 @@ from typing import Any
 
 import torch
 
-from .._dtype import dtype_name
 from ..base import MXNetError
 from .parameter import Parameter
 
-__all__ = ["save_tensors", "load_tensors", "load_into"]
+__all__ = ["save_tensors", "load_tensors", "load_into", "load_named"]
 
 
 def save_tensors(filename: str | os.PathLike[str], tensors: Mapping[str, torch.Tensor],
@@ -62,56 +61,55 @@ def load_into(
     dtype_source: str = "current",
 ) -> None:
     """Copy the tensors of ``filename`` into ``params`` (matched by name), checking shapes."""
+    load_named(params, load_tensors(filename), repr(os.fspath(filename)), ctx=ctx,
+               allow_missing=allow_missing, ignore_extra=ignore_extra, cast_dtype=cast_dtype,
+               dtype_source=dtype_source)
+
+
+def load_named(
+    params: Mapping[str, Parameter],
+    arrays: Mapping[str, torch.Tensor],
+    source: str,
+    ctx: Any = None,
+    allow_missing: bool = False,
+    ignore_extra: bool = False,
+    cast_dtype: bool = False,
+    dtype_source: str = "current",
+) -> None:
+    """Copy ``arrays`` into ``params`` by name (``source`` names the arrays in errors).
+
+    One parameter may appear under several names (a block shared at several places): it is
+    missing only when none of its names is in ``arrays``.  Every shape and dtype is checked
+    before anything changes, so a bad file leaves the model as it was.
+    """
     if dtype_source not in ("current", "saved"):
         raise ValueError(f"dtype_source must be 'current' or 'saved', got {dtype_source!r}")
-    loaded = load_tensors(filename)
-    missing = [k for k in params if k not in loaded]
+    names: dict[int, list[str]] = {}
+    by_id: dict[int, Parameter] = {}
+    for name, p in params.items():
+        names.setdefault(id(p), []).append(name)
+        by_id[id(p)] = p
+    missing = [ns[0] for ns in names.values() if not any(n in arrays for n in ns)]
     if missing and not allow_missing:
         raise MXNetError(
-            f"parameter file {os.fspath(filename)!r} lacks {len(missing)} parameter(s) of the model: "
-            f"{missing[:10]}{' ...' if len(missing) > 10 else ''}; it has {sorted(loaded)[:10]}. "
-            "Pass allow_missing=True to keep those parameters as they are"
+            f"{source} lacks {len(missing)} parameter(s) of the model: "
+            f"{missing[:10]}{' ...' if len(missing) > 10 else ''}; it has {sorted(arrays)[:10]}"
+            f"{' ...' if len(arrays) > 10 else ''}. Pass allow_missing=True to keep those parameters as "
+            "they are"
         )
-    extra = [k for k in loaded if k not in params]
+    extra = [k for k in arrays if k not in params]
     if extra and not ignore_extra:
         raise MXNetError(
-            f"parameter file {os.fspath(filename)!r} has {len(extra)} parameter(s) the model does not: "
-            f"{extra[:10]}{' ...' if len(extra) > 10 else ''}. Pass ignore_extra=True to skip them"
+            f"{source} has {len(extra)} parameter(s) the model does not: "
+            f"{extra[:10]}{' ...' if len(extra) > 10 else ''}; the model has {list(params)[:10]}"
+            f"{' ...' if len(params) > 10 else ''}. Pass ignore_extra=True to skip them"
         )
-    # Check every shape/dtype before changing anything, so a bad file leaves the model intact.
     plan: list[tuple[Parameter, torch.Tensor]] = []
-    for name, p in params.items():
-        if name not in loaded:
+    for pid, ns in names.items():
+        found = next((n for n in ns if n in arrays), None)
+        if found is None:
             continue
-        t = loaded[name]
-        shape = p.shape
-        if shape is not None and len(shape) == t.dim():
-            bad = any(s > 0 and s != ts for s, ts in zip(shape, t.shape))
-        else:
-            bad = shape is not None and p.is_initialized
-        if bad:
-            raise MXNetError(
-                f"shape mismatch for parameter {name!r}: the model expects {shape}, "
-                f"{os.fspath(filename)!r} has {tuple(t.shape)}"
-            )
-        if t.dtype != p.dtype:
-            if cast_dtype:
-                t = t.to(p.dtype) if dtype_source == "current" else t
-            else:
-                raise MXNetError(
-                    f"dtype mismatch for parameter {name!r}: model {dtype_name(p.dtype)}, file "
-                    f"{dtype_name(t.dtype)}; pass cast_dtype=True to convert"
-                )
-        plan.append((p, t))
+        p = by_id[pid]
+        plan.append((p, p._check_load(arrays[found], cast_dtype, dtype_source, source, found)))
     for p, t in plan:
-        if cast_dtype and dtype_source == "saved" and t.dtype != p.dtype:
-            p.cast(t.dtype)
-        if not p.is_initialized:
-            p.shape = tuple(t.shape)
-            if p._deferred is None:
-                p.initialize(init="zeros", ctx=ctx)
-            else:
-                p._finish_deferred_init()
-        elif ctx is not None:
-            p.reset_ctx(ctx)
-        p.set_data(t.to(p.dtype))
+        p._load_init(t, ctx, cast_dtype, dtype_source)

@@ -9,7 +9,6 @@ import torch
 import torch.nn.functional as F
 
 from ..block import HybridBlock
-from ..parameter import Parameter
 
 __all__ = ["Activation", "LeakyReLU", "PReLU", "ELU", "SELU", "GELU", "Swish", "SiLU", "activation_fn"]
 
@@ -76,7 +75,7 @@ class PReLU(HybridBlock):
         super().__init__(prefix, params)
         from ... import initializer
 
-        self.alpha = Parameter("alpha", shape=(in_channels,),
+        self.alpha = self.params.get("alpha", shape=(in_channels,),
                                init=alpha_initializer if alpha_initializer is not None
                                else initializer.Constant(0.25))
 

@@ -11,7 +11,6 @@ import torch.nn.functional as F
 from ... import autograd
 from ...base import MXNetError
 from ..block import Block, HybridBlock
-from ..parameter import Parameter
 from .activations import Activation, activation_fn
 
 __all__ = [
@@ -100,9 +99,9 @@ class Dense(HybridBlock):
         self._units = int(units)
         self._in_units = int(in_units)
         self._flatten = flatten
-        self.weight = Parameter("weight", shape=(self._units, self._in_units), dtype=dtype,
+        self.weight = self.params.get("weight", shape=(self._units, self._in_units), dtype=dtype,
                                 init=weight_initializer, allow_deferred_init=True)
-        self.bias = (Parameter("bias", shape=(self._units,), dtype=dtype, init=bias_initializer,
+        self.bias = (self.params.get("bias", shape=(self._units,), dtype=dtype, init=bias_initializer,
                                allow_deferred_init=True) if use_bias else None)
         self._act_name = activation
         self.act = Activation(activation) if activation is not None else None

@@ -22,7 +22,6 @@ import torch.nn.functional as F
 
 from ...base import MXNetError
 from ..block import HybridBlock
-from ..parameter import Parameter
 from .activations import Activation
 
 __all__ = [
@@ -131,10 +130,10 @@ class _Conv(HybridBlock):
                     raise ValueError(f"{name}: each output_padding must be smaller than its stride or "
                                      f"dilation, got output_padding={self._out_pad}, "
                                      f"strides={self._strides}, dilation={self._dilation}")
-        self.weight = Parameter("weight", shape=self._weight_shape(in_channels),
+        self.weight = self.params.get("weight", shape=self._weight_shape(in_channels),
                                 init=weight_initializer, allow_deferred_init=True)
-        self.bias = (Parameter("bias", shape=(channels,), init=bias_initializer, allow_deferred_init=True)
-                     if use_bias else None)
+        self.bias = (self.params.get("bias", shape=(channels,), init=bias_initializer,
+                                     allow_deferred_init=True) if use_bias else None)
         self._act_name = activation
         self.act = Activation(activation) if activation is not None else None
 

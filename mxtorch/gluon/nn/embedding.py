@@ -10,7 +10,6 @@ import torch.nn.functional as F
 from ..._dtype import dtype_name, to_torch_dtype
 from ...base import MXNetError
 from ..block import HybridBlock
-from ..parameter import Parameter
 from .conv_layers import _is_int
 
 __all__ = ["Embedding"]
@@ -43,7 +42,7 @@ class Embedding(HybridBlock):
         self._input_dim, self._output_dim = int(input_dim), int(output_dim)
         self._dtype = to_torch_dtype(dtype)
         self._sparse_grad = bool(sparse_grad)
-        self.weight = Parameter("weight", shape=(self._input_dim, self._output_dim), dtype=self._dtype,
+        self.weight = self.params.get("weight", shape=(self._input_dim, self._output_dim), dtype=self._dtype,
                                 init=weight_initializer, allow_deferred_init=True,
                                 grad_stype="row_sparse" if self._sparse_grad else "default")
 

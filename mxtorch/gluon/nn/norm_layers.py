@@ -61,10 +61,10 @@ class _Affine(HybridBlock):
         self._in_channels = _check_channels(in_channels, name)
         self._center, self._scale = bool(center), bool(scale)
         # MXNet: a disabled gamma/beta still exists (checkpoints keep it) but is not trained.
-        self.gamma = Parameter("gamma", grad_req="write" if scale else "null", shape=(in_channels,),
+        self.gamma = self.params.get("gamma", grad_req="write" if scale else "null", shape=(in_channels,),
                                init=gamma_initializer, allow_deferred_init=True,
                                differentiable=bool(scale) or not differentiable_flags)
-        self.beta = Parameter("beta", grad_req="write" if center else "null", shape=(in_channels,),
+        self.beta = self.params.get("beta", grad_req="write" if center else "null", shape=(in_channels,),
                               init=beta_initializer, allow_deferred_init=True,
                               differentiable=bool(center) or not differentiable_flags)
 
@@ -128,10 +128,10 @@ class BatchNorm(_Affine):
         self._momentum = float(momentum)
         self._epsilon = _check_epsilon(epsilon, name)
         self._use_global_stats = bool(use_global_stats)
-        self.running_mean = Parameter("running_mean", grad_req="null", shape=(in_channels,),
+        self.running_mean = self.params.get("running_mean", grad_req="null", shape=(in_channels,),
                                       init=running_mean_initializer, allow_deferred_init=True,
                                       differentiable=False)
-        self.running_var = Parameter("running_var", grad_req="null", shape=(in_channels,),
+        self.running_var = self.params.get("running_var", grad_req="null", shape=(in_channels,),
                                      init=running_variance_initializer, allow_deferred_init=True,
                                      differentiable=False)
 

@@ -19,7 +19,6 @@ from ...base import MXNetError
 from ...context import as_context
 from ..block import Block, HybridBlock
 from ..nn.activations import activation_fn
-from ..parameter import Parameter
 
 __all__ = [
     "RecurrentCell",
@@ -310,24 +309,24 @@ class _GatedCell(HybridRecurrentCell):
         self._input_size = int(input_size)
         rows = self._gates * self._hidden_size
         rec = self._hidden_size if recurrent_size is None else int(recurrent_size)
-        self.i2h_weight = Parameter(
+        self.i2h_weight = self.params.get(
             "i2h_weight",
             shape=(rows, self._input_size),
             dtype=dtype,
             init=i2h_weight_initializer,
             allow_deferred_init=True,
         )
-        self.h2h_weight = Parameter(
+        self.h2h_weight = self.params.get(
             "h2h_weight",
             shape=(rows, rec),
             dtype=dtype,
             init=h2h_weight_initializer,
             allow_deferred_init=True,
         )
-        self.i2h_bias = Parameter(
+        self.i2h_bias = self.params.get(
             "i2h_bias", shape=(rows,), dtype=dtype, init=i2h_bias_initializer, allow_deferred_init=True
         )
-        self.h2h_bias = Parameter(
+        self.h2h_bias = self.params.get(
             "h2h_bias", shape=(rows,), dtype=dtype, init=h2h_bias_initializer, allow_deferred_init=True
         )
 
@@ -556,7 +555,7 @@ class LSTMPCell(_GatedCell):
             params,
         )
         self._projection_size = int(projection_size)
-        self.h2r_weight = Parameter(
+        self.h2r_weight = self.params.get(
             "h2r_weight",
             shape=(self._projection_size, self._hidden_size),
             dtype=dtype,

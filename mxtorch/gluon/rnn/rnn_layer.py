@@ -108,7 +108,7 @@ class _RNNLayer(HybridBlock):
                     setattr(
                         self,
                         full,
-                        Parameter(full, shape=shape, dtype=dtype, init=init, allow_deferred_init=True),
+                        self.params.get(full, shape=shape, dtype=dtype, init=init, allow_deferred_init=True),
                     )
                     names.append(full)
             ni = out_size * self._dir
