@@ -56,7 +56,7 @@ def _sparse_rows(data: torch.Tensor, begin: int, end: int) -> torch.Tensor:
         lo, hi = int(ptr[begin]), int(ptr[end])
         with sparse._quiet_csr():
             part = torch.sparse_csr_tensor(ptr[begin:end + 1] - lo, data.col_indices()[lo:hi],
-                                           data.values()[lo:hi], shape)
+                                           data.values()[lo:hi], shape, check_invariants=False)
         return sparse._mx_sparse(part)
     ids, rows = sparse.row_sparse_parts(data)
     keep = (ids >= begin) & (ids < end)
