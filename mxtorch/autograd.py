@@ -143,6 +143,15 @@ def backward(
     torch.autograd.backward(hs, _default_head_grads(hs, head_grads), retain_graph=retain_graph)
 
 
+class _GradOnly:
+    # > 0 while grad() runs: attach_grad's 'write' rule must not touch .grad then.  Not
+    # thread-local: torch may run a CUDA backward's hooks on its own device threads.
+    depth = 0
+
+
+_grad_only = _GradOnly()
+
+
 def grad(
     heads: torch.Tensor | Sequence[torch.Tensor],
     variables: torch.Tensor | Sequence[torch.Tensor],
@@ -154,14 +163,18 @@ def grad(
     """Return the gradients of ``heads`` w.r.t. ``variables`` without touching ``.grad``."""
     hs = _as_list(heads)
     vs = _as_list(variables)
-    out = torch.autograd.grad(
-        hs,
-        vs,
-        _default_head_grads(hs, head_grads),
-        retain_graph=retain_graph,
-        create_graph=create_graph,
-        allow_unused=True,
-    )
+    _grad_only.depth += 1
+    try:
+        out = torch.autograd.grad(
+            hs,
+            vs,
+            _default_head_grads(hs, head_grads),
+            retain_graph=retain_graph,
+            create_graph=create_graph,
+            allow_unused=True,
+        )
+    finally:
+        _grad_only.depth -= 1
     return [torch.zeros_like(v) if g is None else g for v, g in zip(vs, out)]
 
 

@@ -23,6 +23,7 @@ Sparse arrays (:mod:`mxtorch.nd.sparse`) get ``x.stype``, ``x.tostype(...)``, ``
 from __future__ import annotations
 
 import threading
+import weakref
 from typing import Any
 
 import numpy as np
@@ -158,7 +159,25 @@ def attach_grad(self: torch.Tensor, grad_req: str = "write", stype: Any = None) 
             self.detach_()
         self.requires_grad_(True)
         self.grad = torch.zeros_like(self)
+        if not getattr(self, "_mx_write_hook", False):
+            self.register_hook(_write_rule(weakref.ref(self)))
+            self._mx_write_hook = True  # type: ignore[attr-defined]
     self._mx_grad_req = grad_req  # type: ignore[attr-defined]
+
+
+def _write_rule(ref: weakref.ref[torch.Tensor]) -> Any:
+    # grad_req='write': a backward replaces .grad instead of adding to it (MXNet's rule); the
+    # hook sees the gradient just before torch accumulates it (not for autograd.grad calls)
+    def hook(g: torch.Tensor) -> torch.Tensor:
+        t = ref()
+        if t is not None and t.grad is not None and getattr(t, "_mx_grad_req", None) == "write":
+            from . import autograd
+
+            if not autograd._grad_only.depth:
+                t.grad.zero_()
+        return g
+
+    return hook
 
 
 def tostype(self: torch.Tensor, stype: str) -> torch.Tensor:
