@@ -60,7 +60,7 @@ def batch(step: int, part: int, n: int = 6) -> tuple[torch.Tensor, torch.Tensor,
 
 
 def weights(net: Recommender, ctx: mx.Context | None = None) -> dict[str, torch.Tensor]:
-    return {name: p.data(ctx).detach().clone() for name, p in net.collect_params().items()}
+    return {name: p.data(ctx).detach().clone() for name, p in net._collect_params_with_prefix().items()}
 
 
 class WatchedStore(LocalKVStore):
