@@ -76,8 +76,8 @@ class PReLU(HybridBlock):
         from ... import initializer
 
         self.alpha = self.params.get("alpha", shape=(in_channels,),
-                               init=alpha_initializer if alpha_initializer is not None
-                               else initializer.Constant(0.25))
+                                     init=alpha_initializer if alpha_initializer is not None
+                                     else initializer.Constant(0.25))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         a: torch.Tensor = self.alpha.data()

@@ -100,9 +100,9 @@ class Dense(HybridBlock):
         self._in_units = int(in_units)
         self._flatten = flatten
         self.weight = self.params.get("weight", shape=(self._units, self._in_units), dtype=dtype,
-                                init=weight_initializer, allow_deferred_init=True)
+                                      init=weight_initializer, allow_deferred_init=True)
         self.bias = (self.params.get("bias", shape=(self._units,), dtype=dtype, init=bias_initializer,
-                               allow_deferred_init=True) if use_bias else None)
+                                     allow_deferred_init=True) if use_bias else None)
         self._act_name = activation
         self.act = Activation(activation) if activation is not None else None
         self._act_fn = activation_fn(activation) if activation is not None else None

@@ -131,7 +131,7 @@ class _Conv(HybridBlock):
                                      f"dilation, got output_padding={self._out_pad}, "
                                      f"strides={self._strides}, dilation={self._dilation}")
         self.weight = self.params.get("weight", shape=self._weight_shape(in_channels),
-                                init=weight_initializer, allow_deferred_init=True)
+                                      init=weight_initializer, allow_deferred_init=True)
         self.bias = (self.params.get("bias", shape=(channels,), init=bias_initializer,
                                      allow_deferred_init=True) if use_bias else None)
         self._act_name = activation

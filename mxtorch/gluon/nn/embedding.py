@@ -43,8 +43,8 @@ class Embedding(HybridBlock):
         self._dtype = to_torch_dtype(dtype)
         self._sparse_grad = bool(sparse_grad)
         self.weight = self.params.get("weight", shape=(self._input_dim, self._output_dim), dtype=self._dtype,
-                                init=weight_initializer, allow_deferred_init=True,
-                                grad_stype="row_sparse" if self._sparse_grad else "default")
+                                      init=weight_initializer, allow_deferred_init=True,
+                                      grad_stype="row_sparse" if self._sparse_grad else "default")
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if not isinstance(x, torch.Tensor):

@@ -62,11 +62,11 @@ class _Affine(HybridBlock):
         self._center, self._scale = bool(center), bool(scale)
         # MXNet: a disabled gamma/beta still exists (checkpoints keep it) but is not trained.
         self.gamma = self.params.get("gamma", grad_req="write" if scale else "null", shape=(in_channels,),
-                               init=gamma_initializer, allow_deferred_init=True,
-                               differentiable=bool(scale) or not differentiable_flags)
+                                     init=gamma_initializer, allow_deferred_init=True,
+                                     differentiable=bool(scale) or not differentiable_flags)
         self.beta = self.params.get("beta", grad_req="write" if center else "null", shape=(in_channels,),
-                              init=beta_initializer, allow_deferred_init=True,
-                              differentiable=bool(center) or not differentiable_flags)
+                                    init=beta_initializer, allow_deferred_init=True,
+                                    differentiable=bool(center) or not differentiable_flags)
 
     def _vectors(self) -> list[Parameter]:
         """Every (in_channels,)-shaped parameter of this layer."""
@@ -129,11 +129,11 @@ class BatchNorm(_Affine):
         self._epsilon = _check_epsilon(epsilon, name)
         self._use_global_stats = bool(use_global_stats)
         self.running_mean = self.params.get("running_mean", grad_req="null", shape=(in_channels,),
-                                      init=running_mean_initializer, allow_deferred_init=True,
-                                      differentiable=False)
+                                            init=running_mean_initializer, allow_deferred_init=True,
+                                            differentiable=False)
         self.running_var = self.params.get("running_var", grad_req="null", shape=(in_channels,),
-                                     init=running_variance_initializer, allow_deferred_init=True,
-                                     differentiable=False)
+                                           init=running_variance_initializer, allow_deferred_init=True,
+                                           differentiable=False)
 
     def cast(self, dtype: Any) -> BatchNorm:
         """Cast the parameters; float16 is kept as float32 (as MXNet does for BatchNorm)."""
