@@ -29,6 +29,7 @@ import torch
 from . import context as _context
 from .base import MXNetError
 from .context import Context, as_context, current_context
+from .nd import array
 from .util import use_np, use_np_array, use_np_shape
 
 __all__ = [
@@ -60,6 +61,13 @@ __all__ = [
     "use_np_shape",
     "compare_optimizer",
     "compare_ndarray_tuple",
+    "array",
+    "assert_allclose",
+    "same_array",
+    "retry",
+    "list_gpus",
+    "random_sample",
+    "random_uniform_arrays",
 ]
 
 # ----------------------------------------------------------------------------------------------
@@ -478,11 +486,11 @@ def check_numeric_gradient(
 
 
 def compare_ndarray_tuple(t1: Any, t2: Any, rtol: float | None = None, atol: float | None = None) -> None:
-    """Assert two optimizer states are equal: tensors, or (nested) tuples/lists of them; None
-    matches None."""
+    """Assert two optimizer states are equal: tensors, or (nested) tuples/lists of them.
+
+    As MXNet's helper, a None on either side compares nothing there (a reference optimizer may
+    keep no state, or no master copy, where the other does)."""
     if t1 is None or t2 is None:
-        if (t1 is None) != (t2 is None):
-            raise AssertionError(f"one state is None and the other is not: {t1!r} / {t2!r}")
         return
     if isinstance(t1, (tuple, list)) or isinstance(t2, (tuple, list)):
         if not (isinstance(t1, (tuple, list)) and isinstance(t2, (tuple, list))) or len(t1) != len(t2):
@@ -553,3 +561,66 @@ def compare_optimizer(opt1: Any, opt2: Any, shape: Any, dtype: Any, w_stype: str
     if compare_states:
         compare_ndarray_tuple(state1, state2, rtol=rtol, atol=atol)
     assert_almost_equal(w1, w2, rtol=rtol, atol=atol)
+
+
+# ----------------------------------------------------------------------------------------------
+# smaller helpers MXNet's tests import with ``from mxnet.test_utils import *``
+# ----------------------------------------------------------------------------------------------
+def assert_allclose(a: Any, b: Any, rtol: float = 1e-07, atol: float = 0.0, equal_nan: bool = True) -> None:
+    """numpy's ``assert_allclose`` defaults on :func:`assert_almost_equal`."""
+    assert_almost_equal(a, b, rtol=rtol, atol=atol, equal_nan=equal_nan)
+
+
+def same_array(array1: torch.Tensor, array2: torch.Tensor) -> bool:
+    """Whether the two tensors are views of the same memory (same storage, offset, shape and strides)."""
+    if not (isinstance(array1, torch.Tensor) and isinstance(array2, torch.Tensor)):
+        raise TypeError(f"same_array compares two tensors, got {type(array1).__name__} and "
+                        f"{type(array2).__name__}")
+    if array1.layout != torch.strided or array2.layout != torch.strided:
+        return array1 is array2
+    return (array1.untyped_storage().data_ptr() == array2.untyped_storage().data_ptr()
+            and array1.storage_offset() == array2.storage_offset()
+            and array1.shape == array2.shape and array1.stride() == array2.stride())
+
+
+def retry(n: int) -> Callable[[Callable[..., Any]], Callable[..., None]]:
+    """Decorator: run a test up to ``n`` times until it passes without an AssertionError."""
+    if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+        raise ValueError(f"retry needs a positive number of attempts, got {n!r}")
+
+    def decorate(f: Callable[..., Any]) -> Callable[..., None]:
+        def wrapper(*args: Any, **kwargs: Any) -> None:
+            for attempt in range(n):
+                try:
+                    f(*args, **kwargs)
+                    return
+                except AssertionError:
+                    if attempt == n - 1:
+                        raise
+
+        wrapper.__name__ = getattr(f, "__name__", "wrapper")
+        wrapper.__doc__ = f.__doc__
+        return wrapper
+
+    return decorate
+
+
+def list_gpus() -> range:
+    """``range(number of CUDA devices)``."""
+    return range(torch.cuda.device_count() if torch.cuda.is_available() else 0)
+
+
+def random_sample(population: Sequence[Any], k: int) -> list[Any]:
+    """``k`` distinct elements of ``population`` in random order (numpy's global generator)."""
+    if not 0 <= k <= len(population):
+        raise ValueError(f"random_sample: k must be in [0, {len(population)}], got {k!r}")
+    picked = np.random.permutation(len(population))[:k]
+    return [population[int(i)] for i in picked]
+
+
+def random_uniform_arrays(
+    *shapes: Any, low: float = 0.0, high: float = 1.0, dtype: Any = None
+) -> list[np.ndarray]:
+    """numpy arrays uniform in ``[low, high)``, one per shape (``dtype`` default: float32)."""
+    dt = np.float32 if dtype is None else dtype
+    return [np.random.uniform(low, high, size=s).astype(dt) for s in shapes]

@@ -1,4 +1,4 @@
-"""Tests of mxtorch.optimizer against numpy re-statements of MXNet's documented update rules."""
+"""Tests of mxtorch.optimizer against numpy re-statements of MXNet 1.9's documented update rules."""
 
 from __future__ import annotations
 
@@ -44,7 +44,7 @@ def ref_sgd(w, grad, st, lr, wd, t, hp, r, c):
 
 def ref_nag(w, grad, st, lr, wd, t, hp, r, c):
     g = _g(grad, r, c) + wd * w
-    m = hp.get("momentum", 0.9)
+    m = hp.get("momentum", 0.0)
     if m == 0.0:
         return w - lr * g, st
     mom = m * st - lr * g
@@ -53,7 +53,9 @@ def ref_nag(w, grad, st, lr, wd, t, hp, r, c):
 
 def ref_adam(w, grad, st, lr, wd, t, hp, r, c):
     b1, b2, eps = hp.get("beta1", 0.9), hp.get("beta2", 0.999), hp.get("epsilon", 1e-8)
-    g = _g(grad, r, c) + wd * w
+    g = grad * r + wd * w
+    if c is not None:  # MXNet 1.9's Adam clips after adding the weight decay
+        g = np.clip(g, -c, c)
     m, v = st
     m = b1 * m + (1 - b1) * g
     v = b2 * v + (1 - b2) * g**2
@@ -72,36 +74,38 @@ def ref_adamw(w, grad, st, lr, wd, t, hp, r, c):
 
 
 def ref_adagrad(w, grad, st, lr, wd, t, hp, r, c):
-    eps = hp.get("epsilon", 1e-6)
-    g = _g(grad, r, c) + wd * w
+    eps = hp.get("eps", 1e-7)
+    g = _g(grad, r, c)
     hist = st + g**2
-    return w - lr * g / (np.sqrt(hist) + eps), hist
+    return w - lr * (g / np.sqrt(hist + eps) + wd * w), hist
 
 
 def ref_adadelta(w, grad, st, lr, wd, t, hp, r, c):
-    rho, eps = hp.get("rho", 0.9), hp.get("epsilon", 1e-6)
-    g = _g(grad, r, c) + wd * w
+    rho, eps = hp.get("rho", 0.9), hp.get("epsilon", 1e-5)
+    g = _g(grad, r, c)
     acc_g, acc_d = st
     acc_g = rho * acc_g + (1 - rho) * g * g
     delta = np.sqrt(acc_d + eps) / np.sqrt(acc_g + eps) * g
     acc_d = rho * acc_d + (1 - rho) * delta * delta
-    return w - lr * delta, (acc_g, acc_d)
+    return w - (delta + wd * w), (acc_g, acc_d)  # no learning rate in MXNet 1.9's AdaDelta
 
 
 def ref_rmsprop(w, grad, st, lr, wd, t, hp, r, c):
-    rho, mom_c, eps = hp.get("rho", 0.9), hp.get("momentum", 0.9), hp.get("epsilon", 1e-8)
-    g = _g(grad, r, c) + wd * w
+    g1, g2, eps = hp.get("gamma1", 0.9), hp.get("gamma2", 0.9), hp.get("epsilon", 1e-8)
+    g = grad * r + wd * w
+    if c is not None:
+        g = np.clip(g, -c, c)
     if not hp.get("centered", False):
-        var = rho * st + (1 - rho) * g**2
-        w = w - lr * g / (np.sqrt(var) + eps)
-        st = var
+        n = g1 * st + (1 - g1) * g**2
+        w = w - lr * g / np.sqrt(n + eps)
+        st = n
     else:
-        mean, var, mom = st
-        mean = rho * mean + (1 - rho) * g
-        var = rho * var + (1 - rho) * g**2
-        mom = mom_c * mom - lr * g / np.sqrt(var - mean**2 + eps)
-        w = w + mom
-        st = (mean, var, mom)
+        n, m, delta = st
+        n = g1 * n + (1 - g1) * g**2
+        m = g1 * m + (1 - g1) * g
+        delta = g2 * delta - lr * g / np.sqrt(n - m**2 + eps)
+        w = w + delta
+        st = (n, m, delta)
     cw = hp.get("clip_weights")
     if cw:
         w = np.clip(w, -cw, cw)
@@ -140,7 +144,7 @@ def ref_lamb(w, grad, st, lr, wd, t, hp, r, c):
 
 
 def ref_lars(w, grad, st, lr, wd, t, hp, r, c, name=""):
-    eta, eps, momentum = hp.get("eta", 0.001), hp.get("epsilon", 1e-8), hp.get("momentum", 0.0)
+    eta, eps, momentum = hp.get("eta", 0.001), hp.get("eps", 0.0), hp.get("momentum", 0.0)
     w_norm = np.linalg.norm(w)
     g_norm = np.linalg.norm(grad * r)
     if name.endswith(("gamma", "beta", "bias")) or not (w_norm > 0 and g_norm > 0):
@@ -159,8 +163,62 @@ def ref_signum(w, grad, st, lr, wd, t, hp, r, c):
     if momentum == 0.0:
         return (1 - lr * (wd + wd_lh)) * w - lr * np.sign(_g(grad, r, c)), st
     g = _g(grad, r, c) + wd * w
-    mom = momentum * st + (1 - momentum) * g
-    return (1 - lr * wd_lh) * w - lr * np.sign(mom), mom
+    mom = momentum * st - (1 - momentum) * g  # MXNet keeps the negated average
+    return (1 - lr * wd_lh) * w + lr * np.sign(mom), mom
+
+
+def ref_ftml(w, grad, st, lr, wd, t, hp, r, c):
+    b1, b2, eps = hp.get("beta1", 0.6), hp.get("beta2", 0.999), hp.get("epsilon", 1e-8)
+    g = grad * r + wd * w
+    if c is not None:
+        g = np.clip(g, -c, c)
+    d, v, z = st
+    v = b2 * v + (1 - b2) * g**2
+    d_t = (1 - b1**t) / lr * (np.sqrt(v / (1 - b2**t)) + eps)
+    z = b1 * z + (1 - b1) * g - (d_t - b1 * d) * w
+    return -z / d_t, (d_t, v, z)
+
+
+def ref_adamax(w, grad, st, lr, wd, t, hp, r, c):
+    b1, b2 = hp.get("beta1", 0.9), hp.get("beta2", 0.999)
+    g = grad * r + wd * w
+    if c is not None:
+        g = np.clip(g, -c, c)
+    m, u = st
+    m = b1 * m + (1 - b1) * g
+    u = np.maximum(b2 * u, np.abs(g))
+    return w - lr / (1 - b1**t) * m / u, (m, u)
+
+
+def ref_nadam(w, grad, st, lr, wd, t, hp, r, c):
+    b1, b2, eps = hp.get("beta1", 0.9), hp.get("beta2", 0.999), hp.get("epsilon", 1e-8)
+    decay = hp.get("schedule_decay", 0.004)
+    g = grad * r + wd * w
+    if c is not None:
+        g = np.clip(g, -c, c)
+
+    def mu(k):
+        return b1 * (1 - 0.5 * 0.96 ** (k * decay))
+
+    sched = math.prod(mu(k) for k in range(1, t + 1))
+    sched_next = sched * mu(t + 1)
+    m, v = st
+    m = b1 * m + (1 - b1) * g
+    v = b2 * v + (1 - b2) * g**2
+    m_bar = (1 - mu(t)) * g / (1 - sched) + mu(t + 1) * m / (1 - sched_next)
+    return w - lr * m_bar / (np.sqrt(v / (1 - b2**t)) + eps), (m, v)
+
+
+def ref_dcasgd(w, grad, st, lr, wd, t, hp, r, c):
+    momentum, lamda = hp.get("momentum", 0.0), hp.get("lamda", 0.04)
+    g = _g(grad, r, c)
+    mom, prev = st if st is not None else (None, None)
+    if prev is None:
+        prev = w.copy()  # the state starts as a copy of the weight
+        mom = np.zeros_like(w)
+    step = -lr * (g + wd * w + lamda * g * g * (w - prev))
+    mom = momentum * mom + step
+    return w + mom, (mom, w.copy())
 
 
 def _zeros_state(kind: str, shape: tuple[int, ...]) -> Any:
@@ -173,24 +231,35 @@ CASES = [
     ("sgd", {"learning_rate": 0.1}, ref_sgd, "none"),
     ("sgd", {"learning_rate": 0.1, "momentum": 0.9}, ref_sgd, "one"),
     ("nag", {"learning_rate": 0.1, "momentum": 0.9}, ref_nag, "one"),
-    ("nag", {"learning_rate": 0.1, "momentum": 0.0}, ref_nag, "none"),
+    ("nag", {"learning_rate": 0.1}, ref_nag, "none"),
     ("adam", {"learning_rate": 0.01}, ref_adam, "two"),
     ("adam", {"learning_rate": 0.01, "beta1": 0.8, "beta2": 0.99, "epsilon": 1e-6}, ref_adam, "two"),
     ("adamw", {"learning_rate": 0.01}, ref_adamw, "two"),
     ("adamw", {"learning_rate": 0.01, "correct_bias": False}, ref_adamw, "two"),
     ("adagrad", {"learning_rate": 0.1}, ref_adagrad, "one"),
-    ("adadelta", {"learning_rate": 1.0, "rho": 0.8}, ref_adadelta, "two"),
+    ("adagrad", {"learning_rate": 0.1, "eps": 1e-3}, ref_adagrad, "one"),
+    ("adadelta", {"learning_rate": 0.5, "rho": 0.8}, ref_adadelta, "two"),
+    ("adadelta", {"learning_rate": 0.5, "epsilon": 1e-3}, ref_adadelta, "two"),
     ("rmsprop", {"learning_rate": 0.01}, ref_rmsprop, "one"),
-    ("rmsprop", {"learning_rate": 0.01, "centered": True, "momentum": 0.8}, ref_rmsprop, "three"),
+    ("rmsprop", {"learning_rate": 0.01, "centered": True, "gamma2": 0.8, "gamma1": 0.7}, ref_rmsprop,
+     "three"),
     ("rmsprop", {"learning_rate": 0.05, "clip_weights": 0.5}, ref_rmsprop, "one"),
     ("ftrl", {"learning_rate": 0.1, "lamda1": 0.05, "beta": 0.5}, ref_ftrl, "two"),
     ("lamb", {"learning_rate": 0.01}, ref_lamb, "two"),
     ("lamb", {"learning_rate": 0.01, "bias_correction": False, "upper_bound": 1.0}, ref_lamb, "two"),
     ("lamb", {"learning_rate": 0.01, "lower_bound": 5.0}, ref_lamb, "two"),
     ("lars", {"learning_rate": 0.1, "momentum": 0.9, "eta": 0.01}, ref_lars, "one"),
-    ("lars", {"learning_rate": 0.1}, ref_lars, "none"),
+    ("lars", {"learning_rate": 0.1, "eps": 1e-3}, ref_lars, "none"),
     ("signum", {"learning_rate": 0.01, "wd_lh": 0.05}, ref_signum, "one"),
     ("signum", {"learning_rate": 0.01, "momentum": 0.0, "wd_lh": 0.05}, ref_signum, "none"),
+    ("ftml", {"learning_rate": 0.05}, ref_ftml, "three"),
+    ("ftml", {"learning_rate": 0.05, "beta1": 0.5, "beta2": 0.9, "epsilon": 1e-4}, ref_ftml, "three"),
+    ("adamax", {"learning_rate": 0.01}, ref_adamax, "two"),
+    ("adamax", {"learning_rate": 0.01, "beta1": 0.8, "beta2": 0.9}, ref_adamax, "two"),
+    ("nadam", {"learning_rate": 0.01}, ref_nadam, "two"),
+    ("nadam", {"learning_rate": 0.01, "beta1": 0.8, "schedule_decay": 0.1}, ref_nadam, "two"),
+    ("dcasgd", {"learning_rate": 0.1}, ref_dcasgd, "none"),
+    ("dcasgd", {"learning_rate": 0.1, "momentum": 0.5, "lamda": 0.5}, ref_dcasgd, "none"),
 ]
 
 
@@ -437,12 +506,14 @@ def test_multi_precision_master_matches_fp32(name, hp, low):
     w32 = [w.float() for w in w_low]
     mp_states = [mp.create_state_multi_precision(i, w) for i, w in enumerate(w_low)]
     ref_states = [ref.create_state(i, w) for i, w in enumerate(w32)]
-    for master, _ in mp_states:
+    # MXNet's layouts: (momentum, master) for SGD, NAG, LARS; (master, inner state) for the others
+    masters = [st[1] if name in ("sgd", "nag", "lars") else st[0] for st in mp_states]
+    for master in masters:
         assert master.dtype == torch.float32
     for gs in grads:
         mp.update_multi_precision([0, 1], w_low, gs, mp_states)
         ref.update([0, 1], w32, [g.float() for g in gs], ref_states)
-    for w, (master, _), want in zip(w_low, mp_states, w32):
+    for w, master, want in zip(w_low, masters, w32):
         assert w.dtype == low
         torch.testing.assert_close(master, want, rtol=1e-6, atol=1e-7)
         assert torch.equal(w, master.to(low))
@@ -452,9 +523,9 @@ def test_multi_precision_single_index_and_bad_state():
     o = opt.SGD(learning_rate=0.1, multi_precision=True)
     w = torch.ones(3, dtype=torch.float16)
     st = o.create_state_multi_precision(0, w)
-    assert isinstance(st, tuple) and st[1] is None
+    assert isinstance(st, tuple) and st[0] is None  # (momentum, master): no momentum state
     o.update_multi_precision(0, w, torch.full((3,), 0.5, dtype=torch.float16), st)
-    torch.testing.assert_close(st[0], torch.full((3,), 0.95))
+    torch.testing.assert_close(st[1], torch.full((3,), 0.95))
     with pytest.raises(MXNetError, match="master"):
         o.update_multi_precision(0, w, torch.ones(3, dtype=torch.float16), None)
     # fp32 weights pass straight through even with multi_precision
@@ -482,16 +553,17 @@ def test_create_by_alias(alias):
 
 
 def test_documented_defaults():
-    assert opt.SGD().lr == 0.1 and opt.SGD().momentum == 0.0
-    assert opt.NAG().momentum == 0.9
+    """MXNet 1.9's defaults."""
+    assert opt.SGD().lr == 0.01 and opt.SGD().momentum == 0.0 and opt.SGD().lazy_update is True
+    assert opt.NAG().momentum == 0.0 and opt.NAG().lr == 0.01
     a = opt.Adam()
-    assert (a.lr, a.beta1, a.beta2, a.epsilon) == (0.001, 0.9, 0.999, 1e-8)
+    assert (a.lr, a.beta1, a.beta2, a.epsilon, a.lazy_update) == (0.001, 0.9, 0.999, 1e-8, True)
     assert opt.AdamW().epsilon == 1e-6 and opt.AdamW().correct_bias is True
-    assert opt.AdaGrad().epsilon == 1e-6
+    assert opt.AdaGrad().float_stable_eps == 1e-7 and opt.AdaGrad().lr == 0.01
     d = opt.AdaDelta()
-    assert (d.lr, d.rho, d.epsilon) == (1.0, 0.9, 1e-6)
+    assert (d.rho, d.epsilon) == (0.9, 1e-5)
     r = opt.RMSProp()
-    assert (r.lr, r.rho, r.momentum, r.epsilon, r.centered, r.clip_weights) == (
+    assert (r.lr, r.gamma1, r.gamma2, r.epsilon, r.centered, r.clip_weights) == (
         0.001,
         0.9,
         0.9,
@@ -504,9 +576,25 @@ def test_documented_defaults():
     la = opt.LAMB()
     assert (la.epsilon, la.lower_bound, la.upper_bound, la.bias_correction) == (1e-6, None, None, True)
     lr = opt.LARS()
-    assert (lr.lr, lr.momentum, lr.eta, lr.epsilon) == (0.1, 0.0, 0.001, 1e-8)
+    assert (lr.lr, lr.momentum, lr.eta, lr.eps, lr.lazy_update, lr.momentum_correction) == (
+        0.01, 0.0, 0.001, 0.0, True, True)
     s = opt.Signum()
     assert (s.lr, s.momentum, s.wd_lh) == (0.01, 0.9, 0.0)
+    fm = opt.FTML()
+    assert (fm.lr, fm.beta1, fm.beta2, fm.epsilon) == (0.01, 0.6, 0.999, 1e-8)
+    ax = opt.Adamax()
+    assert (ax.lr, ax.beta1, ax.beta2) == (0.002, 0.9, 0.999)
+    na = opt.Nadam()
+    assert (na.lr, na.beta1, na.beta2, na.epsilon, na.schedule_decay) == (0.001, 0.9, 0.999, 1e-8, 0.004)
+    dc = opt.DCASGD()
+    assert (dc.lr, dc.momentum, dc.lamda) == (0.01, 0.0, 0.04)
+    lb = opt.LBSGD()
+    assert (lb.lr, lb.momentum, lb.warmup_strategy, lb.warmup_epochs, lb.batch_scale, lb.updates_per_epoch) == (
+        0.01, 0.0, "linear", 5, 1, 32)
+    assert opt.SGLD().lr == 0.01
+    # only SGD, Adam, LARS (lazy_update), AdaGrad and Ftrl update row_sparse gradients lazily
+    lazy = {n for n, k in opt.Optimizer.opt_registry.items() if k.lazy_update or getattr(k(), "lazy_update")}
+    assert lazy == {"sgd", "ccsgd", "adam", "lars", "adagrad", "ftrl"}
 
 
 def test_create_errors_and_instances():
@@ -554,7 +642,10 @@ def test_register_duplicate_raises():
         ("adam", {"beta2": -0.1}, ValueError, "beta2"),
         ("adam", {"epsilon": float("nan")}, ValueError, "epsilon"),
         ("adamw", {"correct_bias": 1}, TypeError, "correct_bias"),
-        ("rmsprop", {"rho": 1.5}, ValueError, "rho"),
+        ("rmsprop", {"gamma1": 1.5}, ValueError, "gamma1"),
+        ("rmsprop", {"rho": 0.5, "gamma1": 0.7}, ValueError, "rho"),
+        ("lbsgd", {"warmup_strategy": "cubic"}, ValueError, "warmup_strategy"),
+        ("lbsgd", {"batch_scale": 0}, ValueError, "batch_scale"),
         ("rmsprop", {"clip_weights": -1.0}, ValueError, "clip_weights"),
         ("lamb", {"lower_bound": 2.0, "upper_bound": 1.0}, ValueError, "lower_bound"),
         ("ftrl", {"learning_rate": 0.0}, ValueError, "learning_rate must be > 0"),
@@ -573,12 +664,14 @@ def test_unknown_kwarg_lists_accepted_names():
         opt.Adam(beta3=0.5)
 
 
-def test_deprecated_aliases():
-    with pytest.warns(DeprecationWarning):
-        assert opt.AdaGrad(eps=1e-3).epsilon == 1e-3
-    with pytest.warns(DeprecationWarning):
-        r = opt.RMSProp(gamma1=0.8, gamma2=0.7)
-    assert (r.rho, r.momentum) == (0.8, 0.7)
+def test_mxnet2_names_are_accepted():
+    """MXNet 2.0 renamed AdaGrad's eps and RMSProp's gamma1/gamma2; both spellings work."""
+    assert opt.AdaGrad(eps=1e-3).float_stable_eps == 1e-3
+    assert opt.AdaGrad(epsilon=1e-4).float_stable_eps == 1e-4
+    r = opt.RMSProp(gamma1=0.8, gamma2=0.7)
+    assert (r.gamma1, r.gamma2) == (0.8, 0.7)
+    r = opt.RMSProp(rho=0.6, momentum=0.5)
+    assert (r.gamma1, r.gamma2) == (0.6, 0.5)
 
 
 def test_fused_kwargs_accepted_for_compat():

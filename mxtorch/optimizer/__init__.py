@@ -1,8 +1,10 @@
 """MXNet's ``mxnet.optimizer`` on PyTorch: optimizers updating plain ``torch.Tensor`` weights in place.
 
 ``create('adam', learning_rate=1e-3)`` builds a registered optimizer by (case-insensitive) name;
-``Updater``/``get_updater`` keep per-index states the way MXNet's KVStore does.
-Row_sparse gradients update only their rows (:mod:`mxtorch.optimizer.sparse`).
+``Updater``/``get_updater`` keep per-index states the way MXNet's KVStore does.  Every
+optimizer of MXNet 1.9's registry is here with MXNet 1.9's update rule (``AdamW`` comes from
+MXNet's contrib package).  Row_sparse gradients update only their rows where MXNet's does
+(``lazy_update``; :mod:`mxtorch.optimizer.sparse`), else every row.
 """
 
 from __future__ import annotations
@@ -11,14 +13,20 @@ from .accumulate import Test
 from .adadelta import AdaDelta
 from .adagrad import AdaGrad
 from .adam import Adam
+from .adamax import Adamax
 from .adamw import AdamW
 from .base import LRSchedulerConflictError, Optimizer, Updater, create, get_updater, register
+from .dcasgd import DCASGD
+from .ftml import FTML
 from .ftrl import Ftrl
 from .lamb import LAMB
 from .lars import LARS
+from .lbsgd import LBSGD
+from .nadam import Nadam
 from .nag import NAG
 from .rmsprop import RMSProp
-from .sgd import SGD
+from .sgd import SGD, ccSGD
+from .sgld import SGLD
 from .signum import Signum
 from .sparse import update_rows
 
@@ -30,15 +38,22 @@ __all__ = [
     "get_updater",
     "LRSchedulerConflictError",
     "SGD",
+    "ccSGD",
     "NAG",
     "Adam",
     "AdamW",
+    "Adamax",
+    "Nadam",
     "AdaGrad",
     "AdaDelta",
     "RMSProp",
     "Ftrl",
+    "FTML",
     "LAMB",
     "LARS",
+    "LBSGD",
+    "DCASGD",
+    "SGLD",
     "Signum",
     "Test",
     "update_rows",

@@ -1,8 +1,7 @@
-"""AdaGrad (MXNet 2.0 semantics)."""
+"""AdaGrad (MXNet 1.9 semantics)."""
 
 from __future__ import annotations
 
-import warnings
 from typing import Any
 
 import torch
@@ -14,33 +13,27 @@ __all__ = ["AdaGrad"]
 
 @register
 class AdaGrad(Optimizer):
-    """AdaGrad (Duchi et al., 2011)::
+    """AdaGrad (Duchi et al., 2011), as MXNet 1.9 applies it::
 
-        g = clip(rescale_grad * grad, clip_gradient) + wd * weight
+        g = clip(rescale_grad * grad, clip_gradient)
         history += g**2
-        weight -= lr * g / (sqrt(history) + epsilon)
+        weight -= lr * (g / sqrt(history + eps) + wd * weight)
 
     Args:
         learning_rate: default 0.01.
-        epsilon: default 1e-6 (MXNet 2.0).
-        eps: MXNet 1.x name of ``epsilon``; accepted with a ``DeprecationWarning``.
+        eps: added to the history under the square root, default 1e-7 (kept as
+            ``float_stable_eps``, MXNet's attribute).
+        epsilon: MXNet 2.0's name of ``eps``.
 
     A row_sparse gradient updates only its rows (weight and history), as MXNet's sparse
-    AdaGrad does.
+    ``adagrad_update`` does (MXNet refuses ``wd != 0`` there; mxtorch applies the same rule to the rows).
     """
 
-    def __init__(
-        self,
-        learning_rate: float | None = 0.01,
-        epsilon: float = 1e-6,
-        eps: float | None = None,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(learning_rate=learning_rate, **kwargs)
-        if eps is not None:
-            warnings.warn("AdaGrad: 'eps' is deprecated, use 'epsilon'", DeprecationWarning, stacklevel=2)
-            epsilon = eps
-        self.epsilon = _check_real("epsilon", epsilon, lo=0.0)
+    lazy_update = True
+
+    def __init__(self, eps: float = 1e-7, epsilon: float | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.float_stable_eps = _check_real("eps", eps if epsilon is None else epsilon, lo=0.0)
 
     def create_state(self, index: Any, weight: torch.Tensor) -> torch.Tensor:
         """The squared-gradient history (zeros like ``weight``)."""
@@ -50,7 +43,8 @@ class AdaGrad(Optimizer):
         self, index: Any, weight: torch.Tensor, grad: torch.Tensor, state: Any, lr: float, wd: float
     ) -> None:
         g = _prep_grad(grad, float(self.rescale_grad), self.clip_gradient)
-        if wd != 0.0:
-            g.add_(weight, alpha=wd)
         state.addcmul_(g, g)
-        weight.addcdiv_(g, state.sqrt().add_(self.epsilon), value=-lr)
+        step = g.div_(state.add(self.float_stable_eps).sqrt_())
+        if wd != 0.0:
+            step.add_(weight, alpha=wd)
+        weight.sub_(step, alpha=lr)

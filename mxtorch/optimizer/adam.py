@@ -1,4 +1,4 @@
-"""Adam (MXNet semantics: bias correction folded into the learning rate)."""
+"""Adam (MXNet 1.9 semantics: bias correction folded into the learning rate)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ __all__ = ["Adam"]
 class Adam(_FusedOptimizer):
     """The Adam optimizer (Kingma & Ba, 2014) as MXNet applies it, at step ``t`` of each weight::
 
-        g = clip(rescale_grad * grad, clip_gradient) + wd * weight
+        g = clip(rescale_grad * grad + wd * weight, clip_gradient)
         m = beta1 * m + (1 - beta1) * g
         v = beta2 * v + (1 - beta2) * g**2
         lr_t = lr * sqrt(1 - beta2**t) / (1 - beta1**t)
@@ -65,7 +65,10 @@ class Adam(_FusedOptimizer):
         vars_ = [s[1] for s in states]
         rescale = float(self.rescale_grad)
         if self.clip_gradient is not None or wd != 0.0:
-            grads = _preprocess_grads(grads, weights, rescale, self.clip_gradient, wd)
+            grads = _preprocess_grads(grads, weights, rescale, None, wd)
+            if self.clip_gradient is not None:  # MXNet 1.9 clips after adding the weight decay
+                torch._foreach_clamp_min_(grads, -self.clip_gradient)
+                torch._foreach_clamp_max_(grads, self.clip_gradient)
             rescale = 1.0
         b1, b2 = self.beta1, self.beta2
         torch._foreach_mul_(means, b1)

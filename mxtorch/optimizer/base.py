@@ -128,6 +128,17 @@ def _norm(t: torch.Tensor) -> torch.Tensor:
     return torch.linalg.vector_norm(t)
 
 
+def _is_sparse(t: Any) -> bool:
+    return isinstance(t, torch.Tensor) and t.layout != torch.strided
+
+
+def _in_layout_of(dense: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+    """``dense`` in the sparse layout of ``like`` (csr, or COO with ``like``'s sparse dimensions)."""
+    if like.layout == torch.sparse_csr:
+        return dense.to_sparse_csr()
+    return dense.to_sparse(like.sparse_dim())
+
+
 def _prep_grad(grad: torch.Tensor, rescale: float, clip: float | None) -> torch.Tensor:
     """A new tensor ``clip(rescale * grad, -clip, clip)``."""
     g = grad * rescale
@@ -180,6 +191,29 @@ def create(name: str | Optimizer | type[Optimizer], **kwargs: Any) -> Optimizer:
     return klass(**kwargs)
 
 
+def _sym_info(sym: Any) -> tuple[Any, ...]:
+    """``(attr_dict, argument names)`` of a symbol (its ``__lr_mult__``/``__wd_mult__`` attributes)."""
+    if sym is None:
+        return ()
+    if not (callable(getattr(sym, "attr_dict", None)) and callable(getattr(sym, "list_arguments", None))):
+        raise TypeError(
+            f"sym must be a Symbol (with attr_dict() and list_arguments()), got {type(sym).__name__}"
+        )
+    return (dict(sym.attr_dict()), list(sym.list_arguments()))
+
+
+def _sym_mults(sym_info: tuple[Any, ...], key: str) -> dict[Any, float]:
+    if not sym_info:
+        return {}
+    attrs, names = sym_info
+    out: dict[Any, float] = {}
+    for name in names:
+        attr = attrs.get(name)
+        if isinstance(attr, dict) and key in attr:
+            out[name] = float(attr[key])
+    return out
+
+
 # ----------------------------------------------------------------------------------------------
 # Optimizer
 # ----------------------------------------------------------------------------------------------
@@ -187,7 +221,9 @@ class Optimizer:
     """Base class of all optimizers.
 
     Args:
-        learning_rate: the global learning rate (``None``: take it from ``lr_scheduler``, else 0.01).
+        learning_rate: the global learning rate.  ``None`` (the default): the ``lr_scheduler``'s
+            ``base_lr``, else the optimizer's default (0.01 unless documented otherwise).  Given
+            together with an ``lr_scheduler``, it overwrites the scheduler's ``base_lr``.
         wd: weight decay (L2) coefficient.
         rescale_grad: every gradient is multiplied by this first (the Trainer sets ``1/batch_size``).
         clip_gradient: if not None, clip the rescaled gradient into ``[-clip_gradient, clip_gradient]``.
@@ -196,14 +232,17 @@ class Optimizer:
         param_dict: index -> object with ``lr_mult`` and ``wd_mult`` (a gluon Parameter).
         begin_num_update: the update count every index starts from.
         param_idx2name: index -> name, used by ``set_lr_mult``/``set_wd_mult`` with names.
-        use_fused_step, aggregate_num: accepted for MXNet compatibility, no effect.
+        sym: a Symbol whose arguments' ``__lr_mult__``/``__wd_mult__`` attributes become the
+            multipliers of those names (MXNet's Module passes it).
+        use_fused_step, aggregate_num: accepted for MXNet compatibility, no effect (every
+            optimizer updates a list of weights in one call).
     """
 
     opt_registry = _REGISTRY
 
     def __init__(
         self,
-        learning_rate: float | None = 0.01,
+        learning_rate: float | None = None,
         wd: float = 0.0,
         rescale_grad: float = 1.0,
         clip_gradient: float | None = None,
@@ -212,6 +251,7 @@ class Optimizer:
         param_dict: dict[Any, Any] | None = None,
         begin_num_update: int = 0,
         param_idx2name: dict[Any, str] | None = None,
+        sym: Any = None,
         use_fused_step: bool | None = None,
         aggregate_num: int | None = None,
         **kwargs: Any,
@@ -224,14 +264,18 @@ class Optimizer:
         if lr_scheduler is not None and not callable(lr_scheduler):
             raise TypeError(f"lr_scheduler must be callable (num_update -> lr), got {lr_scheduler!r}")
         if learning_rate is None:
-            learning_rate = getattr(lr_scheduler, "base_lr", 0.01) if lr_scheduler is not None else 0.01
-        self.lr: float = _check_real("learning_rate", learning_rate, lo=0.0)
+            # MXNet: without a learning rate the scheduler's base_lr rules, else 0.01
+            base = getattr(lr_scheduler, "base_lr", None) if lr_scheduler is not None else None
+            chosen: Any = base if isinstance(base, numbers.Real) else self._default_learning_rate
+            self.lr: float = _check_real("learning_rate", chosen, lo=0.0)
+        else:
+            self.lr = _check_real("learning_rate", learning_rate, lo=0.0)
+            if lr_scheduler is not None:
+                try:  # an explicit learning rate overwrites the scheduler's base_lr (MXNet)
+                    lr_scheduler.base_lr = self.lr  # type: ignore[attr-defined]
+                except (AttributeError, TypeError):
+                    pass  # a plain callable without a base_lr slot
         self.lr_scheduler = lr_scheduler
-        if lr_scheduler is not None:
-            try:
-                lr_scheduler.base_lr = self.lr  # type: ignore[attr-defined]
-            except (AttributeError, TypeError):
-                pass  # a plain callable without a base_lr slot
         self.wd: float = _check_real("wd", wd, lo=0.0)
         self.rescale_grad: float = _check_real("rescale_grad", rescale_grad)
         self.clip_gradient: float | None = _check_optional_positive("clip_gradient", clip_gradient)
@@ -244,13 +288,22 @@ class Optimizer:
                 f"param_idx2name must be a dict index -> name, got {type(param_idx2name).__name__}"
             )
         self.idx2name: dict[Any, str] = dict(param_idx2name) if param_idx2name else {}
+        self.sym_info: tuple[Any, ...] = _sym_info(sym)
         self.begin_num_update: int = _check_int("begin_num_update", begin_num_update)
         self.num_update: int = self.begin_num_update
-        self._index_update_count: dict[Any, int] = {}
+        # one update count per index and device (MXNet's _set_current_context); device 0 by default
+        self._all_index_update_counts: dict[int, dict[Any, int]] = {0: {}}
+        self._index_update_count: dict[Any, int] = self._all_index_update_counts[0]
+        self.aggregate_num: int = 0 if aggregate_num is None else _check_int("aggregate_num", aggregate_num)
         self.lr_mult: dict[Any, float] = {}
         self.wd_mult: dict[Any, float] = {}
         self.set_lr_mult({})
         self.set_wd_mult({})
+
+    _decayed_suffixes: tuple[str, ...] = ("weight", "gamma")  # names set_wd_mult keeps decaying
+    _default_learning_rate = 0.01  # the learning rate when neither one nor a scheduler is given
+    _master_first = True  # multi-precision state: (master, inner) as MXNet's base; SGD-like: (inner, master)
+    lazy_update = False  # a row_sparse gradient updates only its rows (else: dense, absent rows zero)
 
     def _accepted_arguments(self) -> list[str]:
         names: set[str] = set()
@@ -295,7 +348,8 @@ class Optimizer:
             raise TypeError(
                 f"set_lr_mult expects a dict index/name -> float, got {type(args_lr_mult).__name__}"
             )
-        mult = {k: _check_real(f"lr_mult[{k!r}]", v) for k, v in args_lr_mult.items()}
+        mult = _sym_mults(self.sym_info, "__lr_mult__")
+        mult.update({k: _check_real(f"lr_mult[{k!r}]", v) for k, v in args_lr_mult.items()})
         self.lr_mult = mult
 
     def set_wd_mult(self, args_wd_mult: dict[Any, float]) -> None:
@@ -310,8 +364,9 @@ class Optimizer:
             )
         mult: dict[Any, float] = {}
         for name in self.idx2name.values():
-            if not (str(name).endswith("weight") or str(name).endswith("gamma")):
+            if not str(name).endswith(self._decayed_suffixes):
                 mult[name] = 0.0
+        mult.update(_sym_mults(self.sym_info, "__wd_mult__"))
         mult.update({k: _check_real(f"wd_mult[{k!r}]", v) for k, v in args_wd_mult.items()})
         self.wd_mult = mult
 
@@ -364,6 +419,14 @@ class Optimizer:
         mult = self._wd_mult_of
         return [wd * mult(i) for i in indices]
 
+    def _set_current_context(self, device_id: int) -> None:
+        """Count updates separately for device ``device_id`` from now on (MXNet: one count per
+        index and device, so that replicas on several devices each advance once per step)."""
+        counts = self._all_index_update_counts.get(device_id)
+        if counts is None:
+            counts = self._all_index_update_counts[device_id] = {}
+        self._index_update_count = counts
+
     def _update_count(self, index: Any) -> None:
         """Count one more update of ``index`` (an index or a list); ``num_update`` is the maximum."""
         counts = self._index_update_count
@@ -379,14 +442,18 @@ class Optimizer:
         return None
 
     def create_state_multi_precision(self, index: Any, weight: torch.Tensor) -> Any:
-        """Like ``create_state``; with ``multi_precision`` and an fp16/bf16 weight the state is
-        ``(fp32 master copy of the weight, create_state(index, master))``."""
+        """Like ``create_state``; with ``multi_precision`` and an fp16/bf16 weight the state also
+        holds an fp32 master copy of the weight: ``(master, create_state(index, master))``, or
+        ``(create_state(index, master), master)`` for SGD, NAG, LARS and LBSGD (MXNet's layouts)."""
         if not isinstance(weight, torch.Tensor):
             raise TypeError(f"weight must be a torch.Tensor, got {type(weight).__name__}")
+        if _is_sparse(weight):  # states of a sparse weight are dense (it is updated in dense form)
+            weight = weight.detach().to_dense()
         if weight.dtype in _LOW_PRECISION:
             if self.multi_precision:
                 master = weight.detach().to(dtype=torch.float32, copy=True)
-                return (master, self.create_state(index, master))
+                inner = self.create_state(index, master)
+                return (master, inner) if self._master_first else (inner, master)
             warnings.warn(
                 f"updating a {weight.dtype} weight (index {index!r}) in {weight.dtype} can lose accuracy; "
                 "consider multi_precision=True",
@@ -404,20 +471,38 @@ class Optimizer:
         )
 
     def _apply_sparse(
-        self, indices: list[Any], weights: list[Any], grads: list[Any], states: list[Any]
+        self,
+        indices: list[Any],
+        weights: list[Any],
+        grads: list[Any],
+        states: list[Any],
+        multi_precision: bool = False,
     ) -> tuple[list[Any], list[Any], list[Any], list[Any]]:
-        """Update the entries whose gradient is row_sparse (lazily, see ``mxtorch.optimizer.sparse``);
-        return the remaining (dense) entries."""
-        if not any(isinstance(g, torch.Tensor) and g.layout != torch.strided for g in grads):
+        """Update the entries with a sparse weight or a row_sparse gradient; return the others.
+
+        A row_sparse gradient updates lazily or densely (``lazy_update``, see
+        ``mxtorch.optimizer.sparse``).  A sparse weight (row_sparse or csr) is updated through its
+        dense form, written back in its own layout; another sparse gradient (csr) is made dense.
+        These are MXNet's storage fallbacks.
+        """
+        if not any(_is_sparse(g) for g in grads) and not any(_is_sparse(w) for w in weights):
             return indices, weights, grads, states
-        from .sparse import update_sparse
+        from .sparse import is_row_sparse, update_sparse
 
         rest: tuple[list[Any], list[Any], list[Any], list[Any]] = ([], [], [], [])
         for i, w, g, s in zip(indices, weights, grads, states):
-            if isinstance(g, torch.Tensor) and g.layout != torch.strided:
+            if _is_sparse(w):
+                dense = w.detach().to_dense()
+                if multi_precision:
+                    self.update_multi_precision(i, dense, g, s)
+                else:
+                    self.update(i, dense, g, s)
+                with torch.no_grad():
+                    w.copy_(_in_layout_of(dense, w))
+            elif is_row_sparse(g):
                 update_sparse(self, i, w, g, s)
             else:
-                for lst, v in zip(rest, (i, w, g, s)):
+                for lst, v in zip(rest, (i, w, g.to_dense() if _is_sparse(g) else g, s)):
                     lst.append(v)
         return rest
 
@@ -435,9 +520,11 @@ class Optimizer:
                 _as_list("state", state, n),
             )
             return
-        if isinstance(grad, torch.Tensor) and grad.layout != torch.strided:
-            self._apply_sparse([index], [weight], [grad], [state])
-            return
+        if _is_sparse(grad) or _is_sparse(weight):
+            rest = self._apply_sparse([index], [weight], [grad], [state])
+            if not rest[0]:
+                return
+            index, weight, grad, state = (r[0] for r in rest)
         if not isinstance(weight, torch.Tensor) or not isinstance(grad, torch.Tensor):
             raise TypeError(
                 f"weight and grad must be torch.Tensor, got {type(weight).__name__} and {type(grad).__name__}"
@@ -464,18 +551,21 @@ class Optimizer:
             self.update(i, w, g, s)
 
     def _unpack_mp_state(self, index: Any, weight: torch.Tensor, state: Any) -> tuple[torch.Tensor, Any]:
-        if (
-            isinstance(state, (tuple, list))
-            and len(state) == 2
-            and isinstance(state[0], torch.Tensor)
-            and state[0].dtype == torch.float32
-            and state[0].shape == weight.shape
-        ):
-            return state[0], state[1]
+        """``(master, inner state)`` of a multi-precision state (see ``create_state_multi_precision``)."""
+        if isinstance(state, (tuple, list)) and len(state) == 2:
+            master, inner = (state[0], state[1]) if self._master_first else (state[1], state[0])
+            if (
+                isinstance(master, torch.Tensor)
+                and master.dtype == torch.float32
+                and master.shape == weight.shape
+            ):
+                return master, inner
+        layout = "(fp32 master weight, inner state)"
+        if not self._master_first:
+            layout = "(inner state, fp32 master weight)"
         raise MXNetError(
             f"multi_precision is on and weight {index!r} is {weight.dtype}, so its state must be "
-            "(fp32 master weight, inner state) as made by create_state_multi_precision; "
-            f"got {type(state).__name__}"
+            f"{layout} as made by create_state_multi_precision; got {type(state).__name__}"
         )
 
     def update_multi_precision(self, index: Any, weight: Any, grad: Any, state: Any) -> None:
@@ -489,7 +579,7 @@ class Optimizer:
             states = _as_list("state", state, n)
         else:
             indices, weights, grads, states = [index], [weight], [grad], [state]
-        indices, weights, grads, states = self._apply_sparse(indices, weights, grads, states)
+        indices, weights, grads, states = self._apply_sparse(indices, weights, grads, states, True)
         if not indices:
             return
         if not self.multi_precision:
@@ -822,8 +912,10 @@ class Updater:
             self.optimizer._load_hyper_params(payload["optimizer"])
         self.states = dict(loaded)
         self.states_synced = dict.fromkeys(self.states, False)
-        self.optimizer._index_update_count = dict(counts)
-        self.optimizer.num_update = num_update
+        opt = self.optimizer
+        opt._index_update_count.clear()  # the current device's dict (in _all_index_update_counts)
+        opt._index_update_count.update(counts)
+        opt.num_update = num_update
 
 
 def get_updater(optimizer: Optimizer) -> Updater:

@@ -1,4 +1,4 @@
-"""FTRL-Proximal (MXNet 2.0 semantics)."""
+"""FTRL-Proximal (MXNet 1.9 semantics)."""
 
 from __future__ import annotations
 
@@ -22,12 +22,17 @@ class Ftrl(Optimizer):
 
     Args:
         learning_rate: default 0.1 (must be > 0: the rule divides by it).
+
+    A row_sparse gradient updates only its rows (MXNet's sparse ``ftrl_update``).
         lamda1: L1 regularization strength, default 0.01.
         beta: per-coordinate learning-rate parameter, default 1.0.
     """
 
+    _default_learning_rate = 0.1
+    lazy_update = True  # a row_sparse gradient updates only its rows (z, n and weight)
+
     def __init__(
-        self, learning_rate: float | None = 0.1, lamda1: float = 0.01, beta: float = 1.0, **kwargs: Any
+        self, learning_rate: float | None = None, lamda1: float = 0.01, beta: float = 1.0, **kwargs: Any
     ) -> None:
         super().__init__(learning_rate=learning_rate, **kwargs)
         if self.lr == 0.0 and self.lr_scheduler is None:

@@ -1,4 +1,4 @@
-"""LARS: SGD with layer-wise adaptive learning rates (MXNet 2.0 semantics)."""
+"""LARS: SGD with layer-wise adaptive learning rates (MXNet 1.9 semantics)."""
 
 from __future__ import annotations
 
@@ -19,43 +19,61 @@ class LARS(Optimizer):
     learning rate is scaled per layer::
 
         w_norm = ||weight||;  g_norm = ||rescale_grad * grad||
-        lars = eta * w_norm / (g_norm + wd * w_norm + epsilon) if w_norm > 0 and g_norm > 0 else 1
+        lars = eta * w_norm / (g_norm + wd * w_norm + eps) if w_norm > 0 and g_norm > 0 else 1
         g = clip(rescale_grad * grad, clip_gradient) + wd * weight
-        mom = momentum * mom - lr * lars * g;  weight += mom        (weight -= lr * lars * g if momentum == 0)
+        mom = mu * mom - lr * lars * g;  weight += mom        (weight -= lr * lars * g if momentum == 0)
 
     Parameters whose name (``param_idx2name`` or ``param_dict[index].name``) ends in ``gamma``,
-    ``beta`` or ``bias`` use ``lars = 1``.
+    ``beta`` or ``bias`` use ``lars = 1``.  With ``momentum_correction``, ``mu`` is
+    ``momentum * lr / previous lr`` (Goyal et al.), where "previous" is the global learning rate
+    of the previous update (it differs only when a scheduler changed it); else ``mu = momentum``.
+    With ``param_idx2name``, names not ending in ``weight`` get no weight decay (MXNet's LARS also
+    exempts ``gamma``, unlike the other optimizers).
 
     Args:
-        learning_rate: default 0.1.
+        learning_rate: default 0.01.
         momentum: in [0, 1), default 0.
+        lazy_update: with a row_sparse gradient, update only its rows (the norms then cover those
+            rows only); default True, as MXNet's.
         eta: LARS coefficient, default 0.001.
-        epsilon: default 1e-8.
-        lazy_update: with a row_sparse gradient, True updates only its rows (the norms then
-            cover those rows only); the default False updates every row.  No effect on dense
-            gradients.
+        eps: added to the denominator of ``lars``, default 0.
+        momentum_correction: default True.
+
+    With ``multi_precision`` an fp16/bf16 weight's state is ``(momentum, fp32 master weight)``.
     """
+
+    _master_first = False  # MXNet's LARS state layout: (momentum, master)
+    _decayed_suffixes = ("weight",)
 
     def __init__(
         self,
-        learning_rate: float | None = 0.1,
         momentum: float = 0.0,
+        lazy_update: bool = True,
         eta: float = 0.001,
-        epsilon: float = 1e-8,
-        lazy_update: bool = False,
+        eps: float = 0.0,
+        momentum_correction: bool = True,
         **kwargs: Any,
     ) -> None:
-        super().__init__(learning_rate=learning_rate, **kwargs)
+        super().__init__(**kwargs)
         self.momentum = _check_unit("momentum", momentum)
-        self.eta = _check_real("eta", eta, lo=0.0)
-        self.epsilon = _check_real("epsilon", epsilon, lo=0.0)
         self.lazy_update = _check_bool("lazy_update", lazy_update)
+        self.eta = _check_real("eta", eta, lo=0.0)
+        self.eps = _check_real("eps", eps, lo=0.0)
+        self.momentum_correction = _check_bool("momentum_correction", momentum_correction)
+        self.last_lr: float | None = None
+        self.cur_lr: float | None = None
 
     def create_state(self, index: Any, weight: torch.Tensor) -> torch.Tensor | None:
         """The momentum buffer (zeros like ``weight``), or None when ``momentum == 0``."""
         if self.momentum == 0.0:
             return None
         return torch.zeros_like(weight, memory_format=torch.preserve_format)
+
+    def _base_lr(self) -> float:
+        lr = super()._base_lr()
+        self.last_lr = lr if self.cur_lr is None else self.cur_lr
+        self.cur_lr = lr
+        return lr
 
     def _param_name(self, index: Any) -> str:
         if index in self.idx2name:
@@ -71,8 +89,14 @@ class LARS(Optimizer):
             return 1.0
         w_norm = _norm(weight)
         g_norm = _norm(grad) * abs(float(self.rescale_grad))
-        lars = self.eta * w_norm / (g_norm + wd * w_norm + self.epsilon)
+        lars = self.eta * w_norm / (g_norm + wd * w_norm + self.eps)
         return torch.where((w_norm > 0) & (g_norm > 0), lars, torch.ones_like(lars))
+
+    def _momentum(self) -> float:
+        last, cur = self.last_lr, self.cur_lr
+        if self.momentum_correction and last and cur is not None:
+            return self.momentum * (cur / last)
+        return self.momentum
 
     def _step(
         self, index: Any, weight: torch.Tensor, grad: torch.Tensor, state: Any, lr: float, wd: float
@@ -86,5 +110,5 @@ class LARS(Optimizer):
         if state is None:
             weight.sub_(g)
         else:
-            state.mul_(self.momentum).sub_(g)
+            state.mul_(self._momentum()).sub_(g)
             weight.add_(state)

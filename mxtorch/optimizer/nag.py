@@ -1,4 +1,4 @@
-"""Nesterov accelerated gradient (MXNet semantics)."""
+"""Nesterov accelerated gradient (MXNet 1.9 semantics)."""
 
 from __future__ import annotations
 
@@ -24,11 +24,15 @@ class NAG(_FusedOptimizer):
     ``momentum == 0`` it is plain SGD: ``weight -= lr * g``.
 
     Args:
-        learning_rate: default 0.1 (MXNet 2.0's default).
-        momentum: in [0, 1), default 0.9.
+        learning_rate: default 0.01 (MXNet 1.9).
+        momentum: in [0, 1), default 0 (MXNet 1.9; 0 keeps no state).
+
+    With ``multi_precision`` an fp16/bf16 weight's state is ``(momentum, fp32 master weight)``.
     """
 
-    def __init__(self, learning_rate: float | None = 0.1, momentum: float = 0.9, **kwargs: Any) -> None:
+    _master_first = False  # MXNet's NAG state layout: (momentum, master)
+
+    def __init__(self, learning_rate: float | None = None, momentum: float = 0.0, **kwargs: Any) -> None:
         super().__init__(learning_rate=learning_rate, **kwargs)
         self.momentum = _check_unit("momentum", momentum)
 

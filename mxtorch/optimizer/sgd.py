@@ -1,4 +1,4 @@
-"""SGD with momentum and weight decay (MXNet semantics)."""
+"""SGD with momentum and weight decay (MXNet 1.9 semantics), and ``ccSGD``, its deprecated alias."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import torch
 
 from .base import _check_bool, _check_unit, _FusedOptimizer, _preprocess_grads, register
 
-__all__ = ["SGD"]
+__all__ = ["SGD", "ccSGD"]
 
 
 @register
@@ -21,16 +21,20 @@ class SGD(_FusedOptimizer):
         otherwise:      mom = momentum * mom - lr * g;  weight += mom
 
     Args:
-        learning_rate: default 0.1 (MXNet 2.0's default for SGD).
+        learning_rate: default 0.01 (MXNet 1.9).
         momentum: in [0, 1); 0 keeps no state.
         lazy_update: for a row_sparse gradient, update only its rows (weight and momentum; MXNet
             1.x's default, True); False gives the standard update of every row.  Dense gradients
             always get the standard update.
+
+    With ``multi_precision`` an fp16/bf16 weight's state is ``(momentum, fp32 master weight)``.
     """
+
+    _master_first = False  # MXNet's SGD state layout: (momentum, master)
 
     def __init__(
         self,
-        learning_rate: float | None = 0.1,
+        learning_rate: float | None = None,
         momentum: float = 0.0,
         lazy_update: bool = True,
         **kwargs: Any,
@@ -64,3 +68,8 @@ class SGD(_FusedOptimizer):
         if wd != 0.0:
             torch._foreach_add_(moms, weights, alpha=-lr * wd)
         torch._foreach_add_(weights, moms)
+
+
+@register
+class ccSGD(SGD):  # MXNet's spelling
+    """MXNet's deprecated ``ccSGD`` (registered as ``'ccsgd'``): the same optimizer as :class:`SGD`."""

@@ -1,4 +1,4 @@
-"""Signum / signSGD (MXNet 2.0 semantics)."""
+"""Signum / signSGD (MXNet 1.9 semantics)."""
 
 from __future__ import annotations
 
@@ -17,8 +17,10 @@ class Signum(Optimizer):
 
     With ``momentum > 0`` and ``g = clip(rescale_grad * grad, clip_gradient) + wd * weight``::
 
-        mom = momentum * mom + (1 - momentum) * g
-        weight = (1 - lr * wd_lh) * weight - lr * sign(mom)
+        mom = momentum * mom - (1 - momentum) * g
+        weight = (1 - lr * wd_lh) * weight + lr * sign(mom)
+
+    (the state holds the negated moving average, as MXNet's ``signum_update`` keeps it).
 
     With ``momentum == 0`` (signSGD)::
 
@@ -53,7 +55,7 @@ class Signum(Optimizer):
             return
         if wd != 0.0:
             g.add_(weight, alpha=wd)
-        state.mul_(self.momentum).add_(g, alpha=1.0 - self.momentum)
+        state.mul_(self.momentum).sub_(g, alpha=1.0 - self.momentum)
         if self.wd_lh != 0.0:
             weight.mul_(1.0 - lr * self.wd_lh)
-        weight.sub_(state.sign(), alpha=lr)
+        weight.add_(state.sign(), alpha=lr)

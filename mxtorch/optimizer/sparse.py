@@ -2,17 +2,20 @@
 
 A row_sparse gradient (a torch COO tensor with one sparse dimension, as
 ``F.embedding(..., sparse=True)`` produces; see :mod:`mxtorch.nd.sparse`) with row ids ``R``
-gets MXNet's **lazy update**::
+gets MXNet's **lazy update** from the optimizers whose ``lazy_update`` is true (SGD, Adam,
+LARS by default, AdaGrad and Ftrl always, as MXNet's sparse kernels)::
 
     for r in R:
         weight[r], state[r] = step(weight[r], grad[r], state[r])
 
 Rows outside ``R`` keep their weight *and* their state: momentum does not decay there, Adam's
-moments stay, weight decay is not applied.  Every optimizer gets this through one mechanism:
-the rows ``R`` of the weight and of every state tensor with the weight's row count are
-gathered, the optimizer's ordinary step runs on them, and the results are scattered back.
-An optimizer with ``lazy_update=False`` (SGD, Adam, LARS) instead gets the standard update:
-the gradient is scattered into a dense zero tensor and every row is updated, as MXNet does.
+moments stay, weight decay is not applied.  Every such optimizer gets this through one
+mechanism: the rows ``R`` of the weight and of every state tensor with the weight's row count
+are gathered, the optimizer's ordinary step runs on them, and the results are scattered back.
+An optimizer with ``lazy_update`` false (``lazy_update=False`` given to SGD, Adam or LARS, and
+every other optimizer, whose MXNet kernels have no sparse form) gets the standard update
+instead: the gradient is scattered into a dense zero tensor and every row is updated, as MXNet's
+dense fallback does.
 
 The index's update count (Adam's bias-correction step ``t``) advances once per call, whether
 or not rows were given.  :func:`update_rows` is the entry point for code that holds rows
@@ -122,7 +125,7 @@ def update_rows(target: Updater | Optimizer, index: Any, weight: torch.Tensor, r
     ids, rows = _canonical(index, weight, row_ids, grad_rows)
     with torch.no_grad():
         w = weight.detach()
-        if not getattr(opt, "lazy_update", True):
+        if not opt.lazy_update:
             dense = torch.zeros(w.shape, dtype=rows.dtype, device=w.device).index_add_(0, ids, rows)
             opt.update_multi_precision([index], [weight], [dense], [state])
             return
