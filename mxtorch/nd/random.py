@@ -53,7 +53,7 @@ def _setup(
         ref = tensors[0]
         device = ref.device
         dt = dtype_of(dtype, ref.dtype if ref.is_floating_point() else torch.float32)
-        work = dt if dt.is_floating_point else torch.float32
+        work = dt if dt in (torch.float32, torch.float64) else torch.float32  # fp16: drawn in fp32, as MXNet
         pshape = torch.broadcast_shapes(*[t.shape for t in tensors])
         out_shape = tuple(pshape) + extra
         view = tuple(pshape) + (1,) * len(extra)
@@ -69,7 +69,7 @@ def _setup(
         device = device_of(ctx)
         dt = dtype_of(dtype)
         out_shape = extra or (1,)
-        work = dt if dt.is_floating_point else torch.float32
+        work = dt if dt in (torch.float32, torch.float64) else torch.float32  # fp16: drawn in fp32, as MXNet
         ps = [torch.full(out_shape, float(p), dtype=work, device=device) for p in params]
     return ps, out_shape, dt, device
 
