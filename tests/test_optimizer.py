@@ -492,6 +492,15 @@ MP_CASES = [
     ("rmsprop", {"learning_rate": 0.01, "centered": True}),
     ("lamb", {"learning_rate": 0.01}),
     ("adagrad", {"learning_rate": 0.1}),
+    ("nag", {"momentum": 0.9, "learning_rate": 0.1}),
+    ("lars", {"momentum": 0.9, "learning_rate": 0.1}),
+    ("ftml", {"learning_rate": 0.05}),
+    ("adamax", {"learning_rate": 0.01}),
+    ("nadam", {"learning_rate": 0.01}),
+    ("dcasgd", {"learning_rate": 0.1, "momentum": 0.5}),
+    ("adadelta", {}),
+    ("signum", {}),
+    ("ftrl", {}),
 ]
 
 
@@ -589,11 +598,11 @@ def test_documented_defaults():
     dc = opt.DCASGD()
     assert (dc.lr, dc.momentum, dc.lamda) == (0.01, 0.0, 0.04)
     lb = opt.LBSGD()
-    assert (lb.lr, lb.momentum, lb.warmup_strategy, lb.warmup_epochs, lb.batch_scale, lb.updates_per_epoch) == (
-        0.01, 0.0, "linear", 5, 1, 32)
+    assert (lb.lr, lb.momentum, lb.warmup_strategy) == (0.01, 0.0, "linear")
+    assert (lb.warmup_epochs, lb.batch_scale, lb.updates_per_epoch) == (5, 1, 32)
     assert opt.SGLD().lr == 0.01
     # only SGD, Adam, LARS (lazy_update), AdaGrad and Ftrl update row_sparse gradients lazily
-    lazy = {n for n, k in opt.Optimizer.opt_registry.items() if k.lazy_update or getattr(k(), "lazy_update")}
+    lazy = {n for n, k in opt.Optimizer.opt_registry.items() if k.lazy_update or k().lazy_update}
     assert lazy == {"sgd", "ccsgd", "adam", "lars", "adagrad", "ftrl"}
 
 
@@ -693,6 +702,12 @@ def _train(updater, weights, grad_seq):
         ("sgd", {"momentum": 0.9}),
         ("sgd", {}),
         ("rmsprop", {"centered": True}),
+        ("rmsprop", {}),
+        ("ftml", {}),
+        ("nadam", {}),
+        ("dcasgd", {}),
+        ("dcasgd", {"momentum": 0.5}),
+        ("adamax", {}),
     ],
 )
 def test_updater_states_round_trip(name, hp):

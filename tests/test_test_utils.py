@@ -152,3 +152,61 @@ def test_check_numeric_gradient() -> None:
         tu.check_numeric_gradient(WrongGrad.apply, [x])
     with pytest.raises(TypeError, match="floating point"):
         tu.check_numeric_gradient(lambda a: a * 2, [torch.ones(2, dtype=torch.int64)], grad_nodes=[0])
+
+
+# ---- helpers MXNet's optimizer tests use -----------------------------------------------------
+def test_star_import_gives_mxnet_test_names() -> None:
+    names: dict[str, object] = {}
+    exec("from mxtorch.test_utils import *", names)
+    for name in ("array", "assert_almost_equal", "compare_optimizer", "compare_ndarray_tuple", "rand_ndarray",
+                 "default_context", "same", "rand_shape_nd", "assert_allclose", "same_array", "retry"):
+        assert name in names, name
+    w = names["array"]([1, 2], dtype=np.float32)  # type: ignore[operator]
+    assert isinstance(w, torch.Tensor) and w.dtype == torch.float32
+
+
+def test_compare_ndarray_tuple_skips_none_like_mxnet() -> None:
+    t = torch.ones(2)
+    tu.compare_ndarray_tuple(None, (t, t))  # a reference without state compares nothing
+    tu.compare_ndarray_tuple((None, t), (t * 5, t))
+    tu.compare_ndarray_tuple((t, (t, t)), (t, (t, t)))
+    with pytest.raises(AssertionError):
+        tu.compare_ndarray_tuple((t, t), (t, t * 2))
+    with pytest.raises(AssertionError, match="structure"):
+        tu.compare_ndarray_tuple((t, t), (t,))
+
+
+def test_compare_optimizer_with_sparse_storage() -> None:
+    from mxtorch import optimizer as opt
+
+    mxrandom.seed(3)
+    for w_stype, g_stype in (("default", "row_sparse"), ("row_sparse", "row_sparse"), ("csr", "csr")):
+        shape = (3, 4) if w_stype == "csr" else (3, 4, 5)
+        std = {"momentum": 0.9, "lazy_update": False}
+        tu.compare_optimizer(opt.SGD(**std), opt.SGD(**std), shape, np.float32, w_stype, g_stype)
+    with pytest.raises(AssertionError):  # a different rule is caught
+        tu.compare_optimizer(opt.SGD(learning_rate=0.1), opt.SGD(learning_rate=0.2), (3, 4), np.float32)
+
+
+def test_assert_allclose_same_array_retry_and_friends() -> None:
+    tu.assert_allclose(np.array([1.0, np.nan]), np.array([1.0, np.nan]))  # equal_nan by default
+    with pytest.raises(AssertionError):
+        tu.assert_allclose(np.array([1.0]), np.array([1.0 + 1e-6]))
+    a = torch.zeros(4)
+    assert tu.same_array(a, a.view(4)) and not tu.same_array(a, a.clone()) and not tu.same_array(a, a[1:])
+    calls = []
+
+    @tu.retry(3)
+    def flaky() -> None:
+        calls.append(1)
+        assert len(calls) == 2
+
+    flaky()
+    assert len(calls) == 2
+    with pytest.raises(ValueError, match="positive"):
+        tu.retry(0)
+    assert list(tu.list_gpus()) == list(range(torch.cuda.device_count()))
+    picked = tu.random_sample(list(range(10)), 4)
+    assert len(set(picked)) == 4 and set(picked) <= set(range(10))
+    (u,) = tu.random_uniform_arrays((2, 3), low=1.0, high=2.0)
+    assert u.dtype == np.float32 and u.shape == (2, 3) and ((u >= 1) & (u < 2)).all()
