@@ -262,3 +262,22 @@ def test_states_survive_updater_round_trip_without_pickle():
     u2.set_states(blob)
     mom, prev = u2.states[0]
     assert torch.equal(prev, torch.ones(3)) and np.allclose(mom.numpy(), -0.01)
+
+
+@pytest.mark.parametrize("name", sorted(n for n in opt.Optimizer.opt_registry if n != "sgld"))
+def test_parameter_server_declaration_rebuilds_every_optimizer(name):
+    """Servers build an optimizer from a worker's JSON declaration (no pickle); it must step the same."""
+    from mxtorch.kvstore.ps.optimizer_spec import build_optimizer, describe_optimizer
+
+    hp = {"momentum": 0.5} if name in ("sgd", "nag", "lars", "dcasgd", "lbsgd") else {}
+    local = opt.create(name, learning_rate=0.05, wd=0.01, rescale_grad=0.5, **hp)
+    remote = build_optimizer(describe_optimizer(local))
+    torch.manual_seed(0)
+    w1 = torch.randn(4, 3)
+    w2 = w1.clone()
+    u1, u2 = opt.get_updater(local), opt.get_updater(remote)
+    for _ in range(3):
+        g = torch.randn(4, 3)
+        u1(0, g, w1)
+        u2(0, g, w2)
+    assert torch.equal(w1, w2)
