@@ -70,8 +70,6 @@ def _elementwise_cases():
          lambda p, y: np.log1p(np.exp(-p * (2 * y - 1))), binary),
         ("BCE", lambda **k: gloss.SigmoidBCELoss(**k),
          lambda p, y: -(y * np.log(1 / (1 + np.exp(-p))) + (1 - y) * np.log(1 - 1 / (1 + np.exp(-p)))), prob),
-        ("KLDiv", lambda **k: gloss.KLDivLoss(**k), lambda p, y: y * (np.log(y + 1e-12) - p), prob),
-        ("Poisson", lambda **k: gloss.PoissonNLLLoss(**k), lambda p, y: np.exp(p) - y * p, prob),
     ]
 
 
@@ -232,25 +230,53 @@ def test_softmax_ce_bad_label_shape():
 
 
 # ---- KL / Poisson details --------------------------------------------------------------------
+def test_kldiv_sums_over_non_batch_axes():
+    # MXNet 1.9's KLDivLoss sums label * (log(label) - pred) over every axis but batch_axis
+    p, y = RNG.normal(size=(3, 4, 2)), RNG.uniform(0.05, 1, size=(3, 4, 2))
+    elem = y * (np.log(y + 1e-12) - p)
+    check(gloss.KLDivLoss()(t(p), t(y)), elem.sum(axis=(1, 2)), (3,))
+    check(gloss.KLDivLoss(batch_axis=1)(t(p), t(y)), elem.sum(axis=(0, 2)), (4,))
+    sw = RNG.uniform(size=(3, 1, 1))
+    check(gloss.KLDivLoss(weight=2.0)(t(p), t(y), t(sw)), (elem * sw * 2).sum(axis=(1, 2)), (3,))
+    # hand value: label (0.5, 0.5) against log-probs log(0.25), log(0.75)
+    out = gloss.KLDivLoss()(torch.tensor([[math.log(0.25), math.log(0.75)]]), torch.tensor([[0.5, 0.5]]))
+    assert out.item() == pytest.approx(0.5 * math.log(2) + 0.5 * math.log(0.5 / 0.75), rel=1e-6)
+
+
 def test_kldiv_from_logits_false_applies_log_softmax():
     p, y = RNG.normal(size=(3, 4)), RNG.dirichlet(np.ones(4), size=3)
     out = gloss.KLDivLoss(from_logits=False)(t(p), t(y))
-    check(out, (y * (np.log(y + 1e-12) - log_softmax(p))).mean(1), (3,))
+    check(out, (y * (np.log(y + 1e-12) - log_softmax(p))).sum(1), (3,))
     out2 = gloss.KLDivLoss()(t(log_softmax(p)), t(y))
     check(out2, out.detach().numpy())
+
+
+def test_poisson_is_one_mean_over_every_element():
+    # MXNet 1.9 returns F.mean(loss): one value, batch included, shape (1,)
+    p, y = RNG.normal(size=(4, 3)), RNG.uniform(0.05, 1, size=(4, 3))
+    pred = t(p, grad=True)
+    out = gloss.PoissonNLLLoss()(pred, t(y))
+    check(out, np.array([(np.exp(p) - y * p).mean()]), (1,))
+    backward_ok(out, pred)
+    sw = RNG.uniform(size=(4, 1))
+    check(gloss.PoissonNLLLoss(weight=3.0)(t(p), t(y), t(sw)),
+          np.array([((np.exp(p) - y * p) * sw * 3).mean()]), (1,))
+    from mxtorch import util
+    with util.np_array(True):
+        assert gloss.PoissonNLLLoss()(t(p), t(y)).shape == ()
 
 
 def test_poisson_variants():
     rate, target = RNG.uniform(0.5, 3, size=(4, 3)), RNG.integers(0, 6, size=(4, 3)).astype(np.float64)
     pred = t(rate, grad=True)
     out = gloss.PoissonNLLLoss(from_logits=False)(pred, t(target))
-    check(out, (rate - target * np.log(rate + 1e-8)).mean(1), (4,))
+    check(out, [(rate - target * np.log(rate + 1e-8)).mean()], (1,))
     backward_ok(out, pred)
     out = gloss.PoissonNLLLoss(compute_full=True)(t(np.log(rate)), t(target))
     with np.errstate(divide="ignore", invalid="ignore"):
         st = target * np.log(target) - target + 0.5 * np.log(2 * np.pi * target)
     st = np.where(target > 1, st, 0.0)
-    check(out, (rate - target * np.log(rate) + st).mean(1), (4,))
+    check(out, [(rate - target * np.log(rate) + st).mean()], (1,))
     assert torch.isfinite(out).all()  # zero counts must not turn the Stirling term into nan
 
 
@@ -275,13 +301,21 @@ def test_cosine_embedding():
     for margin in (0.0, 0.2):
         x1 = t(a, grad=True)
         out = gloss.CosineEmbeddingLoss(margin=margin)(x1, t(b), t(lab))
-        ref = np.where(lab == 1, 1 - cos, np.clip(cos - margin, 0, 1 - margin))
-        check(out, ref, (6,))
+        ref = np.where(lab == 1, 1 - cos, np.maximum(cos - margin, 0))
+        check(out, ref[:, None], (6, 1))  # MXNet 1.9 returns one row per pair: (batch, 1)
         backward_ok(out, x1)
     assert out[0].item() == pytest.approx(0.0, abs=1e-12)
     sw = RNG.uniform(size=(6, 1))
     check(gloss.CosineEmbeddingLoss(weight=3)(t(a), t(b), t(lab), t(sw)),
-          np.where(lab == 1, 1 - cos, np.clip(cos, 0, 1)) * sw[:, 0] * 3)
+          (np.where(lab == 1, 1 - cos, np.maximum(cos, 0)) * 3)[:, None] * sw)
+    # a label that is neither 1 nor -1 contributes nothing
+    check(gloss.CosineEmbeddingLoss()(t(a[:2]), t(b[:2]), t([0.0, 0.0])), np.zeros((2, 1)))
+    # 3-D inputs: one pair per vector along the last axis
+    a3, b3 = RNG.normal(size=(2, 3, 4)), RNG.normal(size=(2, 3, 4))
+    cos3 = (a3 * b3).sum(-1) / (np.linalg.norm(a3, axis=-1) * np.linalg.norm(b3, axis=-1))
+    check(gloss.CosineEmbeddingLoss()(t(a3), t(b3), t(np.ones(6))), (1 - cos3).reshape(6, 1), (6, 1))
+    with pytest.raises(MXNetError, match="pair"):
+        gloss.CosineEmbeddingLoss()(t(a), t(b), t(np.ones(5)))
 
 
 def test_sdml():
@@ -289,7 +323,7 @@ def test_sdml():
     d = ((x1[:, None, :] - x2[None, :, :]) ** 2).sum(2)
     s = 0.3
     lab = np.eye(4) * (1 - s) + (1 - np.eye(4)) * s / 3
-    ref = (lab * (np.log(lab + 1e-12) - log_softmax(-d, 1))).mean(1)
+    ref = (lab * (np.log(lab + 1e-12) - log_softmax(-d, 1))).sum(1)  # KLDivLoss sums
     a = t(x1, grad=True)
     out = gloss.SDMLLoss()(a, t(x2))
     check(out, ref, (4,))

@@ -1,7 +1,9 @@
 """Gluon losses on PyTorch, with MXNet's conventions.
 
 Every loss returns one value per sample: shape ``(batch,)``, the element-wise loss averaged
-over every axis except ``batch_axis`` (TripletLoss and CTCLoss sum, as MXNet does).  The
+over every axis except ``batch_axis``.  As in MXNet 1.9, KLDivLoss and TripletLoss sum over
+those axes instead, CTCLoss gives one value per sequence, CosineEmbeddingLoss one value per
+compared vector pair (shape ``(pairs, 1)``) and PoissonNLLLoss a single mean (shape ``(1,)``).  The
 element-wise loss is first multiplied by the optional ``sample_weight`` argument (broadcast)
 and by the constructor's scalar ``weight``.  Labels are reshaped to the prediction's shape
 (MXNet's ``reshape_like``), so they must have as many elements as the prediction.
@@ -17,6 +19,7 @@ import torch
 import torch.nn.functional as F
 
 from ..base import MXNetError
+from ..util import is_np_array
 from .block import HybridBlock
 
 __all__ = [
@@ -159,7 +162,8 @@ class PoissonNLLLoss(Loss):
     ``from_logits=True``: ``L = exp(pred) - target * pred`` (pred is the log-rate);
     otherwise ``L = pred - target * log(pred + epsilon)``.  ``compute_full`` adds Stirling's
     approximation of ``log(target!)``, ``target*log(target) - target + 0.5*log(2*pi*target)``,
-    where ``target > 1``.
+    where ``target > 1``.  The result is the mean over every element, batch included: one
+    value of shape ``(1,)`` (shape ``()`` under ``npx.set_np()``), as MXNet 1.9 returns.
     """
 
     def __init__(self, weight: float | None = None, from_logits: bool = True, batch_axis: int = 0,
@@ -180,7 +184,8 @@ class PoissonNLLLoss(Loss):
             t = torch.where(big, target, torch.ones_like(target))  # keeps log() finite where masked
             stirling = t * torch.log(t) - t + 0.5 * torch.log(2 * math.pi * t)
             loss = loss + torch.where(big, stirling, torch.zeros_like(stirling))
-        return _batch_mean(_apply_weighting(loss, self._weight, sample_weight), self._batch_axis)
+        loss = _apply_weighting(loss, self._weight, sample_weight).mean()
+        return loss if is_np_array() else loss.reshape(1)
 
 
 # ---- classification --------------------------------------------------------------------------
@@ -278,7 +283,10 @@ SigmoidBCELoss = SigmoidBinaryCrossEntropyLoss
 
 
 class KLDivLoss(Loss):
-    """Kullback-Leibler divergence ``L = mean_i label_i * (log(label_i + 1e-12) - p_i)``.
+    """Kullback-Leibler divergence ``L = sum_i label_i * (log(label_i + 1e-12) - p_i)``.
+
+    The sum runs over every axis but ``batch_axis`` (MXNet 1.9's code sums, although its
+    docstring says "averaged"); output shape ``(batch,)``.
 
     ``p = pred`` (log-probabilities) when ``from_logits`` (default), else
     ``p = log_softmax(pred, axis)``.
@@ -295,7 +303,7 @@ class KLDivLoss(Loss):
         if not self._from_logits:
             pred = F.log_softmax(pred, dim=self._axis)
         loss = label * (torch.log(label + 1e-12) - pred)
-        return _batch_mean(_apply_weighting(loss, self._weight, sample_weight), self._batch_axis)
+        return _batch_sum(_apply_weighting(loss, self._weight, sample_weight), self._batch_axis)
 
 
 class HingeLoss(Loss):
@@ -372,8 +380,11 @@ class CosineEmbeddingLoss(Loss):
     """Cosine embedding loss for pairs labelled 1 (similar) or -1 (dissimilar).
 
     ``c = cos_sim(input1, input2)`` along the last axis (norm product floored at 1e-12);
-    ``L = 1 - c`` where ``label == 1``, else ``clip(c - margin, 0, 1 - margin)``.
-    ``label`` holds one value per compared vector (e.g. shape ``(batch,)``).
+    ``L = 1 - c`` where ``label == 1``, ``max(c - margin, 0)`` where ``label == -1`` and 0 for
+    any other label.  As in MXNet 1.9 the result has one row per compared vector pair, shape
+    ``(pairs, 1)`` with ``pairs = input.size / input.shape[-1]`` (``(batch, 1)`` for 2-D
+    inputs); ``label`` holds one value per pair and ``sample_weight`` broadcasts to
+    ``(pairs, 1)``.
     """
 
     def __init__(self, weight: float | None = None, batch_axis: int = 0, margin: float = 0,
@@ -383,13 +394,18 @@ class CosineEmbeddingLoss(Loss):
 
     def forward(self, input1: Tensor, input2: Tensor, label: Tensor, sample_weight: Any = None) -> Tensor:
         input1 = _reshape_like(input1, input2, "input1")
-        dot = (input1 * input2).sum(dim=-1, keepdim=True)
-        norms = torch.linalg.vector_norm(input1, dim=-1, keepdim=True) * \
-            torch.linalg.vector_norm(input2, dim=-1, keepdim=True)
-        cos = dot / norms.clamp_min(1e-12)
-        label = _reshape_like(label, cos)
-        loss = torch.where(label == 1, 1 - cos, (cos - self._margin).clamp(0, 1 - self._margin))
-        return _batch_mean(_apply_weighting(loss, self._weight, sample_weight), self._batch_axis)
+        dot = (input1 * input2).sum(dim=-1).reshape(-1, 1)
+        norms = torch.linalg.vector_norm(input1, dim=-1) * torch.linalg.vector_norm(input2, dim=-1)
+        cos = dot / norms.reshape(-1, 1).clamp_min(1e-12)
+        label = _as_tensor(label, cos, "label")
+        if label.numel() != cos.shape[0]:
+            raise MXNetError(f"CosineEmbeddingLoss: label has {label.numel()} element(s) but the inputs "
+                             f"hold {cos.shape[0]} vector pair(s) along their last axis")
+        label = label.reshape(-1, 1)
+        zero = torch.zeros((), dtype=cos.dtype, device=cos.device)
+        loss = torch.where(label == 1, 1 - cos, zero) + \
+            torch.where(label == -1, (cos - self._margin).clamp_min(0), zero)
+        return _apply_weighting(loss, self._weight, sample_weight)
 
 
 class SDMLLoss(Loss):
