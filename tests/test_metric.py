@@ -352,3 +352,79 @@ def test_mismatched_number_of_arrays() -> None:
         metric.Accuracy().update([torch.zeros(2), torch.zeros(2)], [torch.zeros(2, 3)])
     with pytest.raises(ValueError, match=r"\(4,\).*\(3, 2\)"):
         metric.Accuracy().update(torch.zeros(4), torch.zeros(3, 2))
+
+
+# ----------------------------------------------------------------------------------------- MXNet 1.9 rules
+class _UserMetric(metric.EvalMetric):
+    """A user metric written the MXNet way: it only touches sum_metric / num_inst."""
+
+    def __init__(self, **kwargs: object) -> None:
+        super().__init__("user", **kwargs)
+
+    def update(self, labels, preds) -> None:  # type: ignore[no-untyped-def]
+        for label, pred in zip(labels, preds):
+            self.sum_metric += float((label == pred).sum())
+            self.num_inst += label.numel()
+
+
+def test_user_metric_without_global_stats_reads_local_through_get_global() -> None:
+    m = _UserMetric()
+    m.update([torch.tensor([1, 0, 1, 1])], [torch.tensor([1, 1, 1, 1])])
+    assert m.get() == ("user", pytest.approx(0.75))
+    assert m.get_global() == ("user", pytest.approx(0.75))  # not nan: falls back to get()
+    assert m.get_global_name_value() == [("user", pytest.approx(0.75))]
+    # declared global stats are read as such (the subclass keeps them itself)
+    g = _UserMetric(has_global_stats=True)
+    g.update([torch.tensor([1])], [torch.tensor([1])])
+    assert math.isnan(g.get_global()[1])
+    assert "has_global_stats" not in g.get_config()
+    # the built-in metrics keep global statistics across reset_local
+    acc = metric.Accuracy()
+    acc.update([torch.tensor([1, 0])], [torch.tensor([1, 1])])
+    acc.reset_local()
+    assert math.isnan(acc.get()[1]) and acc.get_global()[1] == pytest.approx(0.5)
+
+
+def test_create_from_config_dict_and_json() -> None:
+    acc = metric.create({"metric": "acc", "axis": 0})
+    assert isinstance(acc, metric.Accuracy) and acc.axis == 0
+    comp = metric.create(["acc", "mae"])
+    again = metric.create(**comp.get_config())  # children come back as config dicts
+    assert isinstance(again, metric.CompositeEvalMetric)
+    assert [type(m) for m in again.metrics] == [metric.Accuracy, metric.MAE]
+    top = metric.create('["top_k_accuracy", {"top_k": 3}]')
+    assert isinstance(top, metric.TopKAccuracy) and top.name == "top_k_accuracy_3"
+    assert isinstance(metric.create(metric="mse"), metric.MSE)
+    with pytest.raises(TypeError, match="extra arguments"):
+        metric.create({"metric": "acc"}, 1)
+
+
+def _pcc_ref(pred: list[int], label: list[int], k: int) -> float:
+    cm = np.zeros((k, k))
+    for i, j in zip(pred, label):
+        cm[i, j] += 1
+    n, x, y = cm.sum(), cm.sum(1), cm.sum(0)
+    return float((np.diag(cm) * n - x * y).sum() / np.sqrt((x * (n - x)).sum() * (y * (n - y)).sum()))
+
+
+def test_pcc_binary_equals_mcc_and_multiclass() -> None:
+    pred, label = [1, 1, 0, 0, 1, 0], [1, 0, 0, 0, 1, 1]
+    pcc, mcc = metric.create("pcc"), metric.MCC(average="micro")
+    pcc.update([torch.tensor(label)], [_onehot_scores(pred)])
+    mcc.update([torch.tensor(label)], [_onehot_scores(pred)])
+    # hand: tp=2 fp=1 fn=1 tn=2 -> (4 - 1) / sqrt(3*3*3*3) = 1/3
+    assert pcc.get() == ("pcc", pytest.approx(1 / 3)) and mcc.get()[1] == pytest.approx(1 / 3)
+    # a third class grows the matrix; pooled over updates, one instance per update
+    pcc.update([torch.tensor([2, 2, 0])], [torch.tensor([2, 1, 0])])
+    assert pcc.num_inst == 2
+    assert pcc.get()[1] == pytest.approx(_pcc_ref(pred + [2, 1, 0], label + [2, 2, 0], 3))
+    assert pcc.sum_metric == pytest.approx(2 * pcc.get()[1])
+    pcc.reset_local()
+    assert math.isnan(pcc.get()[1])
+    assert pcc.get_global()[1] == pytest.approx(_pcc_ref(pred + [2, 1, 0], label + [2, 2, 0], 3))
+    # constant predictions leave a zero factor under the root: nan, as MXNet
+    const = metric.PCC()
+    const.update([torch.tensor([0, 1])], [torch.tensor([1, 1])])
+    assert math.isnan(const.get()[1])
+    with pytest.raises(ValueError, match=">= 0"):
+        metric.PCC().update([torch.tensor([-1, 0])], [torch.tensor([0, 0])])

@@ -13,7 +13,7 @@ from .base import (
     register,
     registered_names,
 )
-from .classification import F1, MCC, Accuracy, TopKAccuracy
+from .classification import F1, MCC, PCC, Accuracy, TopKAccuracy
 from .misc import Caffe, CrossEntropy, Loss, NegativeLogLikelihood, Perplexity, Torch
 from .regression import MAE, MSE, RMSE, PearsonCorrelation
 
@@ -25,6 +25,7 @@ __all__ = [
     "TopKAccuracy",
     "F1",
     "MCC",
+    "PCC",
     "MAE",
     "MSE",
     "RMSE",

@@ -10,7 +10,7 @@ import json
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from numbers import Number
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 import numpy
 import torch
@@ -128,8 +128,14 @@ class EvalMetric:
 
     ``update(labels, preds)`` adds a batch, ``get()`` gives ``(name, value)``; ``reset()`` starts over.
     Besides the local statistics (cleared by ``reset_local``) a global copy is kept that only
-    ``reset`` clears, read by ``get_global``.
+    ``reset`` clears, read by ``get_global``.  As in MXNet, a subclass keeps global statistics
+    only when it says so (``has_global_stats=True``, as every built-in metric does); otherwise
+    ``get_global`` returns ``get()``, so a custom metric that only updates ``sum_metric`` and
+    ``num_inst`` reads the same through both.
     """
+
+    #: default of ``has_global_stats`` for the class (True for mxtorch's own metrics)
+    _keeps_global_stats: ClassVar[bool] = False
 
     def __init__(
         self,
@@ -141,7 +147,7 @@ class EvalMetric:
         self.name = str(name)
         self.output_names = list(output_names) if output_names is not None else None
         self.label_names = list(label_names) if label_names is not None else None
-        kwargs.pop("has_global_stats", None)
+        self._has_global_stats = bool(kwargs.pop("has_global_stats", self._keeps_global_stats))
         self._kwargs = kwargs
         self._sum: Scalar = 0
         self._num: Scalar = 0
@@ -249,7 +255,9 @@ class EvalMetric:
         return self.name, self._finish(self._sum, self._num, local=True)
 
     def get_global(self) -> tuple[Any, Any]:
-        """``(name, value)`` of the global statistics."""
+        """``(name, value)`` of the global statistics (``get()`` when the metric keeps none)."""
+        if not self._has_global_stats:
+            return self.get()
         return self.name, self._finish(self._gsum, self._gnum, local=False)
 
     def get_name_value(self) -> list[tuple[str, float]]:
@@ -258,6 +266,8 @@ class EvalMetric:
 
     def get_global_name_value(self) -> list[tuple[str, float]]:
         """``[(name, value), ...]`` of the global statistics."""
+        if not self._has_global_stats:
+            return self.get_name_value()
         return _zip_name_value(*self.get_global())
 
 
@@ -310,13 +320,17 @@ def registered_names() -> list[str]:
     return sorted(_REGISTRY)
 
 
-def create(metric: Any, *args: Any, **kwargs: Any) -> EvalMetric:
+def create(metric: Any = None, *args: Any, **kwargs: Any) -> EvalMetric:
     """Create a metric from a name, a callable, a list of those, an ``EvalMetric`` class or instance.
 
     A name is looked up case-insensitively (aliases such as ``'acc'`` and ``'ce'`` included); a
     callable ``feval(label, pred)`` becomes a ``CustomMetric``; a list becomes a
-    ``CompositeEvalMetric``; an instance is returned unchanged.
+    ``CompositeEvalMetric``; an instance is returned unchanged.  Configurations are accepted as
+    ``get_config()`` gives them: ``create(**config)``, a dict, or its JSON text (``'{...}'``, or
+    ``'["name", {kwargs}]'``).
     """
+    if metric is None:
+        raise TypeError("create() needs the metric: a name, a callable, a list, an EvalMetric or a config")
     if isinstance(metric, EvalMetric):
         if args or kwargs:
             raise TypeError(f"create() got extra arguments {args!r} {kwargs!r} along with metric {metric!r}")
@@ -325,6 +339,10 @@ def create(metric: Any, *args: Any, **kwargs: Any) -> EvalMetric:
         if issubclass(metric, EvalMetric):
             return metric(*args, **kwargs)
         raise TypeError(f"cannot create a metric from class {metric!r}: expected an EvalMetric subclass")
+    if isinstance(metric, Mapping):
+        if args or kwargs:
+            raise TypeError(f"create() got extra arguments {args!r} {kwargs!r} along with config {metric!r}")
+        return create(**metric)
     if isinstance(metric, (list, tuple)):
         composite = CompositeEvalMetric()
         for child in metric:
@@ -332,9 +350,15 @@ def create(metric: Any, *args: Any, **kwargs: Any) -> EvalMetric:
         return composite
     if isinstance(metric, str):
         text = metric.strip()
-        if text.startswith("{"):
+        if text.startswith(("{", "[")):
+            if args or kwargs:
+                raise TypeError(f"create() got extra arguments {args!r} {kwargs!r} with config {text!r}")
             config = json.loads(text)
-            return create(**config)
+            if isinstance(config, dict):
+                return create(**config)
+            if not (isinstance(config, list) and len(config) == 2 and isinstance(config[1], dict)):
+                raise ValueError(f"metric config {text!r} must be a JSON object or [name, {{kwargs}}]")
+            return create(config[0], **config[1])
         klass = _REGISTRY.get(text.lower())
         if klass is None:
             raise ValueError(f"unknown metric {metric!r}: expected one of {registered_names()}")
@@ -354,6 +378,8 @@ def create(metric: Any, *args: Any, **kwargs: Any) -> EvalMetric:
 @alias("composite")
 class CompositeEvalMetric(EvalMetric):
     """Several metrics updated together; ``get()`` returns ``([names], [values])``."""
+
+    _keeps_global_stats = True
 
     def __init__(
         self,
@@ -431,6 +457,8 @@ class CustomMetric(EvalMetric):
     ``feval`` returns either a number (counted as one instance) or ``(sum_metric, num_inst)``.
     Converting to numpy reads the data back from the device, so this metric does synchronise.
     """
+
+    _keeps_global_stats = True
 
     def __init__(
         self,

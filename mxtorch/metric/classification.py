@@ -9,7 +9,7 @@ import torch
 
 from .base import Arrays, EvalMetric, Scalar, _add, _on_device_of, _py, alias, check_label_shapes, register
 
-__all__ = ["Accuracy", "TopKAccuracy", "F1", "MCC"]
+__all__ = ["Accuracy", "TopKAccuracy", "F1", "MCC", "PCC"]
 
 
 def _check_axis(axis: int, ndim: int, what: str) -> None:
@@ -25,6 +25,8 @@ class Accuracy(EvalMetric):
     Predictions with the labels' shape are taken as class ids; otherwise the class is the argmax
     of the predictions along ``axis``.
     """
+
+    _keeps_global_stats = True
 
     def __init__(
         self,
@@ -62,6 +64,8 @@ class TopKAccuracy(EvalMetric):
     Unlike MXNet, ``top_k=1`` is accepted (it equals ``Accuracy``).  The name gets ``_<top_k>``
     appended, as in MXNet.
     """
+
+    _keeps_global_stats = True
 
     def __init__(
         self,
@@ -128,6 +132,8 @@ def _as_float(counts: torch.Tensor) -> torch.Tensor:
 
 class _BinaryClassificationMetric(EvalMetric):
     """Shared confusion-matrix bookkeeping of F1 and MCC (labels 0/1, positive class 1)."""
+
+    _keeps_global_stats = True
 
     def __init__(
         self,
@@ -265,3 +271,113 @@ class MCC(_BinaryClassificationMetric):
     @staticmethod
     def _score(counts: torch.Tensor) -> torch.Tensor:
         return _matthewscc(counts)
+
+
+@register
+class PCC(EvalMetric):
+    """Pearson correlation of a K x K confusion matrix: MCC generalised to many classes.
+
+    With ``C`` the confusion matrix (rows: predicted class, columns: label), ``n = sum C``,
+    ``x`` its row sums and ``y`` its column sums::
+
+        PCC = sum_k (C_kk n - x_k y_k) / sqrt(sum_k x_k (n - x_k) * sum_k y_k (n - y_k))
+
+    ``nan`` when either factor under the root is zero.  ``K`` starts at 2 and grows with the
+    largest class id seen (reading that id back is the one host sync of an update).
+    Predictions are class ids shaped like the labels, or class scores ``(N, K)`` (argmax on
+    axis 1).  One ``update`` counts as one instance; the value is the PCC of every update's
+    counts pooled together.
+    """
+
+    _keeps_global_stats = True
+
+    def __init__(
+        self,
+        name: str = "pcc",
+        output_names: Sequence[str] | None = None,
+        label_names: Sequence[str] | None = None,
+        has_global_stats: bool = True,
+    ) -> None:
+        self.k = 2
+        super().__init__(
+            name, output_names=output_names, label_names=label_names, has_global_stats=has_global_stats
+        )
+
+    def reset(self) -> None:
+        super().reset()
+        self._gcm: torch.Tensor | None = None
+        self.reset_local()
+
+    def reset_local(self) -> None:
+        super().reset_local()
+        self._lcm: torch.Tensor | None = None
+
+    @staticmethod
+    def _grown(cm: torch.Tensor | None, k: int) -> torch.Tensor | None:
+        if cm is None or cm.shape[0] == k:
+            return cm
+        return torch.nn.functional.pad(cm, (0, k - cm.shape[1], 0, k - cm.shape[0]))
+
+    def update(self, labels: Arrays, preds: Arrays) -> None:
+        labels_l, preds_l = check_label_shapes(labels, preds, wrap=True)
+        for label, pred in zip(labels_l, preds_l):
+            label = _on_device_of(label, pred).reshape(-1).to(torch.int64)
+            if pred.shape != label.shape and pred.dim() == 2:
+                pred_label = pred.argmax(dim=1)
+            else:
+                pred_label = pred.reshape(-1).to(torch.int64)
+            if pred_label.numel() != label.numel():
+                raise ValueError(
+                    f"PCC: labels of shape {tuple(label.shape)} do not match predictions of shape "
+                    f"{tuple(pred.shape)}"
+                )
+            if label.numel() == 0:
+                continue
+            lo, hi = torch.stack([torch.minimum(pred_label.min(), label.min()),
+                                  torch.maximum(pred_label.max(), label.max())]).tolist()
+            if lo < 0:
+                raise ValueError(f"PCC: class ids must be >= 0, got {lo}")
+            self.k = max(self.k, int(hi) + 1)
+            k = self.k
+            batch = torch.bincount(pred_label * k + label, minlength=k * k).reshape(k, k)
+            self._lcm = self._grown(self._lcm, k)
+            self._gcm = self._grown(self._gcm, k)
+            self._lcm = batch if self._lcm is None else self._lcm + batch.to(self._lcm.device)
+            self._gcm = batch if self._gcm is None else self._gcm + batch.to(self._gcm.device)
+        self._accumulate(0, 1)
+
+    @staticmethod
+    def _calc_mcc(cm: torch.Tensor | None) -> float:
+        if cm is None:
+            return float("nan")
+        c = _as_float(cm)
+        n = c.sum()
+        x, y = c.sum(dim=1), c.sum(dim=0)
+        cov_xx, cov_yy = (x * (n - x)).sum(), (y * (n - y)).sum()
+        cov_xy = (c.diagonal() * n - x * y).sum()
+        if float(cov_xx) == 0 or float(cov_yy) == 0:
+            return float("nan")
+        return float(cov_xy / (cov_xx * cov_yy).sqrt())
+
+    @property  # type: ignore[override]
+    def sum_metric(self) -> float | int:
+        """``PCC * num_inst`` of the local counts (derived, as in MXNet)."""
+        return self._calc_mcc(self._lcm) * self.num_inst
+
+    @sum_metric.setter
+    def sum_metric(self, value: Scalar) -> None:
+        raise AttributeError("PCC's sum_metric is derived from its confusion matrix; call reset() instead")
+
+    @property  # type: ignore[override]
+    def global_sum_metric(self) -> float | int:
+        """``PCC * global_num_inst`` of the global counts."""
+        return self._calc_mcc(self._gcm) * self.global_num_inst
+
+    @global_sum_metric.setter
+    def global_sum_metric(self, value: Scalar) -> None:
+        raise AttributeError("PCC's global_sum_metric is derived from its confusion matrix; use reset()")
+
+    def _finish(self, sum_metric: Scalar, num_inst: Scalar, local: bool) -> float:
+        if _py(num_inst) == 0:
+            return float("nan")
+        return self._calc_mcc(self._lcm if local else self._gcm)

@@ -43,6 +43,8 @@ def _picked_probabilities(label: torch.Tensor, pred: torch.Tensor, what: str) ->
 class CrossEntropy(EvalMetric):
     """Mean of ``-log(p[label] + eps)`` over samples; predictions are probabilities, labels class ids."""
 
+    _keeps_global_stats = True
+
     def __init__(
         self,
         eps: float = 1e-12,
@@ -83,6 +85,8 @@ class Perplexity(EvalMetric):
     are left out of both the sum and the count.  Out-of-range labels are clipped, as MXNet's
     ``pick`` does.
     """
+
+    _keeps_global_stats = True
 
     def __init__(
         self,
@@ -133,6 +137,8 @@ class Perplexity(EvalMetric):
 @register
 class Loss(EvalMetric):
     """Mean of the values given as predictions (e.g. per-sample losses); labels are ignored."""
+
+    _keeps_global_stats = True
 
     def __init__(
         self,

@@ -44,6 +44,8 @@ def _difference(label: torch.Tensor, pred: torch.Tensor, what: str) -> torch.Ten
 class _BatchMeanMetric(EvalMetric):
     """Average over updates of a per-array statistic (each array counts as one instance, as in MXNet)."""
 
+    _keeps_global_stats = True
+
     def _value(self, diff: torch.Tensor) -> torch.Tensor:
         raise NotImplementedError
 
@@ -143,6 +145,8 @@ class PearsonCorrelation(EvalMetric):
     ``average='macro'`` averages the coefficient of each array; ``'micro'`` computes one
     coefficient over every value seen.
     """
+
+    _keeps_global_stats = True
 
     def __init__(
         self,
