@@ -9,6 +9,7 @@ statistics → 0/1).  Random numbers come from torch's global generator on the t
 from __future__ import annotations
 
 import json
+import logging
 import math
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -36,6 +37,7 @@ __all__ = [
     "MSRAPrelu",
     "Bilinear",
     "LSTMBias",
+    "FusedRNN",
 ]
 
 _I = TypeVar("_I", bound="type[Initializer]")
@@ -112,7 +114,8 @@ class Initializer:
     def set_verbosity(
         self, verbose: bool = False, print_func: Callable[[torch.Tensor], str] | None = None
     ) -> Initializer:
-        """Print a line (by default the array's mean absolute value) for each array initialized."""
+        """Log (``logging.info``) a line for each array initialized: ``print_func(arr)``, by default
+        the root mean square ``norm(arr) / sqrt(size)``, as MXNet does."""
         self._verbose = verbose
         self._print_func = print_func
         return self
@@ -122,9 +125,11 @@ class Initializer:
             return
         if self._print_func is not None:
             stat = self._print_func(arr)
+        elif arr.numel():
+            stat = str(float(torch.linalg.vector_norm(arr.detach().double()) / math.sqrt(arr.numel())))
         else:
-            stat = f"{float(arr.detach().float().abs().mean()):.6g}" if arr.numel() else "empty"
-        print(f"Initialized {desc} as {init}: {stat}")
+            stat = "empty"
+        logging.info("Initialized %s as %s: %s", desc, init, stat)
 
     def dumps(self) -> str:
         """JSON string ``[name, kwargs]`` from which ``create`` rebuilds this initializer."""
@@ -254,9 +259,17 @@ def registered_names() -> list[str]:
     return sorted(_REGISTRY)
 
 
-def create(init: Any, **kwargs: Any) -> Initializer:
+def create(init: Any = None, /, **kwargs: Any) -> Initializer:
     """An initializer from a name (case-insensitive, aliases included), a ``dumps()`` string,
-    a ``[name, kwargs]`` pair, an ``Initializer`` class, or an instance (returned unchanged)."""
+    a ``[name, kwargs]`` pair, an ``Initializer`` class, or an instance (returned unchanged).
+
+    The name may also be given as ``initializer=`` (MXNet's registry keyword); every other
+    keyword goes to the constructor (so an initializer taking ``init=``, like FusedRNN, works).
+    """
+    if init is None:
+        init = kwargs.pop("initializer", None)
+        if init is None:
+            raise TypeError("create() needs the initializer: a name, a dumps() string, a class, an instance")
     if isinstance(init, Initializer):
         if kwargs:
             raise TypeError(f"create() got keyword arguments {kwargs!r} along with the initializer {init!r}")
@@ -396,10 +409,14 @@ class One(Initializer):
 
 @register
 class Constant(Initializer):
-    """Fill weights with ``value``: a scalar, or an array broadcast to the weight's shape."""
+    """Fill weights with ``value``: a scalar, or an array broadcast to the weight's shape.
+
+    An array value is kept in ``_kwargs`` as nested lists (MXNet's ``dumps`` form), so
+    ``json.dumps([name, init._kwargs])`` equals ``init.dumps()``.
+    """
 
     def __init__(self, value: Any) -> None:
-        super().__init__(value=value)
+        super().__init__(value=value if isinstance(value, (int, float, bool)) else _json_safe(value))
         self.value = value
 
     def _init_weight(self, name: str, arr: torch.Tensor) -> None:
@@ -577,3 +594,100 @@ class LSTMBias(Initializer):
         arr.zero_()
         num_hidden = arr.shape[0] // 4
         arr[num_hidden : 2 * num_hidden] = self.forget_bias
+
+
+_GATES = {"rnn_relu": ("",), "rnn_tanh": ("",), "lstm": ("_i", "_f", "_c", "_o"), "gru": ("_r", "_z", "_o")}
+
+
+@register
+class FusedRNN(Initializer):
+    """Initialize the single flat parameter vector of a fused (cuDNN-layout) RNN.
+
+    The vector is cut into one view per layer, direction ('l', and 'r' when bidirectional),
+    gate and kind, named as MXNet's ``FusedRNNCell.unpack_weights`` names them
+    (``l0_i2h_i_weight``, ``r1_h2h_f_bias``, ...): first every weight (per layer and direction,
+    the i2h gates then the h2h gates), then every bias in the same order.  Each view is filled by
+    ``init`` (or, when ``init`` is None, by the global initializer of the call's ``InitDesc``);
+    for 'lstm' the forget-gate biases (``*_f_bias``, both i2h and h2h) get ``forget_bias``.
+    """
+
+    def __init__(
+        self,
+        init: Any,
+        num_hidden: int,
+        num_layers: int,
+        mode: str,
+        bidirectional: bool = False,
+        forget_bias: float = 1.0,
+    ) -> None:
+        if mode not in _GATES:
+            raise ValueError(f"mode must be one of {sorted(_GATES)}, got {mode!r}")
+        for what, value in (("num_hidden", num_hidden), ("num_layers", num_layers)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{what} must be a positive int, got {value!r}")
+        inner = None if init is None else create(init)
+        super().__init__(
+            init=None if inner is None else inner.dumps(),
+            num_hidden=num_hidden,
+            num_layers=num_layers,
+            mode=mode,
+            bidirectional=bidirectional,
+            forget_bias=forget_bias,
+        )
+        self._init = inner
+        self._num_hidden = num_hidden
+        self._num_layers = num_layers
+        self._mode = mode
+        self._bidirectional = bool(bidirectional)
+        self._forget_bias = forget_bias
+
+    def unpack(self, flat: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Named views into ``flat`` (MXNet's ``FusedRNNCell`` names, no prefix)."""
+        gates = _GATES[self._mode]
+        dirs = ("l", "r") if self._bidirectional else ("l",)
+        b, m, h, layers = len(dirs), len(gates), self._num_hidden, self._num_layers
+        per = flat.numel() // (b * m * h)
+        num_input = per - (layers - 1) * (h + b * h + 2) - h - 2
+        if num_input < 1 or b * m * h * (num_input + h + 2 + (layers - 1) * (b * h + h + 2)) != flat.numel():
+            raise ValueError(
+                f"FusedRNN: a parameter of {flat.numel()} elements does not fit mode={self._mode!r}, "
+                f"num_hidden={h}, num_layers={layers}, bidirectional={self._bidirectional}"
+            )
+        views: dict[str, torch.Tensor] = {}
+        pos = 0
+
+        def take(name: str, *shape: int) -> None:
+            nonlocal pos
+            size = math.prod(shape)
+            views[name] = flat[pos : pos + size].view(*shape)
+            pos += size
+
+        for layer in range(layers):
+            width = num_input if layer == 0 else b * h
+            for d in dirs:
+                for g in gates:
+                    take(f"{d}{layer}_i2h{g}_weight", h, width)
+                for g in gates:
+                    take(f"{d}{layer}_h2h{g}_weight", h, h)
+        for layer in range(layers):
+            for d in dirs:
+                for kind in ("i2h", "h2h"):
+                    for g in gates:
+                        take(f"{d}{layer}_{kind}{g}_bias", h)
+        return views
+
+    def _init_weight(self, name: str, arr: torch.Tensor) -> None:
+        if not arr.is_contiguous():
+            raise ValueError(f"FusedRNN needs a contiguous parameter to fill in place, {name!r} is not")
+        fallback = getattr(name, "global_init", None)
+        inner = self._init if self._init is not None else fallback
+        if inner is None or inner is self:
+            raise ValueError(
+                f"FusedRNN(init=None) fills {name!r} with the global initializer, but none was given: "
+                "pass an initializer, e.g. FusedRNN(mxtorch.init.Xavier(), ...)"
+            )
+        for sub, view in self.unpack(arr.view(-1)).items():
+            if self._mode == "lstm" and sub.endswith("_f_bias"):
+                view.fill_(self._forget_bias)
+            else:
+                inner(InitDesc(sub, global_init=fallback), view)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import math
 
 import numpy as np
@@ -282,3 +283,81 @@ def test_register_duplicate_raises() -> None:
         init.register(Uniform)
     with pytest.raises(ValueError, match="already registered"):
         init.alias("ones")(Uniform)
+
+
+# ----------------------------------------------------------------------------------------- MXNet 1.9 rules
+def test_constant_array_dumps_round_trip() -> None:
+    value = torch.arange(6.0).reshape(2, 3)
+    c = init.Constant(value)
+    assert c.dumps() == json.dumps(["constant", c._kwargs])  # _kwargs is JSON-ready, as MXNet's
+    assert json.loads(c.dumps()) == ["constant", {"value": [[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]]}]
+    assert init.Constant(1).dumps() == '["constant", {"value": 1}]'
+    assert init.Constant(np.ones((2,))).dumps() == '["constant", {"value": [1.0, 1.0]}]'
+    w = torch.empty(2, 3)
+    init.create(c.dumps())("w_weight", w)
+    torch.testing.assert_close(w, value)
+
+
+def test_verbose_logs_root_mean_square(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.INFO):
+        init.One().set_verbosity(True)("fc_weight", torch.empty(2, 2))
+    assert "Initialized fc_weight as One()" in caplog.text and ": 1.0" in caplog.text
+    caplog.clear()
+    with caplog.at_level(logging.INFO):
+        init.Constant(3.0).set_verbosity(True, lambda a: "custom")("b_bias", torch.empty(4))
+    assert "Initialized b_bias as bias: custom" in caplog.text
+
+
+class _Tagger(init.Initializer):
+    """Fills every weight view with a distinct number and records the names it saw."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: list[tuple[str, tuple[int, ...]]] = []
+
+    def _init_weight(self, name: str, arr: torch.Tensor) -> None:
+        self.seen.append((str(name), tuple(arr.shape)))
+        arr.fill_(len(self.seen))
+
+    def _init_bias(self, name: str, arr: torch.Tensor) -> None:
+        self.seen.append((str(name), tuple(arr.shape)))
+        arr.fill_(-len(self.seen))
+
+
+def test_fused_rnn_lstm_layout_and_forget_bias() -> None:
+    h, n_in = 2, 3
+    tagger = _Tagger()
+    fused = init.FusedRNN(tagger, num_hidden=h, num_layers=1, mode="lstm", forget_bias=0.5)
+    flat = torch.zeros(4 * h * (n_in + h + 2))  # 4 gates x (i2h weight, h2h weight, 2 biases)
+    fused._init_weight(init.InitDesc("lstm_parameters"), flat)
+    gates = ["i", "f", "c", "o"]
+    expected = [(f"l0_i2h_{g}_weight", (h, n_in)) for g in gates]
+    expected += [(f"l0_h2h_{g}_weight", (h, h)) for g in gates]
+    expected += [(f"l0_{k}_{g}_bias", (h,)) for k in ("i2h", "h2h") for g in gates if g != "f"]
+    assert sorted(tagger.seen) == sorted(expected)
+    # weights first, in order, each a contiguous block of the flat vector
+    w = flat[: 4 * h * (n_in + h)]
+    assert w[: h * n_in].eq(1).all() and w[h * n_in : 2 * h * n_in].eq(2).all()
+    bias = flat[4 * h * (n_in + h):].reshape(2, 4, h)  # (i2h, h2h) x gates
+    assert bias[:, 1].eq(0.5).all()  # forget gate of both i2h and h2h
+    assert (bias[:, [0, 2, 3]] < 0).all()
+
+
+def test_fused_rnn_sizes_global_fallback_and_dumps() -> None:
+    # 2 layers, bidirectional GRU: layer 1 reads both directions (2h inputs)
+    h, n_in = 3, 4
+    size = 2 * 3 * h * (n_in + h + 2 + (2 * h + h + 2))
+    fused = init.FusedRNN(None, h, 2, "gru", bidirectional=True)
+    flat = torch.full((size,), 7.0)
+    desc = init.InitDesc("gru_parameters", global_init=init.One())
+    fused._init_weight(desc, flat)
+    n_weights = 2 * 3 * h * (n_in + h) + 2 * 3 * h * (2 * h + h)
+    assert flat[:n_weights].eq(1).all() and flat[n_weights:].eq(0).all()  # One: weights 1, biases 0
+    assert json.loads(init.FusedRNN(init.Xavier(), 2, 1, "lstm").dumps())[1]["init"] == init.Xavier().dumps()
+    assert isinstance(init.create(fused.dumps()), init.FusedRNN)
+    with pytest.raises(ValueError, match="does not fit"):
+        fused._init_weight(desc, torch.zeros(size + 1))
+    with pytest.raises(ValueError, match="global initializer"):
+        fused._init_weight(init.InitDesc("p"), torch.zeros(size))
+    with pytest.raises(ValueError, match="mode"):
+        init.FusedRNN(None, 2, 1, "rnn")
