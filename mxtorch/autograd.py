@@ -159,10 +159,16 @@ def grad(
     retain_graph: bool | None = None,
     create_graph: bool = False,
     train_mode: bool = True,
-) -> list[torch.Tensor]:
-    """Return the gradients of ``heads`` w.r.t. ``variables`` without touching ``.grad``."""
+) -> Any:
+    """Return the gradients of ``heads`` w.r.t. ``variables`` without touching ``.grad``.
+
+    As in MXNet: one tensor when ``variables`` is a tensor, a list for a list; a variable the
+    heads do not depend on gets zeros; ``retain_graph`` defaults to ``create_graph``.
+    """
     hs = _as_list(heads)
     vs = _as_list(variables)
+    if not vs:
+        raise ValueError("grad(): variables cannot be an empty list")
     _grad_only.depth += 1
     try:
         out = torch.autograd.grad(
@@ -175,7 +181,8 @@ def grad(
         )
     finally:
         _grad_only.depth -= 1
-    return [torch.zeros_like(v) if g is None else g for v, g in zip(vs, out)]
+    ret = [torch.zeros_like(v) if g is None else g for v, g in zip(vs, out)]
+    return ret[0] if isinstance(variables, torch.Tensor) else ret  # type: ignore[return-value]
 
 
 def mark_variables(
@@ -183,19 +190,120 @@ def mark_variables(
     gradients: torch.Tensor | Sequence[torch.Tensor] | None = None,
     grad_reqs: str | Sequence[str] = "write",
 ) -> None:
-    """Mark tensors as variables to differentiate against (``requires_grad``)."""
-    for v in _as_list(variables):
-        v.requires_grad_(True)
+    """Mark tensors as variables to differentiate against, with the given gradient buffers.
+
+    As ``x.attach_grad(grad_req)`` for each variable, except that ``gradients`` (one tensor of
+    the variable's shape each) become the ``.grad`` buffers, so a later ``backward`` writes
+    ('write') or adds ('add') into those very tensors; ``'null'`` stops tracking.  Without
+    ``gradients`` zero buffers are made.
+    """
+    from .ndarray_methods import attach_grad
+
+    vs = _as_list(variables)
+    gs: list[torch.Tensor | None] = [None] * len(vs) if gradients is None else list(_as_list(gradients))
+    reqs = [grad_reqs] * len(vs) if isinstance(grad_reqs, str) else list(grad_reqs)
+    if len(gs) != len(vs) or len(reqs) != len(vs):
+        raise ValueError(
+            f"mark_variables: got {len(vs)} variables, {len(gs)} gradients and {len(reqs)} grad_reqs; "
+            "give one gradient and one grad_req per variable (or one grad_req string for all)"
+        )
+    for i, (v, g, req) in enumerate(zip(vs, gs, reqs)):
+        if g is not None and (g.shape != v.shape or g.dtype != v.dtype or g.device != v.device):
+            raise ValueError(
+                f"mark_variables: gradient {i} has shape {tuple(g.shape)}, dtype {g.dtype} on {g.device}, "
+                f"but its variable has shape {tuple(v.shape)}, dtype {v.dtype} on {v.device}"
+            )
+        attach_grad(v, req)
+        if g is not None and req != "null":
+            v.grad = g
 
 
-Function = torch.autograd.Function
+class _FunctionBridge(torch.autograd.Function):
+    """Runs an MXNet-style :class:`Function` instance inside torch's autograd graph."""
+
+    @staticmethod
+    def forward(ctx: Any, fn: Function, *inputs: Any) -> Any:  # type: ignore[override]
+        ctx.fn = fn
+        with _scope(False, None):  # MXNet runs forward with recording off
+            outputs = fn.forward(*inputs)
+        ctx.single = isinstance(outputs, torch.Tensor)
+        if not ctx.single and not (isinstance(outputs, (tuple, list)) and
+                                   all(isinstance(o, torch.Tensor) for o in outputs)):
+            raise TypeError(f"{type(fn).__name__}.forward must return a tensor or a tuple of tensors, "
+                            f"got {type(outputs).__name__}")
+        ctx.n_in = len(inputs)
+        return outputs if ctx.single else tuple(outputs)
+
+    @staticmethod
+    def backward(ctx: Any, *out_grads: Any) -> Any:
+        fn: Function = ctx.fn
+        in_grads = fn.backward(*out_grads)
+        if isinstance(in_grads, torch.Tensor):
+            in_grads = (in_grads,)
+        in_grads = tuple(in_grads)
+        if len(in_grads) != ctx.n_in:
+            raise ValueError(f"{type(fn).__name__}.backward returned {len(in_grads)} gradient(s) for "
+                             f"{ctx.n_in} forward input(s): return one per input")
+        return (None, *in_grads)
+
+
+class Function:
+    """MXNet's customizable differentiable function: subclass, define ``forward`` and
+    ``backward`` as methods, create an instance and call it once.
+
+    ``forward(*inputs)`` runs without recording and returns a tensor or a tuple of tensors;
+    ``backward(*output_grads)`` returns one gradient per input.  ``save_for_backward(*arrays)``
+    keeps arrays for ``backward`` in ``self.saved_tensors``.  Under ``record()`` the call joins
+    the autograd graph (as a ``torch.autograd.Function``); an instance can be called only once.
+    PyTorch-style functions (static ``forward(ctx, ...)``) stay ``torch.autograd.Function``.
+    """
+
+    def __init__(self) -> None:
+        self._used = False
+        self.saved_tensors: tuple[Any, ...] = ()
+
+    def save_for_backward(self, *args: Any) -> None:
+        """Keep ``args`` for ``backward`` (read back as ``self.saved_tensors``)."""
+        self.saved_tensors = args
+
+    def __call__(self, *inputs: torch.Tensor) -> Any:
+        if getattr(self, "_used", None) is None:
+            raise TypeError(f"{type(self).__name__}.__init__ must call super().__init__()")
+        if self._used:
+            raise RuntimeError(f"each {type(self).__name__} instance can be called only once: "
+                               "create another instance for the next call")
+        self._used = True
+        for i, x in enumerate(inputs):
+            if not isinstance(x, torch.Tensor):
+                raise TypeError(f"{type(self).__name__}: input {i} must be a tensor, got {type(x).__name__}")
+        if not any(x.requires_grad for x in inputs) or not torch.is_grad_enabled():
+            with _scope(False, None):
+                return self.forward(*inputs)
+        return _FunctionBridge.apply(self, *inputs)
+
+    def forward(self, *inputs: Any) -> Any:
+        """Forward computation; override it."""
+        raise NotImplementedError(f"{type(self).__name__} must define forward()")
+
+    def backward(self, *output_grads: Any) -> Any:
+        """Gradients of the inputs from those of the outputs; override it."""
+        raise NotImplementedError(f"{type(self).__name__} must define backward()")
+
 
 # ---- MXNet's rule for backward() on a non-scalar head -------------------------------------
 _torch_backward = torch.Tensor.backward
 
 
 def _backward(self: torch.Tensor, gradient: Any = None, retain_graph: Any = None,
-              create_graph: bool = False, inputs: Any = None) -> None:
+              create_graph: bool = False, inputs: Any = None, *, out_grad: Any = None,
+              train_mode: bool = True) -> None:
+    # MXNet's NDArray.backward(out_grad=None, retain_graph=False, train_mode=True) shares its
+    # first two positions with torch's (gradient, retain_graph); train_mode only chose the
+    # forward behaviour MXNet re-ran, torch keeps the recorded one
+    if out_grad is not None:
+        if gradient is not None:
+            raise TypeError("backward() got both gradient and out_grad: give one of them")
+        gradient = out_grad
     if gradient is None and self.numel() != 1 and self.requires_grad:
         gradient = torch.ones_like(self)
     _torch_backward(self, gradient, retain_graph, create_graph, inputs)
