@@ -385,3 +385,40 @@ def test_public_names() -> None:
     for name in ("Dataset", "SimpleDataset", "ArrayDataset", "Sampler", "SequentialSampler", "RandomSampler",
                  "FilterSampler", "BatchSampler", "IntervalSampler", "SplitSampler", "DataLoader", "vision"):
         assert hasattr(gdata, name), name
+
+
+class _CountingDataset(gdata.Dataset):
+    """Counts its reads (in this process: used with threads or no workers)."""
+
+    def __init__(self, n: int) -> None:
+        self.n, self.reads = n, 0
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, idx: int) -> torch.Tensor:
+        self.reads += 1
+        return torch.tensor([float(idx)])
+
+
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_dataloader_auto_reload_refresh_clean(num_workers: int) -> None:
+    # MXNet 1.9's auto_reload keyword: same batches every epoch, whether prefetched or not
+    for auto_reload in (False, True):
+        dl = DataLoader(SimpleDataset(np.arange(7, dtype=np.float32)), batch_size=3, auto_reload=auto_reload,
+                        num_workers=num_workers)
+        assert dl.auto_reload is auto_reload and (dl._iter is not None) == auto_reload
+        for _ in range(2):
+            assert [b.tolist() for b in dl] == [[0.0, 1.0, 2.0], [3.0, 4.0, 5.0], [6.0]]
+            assert (dl._iter is not None) == auto_reload  # next epoch made as this one ended
+        dl.clean()
+        assert dl._iter is None
+        dl.refresh()
+        assert dl._iter is not None
+        assert len(list(dl)) == 3
+    # a refreshed epoch serves one iterator; a second iter() gets a fresh epoch of its own
+    ds = _CountingDataset(4)
+    dl = DataLoader(ds, batch_size=2, thread_pool=True, num_workers=1)
+    dl.refresh()
+    first, second = iter(dl), iter(dl)
+    assert [b.tolist() for b in first] == [b.tolist() for b in second] == [[[0.0], [1.0]], [[2.0], [3.0]]]

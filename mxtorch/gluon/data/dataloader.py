@@ -112,6 +112,10 @@ class DataLoader:
     numpy arrays, in-memory vision datasets, and lazy transforms of these by mxtorch vision
     transforms), each batch is fetched with one indexing operation and transformed once;
     the result equals what per-sample loading and batching give.
+
+    ``auto_reload=True`` (MXNet 1.9) makes the next epoch's iterator as soon as one epoch ends
+    (and at construction), so worker processes start loading before the next ``iter()``;
+    ``refresh()`` does that by hand and ``clean()`` drops it.  Batches are the same either way.
     """
 
     def __init__(
@@ -129,6 +133,7 @@ class DataLoader:
         prefetch: int | None = None,
         thread_pool: bool = False,
         timeout: int = 120,
+        auto_reload: bool = False,
     ) -> None:
         if isinstance(dataset, (torch.Tensor, np.ndarray)):
             dataset = SimpleDataset(dataset)
@@ -165,6 +170,18 @@ class DataLoader:
         self._fetcher = _BatchFetcher(dataset, batchify_fn)
         self._torch_loader: torch.utils.data.DataLoader | None = None
         self._executor: concurrent.futures.ThreadPoolExecutor | None = None
+        self.auto_reload = bool(auto_reload)
+        self._iter: Iterator[Any] | None = None
+        if self.auto_reload:
+            self.refresh()
+
+    def refresh(self) -> None:
+        """Start loading an epoch now; the next ``iter()`` continues from it."""
+        self._iter = self._new_iter()
+
+    def clean(self) -> None:
+        """Drop a prefetched epoch: loading starts at the next ``iter()``."""
+        self._iter = None
 
     @property
     def fast_path(self) -> bool:
@@ -175,11 +192,23 @@ class DataLoader:
         return len(self._batch_sampler)  # type: ignore[arg-type]
 
     def __iter__(self) -> Iterator[Any]:
+        if self._iter is None and not self.auto_reload:
+            return self._new_iter()
+        return self._reloading_iter()
+
+    def _reloading_iter(self) -> Iterator[Any]:
+        it = self._iter if self._iter is not None else self._new_iter()
+        self._iter = None  # one prefetched epoch serves one iterator
+        yield from it
+        if self._iter is None and self.auto_reload:
+            self.refresh()
+
+    def _new_iter(self) -> Iterator[Any]:
         if self._num_workers == 0:
             return self._iter_same_process()
         if self._thread_pool:
             return self._iter_threads()
-        return self._iter_processes()
+        return self._iter_processes()  # worker processes start loading here, threads at first next()
 
     def _iter_same_process(self) -> Iterator[Any]:
         fetch = self._fetcher.__getitem__
