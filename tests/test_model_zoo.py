@@ -227,3 +227,58 @@ def test_hybridize_keeps_outputs() -> None:
     net.hybridize()
     torch.testing.assert_close(net(x), expected)
     torch.testing.assert_close(net(x), expected)
+
+
+# ---- MXNet 1.9's other vision networks -----------------------------------------------------------
+# (name, input size, trainable parameters with 1000 classes: the counts of the published networks)
+MXNET_NETS = [
+    ("alexnet", 224, 61_100_840),
+    ("squeezenet1.0", 224, 1_248_424),
+    ("squeezenet1.1", 224, 1_235_496),
+    ("densenet121", 224, 7_978_856),
+    ("inceptionv3", 299, 23_834_568),
+]
+
+
+@pytest.mark.parametrize("name,size,params", MXNET_NETS, ids=[c[0] for c in MXNET_NETS])
+def test_mxnet_vision_networks(name: str, size: int, params: int) -> None:
+    net = _build(name)
+    with torch.no_grad():
+        out = net(torch.rand(1, 3, size, size))
+    assert out.shape == (1, 1000)
+    assert _counts(net)[1] == params
+    assert hasattr(net, "features") and hasattr(net, "output")  # fine-tuning replaces net.output
+    small = _build(name, classes=5)
+    with torch.no_grad():
+        assert small(torch.rand(2, 3, size, size)).shape == (2, 5)
+
+
+@pytest.mark.parametrize("depth,params", [(161, 28_681_000), (169, 14_149_480), (201, 20_013_928)])
+def test_densenet_depths(depth: int, params: int) -> None:
+    net = vision.get_model(f"densenet{depth}")
+    net.initialize()
+    with torch.no_grad():
+        net(torch.rand(1, 3, 224, 224))
+    assert _counts(net)[1] == params
+
+
+def test_pretrained_loads_a_local_file(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    src = _build("lenet")
+    with torch.no_grad():
+        src(torch.rand(1, 1, 28, 28))
+    src.save_parameters(str(tmp_path / "lenet.params"))
+    net = vision.get_model("lenet", pretrained=True, root=str(tmp_path), ctx=mx.cpu())
+    x = torch.rand(2, 1, 28, 28)
+    with torch.no_grad():
+        torch.testing.assert_close(net(x), src(x))
+    # MXNet's file names carry a hash: <name>-<hash>.params
+    src_mlp = _build("mlp")
+    with torch.no_grad():
+        src_mlp(torch.rand(1, 1, 28, 28))
+    src_mlp.save_parameters(str(tmp_path / "mlp-0123abcd.params"))
+    net = vision.mlp(pretrained=True, root=str(tmp_path))
+    with torch.no_grad():
+        torch.testing.assert_close(net(x), src_mlp(x))
+    with pytest.raises(MXNetError, match="no local weights") as err:
+        vision.get_model("alexnet", pretrained=True, root=str(tmp_path))
+    assert str(tmp_path) in str(err.value) and "alexnet.params" in str(err.value)

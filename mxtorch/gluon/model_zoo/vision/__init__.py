@@ -1,4 +1,5 @@
-"""Predefined vision networks: ResNet (v1, v2, CIFAR), VGG, MobileNet (v1, v2), LeNet and an MLP.
+"""Predefined vision networks: ResNet (v1, v2, CIFAR), VGG, AlexNet, DenseNet, SqueezeNet,
+Inception v3, MobileNet (v1, v2), LeNet and an MLP.
 
 Build one with random weights by constructor or by name::
 
@@ -8,16 +9,23 @@ Build one with random weights by constructor or by name::
     net.initialize(mx.init.Xavier())
 
 Input channels are inferred at the first forward pass, so 1-channel images work too.
-mxtorch does not download pretrained weights (``pretrained=True`` raises): load local ones
-with ``net.load_parameters('/path/to/file.params')`` (a file written by ``save_parameters``).
+mxtorch never downloads pretrained weights: ``pretrained=True`` loads ``<root>/<name>.params``
+(or MXNet's ``<root>/<name>-<hash>.params``), a file written by ``save_parameters``, and
+raises an error saying where to put it when there is none.
 """
 
 from __future__ import annotations
 
+import glob
+import os
 from collections.abc import Callable
 from typing import Any
 
 from ...block import HybridBlock
+from ._concat import Concurrent
+from .alexnet import AlexNet, alexnet
+from .densenet import DenseNet, densenet121, densenet161, densenet169, densenet201, get_densenet
+from .inception import Inception3, inception_v3
 from .lenet import LeNet, get_lenet, lenet, lenet_bn
 from .mlp import MLP, get_mlp, mlp
 from .mobilenet import (
@@ -64,6 +72,7 @@ from .resnet import (
     resnet152_v1,
     resnet152_v2,
 )
+from .squeezenet import SqueezeNet, get_squeezenet, squeezenet1_0, squeezenet1_1
 from .vgg import VGG, get_vgg, vgg11, vgg11_bn, vgg13, vgg13_bn, vgg16, vgg16_bn, vgg19, vgg19_bn
 
 _MODELS: dict[str, Callable[..., HybridBlock]] = {
@@ -102,30 +111,54 @@ _MODELS: dict[str, Callable[..., HybridBlock]] = {
     "mobilenetv2_0.75": mobilenet_v2_0_75,
     "mobilenetv2_0.5": mobilenet_v2_0_5,
     "mobilenetv2_0.25": mobilenet_v2_0_25,
+    "alexnet": alexnet,
+    "densenet121": densenet121,
+    "densenet161": densenet161,
+    "densenet169": densenet169,
+    "densenet201": densenet201,
+    "squeezenet1.0": squeezenet1_0,
+    "squeezenet1.1": squeezenet1_1,
+    "inceptionv3": inception_v3,
 }
 # constructor function names work too (e.g. 'mobilenet1_0', 'mobilenet_v2_1_0')
 _ALIASES: dict[str, str] = {fn.__name__: key for key, fn in _MODELS.items() if fn.__name__ != key}
 
-PRETRAINED_HELP = (
-    "mxtorch cannot download pretrained weights. Build the network and load a local file "
-    "instead: net = get_model({name!r}); net.load_parameters('/path/to/file.params') "
-    "(a safetensors file written by mxtorch's save_parameters)"
-)
+_DEFAULT_ROOT = os.path.join("~", ".mxnet", "models")
 
 
-def check_pretrained(pretrained: bool, name: str) -> None:
-    """Raise MXNetError when ``pretrained`` is set: weights are never downloaded by mxtorch."""
-    if pretrained:
-        from ....base import MXNetError
+def load_pretrained(net: HybridBlock, pretrained: bool, name: str, root: str = _DEFAULT_ROOT,
+                    ctx: Any = None) -> HybridBlock:
+    """``net`` itself, with its weights loaded from a local file when ``pretrained`` is set.
 
-        raise MXNetError(f"pretrained=True for {name!r}: " + PRETRAINED_HELP.format(name=name))
+    The file is ``<root>/<name>.params``, else MXNet's ``<root>/<name>-<hash>.params`` (the
+    first in sorted order): one written by ``save_parameters``.  mxtorch never downloads, so
+    when neither exists an ``MXNetError`` says where to put the file.
+    """
+    if not pretrained:
+        return net
+    from ....base import MXNetError
+
+    folder = os.path.expanduser(root)
+    exact = os.path.join(folder, f"{name}.params")
+    hashed = sorted(glob.glob(os.path.join(glob.escape(folder), f"{glob.escape(name)}-*.params")))
+    for path in [exact, *hashed]:
+        if os.path.isfile(path):
+            net.load_parameters(path, ctx=ctx)
+            return net
+    raise MXNetError(
+        f"pretrained=True for {name!r}: no local weights in {folder!r}, and mxtorch never downloads. "
+        f"Put {name}.params there (a file written by net.save_parameters, e.g. from a network trained "
+        f"or converted elsewhere), or pass root=<folder holding it>; or build the network with "
+        f"pretrained=False and call net.load_parameters('/path/to/file.params')"
+    )
 
 
 def get_model(name: str, **kwargs: Any) -> HybridBlock:
     """Build the network registered as ``name`` (case-insensitive), e.g. 'resnet18_v1'.
 
-    Keyword arguments go to the constructor: ``classes``, ``pretrained`` (must stay False),
-    ``ctx``, ``root`` and network options such as ``thumbnail`` or ``batch_norm``.
+    Keyword arguments go to the constructor: ``classes``, ``pretrained`` (loads a local file,
+    see :func:`load_pretrained`), ``ctx``, ``root`` and network options such as ``thumbnail``
+    or ``batch_norm``.
     """
     if not isinstance(name, str):
         raise TypeError(f"get_model: name must be a string, got {type(name).__name__}")
@@ -142,7 +175,10 @@ def list_models() -> list[str]:
 
 
 __all__ = [
-    "get_model", "list_models", "check_pretrained",
+    "get_model", "list_models", "load_pretrained", "Concurrent",
+    "AlexNet", "alexnet", "DenseNet", "get_densenet", "densenet121", "densenet161", "densenet169",
+    "densenet201", "SqueezeNet", "get_squeezenet", "squeezenet1_0", "squeezenet1_1",
+    "Inception3", "inception_v3",
     "MLP", "get_mlp", "mlp", "LeNet", "get_lenet", "lenet", "lenet_bn",
     "ResNetV1", "ResNetV2", "BasicBlockV1", "BasicBlockV2", "BottleneckV1", "BottleneckV2",
     "CIFARResNetV1", "CIFARResNetV2", "get_resnet", "get_cifar_resnet",

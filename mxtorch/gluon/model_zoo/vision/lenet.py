@@ -62,15 +62,15 @@ class LeNet(HybridBlock):
 def get_lenet(batch_norm: bool = False, pretrained: bool = False, ctx: _context.Context | None = None,
               root: str = _DEFAULT_ROOT, **kwargs: Any) -> HybridBlock:
     """LeNet; ``batch_norm=True`` gives the ``lenet_bn`` layout (see :func:`lenet_bn`) unless
-    ``channels``/``kernel_size``/``padding``/``hidden`` are given.  ``ctx``/``root`` are unused and
-    ``pretrained=True`` raises."""
-    from . import check_pretrained
+    ``channels``/``kernel_size``/``padding``/``hidden`` are given.  ``pretrained=True`` loads
+    ``<root>/lenet[_bn].params`` onto ``ctx`` (see ``load_pretrained``)."""
+    from . import load_pretrained
 
-    check_pretrained(pretrained, "lenet_bn" if batch_norm else "lenet")
     if batch_norm:
         for key, value in _LENET_BN_LAYOUT.items():
             kwargs.setdefault(key, value)
-    return LeNet(batch_norm=batch_norm, **kwargs)
+    return load_pretrained(LeNet(batch_norm=batch_norm, **kwargs), pretrained,
+                           "lenet_bn" if batch_norm else "lenet", root, ctx)
 
 
 def lenet(**kwargs: Any) -> HybridBlock:

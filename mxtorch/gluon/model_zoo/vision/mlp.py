@@ -43,11 +43,10 @@ class MLP(HybridBlock):
 
 def get_mlp(pretrained: bool = False, ctx: _context.Context | None = None, root: str = _DEFAULT_ROOT,
             **kwargs: Any) -> HybridBlock:
-    """An :class:`MLP`; ``ctx``/``root`` are unused and ``pretrained=True`` raises."""
-    from . import check_pretrained
+    """An :class:`MLP`; ``pretrained=True`` loads ``<root>/mlp.params`` onto ``ctx``."""
+    from . import load_pretrained
 
-    check_pretrained(pretrained, "mlp")
-    return MLP(**kwargs)
+    return load_pretrained(MLP(**kwargs), pretrained, "mlp", root, ctx)
 
 
 def mlp(**kwargs: Any) -> HybridBlock:

@@ -115,20 +115,19 @@ class MobileNetV2(HybridBlock):
 
 def get_mobilenet(multiplier: float, pretrained: bool = False, ctx: _context.Context | None = None,
                   root: str = _DEFAULT_ROOT, **kwargs: Any) -> HybridBlock:
-    """MobileNet v1 with width ``multiplier`` (≥ 0.25); ``ctx``/``root`` unused, ``pretrained`` raises."""
-    from . import check_pretrained
+    """MobileNet v1 with width ``multiplier`` (≥ 0.25); ``pretrained`` loads a local file."""
+    from . import load_pretrained
 
-    check_pretrained(pretrained, f"mobilenet{multiplier}")
-    return MobileNet(multiplier, **kwargs)
+    return load_pretrained(MobileNet(multiplier, **kwargs), pretrained, f"mobilenet{multiplier}", root, ctx)
 
 
 def get_mobilenet_v2(multiplier: float, pretrained: bool = False, ctx: _context.Context | None = None,
                      root: str = _DEFAULT_ROOT, **kwargs: Any) -> HybridBlock:
-    """MobileNet v2 with width ``multiplier`` (≥ 0.25); ``ctx``/``root`` unused, ``pretrained`` raises."""
-    from . import check_pretrained
+    """MobileNet v2 with width ``multiplier`` (≥ 0.25); ``pretrained`` loads a local file."""
+    from . import load_pretrained
 
-    check_pretrained(pretrained, f"mobilenetv2_{multiplier}")
-    return MobileNetV2(multiplier, **kwargs)
+    net = MobileNetV2(multiplier, **kwargs)
+    return load_pretrained(net, pretrained, f"mobilenetv2_{multiplier}", root, ctx)
 
 
 def mobilenet1_0(**kwargs: Any) -> HybridBlock:

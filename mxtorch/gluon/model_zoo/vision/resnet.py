@@ -286,19 +286,19 @@ def get_resnet(version: int, num_layers: int, pretrained: bool = False,
                ctx: _context.Context | None = None, root: str = _DEFAULT_ROOT, **kwargs: Any) -> HybridBlock:
     """ResNet ``version`` (1 or 2) of depth ``num_layers`` (18, 34, 50, 101 or 152).
 
-    ``ctx`` and ``root`` are accepted for MXNet compatibility and unused; ``pretrained=True``
-    raises (weights are never downloaded).  Other keywords (``classes``, ``thumbnail``,
+    ``pretrained=True`` loads ``resnet<depth>_v<version>.params`` from ``root`` onto ``ctx``
+    (weights are never downloaded).  Other keywords (``classes``, ``thumbnail``,
     ``last_gamma``) go to :class:`ResNetV1` / :class:`ResNetV2`.
     """
-    from . import check_pretrained
+    from . import load_pretrained
 
     if num_layers not in _RESNET_SPEC:
         raise ValueError(f"ResNet depth {num_layers} is not supported; choose one of {sorted(_RESNET_SPEC)}")
     if version not in _NETS:
         raise ValueError(f"ResNet version {version} is not supported; choose 1 or 2")
-    check_pretrained(pretrained, f"resnet{num_layers}_v{version}")
     kind, layers, channels = _RESNET_SPEC[num_layers]
-    return _NETS[version](_UNITS[version][kind], layers, channels, **kwargs)
+    net = _NETS[version](_UNITS[version][kind], layers, channels, **kwargs)
+    return load_pretrained(net, pretrained, f"resnet{num_layers}_v{version}", root, ctx)
 
 
 def get_cifar_resnet(version: int, num_layers: int, pretrained: bool = False,
@@ -308,17 +308,17 @@ def get_cifar_resnet(version: int, num_layers: int, pretrained: bool = False,
 
     Three stages of ``n`` basic units, 16/32/64 channels wide; ``classes`` defaults to 10.
     """
-    from . import check_pretrained
+    from . import load_pretrained
 
     if version not in _NETS:
         raise ValueError(f"CIFAR ResNet version {version} is not supported; choose 1 or 2")
     if num_layers < 8 or (num_layers - 2) % 6 != 0:
         raise ValueError(f"CIFAR ResNet depth must be 6n + 2 (20, 32, 44, 56, 110, ...), got {num_layers}")
-    check_pretrained(pretrained, f"cifar_resnet{num_layers}_v{version}")
     n = (num_layers - 2) // 6
     net_cls = CIFARResNetV1 if version == 1 else CIFARResNetV2
     block = BasicBlockV1 if version == 1 else BasicBlockV2
-    return net_cls(block, [n] * 3, [16, 16, 32, 64], **kwargs)
+    net = net_cls(block, [n] * 3, [16, 16, 32, 64], **kwargs)
+    return load_pretrained(net, pretrained, f"cifar_resnet{num_layers}_v{version}", root, ctx)
 
 
 def resnet18_v1(**kwargs: Any) -> HybridBlock:

@@ -67,14 +67,14 @@ def get_vgg(num_layers: int, pretrained: bool = False, ctx: _context.Context | N
             root: str = _DEFAULT_ROOT, **kwargs: Any) -> HybridBlock:
     """VGG of depth ``num_layers`` (11, 13, 16 or 19); ``batch_norm=True`` for the BN variant.
 
-    ``ctx`` and ``root`` are accepted for MXNet compatibility and unused; ``pretrained=True`` raises.
+    ``pretrained=True`` loads ``<root>/vgg<depth>[_bn].params`` onto ``ctx`` (never downloaded).
     """
-    from . import check_pretrained
+    from . import load_pretrained
 
     if num_layers not in _VGG_SPEC:
         raise ValueError(f"VGG depth {num_layers} is not supported; choose one of {sorted(_VGG_SPEC)}")
-    check_pretrained(pretrained, f"vgg{num_layers}{'_bn' if kwargs.get('batch_norm') else ''}")
-    return VGG(_VGG_SPEC[num_layers], _VGG_FILTERS, **kwargs)
+    name = f"vgg{num_layers}{'_bn' if kwargs.get('batch_norm') else ''}"
+    return load_pretrained(VGG(_VGG_SPEC[num_layers], _VGG_FILTERS, **kwargs), pretrained, name, root, ctx)
 
 
 def vgg11(**kwargs: Any) -> HybridBlock:

@@ -1,0 +1,108 @@
+"""DenseNet (Huang et al., "Densely Connected Convolutional Networks", 2017)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from .... import context as _context
+from ... import nn
+from ...block import HybridBlock
+
+__all__ = ["DenseNet", "get_densenet", "densenet121", "densenet161", "densenet169", "densenet201"]
+
+_DEFAULT_ROOT = "~/.mxnet/models"
+
+# depth -> (initial features, growth rate, layers per dense block)
+_DENSENET_SPEC: dict[int, tuple[int, int, list[int]]] = {
+    121: (64, 32, [6, 12, 24, 16]),
+    161: (96, 48, [6, 12, 36, 24]),
+    169: (64, 32, [6, 12, 32, 32]),
+    201: (64, 32, [6, 12, 48, 32]),
+}
+
+
+class _DenseLayer(HybridBlock):
+    """BN-ReLU-Conv1x1(bn_size * growth)-BN-ReLU-Conv3x3(growth) [-Dropout]; output is the input
+    with the new features concatenated on the channel axis."""
+
+    def __init__(self, growth_rate: int, bn_size: int, dropout: float) -> None:
+        super().__init__()
+        self.body = nn.HybridSequential()
+        self.body.add(nn.BatchNorm(), nn.Activation("relu"),
+                      nn.Conv2D(bn_size * growth_rate, kernel_size=1, use_bias=False),
+                      nn.BatchNorm(), nn.Activation("relu"),
+                      nn.Conv2D(growth_rate, kernel_size=3, padding=1, use_bias=False))
+        if dropout:
+            self.body.add(nn.Dropout(dropout))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.cat([x, self.body(x)], dim=1)
+
+
+class DenseNet(HybridBlock):
+    """DenseNet: ``features`` (7x7 stem, dense blocks joined by transitions that halve the
+    channels and the resolution, BN-ReLU, 7x7 average pool, Flatten) and ``output``
+    (Dense(classes)).  Input 224x224."""
+
+    def __init__(self, num_init_features: int, growth_rate: int, block_config: list[int], bn_size: int = 4,
+                 dropout: float = 0, classes: int = 1000, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        f = nn.HybridSequential()
+        f.add(nn.Conv2D(num_init_features, kernel_size=7, strides=2, padding=3, use_bias=False),
+              nn.BatchNorm(), nn.Activation("relu"), nn.MaxPool2D(pool_size=3, strides=2, padding=1))
+        features = num_init_features
+        for i, num_layers in enumerate(block_config):
+            block = nn.HybridSequential()
+            for _ in range(num_layers):
+                block.add(_DenseLayer(growth_rate, bn_size, dropout))
+            f.add(block)
+            features += num_layers * growth_rate
+            if i != len(block_config) - 1:
+                features //= 2
+                transition = nn.HybridSequential()
+                transition.add(nn.BatchNorm(), nn.Activation("relu"),
+                               nn.Conv2D(features, kernel_size=1, use_bias=False),
+                               nn.AvgPool2D(pool_size=2, strides=2))
+                f.add(transition)
+        f.add(nn.BatchNorm(), nn.Activation("relu"), nn.AvgPool2D(pool_size=7), nn.Flatten())
+        self.features = f
+        self.output = nn.Dense(classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.output(self.features(x))
+
+
+def get_densenet(num_layers: int, pretrained: bool = False, ctx: _context.Context | None = None,
+                 root: str = _DEFAULT_ROOT, **kwargs: Any) -> HybridBlock:
+    """DenseNet of depth ``num_layers`` (121, 161, 169 or 201); ``pretrained=True`` loads
+    ``densenet<depth>.params`` from ``root``."""
+    from . import load_pretrained
+
+    if num_layers not in _DENSENET_SPEC:
+        raise ValueError(f"DenseNet depth {num_layers} is not supported; "
+                         f"choose one of {sorted(_DENSENET_SPEC)}")
+    init_features, growth, config = _DENSENET_SPEC[num_layers]
+    net = DenseNet(init_features, growth, config, **kwargs)
+    return load_pretrained(net, pretrained, f"densenet{num_layers}", root, ctx)
+
+
+def densenet121(**kwargs: Any) -> HybridBlock:
+    """DenseNet-121."""
+    return get_densenet(121, **kwargs)
+
+
+def densenet161(**kwargs: Any) -> HybridBlock:
+    """DenseNet-161."""
+    return get_densenet(161, **kwargs)
+
+
+def densenet169(**kwargs: Any) -> HybridBlock:
+    """DenseNet-169."""
+    return get_densenet(169, **kwargs)
+
+
+def densenet201(**kwargs: Any) -> HybridBlock:
+    """DenseNet-201."""
+    return get_densenet(201, **kwargs)

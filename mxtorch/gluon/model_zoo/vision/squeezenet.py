@@ -1,0 +1,80 @@
+"""SqueezeNet 1.0 and 1.1 (Iandola et al., "SqueezeNet: AlexNet-level accuracy with 50x fewer
+parameters and <0.5MB model size", 2016)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from .... import context as _context
+from ... import nn
+from ...block import HybridBlock
+from ._concat import Concurrent
+
+__all__ = ["SqueezeNet", "get_squeezenet", "squeezenet1_0", "squeezenet1_1"]
+
+_DEFAULT_ROOT = "~/.mxnet/models"
+
+
+def _fire(squeeze: int, expand1x1: int, expand3x3: int) -> nn.HybridSequential:
+    """Fire module: a 1x1 squeeze, then 1x1 and 3x3 expansions concatenated (all ReLU)."""
+    out = nn.HybridSequential()
+    out.add(nn.Conv2D(squeeze, kernel_size=1, activation="relu"))
+    expand = Concurrent(axis=1)
+    expand.add(nn.Conv2D(expand1x1, kernel_size=1, activation="relu"),
+               nn.Conv2D(expand3x3, kernel_size=3, padding=1, activation="relu"))
+    out.add(expand)
+    return out
+
+
+def _pool() -> nn.MaxPool2D:
+    return nn.MaxPool2D(pool_size=3, strides=2, ceil_mode=True)
+
+
+class SqueezeNet(HybridBlock):
+    """SqueezeNet ``version`` '1.0' or '1.1': ``features`` (stem convolution, Fire modules,
+    max-pools, Dropout(0.5)) and ``output`` (1x1 convolution to ``classes``, ReLU, 13x13 average
+    pool, Flatten).  Input 224x224."""
+
+    def __init__(self, version: str, classes: int = 1000, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        if version not in ("1.0", "1.1"):
+            raise ValueError(f"SqueezeNet version must be '1.0' or '1.1', got {version!r}")
+        f = nn.HybridSequential()
+        if version == "1.0":
+            f.add(nn.Conv2D(96, kernel_size=7, strides=2, activation="relu"), _pool(),
+                  _fire(16, 64, 64), _fire(16, 64, 64), _fire(32, 128, 128), _pool(),
+                  _fire(32, 128, 128), _fire(48, 192, 192), _fire(48, 192, 192), _fire(64, 256, 256),
+                  _pool(), _fire(64, 256, 256))
+        else:
+            f.add(nn.Conv2D(64, kernel_size=3, strides=2, activation="relu"), _pool(),
+                  _fire(16, 64, 64), _fire(16, 64, 64), _pool(),
+                  _fire(32, 128, 128), _fire(32, 128, 128), _pool(),
+                  _fire(48, 192, 192), _fire(48, 192, 192), _fire(64, 256, 256), _fire(64, 256, 256))
+        f.add(nn.Dropout(0.5))
+        self.features = f
+        self.output = nn.HybridSequential()
+        self.output.add(nn.Conv2D(classes, kernel_size=1), nn.Activation("relu"), nn.AvgPool2D(13),
+                        nn.Flatten())
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.output(self.features(x))
+
+
+def get_squeezenet(version: str, pretrained: bool = False, ctx: _context.Context | None = None,
+                   root: str = _DEFAULT_ROOT, **kwargs: Any) -> HybridBlock:
+    """SqueezeNet '1.0' or '1.1'; ``pretrained=True`` loads ``squeezenet<version>.params`` from ``root``."""
+    from . import load_pretrained
+
+    return load_pretrained(SqueezeNet(version, **kwargs), pretrained, f"squeezenet{version}", root, ctx)
+
+
+def squeezenet1_0(**kwargs: Any) -> HybridBlock:
+    """SqueezeNet 1.0."""
+    return get_squeezenet("1.0", **kwargs)
+
+
+def squeezenet1_1(**kwargs: Any) -> HybridBlock:
+    """SqueezeNet 1.1 (2.4x less computation than 1.0 at the same accuracy)."""
+    return get_squeezenet("1.1", **kwargs)
