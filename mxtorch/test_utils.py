@@ -165,6 +165,21 @@ def _np(x: Any) -> np.ndarray:
     return np.asarray(x)
 
 
+def _all_close(a: np.ndarray, b: np.ndarray, rtol: float, atol: float) -> bool:
+    """Fast check that every pair satisfies ``|a - b| <= atol + rtol * |b|`` (False on NaN/inf, which
+    :func:`_violation` then judges)."""
+    if a.dtype.kind not in "fiub" or b.dtype.kind not in "fiub":
+        return False
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    with np.errstate(invalid="ignore", over="ignore"):
+        np.subtract(a64, b64, out=a64)
+        np.abs(a64, out=a64)
+        np.abs(b64, out=b64)
+        b64 *= rtol
+        b64 += atol
+        return bool(np.all(a64 <= b64))
+
+
 def _violation(a: np.ndarray, b: np.ndarray, rtol: float, atol: float, equal_nan: bool) -> np.ndarray:
     """How far each pair is beyond tolerance: <= 1 means it matches; inf for NaN mismatches."""
     a64 = a.astype(np.float64) if a.dtype.kind != "c" else a
@@ -210,6 +225,8 @@ def almost_equal(
         an, bn = _prepare(a, b, ("a", "b"), use_broadcast)
     except AssertionError:
         return False
+    if _all_close(an, bn, rtol, atol):
+        return True
     return bool(np.all(_violation(an, bn, rtol, atol, equal_nan) <= 1.0))
 
 
@@ -230,6 +247,8 @@ def assert_almost_equal(
     """
     rtol, atol = get_tols(a, b, rtol, atol)
     an, bn = _prepare(a, b, names, use_broadcast)
+    if _all_close(an, bn, rtol, atol):
+        return
     v = _violation(an, bn, rtol, atol, equal_nan)
     bad = v > 1.0
     if not bad.any():
