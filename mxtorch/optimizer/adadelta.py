@@ -6,7 +6,7 @@ from typing import Any
 
 import torch
 
-from .base import Optimizer, _check_real, _check_unit, _prep_grad, register
+from .base import Optimizer, _check_real, _check_unit, _prep_grad, _zeros_pair, register
 
 __all__ = ["AdaDelta"]
 
@@ -36,10 +36,7 @@ class AdaDelta(Optimizer):
 
     def create_state(self, index: Any, weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """``(acc_g, acc_delta)``, zeros like ``weight``."""
-        return (
-            torch.zeros_like(weight, memory_format=torch.preserve_format),
-            torch.zeros_like(weight, memory_format=torch.preserve_format),
-        )
+        return _zeros_pair(weight)
 
     def _step(
         self, index: Any, weight: torch.Tensor, grad: torch.Tensor, state: Any, lr: float, wd: float

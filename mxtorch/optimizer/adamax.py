@@ -6,7 +6,7 @@ from typing import Any
 
 import torch
 
-from .base import Optimizer, _check_unit, register
+from .base import Optimizer, _check_unit, _zeros_pair, register
 
 __all__ = ["Adamax"]
 
@@ -36,10 +36,7 @@ class Adamax(Optimizer):
 
     def create_state(self, index: Any, weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """``(m, u)``, zeros like ``weight``."""
-        return (
-            torch.zeros_like(weight, memory_format=torch.preserve_format),
-            torch.zeros_like(weight, memory_format=torch.preserve_format),
-        )
+        return _zeros_pair(weight)
 
     def _step(
         self, index: Any, weight: torch.Tensor, grad: torch.Tensor, state: Any, lr: float, wd: float

@@ -6,7 +6,15 @@ from typing import Any
 
 import torch
 
-from .base import _check_bool, _check_real, _check_unit, _FusedOptimizer, _preprocess_grads, register
+from .base import (
+    _check_bool,
+    _check_real,
+    _check_unit,
+    _FusedOptimizer,
+    _preprocess_grads,
+    _zeros_pair,
+    register,
+)
 
 __all__ = ["AdamW"]
 
@@ -51,10 +59,7 @@ class AdamW(_FusedOptimizer):
 
     def create_state(self, index: Any, weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """``(mean, var)``, zeros like ``weight``."""
-        return (
-            torch.zeros_like(weight, memory_format=torch.preserve_format),
-            torch.zeros_like(weight, memory_format=torch.preserve_format),
-        )
+        return _zeros_pair(weight)
 
     def _effective_lrs(self, indices: list[Any], lrs: list[float]) -> list[float]:
         # lr_t = lr * sqrt(1 - beta2**t) / (1 - beta1**t), t = this index's update count

@@ -139,6 +139,14 @@ def _in_layout_of(dense: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
     return dense.to_sparse(like.sparse_dim())
 
 
+def _zeros_pair(weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Two zero buffers like ``weight`` (the two moments most optimizers keep)."""
+    return (
+        torch.zeros_like(weight, memory_format=torch.preserve_format),
+        torch.zeros_like(weight, memory_format=torch.preserve_format),
+    )
+
+
 def _prep_grad(grad: torch.Tensor, rescale: float, clip: float | None) -> torch.Tensor:
     """A new tensor ``clip(rescale * grad, -clip, clip)``."""
     g = grad * rescale
