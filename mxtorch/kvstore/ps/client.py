@@ -213,8 +213,7 @@ class PSClient:
             node = int(m.get("node_id", 0))
             who = m.get("description", P.describe_node(node))
             silent = float(m.get("silent_s", 0))
-            self.dead[node] = str(m.get("reason") or
-                                  f"{who} stopped sending heartbeats ({silent:.1f} s) and was declared dead")
+            self.dead[node] = f"{who} stopped sending heartbeats ({silent:.1f} s) and was declared dead"
         elif msg.command == Command.NODE_BACK:
             node = int(m.get("node_id", 0))
             self.dead.pop(node, None)
@@ -298,12 +297,8 @@ class PSClient:
                             f"(MXTORCH_DIST_TIMEOUT){hint}")
 
     # ---- the end ----------------------------------------------------------------------------
-    def close(self, failure: str | None = None) -> None:
-        """Tell the scheduler this worker is done (bounded wait), stop the heartbeat, close sockets.
-
-        ``failure`` says why the worker is ending in failure ("exited with status 3"): the
-        scheduler then declares it dead at once, so that no peer waits for it.
-        """
+    def close(self) -> None:
+        """Tell the scheduler this worker is done (bounded wait), stop the heartbeat, close sockets."""
         if self.closed:
             return
         self.closed = True
@@ -311,8 +306,7 @@ class PSClient:
         hb = self.heartbeat
         try:
             rid = self._new_id()
-            P.send(self.sched, Message(Command.SHUTDOWN, rid, getattr(self, "node_id", 0),
-                                       meta={"failed": failure} if failure else None))
+            P.send(self.sched, Message(Command.SHUTDOWN, rid, getattr(self, "node_id", 0)))
             deadline = time.monotonic() + min(5.0, self.config.timeout)
             while time.monotonic() < deadline:
                 if not self.sched.poll(100):
