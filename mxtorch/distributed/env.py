@@ -40,7 +40,7 @@ __all__ = [
     "DistributedError", "DistributedConfigError", "WorldInfo", "world_info_from_env", "default_timeout",
     "default_backend_override",
     "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "GROUP_WORLD_SIZE",
-    "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_USE_AGENT_STORE",
+    "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_USE_AGENT_STORE", "TORCHELASTIC_RESTART_COUNT",
     "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
     "OMPI_COMM_WORLD_LOCAL_SIZE", "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "MPI_LOCALNRANKS",
     "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_NODEID", "SLURM_NNODES",
@@ -72,6 +72,8 @@ MASTER_PORT = "MASTER_PORT"
 """TCP port of the rendezvous store on MASTER_ADDR (1..65535)."""
 TORCHELASTIC_USE_AGENT_STORE = "TORCHELASTIC_USE_AGENT_STORE"
 """torchrun: 'True' when the launcher, not rank 0, hosts the rendezvous store (torch reads it)."""
+TORCHELASTIC_RESTART_COUNT = "TORCHELASTIC_RESTART_COUNT"
+"""torchrun: how many times the workers were restarted (0 on the first attempt)."""
 
 # ---- Open MPI (mpirun) ----
 OMPI_COMM_WORLD_RANK = "OMPI_COMM_WORLD_RANK"

@@ -13,6 +13,17 @@ process group *before* finalization, which joins those threads.  This only works
 else keeps the process group alive (a ``DistributedDataParallel`` module does: delete it
 first); mxtorch's own objects never hold it.
 
+Why a failing rank must not wait: its peers may be blocked in a collective that it will never
+join, while it blocks in the exit barrier waiting for them -- both until the timeout
+(``MXTORCH_DIST_TIMEOUT``, 300 s).  A rank ending in failure (an uncaught exception, or
+``sys.exit`` with a non-zero status: :mod:`.exit_status`) skips the barrier, writes why it
+leaves to the job's store (the side channel every rank can read), and destroys its process
+group, which closes its connections: a peer blocked in a gloo collective fails at once
+("Connection closed by peer"), and :func:`explain` turns that into an error naming the rank
+that left and why -- from the store, or, for a rank that was killed and could say nothing,
+from its process being gone (ranks on the same host).  A launcher (``mxtorch launch``,
+torchrun) then stops what is left of the job.
+
 Example::
 
     import mxtorch.distributed as mxdist
@@ -26,16 +37,21 @@ from __future__ import annotations
 import atexit
 import datetime
 import logging
-import sys
+import os
+import socket
 import threading
+import time
 from dataclasses import dataclass
-from types import TracebackType
+from typing import Any, cast
 
 import torch
 import torch.distributed as dist
 
+from . import exit_status
 from .env import (
     LAUNCH_HINT,
+    TORCHELASTIC_RESTART_COUNT,
+    TORCHELASTIC_USE_AGENT_STORE,
     DistributedConfigError,
     DistributedError,
     WorldInfo,
@@ -44,7 +60,8 @@ from .env import (
     world_info_from_env,
 )
 
-__all__ = ["init", "is_initialized", "world", "backend", "timeout", "barrier", "shutdown"]
+__all__ = ["init", "is_initialized", "world", "backend", "timeout", "barrier", "shutdown", "peer_failures",
+           "explain"]
 
 _log = logging.getLogger("mxtorch.distributed")
 
@@ -60,7 +77,11 @@ class _Group:
 _lock = threading.RLock()
 _group: _Group | None = None
 _atexit_registered = False
-_failed = False  # the interpreter is exiting because of an uncaught exception
+
+_PROCS_KEY = "procs"  # side-channel keys: one line per rank, "rank host pid start-time"
+_LEFT_KEY = "left"  # one line per rank that left the job in failure, "rank reason"
+_DIAGNOSE_S = 1.0  # how long a failed collective looks for the peer that caused it
+_SETTLE_S = 3.0  # how long it then waits for that peer's process (on this host) to end
 
 
 def init(backend: str | None = None, timeout: float | None = None) -> WorldInfo:
@@ -87,6 +108,8 @@ def init(backend: str | None = None, timeout: float | None = None) -> WorldInfo:
             return _group.info
         if dist.is_initialized():
             _group = _adopt()
+            exit_status.track()
+            _announce(_group.info)
             return _group.info
         info = world_info_from_env()
         if info is None:
@@ -99,6 +122,7 @@ def init(backend: str | None = None, timeout: float | None = None) -> WorldInfo:
         _join(info, chosen, seconds)
         _group = _Group(info, chosen, seconds, owned=True)
         _register_exit_handlers()
+        _announce(info)
         return info
 
 
@@ -132,6 +156,7 @@ def barrier(timeout: float | None = None) -> None:
     seconds = g.timeout if timeout is None else _check_timeout(timeout)
     if g.info.world_size == 1:
         return
+    start = time.monotonic()
     try:
         if g.backend == "gloo":
             dist.monitored_barrier(timeout=datetime.timedelta(seconds=seconds), wait_all_ranks=True)
@@ -141,8 +166,9 @@ def barrier(timeout: float | None = None) -> None:
                 work.wait(timeout=datetime.timedelta(seconds=seconds))
     except RuntimeError as e:
         raise DistributedError(
-            f"rank {g.info.rank} of {g.info.world_size}: barrier failed within {seconds:g} s: {e}. Some rank "
-            "did not reach it: it crashed, hangs, or runs different code; check the other ranks' logs"
+            f"rank {g.info.rank} of {g.info.world_size}: barrier failed after {time.monotonic() - start:.1f} "
+            f"s (limit {seconds:g} s): {explain(e)}. Some rank did not reach it: it crashed, hangs, or runs "
+            "different code; check the other ranks' logs"
         ) from e
 
 
@@ -150,10 +176,11 @@ def shutdown(timeout: float | None = None, wait_for_peers: bool = True) -> None:
     """Leave the job cleanly: barrier (at most ``timeout`` s), then destroy the process group.
 
     Runs at interpreter exit by itself (registered by :func:`init`); calling it earlier is
-    fine and later calls do nothing.  A rank that leaves because of an error should skip the
-    barrier (``wait_for_peers=False``; done for you when the exit is caused by an uncaught
-    exception) so that its peers learn of its death at once instead of at their timeout.  A
-    failing barrier is logged, never raised: the group is destroyed anyway.
+    fine and later calls do nothing.  A rank that leaves because of an error skips the
+    barrier (``wait_for_peers=False``; done for you when the process ends with an uncaught
+    exception or ``sys.exit`` with a non-zero status) and tells its peers why it left, so
+    that they learn of its departure at once instead of at their timeout.  A failing
+    barrier is logged, never raised: the group is destroyed anyway.
     """
     global _group
     with _lock:
@@ -162,7 +189,10 @@ def shutdown(timeout: float | None = None, wait_for_peers: bool = True) -> None:
             _group = None
             return
         size = g.info.world_size if g is not None else dist.get_world_size()
-        if size > 1 and wait_for_peers and not _failed:
+        reason = exit_status.failure()
+        if reason is None and not wait_for_peers:
+            reason = "left the job after an error"
+        if size > 1 and reason is None:
             try:
                 if g is None:
                     dist.barrier()
@@ -170,11 +200,50 @@ def shutdown(timeout: float | None = None, wait_for_peers: bool = True) -> None:
                     barrier(timeout)
             except (DistributedError, RuntimeError) as e:
                 _log.warning("mxtorch.distributed.shutdown: %s; destroying the process group anyway", e)
+        elif size > 1 and reason is not None:
+            _post(_LEFT_KEY, f"{dist.get_rank()} {reason}")
         try:
             dist.destroy_process_group()
         except (RuntimeError, ValueError) as e:  # already destroyed by the user, or broken by a dead peer
             _log.warning("mxtorch.distributed.shutdown: destroy_process_group failed: %s", e)
         _group = None
+
+
+def peer_failures() -> list[tuple[int, str]]:
+    """The ranks known to have left the job in failure, each with what is known: ``[(1, "exited
+    with status 3 (pid 812 on node1)")]``.
+
+    Read from the job's store (what a failing rank wrote as it left) and, for the ranks on this
+    host, from their processes (a rank killed by a signal writes nothing, but its process is
+    gone).  Empty when nothing is known, or outside a job.  Meant for error paths: it makes a
+    few store requests.
+    """
+    return [(d.rank, d.why) for d in _departures()]
+
+
+def explain(error: BaseException) -> str:
+    """The text of a failed collective's ``error``, led by the ranks that caused it where known.
+
+    ``"rank 1 exited with status 3 (pid 812 on node1) [<gloo's error>]"``.  A peer that dies
+    closes its connections before its process is gone, so this looks for up to a second, and
+    then gives a departing process on this host a moment to end: a launcher watching both then
+    sees the cause end first.
+    """
+    text = str(error).strip()
+    deadline = time.monotonic() + _DIAGNOSE_S
+    while True:
+        found = _departures()
+        if found or time.monotonic() >= deadline:
+            break
+        time.sleep(0.05)
+    if not found:
+        return text
+    deadline = time.monotonic() + _SETTLE_S
+    while time.monotonic() < deadline and any(
+            d.pid is not None and _process_alive(d.pid, d.started) for d in found):
+        time.sleep(0.05)
+    who = "; ".join(f"rank {d.rank} {d.why}" for d in found)
+    return f"{who} [{text}]" if text else who
 
 
 # ---- internals ---------------------------------------------------------------------------
@@ -261,17 +330,10 @@ def _adopt() -> _Group:
 
 def _register_exit_handlers() -> None:
     global _atexit_registered
+    exit_status.track()
     if _atexit_registered:
         return
     _atexit_registered = True
-    previous = sys.excepthook
-
-    def note_failure(kind: type[BaseException], value: BaseException, tb: TracebackType | None) -> None:
-        global _failed
-        _failed = True
-        previous(kind, value, tb)
-
-    sys.excepthook = note_failure
     atexit.register(_shutdown_at_exit)
 
 
@@ -279,3 +341,116 @@ def _shutdown_at_exit() -> None:
     g = _group
     if g is not None and g.owned:
         shutdown()
+
+
+# ---- the side channel: a few keys in the job's store -------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Departure:
+    rank: int
+    why: str
+    pid: int | None  # its process, when it runs on this host
+    started: str
+
+
+def _departures() -> list[_Departure]:
+    g = _group
+    if g is None or not dist.is_initialized() or g.info.world_size == 1:
+        return []
+    store = _side_store()
+    if store is None:
+        return []
+    me = g.info.rank
+    try:
+        procs = _lines(store, _PROCS_KEY)
+        left = _lines(store, _LEFT_KEY)
+    except (RuntimeError, ValueError) as e:  # the store's host is gone
+        if os.environ.get(TORCHELASTIC_USE_AGENT_STORE, "").lower() == "true" or me == 0:
+            return []  # the launcher's store: its absence says nothing about a rank
+        first = str(e).strip().splitlines()[:1] or [type(e).__name__]
+        return [_Departure(0, f"is gone: the job's store, which rank 0 hosts at {g.info.master_addr}:"
+                              f"{g.info.master_port}, does not answer ({first[0]})", None, "")]
+    here = socket.gethostname()
+    found: list[_Departure] = []
+    for rank, text in sorted(procs.items()):
+        fields = text.split()
+        if rank == me or len(fields) < 2 or not fields[1].isdigit():
+            continue
+        host, pid, started = fields[0], int(fields[1]), (fields[2] if len(fields) > 2 else "")
+        local = pid if host == here else None
+        if rank in left:
+            found.append(_Departure(rank, f"{left[rank]} (pid {pid} on {host})", local, started))
+        elif local is not None and not _process_alive(local, started):
+            why = (f"is gone: its process (pid {pid} on {host}) ended without leaving the job (killed by a "
+                   "signal, os._exit, or a crash)")
+            found.append(_Departure(rank, why, None, started))
+    for rank in sorted(set(left) - set(procs) - {me}):
+        found.append(_Departure(rank, left[rank], None, ""))
+    return sorted(found, key=lambda d: d.rank)
+
+
+
+def _side_store() -> dist.Store | None:
+    try:
+        store = dist.distributed_c10d._get_default_store()
+    except (RuntimeError, ValueError, AttributeError):
+        return None
+    # a torchrun agent keeps its store across restarts: each attempt has its own keys
+    return dist.PrefixStore(f"mxtorch/{os.environ.get(TORCHELASTIC_RESTART_COUNT, '0')}/", store)
+
+
+def _post(key: str, line: str) -> None:
+    store = _side_store()
+    if store is None:
+        return
+    try:
+        cast(Any, store).append(key, line + "\n")  # Store.append exists, torch's stubs lack it
+    except (RuntimeError, ValueError) as e:  # the store's host is gone: nobody is left to tell
+        _log.debug("mxtorch.distributed: could not write %r to the job's store: %s", key, e)
+
+
+def _lines(store: dist.Store, key: str) -> dict[int, str]:
+    if not store.check([key]):
+        return {}
+    out: dict[int, str] = {}
+    for line in store.get(key).decode(errors="replace").splitlines():
+        rank, _, rest = line.partition(" ")
+        if rank.isdigit():
+            out.setdefault(int(rank), rest)
+    return out
+
+
+def _announce(info: WorldInfo) -> None:
+    """Write where this rank runs, so that peers on its host can tell when its process is gone."""
+    if info.world_size > 1:
+        pid = os.getpid()
+        _post(_PROCS_KEY, f"{info.rank} {socket.gethostname()} {pid} {_start_time(pid)}")
+
+
+def _start_time(pid: int) -> str:
+    """The process's start time in clock ticks since boot (Linux), to tell a reused pid apart; else ''."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rpartition(")")[2].split()[19]
+    except (OSError, IndexError):
+        return ""
+
+
+def _process_alive(pid: int, started: str) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rpartition(")")[2].split()
+    except FileNotFoundError:
+        return False
+    except OSError:  # no /proc: ask the kernel
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
+    if fields[0] in ("Z", "X"):  # exited, not yet reaped by its parent
+        return False
+    return not started or len(fields) < 20 or fields[19] == started

@@ -469,8 +469,8 @@ class AllreduceKVStore(KVStoreBase):
     def _peer_error(self, op: str, keys: Sequence[Any], e: BaseException) -> KVStoreError:
         shown = ", ".join(repr(k) for k in list(keys)[:8]) + (", ..." if len(keys) > 8 else "")
         return KVStoreError(
-            f"rank {self.rank} of {self.num_workers}: {op} of key(s) {shown} failed: {e}. A peer process "
-            f"died, hangs, or did not call {op} with the same keys within the timeout "
+            f"rank {self.rank} of {self.num_workers}: {op} of key(s) {shown} failed: {group.explain(e)}. A "
+            f"peer process died, hangs, or did not call {op} with the same keys within the timeout "
             f"({group.timeout():g} s, MXTORCH_DIST_TIMEOUT); check the other ranks' logs"
         )
 
@@ -629,8 +629,9 @@ def _agree(op: str, items: Sequence[tuple[Key, tuple[int, ...], torch.dtype]], r
     except RuntimeError as e:
         raise KVStoreError(
             f"rank {rank} of {world}: comparing shapes and dtypes before the first {op} of key(s) "
-            f"{[k for k, _, _ in items][:8]} failed: {e}. A peer process died, hangs, or runs different code "
-            f"(timeout {group.timeout():g} s, MXTORCH_DIST_TIMEOUT); check the other ranks' logs"
+            f"{[k for k, _, _ in items][:8]} failed: {group.explain(e)}. A peer process died, hangs, or "
+            f"runs different code (timeout {group.timeout():g} s, MXTORCH_DIST_TIMEOUT); check the other "
+            "ranks' logs"
         ) from e
     per_rank = [_decode(b[:int(h[0])].tolist()) for b, h in zip(bodies, heads)]
     raise KVStoreError(f"rank {rank}: {_explain(op, per_rank)}")
@@ -935,9 +936,9 @@ class _GradientSync:
                 shown = ", ".join(names[:6]) + (", ..." if len(names) > 6 else "")
                 raise KVStoreError(
                     f"rank {self.store.rank} of {self.store.num_workers}: all-reduce of gradient bucket "
-                    f"{b.index} ({len(names)} parameters: {shown}) failed: {e}. A peer process died, hangs, "
-                    f"or trains different parameters (timeout {group.timeout():g} s, MXTORCH_DIST_TIMEOUT); "
-                    "check the other ranks' logs"
+                    f"{b.index} ({len(names)} parameters: {shown}) failed: {group.explain(e)}. A peer "
+                    f"process died, hangs, or trains different parameters (timeout {group.timeout():g} s, "
+                    "MXTORCH_DIST_TIMEOUT); check the other ranks' logs"
                 ) from e
             b.work = _Done()
 
