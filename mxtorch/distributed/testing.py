@@ -125,15 +125,16 @@ def _bootstrap(fn: Callable[..., Any], args: tuple[Any, ...], variables: dict[st
     os.environ.update(variables)
     import torch
 
-    from . import group
+    from . import exit_status, group
 
     torch.set_num_threads(1)
     try:
         payload = pickle.dumps(fn(*args))
         group.shutdown()
         results.put((rank, True, payload))
-    except BaseException:
+    except BaseException as e:
         text = traceback.format_exc()
+        exit_status.note_failure(f"raised {type(e).__name__}: {e}")  # what its peers are told
         group.shutdown(wait_for_peers=False)
         results.put((rank, False, text))
 

@@ -213,7 +213,8 @@ class PSClient:
             node = int(m.get("node_id", 0))
             who = m.get("description", P.describe_node(node))
             silent = float(m.get("silent_s", 0))
-            self.dead[node] = f"{who} stopped sending heartbeats ({silent:.1f} s) and was declared dead"
+            self.dead[node] = str(m.get("reason") or
+                                  f"{who} stopped sending heartbeats ({silent:.1f} s) and was declared dead")
         elif msg.command == Command.NODE_BACK:
             node = int(m.get("node_id", 0))
             self.dead.pop(node, None)
@@ -297,8 +298,12 @@ class PSClient:
                             f"(MXTORCH_DIST_TIMEOUT){hint}")
 
     # ---- the end ----------------------------------------------------------------------------
-    def close(self) -> None:
-        """Tell the scheduler this worker is done (bounded wait), stop the heartbeat, close sockets."""
+    def close(self, failure: str | None = None) -> None:
+        """Tell the scheduler this worker is done (bounded wait), stop the heartbeat, close sockets.
+
+        ``failure`` says why the worker is ending in failure ("exited with status 3"): the
+        scheduler then declares it dead at once, so that no peer waits for it.
+        """
         if self.closed:
             return
         self.closed = True
@@ -306,7 +311,8 @@ class PSClient:
         hb = self.heartbeat
         try:
             rid = self._new_id()
-            P.send(self.sched, Message(Command.SHUTDOWN, rid, getattr(self, "node_id", 0)))
+            P.send(self.sched, Message(Command.SHUTDOWN, rid, getattr(self, "node_id", 0),
+                                       meta={"failed": failure} if failure else None))
             deadline = time.monotonic() + min(5.0, self.config.timeout)
             while time.monotonic() < deadline:
                 if not self.sched.poll(100):

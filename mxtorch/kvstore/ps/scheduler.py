@@ -367,6 +367,12 @@ class Scheduler:
                 self._maybe_finish_key_check()
             elif msg.command == Command.NUM_DEAD:
                 self._on_num_dead(node, msg)
+            elif msg.command == Command.SHUTDOWN and (msg.meta or {}).get("failed"):
+                # the worker is ending in failure (sys.exit(3), an exception): as dead as a silent one
+                self._send(identity, Message(Command.ACK, msg.request_id))
+                text = f"{node.describe()} {str((msg.meta or {})['failed'])}"
+                _log(f"{text}: it left the job")
+                self._declare_dead(node, text, {"reason": text})
             elif msg.command == Command.SHUTDOWN:
                 node.state = "finished"
                 self._send(identity, Message(Command.ACK, msg.request_id))
@@ -474,20 +480,23 @@ class Scheduler:
         for n in (*self.servers, *self.workers):
             if n.state != "alive" or now - n.last_seen <= self.config.dead_s:
                 continue
-            n.state = "dead"
             silent = now - n.last_seen
             text = (f"{n.describe()} has been silent for {silent:.1f} s "
                     f"(MXTORCH_PS_DEAD_S={self.config.dead_s:g})")
             _log(f"{text}: declared dead")
-            if n.role == "server" or self.mode == "sync":
-                self.failures.append(text)
-            notice = Message(Command.NODE_DEAD, meta={"node_id": n.node_id, "role": n.role, "rank": n.rank,
-                                                      "description": n.describe(), "silent_s": silent})
-            for other in (*self.servers, *self.workers):
-                if other.state == "alive":
-                    self._send(other.identity, notice)
-            self._maybe_release_barrier()
-            self._maybe_finish_key_check()
+            self._declare_dead(n, text, {"silent_s": silent})
+
+    def _declare_dead(self, n: _Node, text: str, detail: dict[str, Any]) -> None:
+        n.state = "dead"
+        if n.role == "server" or self.mode == "sync":
+            self.failures.append(text)
+        notice = Message(Command.NODE_DEAD, meta={"node_id": n.node_id, "role": n.role, "rank": n.rank,
+                                                  "description": n.describe(), **detail})
+        for other in (*self.servers, *self.workers):
+            if other.state == "alive":
+                self._send(other.identity, notice)
+        self._maybe_release_barrier()
+        self._maybe_finish_key_check()
 
     def _announce_back(self, node: _Node) -> None:
         if node.state == "dead":

@@ -302,8 +302,9 @@ class ParameterServer:
         if self.mode != "sync":
             self._on_worker_gone(identity, msg)  # async jobs go on without it
             return
-        self.failed = (f"{m.get('description', 'a worker')} died, so no dist_sync round can complete any "
-                       "more: restart the job (from a checkpoint)")
+        who = m.get("reason") or f"{m.get('description', 'a worker')} died"
+        self.failed = (f"{who}, so no dist_sync round can complete any more: restart the job (from a "
+                       "checkpoint)")
         for sh in self.shards.values():
             for pull in sh.pulls:
                 self._send(pull.identity, Message(Command.ERROR, pull.msg.request_id, self.node_id,

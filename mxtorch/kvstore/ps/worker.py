@@ -88,6 +88,7 @@ from typing import Any
 import torch
 
 from ...compression.base import payload_tensors
+from ...distributed import exit_status
 from ..base import Key, KVStoreBase, KVStoreError, Value, register_factory
 from ..local import _key_list, _row_ids, _tensors
 from . import protocol as P
@@ -167,6 +168,7 @@ class DistKVStore(KVStoreBase):
         """Bytes of the tensors this worker pushed (payloads when compressing; ids + rows when
         row_sparse), for comparing compressors and benchmarks."""
         _ACTIVE.add(self)
+        exit_status.track()  # a failing exit tells the scheduler, which tells the others at once
         atexit.register(self.close)
 
     # ---- description -------------------------------------------------------------------------
@@ -701,7 +703,7 @@ class DistKVStore(KVStoreBase):
         """Tell the scheduler this worker is done and disconnect (idempotent; also run at exit)."""
         if self._client.closed:
             return
-        self._client.close()
+        self._client.close(failure=exit_status.failure())
         _ACTIVE.discard(self)
         atexit.unregister(self.close)
 
