@@ -117,7 +117,8 @@ def test_dmlc_worker_leaving_a_dist_sync_job_fails_the_barrier_and_stops_the_ser
 # ---- mxtorch launch ------------------------------------------------------------------------------
 def test_launch_stops_the_job_and_names_the_rank_that_exited():
     start = time.monotonic()
-    argv = [PY, "-m", "mxtorch.cli.main", "launch", "-n", "2", "python", SCRIPT, "allreduce", "exit3", "pushpull"]
+    argv = [PY, "-m", "mxtorch.cli.main", "launch", "-n", "2", "python", SCRIPT, "allreduce", "exit3",
+            "pushpull"]
     r = subprocess.run(argv, capture_output=True, text=True, timeout=LIMIT_S, env=_base_env())
     elapsed = time.monotonic() - start
     assert r.returncode == 3, r.stderr[-3000:]
