@@ -3,11 +3,12 @@
 Real jobs on 127.0.0.1 (a free port each): rank 1 of tests/launch_scripts/rank_leaves.py leaves
 while rank 0 waits for it in an all-reduce, a barrier or a parameter-server round.  Without
 the fix, rank 1 blocked in the exit-time barrier and rank 0 in its collective until
-MXTORCH_DIST_TIMEOUT; here that is set to 120 s, so an end within 30 s shows the job did not
-just wait it out.
+MXTORCH_DIST_TIMEOUT; here that is set to 120 s, so an end within 30 s of rank 1 leaving (it
+prints when) shows the job did not just wait it out.
 """
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -33,9 +34,16 @@ def _base_env() -> dict[str, str]:
     return env
 
 
+def since_rank1_left(output: str, ended: float) -> float:
+    """Seconds from rank 1's "rank 1 leaves at T" line in ``output`` to the wall-clock time ``ended``."""
+    found = re.search(r"rank 1 leaves at ([0-9.]+)", output)
+    assert found, f"rank 1 never got to leave:\n{output[-3000:]}"
+    return ended - float(found.group(1))
+
+
 def run_job(envs: list[dict[str, str]], *args: str) -> tuple[list[tuple[int, str]], float]:
     """Start one ``rank_leaves.py *args`` per environment; return ``[(returncode, stdout+stderr)]``
-    in that order and the seconds until the last one ended."""
+    in that order and the seconds from rank 1 leaving (if it did) until the last process ended."""
     start = time.monotonic()
     procs = [subprocess.Popen([PY, SCRIPT, *args], env=e, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                               text=True) for e in envs]
@@ -44,7 +52,9 @@ def run_job(envs: list[dict[str, str]], *args: str) -> tuple[list[tuple[int, str
         for p in procs:
             out, _ = p.communicate(timeout=max(1.0, start + LIMIT_S - time.monotonic()))
             outs.append((p.returncode, out))
-        return outs, time.monotonic() - start
+        ended = time.time()
+        left = [o for _, o in outs if "rank 1 leaves at" in o]
+        return outs, since_rank1_left(left[0], ended) if left else 0.0
     finally:
         for p in procs:
             if p.poll() is None:
@@ -68,7 +78,7 @@ def dmlc_worker_envs(n: int, master_port: int | None, root_port: int, servers: i
 
 def check_rank0_names_rank1(outs: list[tuple[int, str]], elapsed: float, why: str) -> None:
     rc0, out0 = outs[0]
-    assert elapsed < PROMPT_S, f"the job took {elapsed:.0f} s to end:\n{out0[-3000:]}"
+    assert elapsed < PROMPT_S, f"the job took {elapsed:.0f} s to end after rank 1 left:\n{out0[-3000:]}"
     assert rc0 == 1, out0[-3000:]
     assert "should not get here" not in out0
     assert why in out0, out0[-3000:]
@@ -116,13 +126,11 @@ def test_dmlc_worker_leaving_a_dist_sync_job_fails_the_barrier_and_stops_the_ser
 
 # ---- mxtorch launch ------------------------------------------------------------------------------
 def test_launch_stops_the_job_and_names_the_rank_that_exited():
-    start = time.monotonic()
     argv = [PY, "-m", "mxtorch.cli.main", "launch", "-n", "2", "python", SCRIPT, "allreduce", "exit3",
             "pushpull"]
     r = subprocess.run(argv, capture_output=True, text=True, timeout=LIMIT_S, env=_base_env())
-    elapsed = time.monotonic() - start
     assert r.returncode == 3, r.stderr[-3000:]
-    assert elapsed < PROMPT_S
+    assert since_rank1_left(r.stdout, time.time()) < PROMPT_S
     assert "mxtorch launch: worker rank 1 failed (exit code 3" in r.stderr
     assert "should not get here" not in r.stdout
 
