@@ -82,6 +82,7 @@ _PROCS_KEY = "procs"  # side-channel keys: one line per rank, "rank host pid sta
 _LEFT_KEY = "left"  # one line per rank that left the job in failure, "rank reason"
 _DIAGNOSE_S = 1.0  # how long a failed collective looks for the peer that caused it
 _SETTLE_S = 3.0  # how long it then waits for that peer's process (on this host) to end
+_store_gone = False  # the job's store stopped answering: do not try again (torch logs each failure loudly)
 
 
 def init(backend: str | None = None, timeout: float | None = None) -> WorldInfo:
@@ -366,6 +367,8 @@ def _departures() -> list[_Departure]:
         procs = _lines(store, _PROCS_KEY)
         left = _lines(store, _LEFT_KEY)
     except (RuntimeError, ValueError) as e:  # the store's host is gone
+        global _store_gone
+        _store_gone = True
         if os.environ.get(TORCHELASTIC_USE_AGENT_STORE, "").lower() == "true" or me == 0:
             return []  # the launcher's store: its absence says nothing about a rank
         first = str(e).strip().splitlines()[:1] or [type(e).__name__]
@@ -401,12 +404,14 @@ def _side_store() -> dist.Store | None:
 
 
 def _post(key: str, line: str) -> None:
-    store = _side_store()
+    global _store_gone
+    store = None if _store_gone else _side_store()
     if store is None:
         return
     try:
         cast(Any, store).append(key, line + "\n")  # Store.append exists, torch's stubs lack it
     except (RuntimeError, ValueError) as e:  # the store's host is gone: nobody is left to tell
+        _store_gone = True
         _log.debug("mxtorch.distributed: could not write %r to the job's store: %s", key, e)
 
 
