@@ -41,8 +41,9 @@ import os
 import socket
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 import torch
 import torch.distributed as dist
@@ -64,6 +65,7 @@ __all__ = ["init", "is_initialized", "world", "backend", "timeout", "barrier", "
            "explain"]
 
 _log = logging.getLogger("mxtorch.distributed")
+_T = TypeVar("_T")
 
 
 @dataclass
@@ -82,6 +84,7 @@ _PROCS_KEY = "procs"  # side-channel keys: one line per rank, "rank host pid sta
 _LEFT_KEY = "left"  # one line per rank that left the job in failure, "rank reason"
 _DIAGNOSE_S = 1.0  # how long a failed collective looks for the peer that caused it
 _SETTLE_S = 3.0  # how long it then waits for that peer's process (on this host) to end
+_STORE_S = 2.0  # how long a side-channel request may wait for the job's store
 _store_gone = False  # the job's store stopped answering: do not try again (torch logs each failure loudly)
 
 
@@ -362,18 +365,20 @@ def _departures() -> list[_Departure]:
     store = _side_store()
     if store is None:
         return []
+    global _store_gone
     me = g.info.rank
     try:
-        procs = _lines(store, _PROCS_KEY)
-        left = _lines(store, _LEFT_KEY)
-    except (RuntimeError, ValueError) as e:  # the store's host is gone
-        global _store_gone
+        if _store_gone:
+            raise RuntimeError("it stopped answering earlier")
+        procs, left = _bounded(lambda: (_lines(store, _PROCS_KEY), _lines(store, _LEFT_KEY)))
+    except (RuntimeError, ValueError, TimeoutError) as e:  # the store's host is gone, or cut off
         _store_gone = True
         if os.environ.get(TORCHELASTIC_USE_AGENT_STORE, "").lower() == "true" or me == 0:
             return []  # the launcher's store: its absence says nothing about a rank
         first = str(e).strip().splitlines()[:1] or [type(e).__name__]
-        return [_Departure(0, f"is gone: the job's store, which rank 0 hosts at {g.info.master_addr}:"
-                              f"{g.info.master_port}, does not answer ({first[0]})", None, "")]
+        why = (f"cannot be reached (gone, or the network to it is cut): the job's store, which rank 0 hosts "
+               f"at {g.info.master_addr}:{g.info.master_port}, does not answer ({first[0]})")
+        return [_Departure(0, why, None, "")]
     here = socket.gethostname()
     found: list[_Departure] = []
     for rank, text in sorted(procs.items()):
@@ -393,7 +398,6 @@ def _departures() -> list[_Departure]:
     return sorted(found, key=lambda d: d.rank)
 
 
-
 def _side_store() -> dist.Store | None:
     try:
         store = dist.distributed_c10d._get_default_store()
@@ -408,11 +412,39 @@ def _post(key: str, line: str) -> None:
     store = None if _store_gone else _side_store()
     if store is None:
         return
-    try:
-        cast(Any, store).append(key, line + "\n")  # Store.append exists, torch's stubs lack it
-    except (RuntimeError, ValueError) as e:  # the store's host is gone: nobody is left to tell
+    try:  # Store.append exists, torch's stubs lack it
+        _bounded(lambda: cast(Any, store).append(key, line + "\n"))
+    except (RuntimeError, ValueError, TimeoutError) as e:  # the store's host is gone: nobody is left to tell
         _store_gone = True
         _log.debug("mxtorch.distributed: could not write %r to the job's store: %s", key, e)
+
+
+def _bounded(request: Callable[[], _T]) -> _T:
+    """``request()`` (a few store requests), or TimeoutError after ``_STORE_S`` seconds.
+
+    A store whose host is cut off (a pulled cable, a partition) answers nothing until the job's
+    timeout -- the store client's own timeout, which ``set_timeout`` does not shorten for a
+    request already waiting on its socket.  The side channel only serves error paths and exit,
+    which must not wait that long: the request runs in a daemon thread, abandoned if it does not
+    answer in time (it holds no lock of ours and the GIL is released while it waits).
+    """
+    box: list[Any] = []
+
+    def run() -> None:
+        try:
+            box.append((True, request()))
+        except BaseException as e:  # handed to the caller's thread
+            box.append((False, e))
+
+    worker = threading.Thread(target=run, name="mxtorch-side-channel", daemon=True)
+    worker.start()
+    worker.join(_STORE_S)
+    if not box:
+        raise TimeoutError(f"the job's store did not answer within {_STORE_S:g} s")
+    ok, value = box[0]
+    if not ok:
+        raise value
+    return cast(_T, value)
 
 
 def _lines(store: dist.Store, key: str) -> dict[int, str]:
