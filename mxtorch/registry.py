@@ -9,7 +9,7 @@ The rules, written once:
   gives its own class) listing every known name: ``unknown optimizer 'sdg': known optimizers
   are ['adam', 'sgd', ...]``.
 * **Registering a name again** with the same object, or with a class of the same module and
-  qualified name (a module imported twice, a script run as ``__main__`` and imported), quietly
+  qualified name (a factory function names the class it builds in a ``klass`` attribute) (a module imported twice, a script run as ``__main__`` and imported), quietly
   keeps the newer one.  With a different object it replaces the old one and warns, naming
   both: MXNet's rule for its optimizer, initializer, metric and KVStore registries, and the one
   that lets a notebook cell be run again.
@@ -53,6 +53,7 @@ class RegistryError(MXNetError, ValueError, KeyError):
 
 
 def _same(a: Any, b: Any) -> bool:
+    a, b = getattr(a, "klass", a), getattr(b, "klass", b)  # a factory names the class it builds
     if a is b:
         return True
     if isinstance(a, type) and isinstance(b, type):
@@ -61,6 +62,7 @@ def _same(a: Any, b: Any) -> bool:
 
 
 def _describe(obj: Any) -> str:
+    obj = getattr(obj, "klass", obj)
     if isinstance(obj, type) or callable(obj) and hasattr(obj, "__qualname__"):
         return f"{getattr(obj, '__module__', '?')}.{obj.__qualname__}"
     return repr(obj)
@@ -138,6 +140,11 @@ class Registry(Mapping[str, T], Generic[T]):
             self._lazy.pop(name.lower(), None)
 
     # ---- looking up ---------------------------------------------------------------------------
+
+    def loaded(self, name: str) -> T | None:
+        """The entry named ``name`` if it is registered already (a lazy one is not loaded); else None."""
+        with self._lock:
+            return self._entries.get(name.lower()) if isinstance(name, str) else None
 
     def find(self, name: str) -> T | None:
         """The entry named ``name`` (any case), loading a lazy one; None when unknown."""

@@ -92,7 +92,7 @@ def test_errors():
         store.save_optimizer_states("x")
 
 
-def test_registry_rejects_duplicates_and_accepts_custom_store():
+def test_registry_follows_mxnet_rules_for_custom_stores():
     @kv.register
     class EchoStore(kv.LocalKVStore):
         pass
@@ -105,10 +105,11 @@ def test_registry_rejects_duplicates_and_accepts_custom_store():
     class Other(kv.LocalKVStore):
         pass
 
-    Other.__name__ = "EchoStore"  # another class under a name already taken
-    with pytest.raises(KVStoreError, match="already registered"):
+    Other.__name__ = "EchoStore"  # another class under a name already taken: MXNet warns and replaces
+    with pytest.warns(UserWarning, match=r"KVStore type 'echostore': .*Other replaces .*EchoStore"):
         kv.register(Other)
-    assert type(kv.create("echostore")) is EchoStore
+    assert type(kv.create("echostore")) is Other
+    kv.base._REGISTRY.remove("echostore")
 
 
 def test_optimizer_states_round_trip(tmp_path):

@@ -147,7 +147,7 @@ class Trainer:
         self._params_to_init: list[Parameter] = list(self._params)
         self._contexts: list[Context] = []
         self._updaters: list[Any] = []
-        self._grad_sync: Any = None  # a store that reduces gradients during backward ('overlap')
+        self._grad_sync: kvs.KVStoreBase | None = None  # a store that reduces gradients during backward
         self._update_hook: UpdateHook | None = None
         if all(p._data is not None for p in self._params):
             self._init_distributed_early()
@@ -192,7 +192,7 @@ class Trainer:
         # Parameters whose shape is inferred at the first forward wait for the first step.
         spec = self._kvstore_params["kvstore"]
         store = kvs.create(spec) if isinstance(spec, str) else spec
-        if store is not None and kvs.capable(store, kvs.KVStoreBase.DISTRIBUTED):
+        if store is not None and kvs.capable(store, kvs.Capability.DISTRIBUTED):
             self._kvstore_params["kvstore"] = store
             try:
                 self._init_kvstore()
@@ -220,7 +220,7 @@ class Trainer:
         if spec is None:
             return None
         store = kvs.create(spec)
-        if len(self._contexts) > 1 or kvs.capable(store, kvs.KVStoreBase.DISTRIBUTED):
+        if len(self._contexts) > 1 or kvs.capable(store, kvs.Capability.DISTRIBUTED):
             return store
         return None
 
@@ -230,7 +230,7 @@ class Trainer:
         self._contexts = self._check_contexts()
         spec = self._kvstore_params["kvstore"]
         arg = self._kvstore_params["update_on_kvstore"]
-        cap = kvs.KVStoreBase
+        cap = kvs.Capability
         kv: kvs.KVStoreBase | None
         if self._contains_sparse_weight:
             # Row-sparse weights live in the store: workers pull the rows they need.
@@ -584,7 +584,7 @@ class Trainer:
 
     def _compressor(self) -> Any:
         """The gradient compressor of this trainer's KVStore, or None."""
-        return getattr(self._kvstore, "compressor", None) if self._kvstore is not None else None
+        return self._kvstore.compressor if self._kvstore is not None else None
 
     @staticmethod
     def _store_optimizer_states(kv: kvs.KVStoreBase, blob: bytes | None = None) -> bytes:

@@ -34,7 +34,7 @@ import torch.distributed as dist
 
 from ..distributed import group
 from ..distributed.env import DistributedConfigError
-from .base import Key, KVStoreBase, KVStoreError, Value, register_factory
+from .base import Capability, Key, KVStoreBase, KVStoreError, Value, register_factory
 from .local import _key_list, _row_sparse_sum, _tensors, _write
 
 __all__ = ["AllreduceKVStore", "ALONE_BYTES", "DEFAULT_BUCKET_BYTES", "GradientSource"]
@@ -71,9 +71,6 @@ class AllreduceKVStore(KVStoreBase):
     Creating it joins the process group (:func:`mxtorch.distributed.init`), so the process
     must have been launched as part of a job (``mxtorch launch``, torchrun, mpirun, srun).
     """
-
-    OVERLAP = "overlap"
-    """Capability: gradients are reduced while backward runs (:meth:`attach_gradient_hooks`)."""
 
     def __init__(self, name: str = "allreduce", backend: str | None = None) -> None:
         self._type = name
@@ -116,9 +113,9 @@ class AllreduceKVStore(KVStoreBase):
         return self._info.local_rank
 
     def is_capable(self, capability: str) -> bool:
-        if capability == AllreduceKVStore.OVERLAP:
+        if capability == Capability.OVERLAP:
             return self._compressor is None  # compressed reduction runs at step time
-        return capability in (KVStoreBase.DISTRIBUTED, KVStoreBase.GRADIENT_COMPRESSION)
+        return capability in (Capability.DISTRIBUTED, Capability.GRADIENT_COMPRESSION)
 
     def set_gradient_compression(self, compression_params: Any) -> None:
         """Compress every floating-point pushpull: ``{'type': '2bit', 'threshold': 0.5}``, ...

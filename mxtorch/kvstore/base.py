@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import abc
 import builtins
+import enum
 import inspect
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -17,12 +18,39 @@ from typing import Any
 import torch
 
 from ..base import MXNetError
+from ..registry import Registry
 
-__all__ = ["KVStoreBase", "KVStoreError", "Key", "Value", "register", "create", "registered_names",
-           "is_registered", "capable"]
+__all__ = ["KVStoreBase", "KVStoreError", "Capability", "Key", "Value", "register", "register_factory",
+           "create", "registered_names", "is_registered", "capable"]
 
 Key = int | str
 Value = torch.Tensor | Sequence[torch.Tensor]
+
+
+class Capability(str, enum.Enum):
+    """What a store can do beyond ``broadcast``/``pushpull``, declared by :meth:`KVStoreBase.is_capable`.
+
+    A ``str`` enum: MXNet code that asks ``kv.is_capable('optimizer')`` or compares with the
+    plain string keeps working.  What :class:`mxtorch.gluon.Trainer` does with each:
+    """
+
+    OPTIMIZER = "optimizer"
+    """``set_optimizer``: the store runs the update (``update_on_kvstore``), and keeps its states."""
+    GRADIENT_COMPRESSION = "gradient_compression"
+    """``set_gradient_compression``: the Trainer's ``compression_params`` go to the store; its
+    :attr:`KVStoreBase.compressor` holds the error-feedback residuals that ``save_states`` keeps."""
+    DISTRIBUTED = "distributed"
+    """The store spans processes: ``rank``/``num_workers`` are meaningful, weights are broadcast
+    from rank 0, and one context per process still uses the store."""
+    OVERLAP = "overlap"
+    """``attach_gradient_hooks``/``synchronize_gradients``: gradients are reduced while backward
+    runs; the Trainer attaches the hooks once and finishes the reduction in ``step``."""
+    ASYNC = "async"
+    """Pushes are applied without waiting for the other workers (dist_async): the Trainer must
+    update on the store."""
+
+    def __str__(self) -> str:
+        return self.value
 
 
 class KVStoreError(MXNetError):
@@ -40,19 +68,21 @@ class KVStoreBase(abc.ABC):
     ``@mx.kv.KVStoreBase.register`` and create it by its lower-case class name.
     """
 
-    OPTIMIZER = "optimizer"
-    """Capability: the store can run the optimizer itself (``set_optimizer``, update on kvstore)."""
-    GRADIENT_COMPRESSION = "gradient_compression"
-    """Capability: the store accepts ``set_gradient_compression``."""
-    DISTRIBUTED = "distributed"
-    """Capability: the store spans several processes (rank/num_workers meaningful)."""
-    OVERLAP = "overlap"
-    """Capability: the store reduces gradients while backward runs (``attach_gradient_hooks``)."""
-    ASYNC = "async"
-    """Capability: pushes are applied without waiting for the other workers (dist_async); a
-    Trainer must then update on the store."""
+    # MXNet's names for the capabilities (members of :class:`Capability`)
+    OPTIMIZER = Capability.OPTIMIZER
+    GRADIENT_COMPRESSION = Capability.GRADIENT_COMPRESSION
+    DISTRIBUTED = Capability.DISTRIBUTED
+    OVERLAP = Capability.OVERLAP
+    ASYNC = Capability.ASYNC
 
-    kv_registry: dict[str, Callable[..., KVStoreBase]]  # MXNet's name for the registry (see below)
+    @property
+    def compressor(self) -> Any:
+        """The gradient compressor this store applies (a :class:`mxtorch.compression.Compressor`,
+        with its error-feedback residuals), or None.  Stores with GRADIENT_COMPRESSION create it in
+        ``set_gradient_compression``; the Trainer saves and restores its state."""
+        return None
+
+    kv_registry: Registry[Callable[..., KVStoreBase]]  # MXNet's name for the registry (see below)
 
     @property
     @abc.abstractmethod
@@ -106,8 +136,21 @@ class KVStoreBase(abc.ABC):
         raise KVStoreError(f"KVStore {self.type!r} does not support gradient compression")
 
     def is_capable(self, capability: str) -> bool:
-        """Whether this store supports ``capability`` (see the class constants)."""
+        """Whether this store supports ``capability`` (a :class:`Capability` or its string)."""
         return False
+
+    def attach_gradient_hooks(self, params: Sequence[Any]) -> bool:
+        """Start reducing the gradients of ``params`` (tensors, or objects with ``list_data()``)
+        while backward runs (stores with OVERLAP).  Collective; returns whether hooks were
+        attached (False: :meth:`synchronize_gradients` reduces everything when called)."""
+        raise KVStoreError(f"KVStore {self.type!r} does not reduce gradients during backward (no "
+                           f"{Capability.OVERLAP.value!r} capability): use pushpull()")
+
+    def synchronize_gradients(self, params: Sequence[Any]) -> None:
+        """Finish the reduction :meth:`attach_gradient_hooks` started and write the sums into the
+        gradients of ``params`` (stores with OVERLAP).  Collective."""
+        raise KVStoreError(f"KVStore {self.type!r} does not reduce gradients during backward (no "
+                           f"{Capability.OVERLAP.value!r} capability): use pushpull()")
 
     def save_optimizer_states(self, fname: str, dump_optimizer: bool = False) -> None:
         raise KVStoreError(f"KVStore {self.type!r} holds no optimizer state")
@@ -132,7 +175,7 @@ class KVStoreBase(abc.ABC):
         return register(klass)
 
 
-def capable(store: Any, capability: str) -> bool:
+def capable(store: Any, capability: Capability | str) -> bool:
     """``store.is_capable(capability)``, False where a store raises for a capability it does not know
     (MXNet's own stores raise ValueError for unknown capabilities)."""
     try:
@@ -141,7 +184,14 @@ def capable(store: Any, capability: str) -> bool:
         return False
 
 
-_REGISTRY: dict[str, Callable[..., KVStoreBase]] = {}
+_REGISTRY: Registry[Callable[..., KVStoreBase]] = Registry("KVStore type", error=KVStoreError)
+# Backends that load on first use: importing mxtorch.gluon loads neither ZeroMQ nor torch.distributed's
+# collectives.  Each module registers its names when imported.
+for _name in ("allreduce", "horovod", "nccl"):
+    _REGISTRY.lazy(_name, "mxtorch.kvstore.allreduce")
+for _name in ("dist_sync", "dist_async", "dist_device_sync", "dist_sync_device", "dist_async_device", "dist"):
+    _REGISTRY.lazy(_name, "mxtorch.kvstore.ps")
+_REGISTRY.lazy("teststore", "mxtorch.kvstore.teststore")
 
 
 def register(name: str | type[KVStoreBase] | None = None) -> Any:
@@ -181,26 +231,19 @@ def _class_factory(cls: type[KVStoreBase]) -> Callable[..., KVStoreBase]:
 def register_factory(name: str, factory: Callable[..., KVStoreBase]) -> None:
     """Register a callable that builds a store (for names handled by one class, e.g. 'device').
 
-    Registering a name again with the same class is a no-op (a module imported twice); with a
-    different one it raises: a silent overwrite would hide a typo or a clash.
+    The rules of :class:`mxtorch.registry.Registry`: registering a name again with the same class
+    changes nothing (a module imported twice); another class replaces it with a warning (MXNet's
+    rule).
     """
-    key = name.lower()
-    old = _REGISTRY.get(key)
-    if old is not None:
-        same = getattr(old, "klass", old) is getattr(factory, "klass", factory)
-        if same:
-            return
-        raise KVStoreError(f"a KVStore named {key!r} is already registered "
-                           f"({getattr(old, 'klass', old)!r}): choose another class name")
-    _REGISTRY[key] = factory
+    _REGISTRY.add(name, factory)
 
 
 def registered_names() -> list[str]:
-    return sorted(_REGISTRY)
+    return _REGISTRY.names()
 
 
 def is_registered(name: str) -> bool:
-    return isinstance(name, str) and name.lower() in _REGISTRY
+    return name in _REGISTRY
 
 
 def create(name: str | KVStoreBase = "local", **kwargs: Any) -> KVStoreBase:
@@ -209,9 +252,7 @@ def create(name: str | KVStoreBase = "local", **kwargs: Any) -> KVStoreBase:
         return name
     if not isinstance(name, str):
         raise TypeError(f"KVStore name must be a string, got {type(name).__name__}: {name!r}")
-    factory = _REGISTRY.get(name.lower())
-    if factory is None:
-        raise KVStoreError(f"unknown KVStore type {name!r}: known types are {registered_names()}")
+    factory = _REGISTRY.get(name)
     return factory(name.lower(), **kwargs)
 
 

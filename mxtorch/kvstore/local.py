@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-from .base import Key, KVStoreBase, KVStoreError, Value, register_factory
+from .base import Capability, Key, KVStoreBase, KVStoreError, Value, register_factory
 
 __all__ = ["LocalKVStore"]
 
@@ -143,7 +143,7 @@ class LocalKVStore(KVStoreBase):
         return self._type
 
     def is_capable(self, capability: str) -> bool:
-        return capability == KVStoreBase.OPTIMIZER
+        return capability == Capability.OPTIMIZER
 
     def _check_key(self, key: Key) -> None:
         if not isinstance(key, (int, str)) or isinstance(key, bool):

@@ -89,7 +89,7 @@ import torch
 
 from ...compression.base import payload_tensors
 from ...distributed import exit_status
-from ..base import Key, KVStoreBase, KVStoreError, Value, register_factory
+from ..base import Capability, Key, KVStoreBase, KVStoreError, Value, register_factory
 from ..local import _key_list, _row_ids, _tensors
 from . import protocol as P
 from .client import PSClient
@@ -212,10 +212,9 @@ class DistKVStore(KVStoreBase):
         return self._compressor
 
     def is_capable(self, capability: str) -> bool:
-        if capability == KVStoreBase.ASYNC:
+        if capability == Capability.ASYNC:
             return self._mode == "async"
-        return capability in (KVStoreBase.OPTIMIZER, KVStoreBase.DISTRIBUTED,
-                              KVStoreBase.GRADIENT_COMPRESSION)
+        return capability in (Capability.OPTIMIZER, Capability.DISTRIBUTED, Capability.GRADIENT_COMPRESSION)
 
     def _live(self) -> PSClient:
         if self._client.closed:
