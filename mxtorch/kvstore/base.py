@@ -213,16 +213,16 @@ def register(name: str | type[KVStoreBase] | None = None) -> Any:
 
 
 def _class_factory(cls: type[KVStoreBase]) -> Callable[..., KVStoreBase]:
-    """How :func:`create` builds ``cls``: with the name it was asked for when its constructor takes
-    an argument (mxtorch's stores), without when it takes none (MXNet-style user stores)."""
+    """How :func:`create` builds ``cls``: with the name it was asked for when its constructor has a
+    ``name`` parameter (mxtorch's stores: one class serves several names), without arguments
+    otherwise (MXNet-style user stores, whose other parameters keep their defaults)."""
     try:
-        params = list(inspect.signature(cls).parameters.values())
+        takes_name = "name" in inspect.signature(cls).parameters
     except (TypeError, ValueError):
-        params = []
-    takes_name = any(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL) for p in params)
+        takes_name = False
 
     def factory(name: str, **kwargs: Any) -> KVStoreBase:
-        return cls(name, **kwargs) if takes_name else cls(**kwargs)  # type: ignore[call-arg]
+        return cls(name=name, **kwargs) if takes_name else cls(**kwargs)  # type: ignore[call-arg]
 
     factory.klass = cls  # type: ignore[attr-defined]
     return factory
