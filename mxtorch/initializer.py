@@ -18,6 +18,8 @@ from typing import Any, TypeVar
 import numpy
 import torch
 
+from .registry import Registry, RegistryError, subclasses_of
+
 __all__ = [
     "InitDesc",
     "Initializer",
@@ -219,44 +221,17 @@ class Initializer:
 # ----------------------------------------------------------------------------------------------------------
 # registry
 # ----------------------------------------------------------------------------------------------------------
-_REGISTRY: dict[str, type[Initializer]] = {}
-
-
-def _register_name(name: str, klass: type[Initializer]) -> None:
-    key = name.lower()
-    old = _REGISTRY.get(key)
-    if old is not None and old is not klass:
-        raise ValueError(
-            f"initializer name {name!r} is already registered to {old.__module__}.{old.__name__}; "
-            f"cannot register {klass.__module__}.{klass.__name__} under it"
-        )
-    _REGISTRY[key] = klass
-
-
-def register(klass: _I) -> _I:
-    """Class decorator: register an ``Initializer`` subclass under its lower-cased class name."""
-    if not (isinstance(klass, type) and issubclass(klass, Initializer)):
-        raise TypeError(f"register expects an Initializer subclass, got {klass!r}")
-    _register_name(klass.__name__, klass)
-    return klass
-
-
-def alias(*aliases: str) -> Callable[[_I], _I]:
-    """Class decorator: register an ``Initializer`` subclass under extra names."""
-
-    def deco(klass: _I) -> _I:
-        if not (isinstance(klass, type) and issubclass(klass, Initializer)):
-            raise TypeError(f"alias expects an Initializer subclass, got {klass!r}")
-        for name in aliases:
-            _register_name(name, klass)
-        return klass
-
-    return deco
+_REGISTRY: Registry[type[Initializer]] = Registry("initializer", error=RegistryError,
+                                           check=subclasses_of(Initializer, "Initializer subclasses"))
+register = _REGISTRY.register
+"""Class decorator: register a ``Initializer`` subclass under its lower-cased class name."""
+alias = _REGISTRY.alias
+"""Class decorator: register a ``Initializer`` subclass under extra names."""
 
 
 def registered_names() -> list[str]:
     """Sorted list of every registered initializer name and alias."""
-    return sorted(_REGISTRY)
+    return _REGISTRY.names()
 
 
 def create(init: Any = None, /, **kwargs: Any) -> Initializer:
@@ -292,9 +267,7 @@ def create(init: Any = None, /, **kwargs: Any) -> Initializer:
             except json.JSONDecodeError as err:
                 raise ValueError(f"cannot parse initializer spec {init!r}: {err}") from None
             return create(spec)
-        klass = _REGISTRY.get(text.lower())
-        if klass is None:
-            raise ValueError(f"unknown initializer {init!r}: expected one of {registered_names()}")
+        klass = _REGISTRY.get(text)
         return klass(**kwargs)
     raise TypeError(
         f"cannot create an initializer from {type(init).__name__} {init!r}: expected a name, a dumps() "

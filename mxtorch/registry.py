@@ -9,7 +9,8 @@ The rules, written once:
   gives its own class) listing every known name: ``unknown optimizer 'sdg': known optimizers
   are ['adam', 'sgd', ...]``.
 * **Registering a name again** with the same object, or with a class of the same module and
-  qualified name (a factory function names the class it builds in a ``klass`` attribute) (a module imported twice, a script run as ``__main__`` and imported), quietly
+  qualified name (a module imported twice, a script run as ``__main__`` and imported; a factory
+  function names the class it builds in a ``klass`` attribute), quietly
   keeps the newer one.  With a different object it replaces the old one and warns, naming
   both: MXNet's rule for its optimizer, initializer, metric and KVStore registries, and the one
   that lets a notebook cell be run again.
@@ -39,7 +40,7 @@ from typing import Any, Generic, TypeVar, overload
 
 from .base import MXNetError
 
-__all__ = ["Registry", "RegistryError"]
+__all__ = ["Registry", "RegistryError", "subclasses_of"]
 
 T = TypeVar("T")
 _O = TypeVar("_O")
@@ -66,6 +67,16 @@ def _describe(obj: Any) -> str:
     if isinstance(obj, type) or callable(obj) and hasattr(obj, "__qualname__"):
         return f"{getattr(obj, '__module__', '?')}.{obj.__qualname__}"
     return repr(obj)
+
+
+def subclasses_of(base: type, what: str) -> Callable[[Any], None]:
+    """A ``check`` for :class:`Registry`: only subclasses of ``base`` (``what`` names them in the error)."""
+
+    def check(obj: Any) -> None:
+        if not (isinstance(obj, type) and issubclass(obj, base)):
+            raise TypeError(f"only {what} can be registered here, got {obj!r}")
+
+    return check
 
 
 class Registry(Mapping[str, T], Generic[T]):
@@ -112,6 +123,18 @@ class Registry(Mapping[str, T], Generic[T]):
         for n in (key, *aliases):
             self.add(n, obj)
         return obj
+
+    def alias(self, *names: str) -> Callable[[_O], _O]:
+        """Class decorator: register the class under further ``names`` (MXNet's ``@alias('acc')``)."""
+
+        def deco(obj: _O) -> _O:
+            if self._check is not None:
+                self._check(obj)
+            for n in names:
+                self.add(n, obj)  # type: ignore[arg-type]
+            return obj
+
+        return deco
 
     def add(self, name: str, obj: T) -> None:
         """Register ``obj`` under ``name`` by the rules in the module docstring."""

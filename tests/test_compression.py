@@ -342,10 +342,16 @@ def test_create_errors():
     assert issubclass(CompressionError, MXNetError)
 
 
-def test_registry_refuses_duplicates(monkeypatch):
-    monkeypatch.setattr(compression, "_REGISTRY", dict(compression._REGISTRY))
-    with pytest.raises(CompressionError, match="already registered"):
-        compression.register("2bit", OneBitCompressor)
+def test_registry_follows_the_common_rules():
+    try:
+        with pytest.warns(UserWarning, match=r"compression type '2bit': .*OneBitCompressor replaces"):
+            compression.register("2BIT", OneBitCompressor)
+        assert type(compression.create({"type": "2bit"})) is OneBitCompressor
+    finally:
+        compression._REGISTRY.remove("2bit")
+        compression.register("2bit", TwoBitCompressor)
+    with pytest.raises(CompressionError, match=r"unknown compression type '3bit': known compression types"):
+        compression.create({"type": "3bit"})
 
     class NoOp(Compressor):
         name = "test-noop"
@@ -358,6 +364,7 @@ def test_registry_refuses_duplicates(monkeypatch):
 
     compression.register("test-noop", NoOp)
     assert isinstance(compression.create({"type": "test-noop"}), NoOp)
+    compression._REGISTRY.remove("test-noop")
 
 
 # -- 2bit residual bound (mxtorch extension) ----------------------------------------------------

@@ -274,15 +274,28 @@ def test_create_forms_and_errors() -> None:
         init.Uniform()("fc_weight", np.zeros(3))  # type: ignore[arg-type]
 
 
-def test_register_duplicate_raises() -> None:
+def test_registering_a_taken_name_warns_and_replaces_as_mxnet() -> None:
     class Uniform(init.Initializer):
         def _init_weight(self, _: str, arr: torch.Tensor) -> None:
             arr.fill_(3.0)
 
-    with pytest.raises(ValueError, match="already registered"):
-        init.register(Uniform)
-    with pytest.raises(ValueError, match="already registered"):
-        init.alias("ones")(Uniform)
+    original, ones = init.create("uniform").__class__, init.create("ones").__class__
+    try:
+        with pytest.warns(UserWarning, match=r"initializer 'uniform': .*Uniform replaces"):
+            init.register(Uniform)
+        with pytest.warns(UserWarning, match=r"initializer 'ones': .*Uniform replaces .*One"):
+            init.alias("ones")(Uniform)
+        arr = torch.zeros(2)
+        init.create("ONES")("fc_weight", arr)
+        assert arr.tolist() == [3.0, 3.0]
+    finally:
+        for name, klass in (("uniform", original), ("ones", ones)):
+            init._REGISTRY.remove(name)
+            init._REGISTRY.add(name, klass)
+    with pytest.raises(TypeError, match="only Initializer subclasses"):
+        init.register(int)
+    with pytest.raises(ValueError, match=r"unknown initializer 'glorotx': known initializers are .*'xavier'"):
+        init.create("glorotx")
 
 
 # ----------------------------------------------------------------------------------------- MXNet 1.9 rules

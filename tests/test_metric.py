@@ -330,12 +330,19 @@ def test_create_other_forms_and_errors() -> None:
         metric.create(3)
 
 
-def test_register_duplicate_raises() -> None:
+def test_registering_a_taken_name_warns_and_replaces_as_mxnet() -> None:
     class Accuracy(metric.EvalMetric):
         pass
 
-    with pytest.raises(ValueError, match="already registered"):
-        metric.register(Accuracy)
+    original = metric.Accuracy
+    try:
+        with pytest.warns(UserWarning, match=r"metric 'accuracy': .*Accuracy replaces .*metric"):
+            metric.register(Accuracy)
+        assert metric.base._REGISTRY.get("accuracy") is Accuracy
+    finally:
+        metric.base._REGISTRY.remove("accuracy")
+        metric.base._REGISTRY.add("accuracy", original)
+    assert metric.base._REGISTRY.get("acc") is original
 
     @metric.register
     class MyUniqueTestMetric(metric.EvalMetric):
@@ -344,7 +351,7 @@ def test_register_duplicate_raises() -> None:
 
     assert isinstance(metric.create("myuniquetestmetric"), MyUniqueTestMetric)
     metric.register(MyUniqueTestMetric)  # the same class again is a no-op
-    metric_base._REGISTRY.pop("myuniquetestmetric")
+    metric_base._REGISTRY.remove("myuniquetestmetric")
 
 
 def test_mismatched_number_of_arrays() -> None:

@@ -16,6 +16,7 @@ from typing import Any
 
 import torch  # noqa: F401  (used by the docstring example)
 
+from ..registry import Registry
 from .base import CompressionContext, CompressionError, Compressor, Key, Payload
 from .cast import BF16Compressor, CastCompressor, FP16Compressor
 from .powersgd import PowerSGDCompressor
@@ -28,24 +29,20 @@ __all__ = [
     "TwoBitCompressor", "create", "pack_codes", "register", "registered_names", "unpack_codes",
 ]
 
-_REGISTRY: dict[str, Callable[..., Compressor]] = {}
+_REGISTRY: Registry[Callable[..., Compressor]] = Registry("compression type", error=CompressionError)
 
 
 def register(name: str, factory: Callable[..., Compressor]) -> None:
     """Make ``factory`` (usually a :class:`Compressor` subclass) known to :func:`create` as ``name``.
 
-    Registering a name twice raises: a silent overwrite would hide a clash.
+    The rules of :class:`mxtorch.registry.Registry` (case-insensitive; another factory under a
+    taken name replaces it with a warning).
     """
-    if not isinstance(name, str) or not name:
-        raise TypeError(f"a compressor name is a non-empty string, got {name!r}")
-    key = name.lower()
-    if key in _REGISTRY:
-        raise CompressionError(f"a compressor named {key!r} is already registered ({_REGISTRY[key]!r})")
-    _REGISTRY[key] = factory
+    _REGISTRY.register(factory, name=name)
 
 
 def registered_names() -> list[str]:
-    return sorted(_REGISTRY)
+    return _REGISTRY.names()
 
 
 def create(params: Mapping[str, Any] | Compressor) -> Compressor:
@@ -63,9 +60,7 @@ def create(params: Mapping[str, Any] | Compressor) -> Compressor:
         raise CompressionError(f"compression params need a 'type' (one of {registered_names()}), "
                                f"got {dict(params)!r}")
     kind = params["type"]
-    factory = _REGISTRY.get(kind.lower()) if isinstance(kind, str) else None
-    if factory is None:
-        raise CompressionError(f"unknown compression type {kind!r}: known types are {registered_names()}")
+    factory = _REGISTRY.get(kind)
     kwargs = {k: v for k, v in params.items() if k != "type"}
     try:
         return factory(**kwargs)

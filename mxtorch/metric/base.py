@@ -15,6 +15,8 @@ from typing import Any, ClassVar, TypeVar
 import numpy
 import torch
 
+from ..registry import Registry, RegistryError, subclasses_of
+
 __all__ = [
     "EvalMetric",
     "CompositeEvalMetric",
@@ -280,44 +282,17 @@ def _zip_name_value(name: Any, value: Any) -> list[tuple[str, float]]:
 # ----------------------------------------------------------------------------------------------------------
 # registry
 # ----------------------------------------------------------------------------------------------------------
-_REGISTRY: dict[str, type[EvalMetric]] = {}
-
-
-def _register_name(name: str, klass: type[EvalMetric]) -> None:
-    key = name.lower()
-    old = _REGISTRY.get(key)
-    if old is not None and old is not klass:
-        raise ValueError(
-            f"metric name {name!r} is already registered to {old.__module__}.{old.__name__}; "
-            f"cannot register {klass.__module__}.{klass.__name__} under it"
-        )
-    _REGISTRY[key] = klass
-
-
-def register(klass: _M) -> _M:
-    """Class decorator: register an ``EvalMetric`` subclass under its lower-cased class name."""
-    if not (isinstance(klass, type) and issubclass(klass, EvalMetric)):
-        raise TypeError(f"register expects an EvalMetric subclass, got {klass!r}")
-    _register_name(klass.__name__, klass)
-    return klass
-
-
-def alias(*aliases: str) -> Callable[[_M], _M]:
-    """Class decorator: register an ``EvalMetric`` subclass under extra names."""
-
-    def deco(klass: _M) -> _M:
-        if not (isinstance(klass, type) and issubclass(klass, EvalMetric)):
-            raise TypeError(f"alias expects an EvalMetric subclass, got {klass!r}")
-        for name in aliases:
-            _register_name(name, klass)
-        return klass
-
-    return deco
+_REGISTRY: Registry[type[EvalMetric]] = Registry("metric", error=RegistryError,
+                                           check=subclasses_of(EvalMetric, "EvalMetric subclasses"))
+register = _REGISTRY.register
+"""Class decorator: register a ``EvalMetric`` subclass under its lower-cased class name."""
+alias = _REGISTRY.alias
+"""Class decorator: register a ``EvalMetric`` subclass under extra names."""
 
 
 def registered_names() -> list[str]:
     """Sorted list of every registered metric name and alias."""
-    return sorted(_REGISTRY)
+    return _REGISTRY.names()
 
 
 def create(metric: Any = None, *args: Any, **kwargs: Any) -> EvalMetric:
@@ -359,9 +334,7 @@ def create(metric: Any = None, *args: Any, **kwargs: Any) -> EvalMetric:
             if not (isinstance(config, list) and len(config) == 2 and isinstance(config[1], dict)):
                 raise ValueError(f"metric config {text!r} must be a JSON object or [name, {{kwargs}}]")
             return create(config[0], **config[1])
-        klass = _REGISTRY.get(text.lower())
-        if klass is None:
-            raise ValueError(f"unknown metric {metric!r}: expected one of {registered_names()}")
+        klass = _REGISTRY.get(text)
         return klass(*args, **kwargs)
     if callable(metric):
         return CustomMetric(metric, *args, **kwargs)

@@ -18,6 +18,7 @@ from typing import Any
 import torch
 
 from ..base import MXNetError
+from ..registry import Registry, RegistryError
 
 __all__ = [
     "Optimizer",
@@ -32,8 +33,8 @@ _LOW_PRECISION = (torch.float16, torch.bfloat16)
 _STATE_FORMAT = "mxtorch.optimizer.Updater/1"
 _MISSING = object()
 
-# name (lower case) -> optimizer class
-_REGISTRY: dict[str, type[Optimizer]] = {}
+# name (lower case) -> optimizer class; filled by register() below
+_REGISTRY: Registry[type[Optimizer]] = Registry("optimizer", error=RegistryError)
 
 
 class LRSchedulerConflictError(MXNetError, UserWarning):
@@ -161,19 +162,12 @@ def _prep_grad(grad: torch.Tensor, rescale: float, clip: float | None) -> torch.
 def register(klass: type[Optimizer]) -> type[Optimizer]:
     """Class decorator: make ``klass`` available to :func:`create` under ``klass.__name__.lower()``.
 
-    Registering a second, different class under a name already taken raises ``ValueError``.
+    The rules of :class:`mxtorch.registry.Registry`: a second, different class under a name
+    already taken replaces it with a warning (MXNet's rule).
     """
     if not (isinstance(klass, type) and issubclass(klass, Optimizer)):
         raise TypeError(f"register expects a subclass of mxtorch.optimizer.Optimizer, got {klass!r}")
-    name = klass.__name__.lower()
-    known = _REGISTRY.get(name)
-    if known is not None and known is not klass:
-        raise ValueError(
-            f"an optimizer named {name!r} is already registered ({known.__module__}.{known.__qualname__}); "
-            f"cannot register {klass.__module__}.{klass.__qualname__} under the same name"
-        )
-    _REGISTRY[name] = klass
-    return klass
+    return _REGISTRY.register(klass)
 
 
 def create(name: str | Optimizer | type[Optimizer], **kwargs: Any) -> Optimizer:
@@ -193,9 +187,7 @@ def create(name: str | Optimizer | type[Optimizer], **kwargs: Any) -> Optimizer:
         return name(**kwargs)
     if not isinstance(name, str):
         raise TypeError(f"optimizer must be a name (str) or an Optimizer, got {name!r}")
-    klass = _REGISTRY.get(name.lower())
-    if klass is None:
-        raise ValueError(f"unknown optimizer {name!r}; known optimizers: {sorted(_REGISTRY)}")
+    klass: type[Optimizer] = _REGISTRY.get(name)
     return klass(**kwargs)
 
 
