@@ -24,6 +24,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from ..checkpoint_io import atomic_write_text
+
 DATASETS = ("fashion-mnist", "mnist", "cifar10", "cifar100")
 COMPRESSIONS = ("2bit", "1bit", "fp16", "bf16", "topk", "powersgd")
 _COMPRESSION_OPTIONS = {"threshold": ("2bit", "1bit"), "ratio": ("topk",), "rank": ("powersgd",),
@@ -392,8 +394,7 @@ def train(cfg: TrainConfig, log: Any = None) -> dict[str, Any]:
     params_path = os.path.join(cfg.output, "model.params")
     net.save_parameters(params_path)
     result["params_file"] = params_path
-    with open(os.path.join(cfg.output, "metrics.json"), "w") as f:
-        json.dump(result, f, indent=2)
+    atomic_write_text(os.path.join(cfg.output, "metrics.json"), json.dumps(result, indent=2))
     say(f"final held-out accuracy: {result['final_test_acc']:.4f}  ({total:.1f}s); saved {params_path} and "
         f"{os.path.join(cfg.output, 'metrics.json')}")
     if kv is not None:

@@ -23,6 +23,7 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from ..checkpoint_io import atomic_write_text
 from .errors import ClusterError
 
 __all__ = ["HostState", "ClusterState", "state_dir", "state_path", "load_state", "save_state",
@@ -110,13 +111,7 @@ def state_path(name: str) -> str:
 
 def save_state(state: ClusterState) -> None:
     """Write atomically (a crash leaves the old or the new file, never half of one)."""
-    path = state_path(state.name)
-    tmp = f"{path}.{os.getpid()}.tmp"
-    with open(tmp, "w") as f:
-        f.write(state.to_json())
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    atomic_write_text(state_path(state.name), state.to_json())
 
 
 def load_state(name: str) -> ClusterState | None:

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import os
-import tempfile
 from collections.abc import Mapping
 from typing import Any
 
 import torch
 
 from ..base import MXNetError
+from ..checkpoint_io import atomic_write_bytes
 from .parameter import Parameter
 
 __all__ = ["save_tensors", "load_tensors", "load_into", "load_named"]
@@ -18,21 +18,10 @@ __all__ = ["save_tensors", "load_tensors", "load_into", "load_named"]
 def save_tensors(filename: str | os.PathLike[str], tensors: Mapping[str, torch.Tensor],
                  metadata: dict[str, str] | None = None) -> None:
     """Write ``tensors`` to ``filename`` as safetensors; a crash mid-write leaves the old file."""
-    from safetensors.torch import save_file
+    from safetensors.torch import save
 
-    filename = os.fspath(filename)
-    flat = {k: v.detach().to("cpu").contiguous().clone() for k, v in tensors.items()}
-    folder = os.path.dirname(os.path.abspath(filename))
-    os.makedirs(folder, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".safetensors", dir=folder)
-    os.close(fd)
-    try:
-        save_file(flat, tmp, metadata={"format": "mxtorch", **(metadata or {})})
-        os.replace(tmp, filename)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    flat = {k: v.detach().to("cpu").contiguous().clone() for k, v in tensors.items()}  # no shared storage
+    atomic_write_bytes(filename, save(flat, metadata={"format": "mxtorch", **(metadata or {})}))
 
 
 def load_tensors(filename: str | os.PathLike[str]) -> dict[str, torch.Tensor]:

@@ -596,8 +596,7 @@ class Trainer:
                 kv.save_optimizer_states(path, dump_optimizer=True)
                 with open(path, "rb") as f:
                     return f.read()
-            with open(path, "wb") as f:
-                f.write(blob)
+            atomic_write_bytes(path, blob)
             kv.load_optimizer_states(path)
             return blob
 

@@ -9,6 +9,7 @@ from typing import Any
 import torch
 
 from ..base import MXNetError
+from ..checkpoint_io import atomic_write_bytes
 
 __all__ = ["save", "load", "load_frombuffer"]
 
@@ -19,7 +20,7 @@ def save(
     fname: str | os.PathLike[str], data: torch.Tensor | Sequence[torch.Tensor] | Mapping[str, torch.Tensor]
 ) -> None:
     """Save a tensor, a list of tensors (keys '0', '1', ...) or a dict of str -> tensor."""
-    from safetensors.torch import save_file
+    from safetensors.torch import save as save_bytes
 
     if isinstance(data, torch.Tensor):
         data = [data]
@@ -40,8 +41,8 @@ def save(
     for k, v in items:
         if not isinstance(v, torch.Tensor):
             raise TypeError(f"save: entry {k!r} is a {type(v).__name__}, expected a torch.Tensor")
-        flat[k] = v.detach().to("cpu").contiguous().clone()
-    save_file(flat, os.fspath(fname), metadata={"format": "mxtorch", _KIND_KEY: kind})
+        flat[k] = v.detach().to("cpu").contiguous().clone()  # safetensors refuses shared storage
+    atomic_write_bytes(fname, save_bytes(flat, metadata={"format": "mxtorch", _KIND_KEY: kind}))
 
 
 def _unpack(tensors: dict[str, torch.Tensor], metadata: Mapping[str, str] | None) -> Any:
