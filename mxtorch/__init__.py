@@ -11,10 +11,7 @@ import importlib
 import os as _os
 from typing import Any
 
-from . import (
-    _aliases,
-    autograd,  # applies MXNet's non-scalar backward rule (see mxtorch.autograd)
-)
+from . import _aliases, autograd
 from .base import DeferredInitializationError, MXNetError
 from .context import Context, cpu, cpu_pinned, current_context, gpu, num_gpus
 

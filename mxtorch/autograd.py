@@ -6,8 +6,11 @@ turns recording off.  Outside every scope torch's own grad mode applies, so a Gl
 still works inside a plain PyTorch training loop.
 
 MXNet's ``head.backward()`` on a non-scalar head (a vector of per-sample losses) uses a head
-gradient of ones; importing mxtorch gives ``torch.Tensor.backward`` that rule, and changes
-nothing else (torch raises an error in that case).
+gradient of ones (torch raises an error in that case).  :func:`mxtorch.ndarray_methods.enable`
+-- run by ``import mxtorch`` unless ``MXTORCH_TENSOR_METHODS=0``, the one switch for what
+mxtorch changes on torch classes -- gives ``torch.Tensor.backward`` that rule through
+:func:`install_backward` and changes nothing else; :func:`mxtorch.ndarray_methods.disable`
+restores torch's own.  :func:`backward` applies the rule either way.
 """
 
 from __future__ import annotations
@@ -310,6 +313,8 @@ def _backward(self: torch.Tensor, gradient: Any = None, retain_graph: Any = None
 
 
 _backward.__doc__ = _torch_backward.__doc__
-if not getattr(torch.Tensor.backward, "_mxtorch", False):
-    _backward._mxtorch = True  # type: ignore[attr-defined]
-    torch.Tensor.backward = _backward  # type: ignore[method-assign]
+
+
+def install_backward(on: bool = True) -> None:
+    """Give ``torch.Tensor.backward`` MXNet's rule for non-scalar heads (``on``) or torch's own."""
+    torch.Tensor.backward = _backward if on else _torch_backward  # type: ignore[method-assign]

@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from . import autograd
 from . import util as _util
 from ._dtype import to_torch_dtype
 from .context import Context, as_context, context_of
@@ -461,10 +462,13 @@ _enabled = False
 
 
 def enable() -> list[str]:
-    """Add the MXNet methods torch.Tensor lacks; idempotent.  Returns the names added."""
+    """Add the MXNet methods torch.Tensor lacks, and MXNet's rule for ``backward()`` on a
+    non-scalar head (:func:`mxtorch.autograd.install_backward`); idempotent.  Returns the names
+    added."""
     global _enabled
     with _lock:
         if not _enabled:
+            autograd.install_backward(True)
             for name, obj in _table().items():
                 if hasattr(torch.Tensor, name):
                     continue
@@ -478,6 +482,8 @@ def disable() -> None:
     """Remove exactly what :func:`enable` added (a no-op when not enabled)."""
     global _enabled
     with _lock:
+        if _enabled:
+            autograd.install_backward(False)
         for name, obj in _added.items():
             if torch.Tensor.__dict__.get(name) is obj:
                 delattr(torch.Tensor, name)

@@ -309,3 +309,22 @@ def test_asnumpy_of_a_0d_tensor_has_one_dimension_outside_numpy_mode():
     assert x[0][0].asscalar() == 3.0
     with np_array():  # mx.np code sees numpy's 0-d result
         assert x[0][0].asnumpy().shape == ()
+
+
+def test_the_backward_rule_follows_the_same_switch() -> None:
+    code = (
+        "import torch; torch_backward = torch.Tensor.backward; import mxtorch as mx\n"
+        "x = torch.ones(3, requires_grad=True)\n"
+        "try:\n"
+        "    (x * 2).backward()\n"
+        "    print('mxnet rule', x.grad.tolist())\n"
+        "except RuntimeError:\n"
+        "    print('torch rule', torch.Tensor.backward is torch_backward)\n"
+        "mx.autograd.backward(x * 3)  # the function applies the rule either way\n"
+        "print(x.grad.tolist())\n"
+    )
+    res = _run(code, "0")
+    assert res.returncode == 0 and res.stdout.split("\n")[:2] == ["torch rule True", "[3.0, 3.0, 3.0]"], res
+    res = _run(code + "mx.ndarray_methods.disable(); print(torch.Tensor.backward is torch_backward)\n", None)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.split("\n")[:3] == ["mxnet rule [2.0, 2.0, 2.0]", "[5.0, 5.0, 5.0]", "True"], res.stdout
