@@ -562,3 +562,15 @@ def test_batchnorm_training_mode_under_compiled_hybridize() -> None:
         train = net(x)
     assert not torch.allclose(pred, train)
     assert net[0].running_mean.data().abs().sum() > 0
+
+
+def test_one_activation_table_serves_nd_and_gluon():
+    from mxtorch.nd._nn import ACTIVATIONS
+
+    x = torch.linspace(-3, 3, 13)
+    for name in ACTIVATIONS:
+        torch.testing.assert_close(nn.Activation(name)(x), mx.nd.Activation(x, act_type=name))
+    assert {"relu", "sigmoid", "tanh", "softrelu", "softsign", "log_sigmoid", "mish"} <= set(ACTIVATIONS)
+    for make in (lambda: nn.Activation("swishy"), lambda: mx.nd.Activation(x, act_type="swishy")):
+        with pytest.raises(ValueError, match=r"unknown activation act_type 'swishy': expected one of"):
+            make()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 import numbers
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -201,7 +202,8 @@ def mish(data: Tensor) -> Tensor:
     return F.mish(data)
 
 
-_ACTIVATIONS = {
+ACTIVATIONS: dict[str, Callable[[Tensor], Tensor]] = {
+    # MXNet 1.9's act_type values
     "relu": torch.relu,
     "sigmoid": torch.sigmoid,
     "tanh": torch.tanh,
@@ -209,16 +211,29 @@ _ACTIVATIONS = {
     "softsign": F.softsign,
     "log_sigmoid": F.logsigmoid,
     "mish": F.mish,
+    # mxtorch's additions (MXNet has them as LeakyReLU act_types or layers of their own)
+    "gelu": F.gelu,
+    "silu": F.silu,
+    "swish": F.silu,
+    "elu": F.elu,
+    "selu": F.selu,
 }
+"""The one activation table: ``nd.Activation(x, act_type)`` and ``gluon.nn.Activation(act_type)``."""
+
+
+def activation_fn(act_type: str) -> Callable[[Tensor], Tensor]:
+    """The function for the ``act_type`` name; an unknown name lists the known ones."""
+    fn = ACTIVATIONS.get(act_type) if isinstance(act_type, str) else None
+    if fn is None:
+        raise ValueError(f"unknown activation act_type {act_type!r}: expected one of {sorted(ACTIVATIONS)}")
+    return fn
 
 
 def Activation(data: Tensor, act_type: str = "relu") -> Tensor:
-    """Elementwise activation: 'relu', 'sigmoid', 'tanh', 'softrelu' (softplus), 'softsign',
-    'log_sigmoid' or 'mish'."""
-    fn = _ACTIVATIONS.get(act_type)
-    if fn is None:
-        raise ValueError(f"Activation: unknown act_type {act_type!r}; expected one of {sorted(_ACTIVATIONS)}")
-    return fn(data)
+    """Elementwise activation by name (:data:`ACTIVATIONS`): MXNet's 'relu', 'sigmoid', 'tanh',
+    'softrelu' (softplus), 'softsign', 'log_sigmoid', 'mish', and 'gelu', 'silu'/'swish', 'elu',
+    'selu'."""
+    return activation_fn(act_type)(data)
 
 
 def LeakyReLU(

@@ -2,39 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 
+from ...nd._nn import activation_fn
 from ..block import HybridBlock
 
 __all__ = ["Activation", "LeakyReLU", "PReLU", "ELU", "SELU", "GELU", "Swish", "SiLU", "activation_fn"]
-
-_ACTIVATIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
-    "relu": torch.relu,
-    "sigmoid": torch.sigmoid,
-    "tanh": torch.tanh,
-    "softrelu": F.softplus,
-    "softsign": F.softsign,
-    "log_sigmoid": F.logsigmoid,
-    "mish": F.mish,
-    "gelu": F.gelu,
-    "silu": F.silu,
-    "swish": F.silu,
-    "elu": F.elu,
-    "selu": F.selu,
-}
-
-
-def activation_fn(act_type: str) -> Callable[[torch.Tensor], torch.Tensor]:
-    """The function for MXNet's ``act_type`` name; unknown names list the known ones."""
-    fn = _ACTIVATIONS.get(act_type) if isinstance(act_type, str) else None
-    if fn is None:
-        raise ValueError(f"unknown activation {act_type!r}: expected one of {sorted(_ACTIVATIONS)}")
-    return fn
-
 
 class Activation(HybridBlock):
     """Applies ``act_type`` ('relu', 'sigmoid', 'tanh', 'softrelu', 'softsign', ...)."""
