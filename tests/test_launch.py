@@ -246,7 +246,7 @@ def test_rank_environment_from_mpi_and_slurm():
         rank_environment({"PMI_RANK": "0", "PMI_SIZE": "2"})
 
 
-def test_worker_entry_point_runs_an_mpi_started_job():
+def test_worker_entry_point_runs_an_mpi_started_job(processes):
     """Two processes started as mpirun would (OMPI_* variables only) join one gloo group through
     ``python -m mxtorch.launcher``."""
     port = free_port()
@@ -255,13 +255,8 @@ def test_worker_entry_point_runs_an_mpi_started_job():
                  "MASTER_PORT": str(port), "OMP_NUM_THREADS": "1", "DMLC_ROLE": "worker"})
     argv = [PY, "-m", "mxtorch.launcher", "python", str(SCRIPTS / "allreduce_rank.py")]
     ranks = [{"OMPI_COMM_WORLD_RANK": str(r), "OMPI_COMM_WORLD_LOCAL_RANK": str(r)} for r in range(2)]
-    procs = [subprocess.Popen(argv, env={**base, **rank}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              text=True) for rank in ranks]
-    try:
-        outs = [p.communicate(timeout=JOB_TIMEOUT) for p in procs]
-    finally:
-        for p in procs:
-            p.kill()
+    procs = [processes.start(argv, env={**base, **rank}) for rank in ranks]
+    outs = [p.communicate(timeout=JOB_TIMEOUT) for p in procs]
     assert [p.returncode for p in procs] == [0, 0], [e for _, e in outs]
     for r, (out, _) in enumerate(outs):
         assert out.startswith(f"rank={r} world=2 sum=3 LOCAL_RANK={r} LOCAL_WORLD_SIZE=2 DMLC_ROLE=worker")

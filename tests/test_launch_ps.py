@@ -351,7 +351,7 @@ def test_role_commands_report_bad_variables(role):
 
 
 @needs_ps
-def test_job_started_by_hand_with_the_role_commands():
+def test_job_started_by_hand_with_the_role_commands(processes):
     """`mxtorch scheduler` / `mxtorch server` and two workers, with only DMLC_* variables (MXNet's way
     of starting a job without a launcher); the scheduler's port comes from --root-port."""
     port = free_port()
@@ -359,17 +359,12 @@ def test_job_started_by_hand_with_the_role_commands():
             if not k.startswith("DMLC_") and k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_PORT")}
     base.update({"DMLC_NUM_WORKER": "2", "DMLC_NUM_SERVER": "1", "DMLC_PS_ROOT_URI": "127.0.0.1",
                  "DMLC_PS_ROOT_PORT": "1", "OMP_NUM_THREADS": "1", "MXTORCH_DIST_TIMEOUT": "60"})
-    procs = [subprocess.Popen([PY, "-m", "mxtorch.cli.main", role, "--root-port", str(port)], env=base,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    procs = [processes.start([PY, "-m", "mxtorch.cli.main", role, "--root-port", str(port)], env=base)
              for role in ("scheduler", "server")]
     workers = {**base, "DMLC_ROLE": "worker", "DMLC_PS_ROOT_PORT": str(port)}
-    procs += [subprocess.Popen([PY, PUSHPULL, "dist_sync"], env={**workers, "DMLC_WORKER_ID": str(rank)},
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for rank in (0, 1)]
-    try:
-        outs = [p.communicate(timeout=JOB_TIMEOUT) for p in procs]
-    finally:
-        for p in procs:
-            p.kill()
+    procs += [processes.start([PY, PUSHPULL, "dist_sync"], env={**workers, "DMLC_WORKER_ID": str(rank)})
+              for rank in (0, 1)]
+    outs = [p.communicate(timeout=JOB_TIMEOUT) for p in procs]
     assert [p.returncode for p in procs] == [0, 0, 0, 0], [e[-2000:] for _, e in outs]
     lines = [f"[worker{rank}]:{outs[2 + rank][0].strip()}" for rank in (0, 1)]
     check_pushpull_output("\n".join(lines), 2, 1)

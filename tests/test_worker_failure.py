@@ -41,25 +41,19 @@ def since_rank1_left(output: str, ended: float) -> float:
     return ended - float(found.group(1))
 
 
-def run_job(envs: list[dict[str, str]], *args: str) -> tuple[list[tuple[int, str]], float]:
-    """Start one ``rank_leaves.py *args`` per environment; return ``[(returncode, stdout+stderr)]``
-    in that order and the seconds from rank 1 leaving (if it did) until the last process ended."""
+def run_job(processes, envs: list[dict[str, str]], *args: str) -> tuple[list[tuple[int, str]], float]:
+    """Start one ``rank_leaves.py *args`` per environment (``processes``: the conftest fixture, which
+    kills what is left); return ``[(returncode, stdout+stderr)]`` in that order and the seconds
+    from rank 1 leaving (if it did) until the last process ended."""
     start = time.monotonic()
-    procs = [subprocess.Popen([PY, SCRIPT, *args], env=e, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                              text=True) for e in envs]
-    try:
-        outs = []
-        for p in procs:
-            out, _ = p.communicate(timeout=max(1.0, start + LIMIT_S - time.monotonic()))
-            outs.append((p.returncode, out))
-        ended = time.time()
-        left = [o for _, o in outs if "rank 1 leaves at" in o]
-        return outs, since_rank1_left(left[0], ended) if left else 0.0
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
+    procs = [processes.start([PY, SCRIPT, *args], env=e, stderr=subprocess.STDOUT) for e in envs]
+    outs = []
+    for p in procs:
+        out, _ = p.communicate(timeout=max(1.0, start + LIMIT_S - time.monotonic()))
+        outs.append((p.returncode, out))
+    ended = time.time()
+    left = [o for _, o in outs if "rank 1 leaves at" in o]
+    return outs, since_rank1_left(left[0], ended) if left else 0.0
 
 
 def torchrun_envs(n: int = 2) -> list[dict[str, str]]:
@@ -89,27 +83,27 @@ def check_rank0_names_rank1(outs: list[tuple[int, str]], elapsed: float, why: st
     ("exit3", "pushpull", 3, "rank 1 exited with status 3 (pid "),
     ("kill", "barrier", -signal.SIGKILL, "rank 1 is gone: its process (pid "),
 ])
-def test_rank_leaving_ends_the_job_and_is_named(how, where, status, why):
-    outs, elapsed = run_job(torchrun_envs(), "allreduce", how, where)
+def test_rank_leaving_ends_the_job_and_is_named(processes, how, where, status, why):
+    outs, elapsed = run_job(processes, torchrun_envs(), "allreduce", how, where)
     assert outs[1][0] == status, outs[1][1][-3000:]
     check_rank0_names_rank1(outs, elapsed, why)
 
 
-def test_a_rank_that_finishes_early_still_waits_for_its_peers():
-    outs, _ = run_job(torchrun_envs(), "allreduce", "early", "-")
+def test_a_rank_that_finishes_early_still_waits_for_its_peers(processes):
+    outs, _ = run_job(processes, torchrun_envs(), "allreduce", "early", "-")
     assert [rc for rc, _ in outs] == [0, 0], [out[-3000:] for _, out in outs]
     assert "rank 0 done" in outs[0][1] and "rank 1 done" in outs[1][1]
 
 
 # ---- MXNet's DMLC_* variables ------------------------------------------------------------------
-def test_dmlc_worker_leaving_an_allreduce_job():
+def test_dmlc_worker_leaving_an_allreduce_job(processes):
     envs = dmlc_worker_envs(2, master_port=free_port(), root_port=free_port(), servers=0)
-    outs, elapsed = run_job(envs, "allreduce", "exit3", "pushpull")
+    outs, elapsed = run_job(processes, envs, "allreduce", "exit3", "pushpull")
     assert outs[1][0] == 3
     check_rank0_names_rank1(outs, elapsed, "rank 1 exited with status 3 (pid ")
 
 
-def test_dmlc_worker_leaving_a_dist_sync_job_fails_the_barrier_and_stops_the_servers():
+def test_dmlc_worker_leaving_a_dist_sync_job_fails_the_barrier_and_stops_the_servers(processes):
     """Every role runs the same script (MXNet's way): a barrier used to let worker 0 through as if
     worker 1 had finished normally; now the scheduler declares it dead at once."""
     root = free_port()
@@ -117,7 +111,7 @@ def test_dmlc_worker_leaving_a_dist_sync_job_fails_the_barrier_and_stops_the_ser
     roles = [{**workers[0], "DMLC_ROLE": role} for role in ("scheduler", "server")]
     for e in roles:
         e.pop("DMLC_WORKER_ID")
-    outs, elapsed = run_job([*workers, *roles], "dist_sync", "exit3", "barrier")
+    outs, elapsed = run_job(processes, [*workers, *roles], "dist_sync", "exit3", "barrier")
     assert outs[1][0] == 3
     check_rank0_names_rank1(outs, elapsed, "worker 1 (pid ")
     assert "exited with status 3" in outs[2][1] + outs[3][1]  # the scheduler's log names the cause
