@@ -267,7 +267,7 @@ def create(init: Any = None, /, **kwargs: Any) -> Initializer:
             except json.JSONDecodeError as err:
                 raise ValueError(f"cannot parse initializer spec {init!r}: {err}") from None
             return create(spec)
-        klass = _REGISTRY.get(text)
+        klass = _REGISTRY[text]
         return klass(**kwargs)
     raise TypeError(
         f"cannot create an initializer from {type(init).__name__} {init!r}: expected a name, a dumps() "

@@ -26,8 +26,9 @@ Example::
     @schedules.register
     class Cosine: ...
 
-    schedules.get("COSINE")       # -> Cosine
-    schedules.get("cosin")        # RegistryError: unknown schedule 'cosin': known schedules are ['cosine']
+    schedules["COSINE"]           # -> Cosine
+    schedules["cosin"]            # RegistryError: unknown schedule 'cosin': known schedules are ['cosine']
+    schedules.get("cosin")        # None, as a dict
 """
 
 from __future__ import annotations
@@ -189,16 +190,10 @@ class Registry(Mapping[str, T], Generic[T]):
         return entry
 
     def get(self, name: str, default: Any = None) -> Any:  # type: ignore[override]
-        """The entry named ``name``; raises the family's error listing the known names when unknown.
-
-        (With a ``default`` given, returns it instead of raising, as ``dict.get`` does.)
-        """
+        """The entry named ``name`` (loading a lazy one), or ``default``: a dict's ``get``.
+        ``registry[name]`` raises the family's error listing the known names instead."""
         entry = self.find(name)
-        if entry is not None:
-            return entry
-        if default is not None:
-            return default
-        raise self.unknown(name)
+        return default if entry is None else entry
 
     def unknown(self, name: Any, hint: str = "") -> Exception:
         """The error for an unknown ``name`` (``hint``: what to do, appended)."""

@@ -60,7 +60,7 @@ def create(params: Mapping[str, Any] | Compressor) -> Compressor:
         raise CompressionError(f"compression params need a 'type' (one of {registered_names()}), "
                                f"got {dict(params)!r}")
     kind = params["type"]
-    factory = _REGISTRY.get(kind)
+    factory = _REGISTRY[kind]
     kwargs = {k: v for k, v in params.items() if k != "type"}
     try:
         return factory(**kwargs)

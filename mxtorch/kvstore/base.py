@@ -252,7 +252,7 @@ def create(name: str | KVStoreBase = "local", **kwargs: Any) -> KVStoreBase:
         return name
     if not isinstance(name, str):
         raise TypeError(f"KVStore name must be a string, got {type(name).__name__}: {name!r}")
-    factory = _REGISTRY.get(name)
+    factory = _REGISTRY[name]
     return factory(name.lower(), **kwargs)
 
 

@@ -334,7 +334,7 @@ def create(metric: Any = None, *args: Any, **kwargs: Any) -> EvalMetric:
             if not (isinstance(config, list) and len(config) == 2 and isinstance(config[1], dict)):
                 raise ValueError(f"metric config {text!r} must be a JSON object or [name, {{kwargs}}]")
             return create(config[0], **config[1])
-        klass = _REGISTRY.get(text)
+        klass = _REGISTRY[text]
         return klass(*args, **kwargs)
     if callable(metric):
         return CustomMetric(metric, *args, **kwargs)

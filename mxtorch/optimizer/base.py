@@ -187,7 +187,7 @@ def create(name: str | Optimizer | type[Optimizer], **kwargs: Any) -> Optimizer:
         return name(**kwargs)
     if not isinstance(name, str):
         raise TypeError(f"optimizer must be a name (str) or an Optimizer, got {name!r}")
-    klass: type[Optimizer] = _REGISTRY.get(name)
+    klass: type[Optimizer] = _REGISTRY[name]
     return klass(**kwargs)
 
 
