@@ -223,15 +223,9 @@ class Initializer:
 # ----------------------------------------------------------------------------------------------------------
 _REGISTRY: Registry[type[Initializer]] = Registry("initializer", error=RegistryError,
                                            check=subclasses_of(Initializer, "Initializer subclasses"))
-register = _REGISTRY.register
-"""Class decorator: register a ``Initializer`` subclass under its lower-cased class name."""
-alias = _REGISTRY.alias
-"""Class decorator: register a ``Initializer`` subclass under extra names."""
-
-
-def registered_names() -> list[str]:
-    """Sorted list of every registered initializer name and alias."""
-    return _REGISTRY.names()
+# MXNet's public functions are the registry's methods: ``register`` (class decorator, registered under
+# the lower-cased class name), ``alias`` (further names) and ``registered_names`` (sorted names).
+register, alias, registered_names = _REGISTRY.register, _REGISTRY.alias, _REGISTRY.names
 
 
 def create(init: Any = None, /, **kwargs: Any) -> Initializer:

@@ -435,3 +435,18 @@ def test_pcc_binary_equals_mcc_and_multiclass() -> None:
     assert math.isnan(const.get()[1])
     with pytest.raises(ValueError, match=">= 0"):
         metric.PCC().update([torch.tensor([-1, 0])], [torch.tensor([0, 0])])
+
+
+def test_binary_metrics_keep_mxnet_signature_and_names():
+    # MXNet: F1(name='f1', output_names=None, label_names=None, average='macro'), MCC likewise
+    assert (metric.F1().name, metric.MCC().name) == ("f1", "mcc")
+    m = metric.MCC("m", ["out"], ["lab"], "micro")
+    assert (m.name, m.output_names, m.label_names, m.average) == ("m", ["out"], ["lab"], "micro")
+    assert metric.create("f1", average="micro").average == "micro"
+
+
+def test_package_exports_everything_base_exports():
+    from mxtorch.metric import base
+
+    for name in base.__all__:
+        assert name in metric.__all__ and getattr(metric, name) is getattr(base, name)

@@ -2,25 +2,14 @@
 
 from __future__ import annotations
 
-from .base import (
-    CompositeEvalMetric,
-    CustomMetric,
-    EvalMetric,
-    alias,
-    check_label_shapes,
-    create,
-    np,
-    register,
-    registered_names,
-)
+from . import base
+from .base import *  # noqa: F403  (base.__all__: EvalMetric, register, create, ...)
 from .classification import F1, MCC, PCC, Accuracy, TopKAccuracy
 from .misc import Caffe, CrossEntropy, Loss, NegativeLogLikelihood, Perplexity, Torch
 from .regression import MAE, MSE, RMSE, PearsonCorrelation
 
 __all__ = [
-    "EvalMetric",
-    "CompositeEvalMetric",
-    "CustomMetric",
+    *base.__all__,
     "Accuracy",
     "TopKAccuracy",
     "F1",
@@ -36,10 +25,4 @@ __all__ = [
     "Loss",
     "Torch",
     "Caffe",
-    "check_label_shapes",
-    "register",
-    "alias",
-    "create",
-    "np",
-    "registered_names",
 ]

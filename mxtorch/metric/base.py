@@ -284,15 +284,9 @@ def _zip_name_value(name: Any, value: Any) -> list[tuple[str, float]]:
 # ----------------------------------------------------------------------------------------------------------
 _REGISTRY: Registry[type[EvalMetric]] = Registry("metric", error=RegistryError,
                                            check=subclasses_of(EvalMetric, "EvalMetric subclasses"))
-register = _REGISTRY.register
-"""Class decorator: register a ``EvalMetric`` subclass under its lower-cased class name."""
-alias = _REGISTRY.alias
-"""Class decorator: register a ``EvalMetric`` subclass under extra names."""
-
-
-def registered_names() -> list[str]:
-    """Sorted list of every registered metric name and alias."""
-    return _REGISTRY.names()
+# MXNet's public functions are the registry's methods: ``register`` (class decorator, registered under
+# the lower-cased class name), ``alias`` (further names) and ``registered_names`` (sorted names).
+register, alias, registered_names = _REGISTRY.register, _REGISTRY.alias, _REGISTRY.names
 
 
 def create(metric: Any = None, *args: Any, **kwargs: Any) -> EvalMetric:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, cast
 
 import torch
@@ -134,22 +134,21 @@ class _BinaryClassificationMetric(EvalMetric):
     """Shared confusion-matrix bookkeeping of F1 and MCC (labels 0/1, positive class 1)."""
 
     _keeps_global_stats = True
+    _default_name: str  # MXNet's default ``name`` of the subclass ('f1', 'mcc')
+    _score: Callable[[torch.Tensor], torch.Tensor]  # the score of a confusion count vector
 
     def __init__(
         self,
-        name: str,
-        output_names: Sequence[str] | None,
-        label_names: Sequence[str] | None,
-        average: str,
+        name: str | None = None,
+        output_names: Sequence[str] | None = None,
+        label_names: Sequence[str] | None = None,
+        average: str = "macro",
     ) -> None:
         if average not in ("macro", "micro"):
             raise ValueError(f"average must be 'macro' or 'micro', got {average!r}")
         self.average = average
+        name = self._default_name if name is None else name
         super().__init__(name, output_names=output_names, label_names=label_names, average=average)
-
-    @staticmethod
-    def _score(counts: torch.Tensor) -> torch.Tensor:
-        raise NotImplementedError
 
     def reset(self) -> None:
         super().reset()
@@ -238,18 +237,8 @@ class F1(_BinaryClassificationMetric):
     counts of all updates.  Predictions are class scores ``(N, 2)`` or class ids.
     """
 
-    def __init__(
-        self,
-        name: str = "f1",
-        output_names: Sequence[str] | None = None,
-        label_names: Sequence[str] | None = None,
-        average: str = "macro",
-    ) -> None:
-        super().__init__(name, output_names, label_names, average)
-
-    @staticmethod
-    def _score(counts: torch.Tensor) -> torch.Tensor:
-        return _fscore(counts)
+    _default_name = "f1"
+    _score = staticmethod(_fscore)
 
 
 @register
@@ -259,18 +248,8 @@ class MCC(_BinaryClassificationMetric):
     ``average`` works as in ``F1``.  Zero factors of the denominator are taken as 1, as MXNet does.
     """
 
-    def __init__(
-        self,
-        name: str = "mcc",
-        output_names: Sequence[str] | None = None,
-        label_names: Sequence[str] | None = None,
-        average: str = "macro",
-    ) -> None:
-        super().__init__(name, output_names, label_names, average)
-
-    @staticmethod
-    def _score(counts: torch.Tensor) -> torch.Tensor:
-        return _matthewscc(counts)
+    _default_name = "mcc"
+    _score = staticmethod(_matthewscc)
 
 
 @register
