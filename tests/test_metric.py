@@ -450,3 +450,12 @@ def test_package_exports_everything_base_exports():
 
     for name in base.__all__:
         assert name in metric.__all__ and getattr(metric, name) is getattr(base, name)
+
+
+def test_statistics_read_as_python_numbers_and_can_be_assigned():
+    m = metric.Accuracy()
+    m.update([torch.tensor([1, 0])], [torch.tensor([[0.0, 1.0], [1.0, 0.0]])])
+    stats = (m.sum_metric, m.num_inst, m.global_sum_metric, m.global_num_inst)
+    assert stats == (2, 2, 2, 2) and all(type(v) is int for v in stats)
+    m.sum_metric, m.num_inst, m.global_sum_metric, m.global_num_inst = 1, 4, 3, 6  # MXNet code assigns these
+    assert m.get() == ("accuracy", 0.25) and m.get_global() == ("accuracy", 0.5)

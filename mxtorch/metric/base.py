@@ -125,6 +125,13 @@ def _py(x: Scalar) -> float | int:
 # ----------------------------------------------------------------------------------------------------------
 # EvalMetric
 # ----------------------------------------------------------------------------------------------------------
+def _stat(attr: str, doc: str) -> Any:
+    """A statistic of :class:`EvalMetric` kept in ``attr``: read as a Python number (a sync),
+    set as given (MXNet code assigns ``sum_metric``/``num_inst`` directly)."""
+    return property(lambda self: _py(getattr(self, attr)), lambda self, value: setattr(self, attr, value),
+                    doc=doc)
+
+
 class EvalMetric:
     """Base class of all evaluation metrics.
 
@@ -164,41 +171,10 @@ class EvalMetric:
         return f"{type(self).__name__}(name={self.name!r})"
 
     # -- statistics, as Python numbers ---------------------------------------------------------------------
-    @property
-    def sum_metric(self) -> float | int:
-        """Running sum of the local statistic."""
-        return _py(self._sum)
-
-    @sum_metric.setter
-    def sum_metric(self, value: Scalar) -> None:
-        self._sum = value
-
-    @property
-    def num_inst(self) -> float | int:
-        """Number of instances counted locally."""
-        return _py(self._num)
-
-    @num_inst.setter
-    def num_inst(self, value: Scalar) -> None:
-        self._num = value
-
-    @property
-    def global_sum_metric(self) -> float | int:
-        """Running sum of the global statistic."""
-        return _py(self._gsum)
-
-    @global_sum_metric.setter
-    def global_sum_metric(self, value: Scalar) -> None:
-        self._gsum = value
-
-    @property
-    def global_num_inst(self) -> float | int:
-        """Number of instances counted globally."""
-        return _py(self._gnum)
-
-    @global_num_inst.setter
-    def global_num_inst(self, value: Scalar) -> None:
-        self._gnum = value
+    sum_metric = _stat("_sum", "Running sum of the local statistic.")
+    num_inst = _stat("_num", "Number of instances counted locally.")
+    global_sum_metric = _stat("_gsum", "Running sum of the global statistic.")
+    global_num_inst = _stat("_gnum", "Number of instances counted globally.")
 
     def _accumulate(self, value: Scalar, count: Scalar) -> None:
         """Add ``value`` to both sums and ``count`` to both counts, staying on the device."""
@@ -271,6 +247,28 @@ class EvalMetric:
         if not self._has_global_stats:
             return self.get_name_value()
         return _zip_name_value(*self.get_global())
+
+
+class _AveragedMetric(EvalMetric):
+    """A metric with MXNet's ``average`` argument: ``'macro'`` averages the score of each update,
+    ``'micro'`` computes one score from the statistics of all updates (F1, MCC, PearsonCorrelation).
+    ``name`` defaults to the subclass's ``_default_name``."""
+
+    _keeps_global_stats = True
+    _default_name: ClassVar[str]
+
+    def __init__(
+        self,
+        name: str | None = None,
+        output_names: Sequence[str] | None = None,
+        label_names: Sequence[str] | None = None,
+        average: str = "macro",
+    ) -> None:
+        if average not in ("macro", "micro"):
+            raise ValueError(f"average must be 'macro' or 'micro', got {average!r}")
+        self.average = average
+        name = self._default_name if name is None else name
+        super().__init__(name, output_names=output_names, label_names=label_names, average=average)
 
 
 def _zip_name_value(name: Any, value: Any) -> list[tuple[str, float]]:

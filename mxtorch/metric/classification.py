@@ -7,7 +7,18 @@ from typing import Any, cast
 
 import torch
 
-from .base import Arrays, EvalMetric, Scalar, _add, _on_device_of, _py, alias, check_label_shapes, register
+from .base import (
+    Arrays,
+    EvalMetric,
+    Scalar,
+    _add,
+    _AveragedMetric,
+    _on_device_of,
+    _py,
+    alias,
+    check_label_shapes,
+    register,
+)
 
 __all__ = ["Accuracy", "TopKAccuracy", "F1", "MCC", "PCC"]
 
@@ -130,25 +141,10 @@ def _as_float(counts: torch.Tensor) -> torch.Tensor:
     return counts.to(torch.float32 if counts.device.type == "mps" else torch.float64)
 
 
-class _BinaryClassificationMetric(EvalMetric):
+class _BinaryClassificationMetric(_AveragedMetric):
     """Shared confusion-matrix bookkeeping of F1 and MCC (labels 0/1, positive class 1)."""
 
-    _keeps_global_stats = True
-    _default_name: str  # MXNet's default ``name`` of the subclass ('f1', 'mcc')
     _score: Callable[[torch.Tensor], torch.Tensor]  # the score of a confusion count vector
-
-    def __init__(
-        self,
-        name: str | None = None,
-        output_names: Sequence[str] | None = None,
-        label_names: Sequence[str] | None = None,
-        average: str = "macro",
-    ) -> None:
-        if average not in ("macro", "micro"):
-            raise ValueError(f"average must be 'macro' or 'micro', got {average!r}")
-        self.average = average
-        name = self._default_name if name is None else name
-        super().__init__(name, output_names=output_names, label_names=label_names, average=average)
 
     def reset(self) -> None:
         super().reset()

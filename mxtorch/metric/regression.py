@@ -11,6 +11,7 @@ from .base import (
     EvalMetric,
     Scalar,
     _acc_float,
+    _AveragedMetric,
     _on_device_of,
     _py,
     alias,
@@ -139,26 +140,14 @@ def _merge(a: _Moments, b: _Moments) -> _Moments:
 
 @register
 @alias("pearsonr")
-class PearsonCorrelation(EvalMetric):
+class PearsonCorrelation(_AveragedMetric):
     """Pearson correlation coefficient between predictions and labels (of equal shapes).
 
     ``average='macro'`` averages the coefficient of each array; ``'micro'`` computes one
     coefficient over every value seen.
     """
 
-    _keeps_global_stats = True
-
-    def __init__(
-        self,
-        name: str = "pearsonr",
-        output_names: Sequence[str] | None = None,
-        label_names: Sequence[str] | None = None,
-        average: str = "macro",
-    ) -> None:
-        if average not in ("macro", "micro"):
-            raise ValueError(f"average must be 'macro' or 'micro', got {average!r}")
-        self.average = average
-        super().__init__(name, output_names=output_names, label_names=label_names, average=average)
+    _default_name = "pearsonr"
 
     def reset(self) -> None:
         super().reset()
