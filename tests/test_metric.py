@@ -459,3 +459,17 @@ def test_statistics_read_as_python_numbers_and_can_be_assigned():
     assert stats == (2, 2, 2, 2) and all(type(v) is int for v in stats)
     m.sum_metric, m.num_inst, m.global_sum_metric, m.global_num_inst = 1, 4, 3, 6  # MXNet code assigns these
     assert m.get() == ("accuracy", 0.25) and m.get_global() == ("accuracy", 0.5)
+
+
+@pytest.mark.parametrize(
+    "cls, default",
+    [(metric.MAE, "mae"), (metric.MSE, "mse"), (metric.RMSE, "rmse"), (metric.Loss, "loss"),
+     (metric.Torch, "torch"), (metric.Caffe, "caffe"), (metric.PearsonCorrelation, "pearsonr")],
+)
+def test_named_metrics_keep_mxnet_signature(cls, default):
+    # MXNet: MAE(name='mae', output_names=None, label_names=None), ... ; every built-in keeps global stats
+    m = cls()
+    assert m.name == default and m.output_names is None and m._has_global_stats
+    m = cls("x", ["out"], ["lab"])
+    assert (m.name, m.output_names, m.label_names) == ("x", ["out"], ["lab"])
+    assert metric.create(**m.get_config()).name == "x"

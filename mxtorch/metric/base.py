@@ -249,6 +249,23 @@ class EvalMetric:
         return _zip_name_value(*self.get_global())
 
 
+class _NamedMetric(EvalMetric):
+    """A metric with MXNet's arguments ``(name, output_names, label_names)``, ``name`` defaulting to
+    the subclass's ``_default_name`` (MAE, MSE, RMSE, Loss, Torch, Caffe, ...)."""
+
+    _keeps_global_stats = True
+    _default_name: ClassVar[str]
+
+    def __init__(
+        self,
+        name: str | None = None,
+        output_names: Sequence[str] | None = None,
+        label_names: Sequence[str] | None = None,
+    ) -> None:
+        name = self._default_name if name is None else name
+        super().__init__(name, output_names=output_names, label_names=label_names)
+
+
 class _AveragedMetric(EvalMetric):
     """A metric with MXNet's ``average`` argument: ``'macro'`` averages the score of each update,
     ``'micro'`` computes one score from the statistics of all updates (F1, MCC, PearsonCorrelation).

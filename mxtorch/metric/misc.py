@@ -14,6 +14,7 @@ from .base import (
     Scalar,
     _acc_float,
     _as_list,
+    _NamedMetric,
     _on_device_of,
     _py,
     alias,
@@ -135,18 +136,10 @@ class Perplexity(EvalMetric):
 
 
 @register
-class Loss(EvalMetric):
+class Loss(_NamedMetric):
     """Mean of the values given as predictions (e.g. per-sample losses); labels are ignored."""
 
-    _keeps_global_stats = True
-
-    def __init__(
-        self,
-        name: str = "loss",
-        output_names: Sequence[str] | None = None,
-        label_names: Sequence[str] | None = None,
-    ) -> None:
-        super().__init__(name, output_names=output_names, label_names=label_names)
+    _default_name = "loss"
 
     def update(self, _: Any, preds: Arrays) -> None:
         for pred in _as_list(preds):
@@ -157,23 +150,11 @@ class Loss(EvalMetric):
 class Torch(Loss):
     """``Loss`` named ``'torch'`` (MXNet's dummy metric for torch criterions)."""
 
-    def __init__(
-        self,
-        name: str = "torch",
-        output_names: Sequence[str] | None = None,
-        label_names: Sequence[str] | None = None,
-    ) -> None:
-        super().__init__(name, output_names=output_names, label_names=label_names)
+    _default_name = "torch"
 
 
 @register
 class Caffe(Loss):
     """``Loss`` named ``'caffe'`` (MXNet's dummy metric for caffe criterions)."""
 
-    def __init__(
-        self,
-        name: str = "caffe",
-        output_names: Sequence[str] | None = None,
-        label_names: Sequence[str] | None = None,
-    ) -> None:
-        super().__init__(name, output_names=output_names, label_names=label_names)
+    _default_name = "caffe"

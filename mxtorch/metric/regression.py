@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import torch
 
 from .base import (
     Arrays,
-    EvalMetric,
     Scalar,
     _acc_float,
     _AveragedMetric,
+    _NamedMetric,
     _on_device_of,
     _py,
     alias,
@@ -42,10 +40,8 @@ def _difference(label: torch.Tensor, pred: torch.Tensor, what: str) -> torch.Ten
     return _acc_float(lab) - _acc_float(prd)
 
 
-class _BatchMeanMetric(EvalMetric):
+class _BatchMeanMetric(_NamedMetric):
     """Average over updates of a per-array statistic (each array counts as one instance, as in MXNet)."""
-
-    _keeps_global_stats = True
 
     def _value(self, diff: torch.Tensor) -> torch.Tensor:
         raise NotImplementedError
@@ -60,13 +56,7 @@ class _BatchMeanMetric(EvalMetric):
 class MAE(_BatchMeanMetric):
     """Mean absolute error, averaged per array then over arrays."""
 
-    def __init__(
-        self,
-        name: str = "mae",
-        output_names: Sequence[str] | None = None,
-        label_names: Sequence[str] | None = None,
-    ) -> None:
-        super().__init__(name, output_names=output_names, label_names=label_names)
+    _default_name = "mae"
 
     def _value(self, diff: torch.Tensor) -> torch.Tensor:
         return diff.abs().mean()
@@ -76,13 +66,7 @@ class MAE(_BatchMeanMetric):
 class MSE(_BatchMeanMetric):
     """Mean squared error, averaged per array then over arrays."""
 
-    def __init__(
-        self,
-        name: str = "mse",
-        output_names: Sequence[str] | None = None,
-        label_names: Sequence[str] | None = None,
-    ) -> None:
-        super().__init__(name, output_names=output_names, label_names=label_names)
+    _default_name = "mse"
 
     def _value(self, diff: torch.Tensor) -> torch.Tensor:
         return diff.square().mean()
@@ -92,13 +76,7 @@ class MSE(_BatchMeanMetric):
 class RMSE(_BatchMeanMetric):
     """Root mean squared error of each array, averaged over arrays."""
 
-    def __init__(
-        self,
-        name: str = "rmse",
-        output_names: Sequence[str] | None = None,
-        label_names: Sequence[str] | None = None,
-    ) -> None:
-        super().__init__(name, output_names=output_names, label_names=label_names)
+    _default_name = "rmse"
 
     def _value(self, diff: torch.Tensor) -> torch.Tensor:
         return diff.square().mean().sqrt()
