@@ -19,7 +19,7 @@ from ... import autograd
 from ...base import MXNetError
 from ..block import HybridBlock
 from ..parameter import Parameter
-from .rnn_cell import create_state
+from .base_cell import create_state
 
 __all__ = ["RNN", "LSTM", "GRU"]
 

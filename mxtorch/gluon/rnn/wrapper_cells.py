@@ -1,0 +1,360 @@
+"""Cells built from other cells: stacks (sequential), dropout, the modifiers (zoneout, residual)
+and the bidirectional wrapper."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+
+from ... import autograd
+from ...base import MXNetError
+from .base_cell import (
+    HybridRecurrentCell,
+    RecurrentCell,
+    Sequenceish,
+    Tensor,
+    _dropout,
+    _format_sequence,
+    _lengths_tensor,
+    _mask_sequence,
+    _reverse_sequence,
+)
+
+
+# ---- containers ----------------------------------------------------------------------------
+class SequentialRNNCell(RecurrentCell):
+    """Stacks cells: the output of one is the input of the next; states are concatenated."""
+
+    def __init__(self, prefix: str | None = None, params: Any = None) -> None:
+        super().__init__(prefix, params)
+
+    def add(self, cell: RecurrentCell) -> SequentialRNNCell:
+        """Append ``cell`` to the stack."""
+        if not isinstance(cell, RecurrentCell):
+            raise TypeError(f"{type(self).__name__}.add expects a recurrent cell, got {type(cell).__name__}")
+        self.register_child(cell)
+        return self
+
+    def _cells(self) -> list[RecurrentCell]:
+        return [c for c in self._modules.values() if isinstance(c, RecurrentCell)]
+
+    def state_info(self, batch_size: int = 0) -> list[dict[str, Any]]:
+        return [i for c in self._cells() for i in c.state_info(batch_size)]
+
+    def begin_state(
+        self, batch_size: int = 0, func: Callable[..., Tensor] = torch.zeros, **kwargs: Any
+    ) -> list[Tensor]:
+        if self._modified:
+            raise MXNetError(
+                f"{type(self).__name__} is wrapped by a modifier cell: call begin_state() on "
+                "the modifier cell instead"
+            )
+        return [s for c in self._cells() for s in c.begin_state(batch_size, func=func, **kwargs)]
+
+    def _split_states(self, states: Sequence[Tensor], batch_size: int) -> list[list[Tensor]]:
+        cells = self._cells()
+        sizes = [len(c.state_info(batch_size)) for c in cells]
+        if len(states) != sum(sizes):
+            raise ValueError(f"{type(self).__name__} expects {sum(sizes)} state tensor(s), got {len(states)}")
+        out, p = [], 0
+        for n in sizes:
+            out.append(list(states[p : p + n]))
+            p += n
+        return out
+
+    def forward(self, inputs: Tensor, states: list[Tensor]) -> tuple[Tensor, list[Tensor]]:
+        if not self._cells():
+            raise MXNetError(f"{type(self).__name__} is empty: add() cells first")
+        next_states: list[Tensor] = []
+        for cell, st in zip(self._cells(), self._split_states(states, inputs.shape[0])):
+            if isinstance(cell, BidirectionalCell):
+                raise MXNetError("a BidirectionalCell cannot be stepped: call unroll() instead")
+            inputs, st = cell(inputs, st)
+            next_states.extend(st)
+        return inputs, next_states
+
+    def unroll(
+        self,
+        length: int,
+        inputs: Sequenceish,
+        begin_state: Sequence[Tensor] | None = None,
+        layout: str = "NTC",
+        merge_outputs: bool | None = None,
+        valid_length: Any = None,
+    ) -> tuple[Sequenceish, list[Tensor]]:
+        self.reset()
+        cells = self._cells()
+        if not cells:
+            raise MXNetError(f"{type(self).__name__} is empty: add() cells first")
+        inputs, _, batch_size = _format_sequence(length, inputs, layout, None)
+        if begin_state is None:
+            begin_state = self._default_begin_state(inputs, batch_size)
+        next_states: list[Tensor] = []
+        for i, (cell, st) in enumerate(zip(cells, self._split_states(begin_state, batch_size))):
+            merge = merge_outputs if i == len(cells) - 1 else None
+            inputs, st = cell.unroll(
+                length, inputs, begin_state=st, layout=layout, merge_outputs=merge, valid_length=valid_length
+            )
+            next_states.extend(st)
+        return inputs, next_states
+
+    def __getitem__(self, i: int) -> RecurrentCell:
+        return self._cells()[i]
+
+    def __len__(self) -> int:
+        return len(self._cells())
+
+    def __repr__(self) -> str:
+        body = "\n".join(f"  ({i}): {c!r}" for i, c in enumerate(self._cells()))
+        return f"{type(self).__name__}(\n{body}\n)"
+
+
+class HybridSequentialRNNCell(SequentialRNNCell, HybridRecurrentCell):
+    """SequentialRNNCell that can be hybridized."""
+
+    def __init__(self, prefix: str | None = None, params: Any = None) -> None:
+        super().__init__(prefix, params)
+
+
+class DropoutCell(HybridRecurrentCell):
+    """Applies dropout to its input (training mode only); has no state.
+
+    ``axes`` lists axes that share one mask (variational dropout).
+    """
+
+    def __init__(
+        self, rate: float, axes: Sequence[int] = (), prefix: str | None = None, params: Any = None
+    ) -> None:
+        super().__init__(prefix, params)
+        if not 0.0 <= float(rate) < 1.0:
+            raise ValueError(f"DropoutCell: rate must be in [0, 1), got {rate!r}")
+        self._rate = float(rate)
+        self._axes = tuple(axes)
+
+    def state_info(self, batch_size: int = 0) -> list[dict[str, Any]]:
+        return []
+
+    def _drop(self, x: Tensor) -> Tensor:
+        if self._rate > 0.0 and autograd.is_training():
+            return _dropout(x, self._rate, self._axes)
+        return x
+
+    def forward(self, inputs: Tensor, states: list[Tensor]) -> tuple[Tensor, list[Tensor]]:
+        return self._drop(inputs), list(states or [])
+
+    def unroll(
+        self,
+        length: int,
+        inputs: Sequenceish,
+        begin_state: Sequence[Tensor] | None = None,
+        layout: str = "NTC",
+        merge_outputs: bool | None = None,
+        valid_length: Any = None,
+    ) -> tuple[Sequenceish, list[Tensor]]:
+        self.reset()
+        inputs, _, _ = _format_sequence(length, inputs, layout, merge_outputs)
+        if isinstance(inputs, Tensor):
+            return self._drop(inputs), list(begin_state or [])
+        return super().unroll(
+            length,
+            inputs,
+            begin_state=begin_state,
+            layout=layout,
+            merge_outputs=merge_outputs,
+            valid_length=valid_length,
+        )
+
+    def __repr__(self) -> str:
+        return f"DropoutCell(rate={self._rate}, axes={self._axes})"
+
+
+class ModifierCell(HybridRecurrentCell):
+    """Base class of cells that wrap another cell (``base_cell``) and change its behaviour."""
+
+    def __init__(self, base_cell: RecurrentCell) -> None:
+        if not isinstance(base_cell, RecurrentCell):
+            raise TypeError(f"{type(self).__name__} expects a recurrent cell, got {type(base_cell).__name__}")
+        if base_cell._modified:
+            raise MXNetError(f"cell {type(base_cell).__name__} is already wrapped by a modifier cell")
+        super().__init__()
+        base_cell._modified = True
+        self.base_cell = base_cell
+
+    @property
+    def params(self) -> Any:
+        return self.base_cell.params
+
+    def state_info(self, batch_size: int = 0) -> list[dict[str, Any]]:
+        return self.base_cell.state_info(batch_size)
+
+    def begin_state(
+        self, batch_size: int = 0, func: Callable[..., Tensor] = torch.zeros, **kwargs: Any
+    ) -> list[Tensor]:
+        if self._modified:
+            raise MXNetError(
+                f"{type(self).__name__} is wrapped by another modifier cell: call begin_state() "
+                "on the outer cell instead"
+            )
+        self.base_cell._modified = False
+        try:
+            return self.base_cell.begin_state(batch_size, func=func, **kwargs)
+        finally:
+            self.base_cell._modified = True
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.base_cell!r})"
+
+
+class ZoneoutCell(ModifierCell):
+    """Zoneout: in training, each output/state unit keeps its previous value with the given probability."""
+
+    def __init__(
+        self, base_cell: RecurrentCell, zoneout_outputs: float = 0.0, zoneout_states: float = 0.0
+    ) -> None:
+        if isinstance(base_cell, BidirectionalCell):
+            raise MXNetError(
+                "ZoneoutCell cannot wrap a BidirectionalCell (it cannot be stepped): wrap the cells "
+                "inside it instead"
+            )
+        for name, p in (("zoneout_outputs", zoneout_outputs), ("zoneout_states", zoneout_states)):
+            if not 0.0 <= float(p) < 1.0:
+                raise ValueError(f"ZoneoutCell: {name} must be in [0, 1), got {p!r}")
+        self._prev_output: Tensor | None = None
+        super().__init__(base_cell)
+        self.zoneout_outputs = float(zoneout_outputs)
+        self.zoneout_states = float(zoneout_states)
+
+    def reset(self) -> None:
+        super().reset()
+        self._prev_output = None
+
+    def forward(self, inputs: Tensor, states: list[Tensor]) -> tuple[Tensor, list[Tensor]]:
+        next_output, next_states = self.base_cell(inputs, states)
+        if autograd.is_training():
+            if self.zoneout_outputs > 0.0:
+                prev = self._prev_output if self._prev_output is not None else torch.zeros_like(next_output)
+                keep = torch.rand_like(next_output) >= self.zoneout_outputs
+                next_output = torch.where(keep, next_output, prev)
+            if self.zoneout_states > 0.0:
+                next_states = [
+                    torch.where(torch.rand_like(new) >= self.zoneout_states, new, old)
+                    for new, old in zip(next_states, states)
+                ]
+        self._prev_output = next_output
+        return next_output, next_states
+
+    def __repr__(self) -> str:
+        return f"ZoneoutCell(p_out={self.zoneout_outputs}, p_state={self.zoneout_states}, {self.base_cell!r})"
+
+
+class ResidualCell(ModifierCell):
+    """Adds the input to the base cell's output (a residual connection)."""
+
+    def forward(self, inputs: Tensor, states: list[Tensor]) -> tuple[Tensor, list[Tensor]]:
+        output, states = self.base_cell(inputs, states)
+        return output + inputs, states
+
+    def unroll(
+        self,
+        length: int,
+        inputs: Sequenceish,
+        begin_state: Sequence[Tensor] | None = None,
+        layout: str = "NTC",
+        merge_outputs: bool | None = None,
+        valid_length: Any = None,
+    ) -> tuple[Sequenceish, list[Tensor]]:
+        self.reset()
+        if begin_state is None:
+            fmt, _, batch_size = _format_sequence(length, inputs, layout, None)
+            begin_state = self._default_begin_state(fmt, batch_size)
+        self.base_cell._modified = False
+        try:
+            outputs, states = self.base_cell.unroll(
+                length,
+                inputs,
+                begin_state=begin_state,
+                layout=layout,
+                merge_outputs=merge_outputs,
+                valid_length=valid_length,
+            )
+        finally:
+            self.base_cell._modified = True
+        merged = isinstance(outputs, Tensor)
+        ins, axis, batch_size = _format_sequence(length, inputs, layout, merged)
+        if valid_length is not None:
+            ref = ins if isinstance(ins, Tensor) else ins[0]
+            ins = _mask_sequence(ins, length, _lengths_tensor(valid_length, batch_size, ref.device), axis)
+        if merged:
+            return outputs + ins, states  # type: ignore[operator]
+        return [o + i for o, i in zip(outputs, ins)], states
+
+
+class BidirectionalCell(HybridRecurrentCell):
+    """Runs ``l_cell`` forward and ``r_cell`` backward in time and concatenates their outputs.
+
+    It can only be unrolled, not stepped; states are ``l_cell``'s followed by ``r_cell``'s.
+    """
+
+    def __init__(self, l_cell: RecurrentCell, r_cell: RecurrentCell, output_prefix: str = "bi_") -> None:
+        for c in (l_cell, r_cell):
+            if not isinstance(c, RecurrentCell):
+                raise TypeError(f"BidirectionalCell expects recurrent cells, got {type(c).__name__}")
+        super().__init__()
+        self.l_cell = l_cell
+        self.r_cell = r_cell
+        self._output_prefix = output_prefix
+
+    def __call__(self, inputs: Any, states: Any = None, *args: Any, **kwargs: Any) -> Any:
+        raise MXNetError("a BidirectionalCell cannot be stepped: call unroll() instead")
+
+    def state_info(self, batch_size: int = 0) -> list[dict[str, Any]]:
+        return self.l_cell.state_info(batch_size) + self.r_cell.state_info(batch_size)
+
+    def begin_state(
+        self, batch_size: int = 0, func: Callable[..., Tensor] = torch.zeros, **kwargs: Any
+    ) -> list[Tensor]:
+        if self._modified:
+            raise MXNetError(
+                "BidirectionalCell is wrapped by a modifier cell: call begin_state() on it instead"
+            )
+        return self.l_cell.begin_state(batch_size, func=func, **kwargs) + self.r_cell.begin_state(
+            batch_size, func=func, **kwargs
+        )
+
+    def unroll(
+        self,
+        length: int,
+        inputs: Sequenceish,
+        begin_state: Sequence[Tensor] | None = None,
+        layout: str = "NTC",
+        merge_outputs: bool | None = None,
+        valid_length: Any = None,
+    ) -> tuple[Sequenceish, list[Tensor]]:
+        self.reset()
+        steps, axis, batch_size = _format_sequence(length, inputs, layout, False)
+        vl = None if valid_length is None else _lengths_tensor(valid_length, batch_size, steps[0].device)
+        states = (
+            list(begin_state) if begin_state is not None else self._default_begin_state(steps, batch_size)
+        )
+        n_l = len(self.l_cell.state_info(batch_size))
+        if len(states) != n_l + len(self.r_cell.state_info(batch_size)):
+            raise ValueError(
+                f"BidirectionalCell expects {len(self.state_info(batch_size))} state tensor(s), "
+                f"got {len(states)}"
+            )
+        l_out, l_states = self.l_cell.unroll(
+            length, steps, begin_state=states[:n_l], layout=layout, merge_outputs=False, valid_length=vl
+        )
+        r_in = _reverse_sequence(steps, len(steps), vl, axis)
+        r_out, r_states = self.r_cell.unroll(
+            length, r_in, begin_state=states[n_l:], layout=layout, merge_outputs=False, valid_length=vl
+        )
+        r_out = _reverse_sequence(r_out, len(steps), vl, axis)
+        outputs: Sequenceish = [torch.cat([lo, ro], dim=-1) for lo, ro in zip(l_out, r_out)]
+        outputs, _, _ = _format_sequence(length, outputs, layout, bool(merge_outputs))
+        return outputs, list(l_states) + list(r_states)
+
+    def __repr__(self) -> str:
+        return f"BidirectionalCell(forward={self.l_cell!r}, backward={self.r_cell!r})"
