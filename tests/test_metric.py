@@ -473,3 +473,10 @@ def test_named_metrics_keep_mxnet_signature(cls, default):
     m = cls("x", ["out"], ["lab"])
     assert (m.name, m.output_names, m.label_names) == ("x", ["out"], ["lab"])
     assert metric.create(**m.get_config()).name == "x"
+
+
+@pytest.mark.parametrize("cls", [metric.F1, metric.MCC, metric.PearsonCorrelation])
+def test_averaged_metrics_round_trip_through_get_config(cls):
+    m = cls("x", average="micro")
+    again = metric.create(**m.get_config())
+    assert type(again) is cls and (again.name, again.average) == ("x", "micro") and again._has_global_stats

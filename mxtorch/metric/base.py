@@ -266,13 +266,9 @@ class _NamedMetric(EvalMetric):
         super().__init__(name, output_names=output_names, label_names=label_names)
 
 
-class _AveragedMetric(EvalMetric):
+class _AveragedMetric(_NamedMetric):
     """A metric with MXNet's ``average`` argument: ``'macro'`` averages the score of each update,
-    ``'micro'`` computes one score from the statistics of all updates (F1, MCC, PearsonCorrelation).
-    ``name`` defaults to the subclass's ``_default_name``."""
-
-    _keeps_global_stats = True
-    _default_name: ClassVar[str]
+    ``'micro'`` computes one score from the statistics of all updates (F1, MCC, PearsonCorrelation)."""
 
     def __init__(
         self,
@@ -284,8 +280,8 @@ class _AveragedMetric(EvalMetric):
         if average not in ("macro", "micro"):
             raise ValueError(f"average must be 'macro' or 'micro', got {average!r}")
         self.average = average
-        name = self._default_name if name is None else name
-        super().__init__(name, output_names=output_names, label_names=label_names, average=average)
+        super().__init__(name, output_names, label_names)
+        self._kwargs["average"] = average  # get_config() recreates the metric with it
 
 
 def _zip_name_value(name: Any, value: Any) -> list[tuple[str, float]]:
