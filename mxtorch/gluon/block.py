@@ -8,7 +8,7 @@ import sys
 import threading
 import warnings
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from contextlib import nullcontext
 from typing import Any
 
@@ -17,9 +17,11 @@ import torch
 from .._dtype import to_torch_dtype
 from ..base import MXNetError
 from ..context import Context
-from .parameter import Parameter, ParameterDict, _fwd, wrap_torch_parameter
+from .parameter_core import Parameter, _fwd, wrap_torch_parameter
+from .parameter_dict import ParameterDict
+from .serialization import load_named, load_tensors, save_tensors
 
-__all__ = ["Block", "HybridBlock", "SymbolBlock", "collect_params", "HYBRIDIZE_ENV"]
+__all__ = ["Block", "HybridBlock", "SymbolBlock", "collect_params", "as_parameters", "HYBRIDIZE_ENV"]
 
 HYBRIDIZE_ENV = "MXTORCH_HYBRIDIZE"
 """Environment variable choosing what ``hybridize()`` does: 'auto' (default: torch.compile on
@@ -252,8 +254,6 @@ class Block(torch.nn.Module):
         A parameter shared by several sub-blocks is saved under each of its paths, or once
         (under its first path) with ``deduplicate=True``.  Copies on several contexts are averaged.
         """
-        from .serialization import save_tensors
-
         out: dict[str, torch.Tensor] = {}
         seen: set[int] = set()
         for k, p in self._collect_params_with_prefix().items():
@@ -279,8 +279,6 @@ class Block(torch.nn.Module):
         ``cast_dtype`` converts saved arrays to the parameters' dtypes (``dtype_source='current'``)
         or the parameters to the saved dtypes (``'saved'``).  Errors name the parameter.
         """
-        from .serialization import load_named, load_tensors
-
         loaded = load_tensors(filename)
         params = self._collect_params_with_prefix()
         if not loaded and not params:
@@ -391,6 +389,35 @@ def collect_params(module: torch.nn.Module, select: str | None = None) -> Parame
     out = ParameterDict(module.params.prefix if isinstance(module, Block) else "")
     _collect_named(module, "", out, pattern)
     return out
+
+
+def as_parameters(params: Any) -> list[tuple[str, Parameter]]:
+    """Normalize what a Trainer accepts: ParameterDict, dict, list of Parameters or torch params."""
+    if isinstance(params, (ParameterDict, dict)):
+        items = list(params.items())
+    elif isinstance(params, torch.nn.Module):
+        items = list(collect_params(params).items())
+    elif isinstance(params, Iterable) and not isinstance(params, (str, torch.Tensor)):
+        items = []
+        for i, p in enumerate(params):
+            items.append((getattr(p, "name", None) or f"param{i}", p))
+    else:
+        raise TypeError(
+            f"expected a ParameterDict, a dict or a list of Parameters, got {type(params).__name__}"
+        )
+    out: list[tuple[str, Parameter]] = []
+    seen: set[int] = set()
+    for name, p in items:
+        if isinstance(p, torch.nn.Parameter):
+            p = wrap_torch_parameter(p, name)
+        if not isinstance(p, Parameter):
+            raise TypeError(f"parameter {name!r} is a {type(p).__name__}, expected gluon.Parameter")
+        if id(p) in seen:
+            continue
+        seen.add(id(p))
+        out.append((name, p))
+    return out
+
 
 
 def _collect_named(module: torch.nn.Module, path: str, out: ParameterDict,

@@ -10,7 +10,7 @@ import torch
 
 from ..base import MXNetError
 from ..checkpoint_io import atomic_write_bytes
-from .parameter import Parameter
+from .parameter_core import Parameter
 
 __all__ = ["save_tensors", "load_tensors", "load_into", "load_named"]
 

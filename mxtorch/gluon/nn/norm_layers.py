@@ -18,7 +18,7 @@ from ... import autograd
 from ..._dtype import to_torch_dtype
 from ...base import MXNetError
 from ..block import HybridBlock
-from ..parameter import Parameter
+from ..parameter_core import Parameter
 from .conv_layers import _is_int
 
 __all__ = ["BatchNorm", "BatchNormReLU", "SyncBatchNorm", "LayerNorm", "GroupNorm", "InstanceNorm"]

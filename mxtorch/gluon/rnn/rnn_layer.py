@@ -18,7 +18,7 @@ from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_
 from ... import autograd
 from ...base import MXNetError
 from ..block import HybridBlock
-from ..parameter import Parameter
+from ..parameter_core import Parameter
 from .base_cell import create_state
 
 __all__ = ["RNN", "LSTM", "GRU"]
