@@ -1,0 +1,270 @@
+"""Overlap with backward: gradients copied into buckets as autograd produces them, each bucket's
+all-reduce started while the rest of the backward pass runs (as DDP does)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+import torch
+import torch.distributed as dist
+
+from ...distributed import group
+from ..base import Key, KVStoreError
+from .collectives import _agree, _meta_device
+
+if TYPE_CHECKING:
+    from .store import AllreduceKVStore
+
+
+class _HasGrads(Protocol):
+    """What a gluon Parameter offers for gradient synchronization (duck-typed)."""
+
+    @property
+    def grad_req(self) -> str: ...
+
+    def list_data(self) -> list[torch.nn.Parameter]: ...
+
+
+GradientSource = torch.Tensor | _HasGrads
+"""A gluon ``Parameter`` (all its contexts) or a plain tensor that requires grad."""
+
+
+# ---- gradient buckets ------------------------------------------------------------------
+
+
+def _grad_view(p: GradientSource) -> tuple[str, list[torch.Tensor], str]:
+    """(grad_req, the tensors holding .grad — one per context, a name) of a Parameter or tensor."""
+    if isinstance(p, torch.Tensor):
+        return ("write" if p.requires_grad else "null"), [p], f"tensor{tuple(p.shape)}"
+    return p.grad_req, list(p.list_data()), str(getattr(p, "name", "parameter"))
+
+
+@dataclass
+class _Bucket:
+    index: int
+    members: list[int]  # positions in _GradientSync.tensors
+    offsets: list[int]
+    total: int
+    flat: torch.Tensor  # [grads..., one presence flag per member]
+    ready: list[bool] = field(default_factory=list)
+    n_ready: int = 0
+    work: Any = None
+
+    def reset(self) -> None:
+        self.ready = [False] * len(self.members)
+        self.n_ready = 0
+        self.work = None
+
+
+class _GradientSync:
+    """Buckets of gradients for one fixed list of parameters; optional autograd hooks."""
+
+    def __init__(self, store: AllreduceKVStore, params: list[GradientSource], bucket_bytes: int,
+                 hook: bool) -> None:
+        self.store = store
+        self.bucket_bytes = bucket_bytes
+        self.signature = _signature(params)
+        views = [_grad_view(p) for p in params]
+        trainable = [(ts, name) for req, ts, name in views if req != "null"]
+        self.copies: list[list[torch.Tensor]] = [ts for ts, _ in trainable]
+        self.names = [name for _, name in trainable]
+        self.hooked = hook and all(req == "write" and len(ts) == 1 for req, ts, _ in views if req != "null")
+        self.buckets = self._layout()
+        self.owner = {i: (b.index, m) for b in self.buckets for m, i in enumerate(b.members)}
+        self.next_launch = 0
+        self.stale = False
+        self.callback_queued = False
+        self.lock = threading.Lock()
+        self.handles: list[Any] = []
+        if store.num_workers > 1:
+            items: list[tuple[Key, tuple[int, ...], torch.dtype]] = [
+                (i, tuple(ts[0].shape), ts[0].dtype) for i, ts in enumerate(self.copies)]
+            if items:
+                _agree("gradient synchronization", items, store.rank, _meta_device(self.copies[0][0]))
+        if self.hooked:
+            for i, ts in enumerate(self.copies):
+                self.handles.append(ts[0].register_post_accumulate_grad_hook(self._make_hook(i)))
+
+    # -- layout --
+    def _layout(self) -> list[_Bucket]:
+        buckets: list[_Bucket] = []
+        open_: dict[tuple[torch.dtype, torch.device], tuple[list[int], int]] = {}
+
+        def close(members: list[int]) -> None:
+            first = self.copies[members[0]][0]
+            offsets, total = [], 0
+            for i in members:
+                offsets.append(total)
+                total += self.copies[i][0].numel()
+            flat = torch.zeros(total + len(members), dtype=first.dtype, device=first.device)
+            b = _Bucket(len(buckets), members, offsets, total, flat)
+            b.reset()
+            buckets.append(b)
+
+        for i in reversed(range(len(self.copies))):  # backward produces the last parameters first
+            t = self.copies[i][0]
+            k = (t.dtype, t.device)
+            nbytes = t.numel() * t.element_size()
+            members, size = open_.get(k, ([], 0))
+            if members and size + nbytes > self.bucket_bytes:
+                close(members)
+                members, size = [], 0
+            open_[k] = (members + [i], size + nbytes)
+        for members, _ in open_.values():
+            if members:
+                close(members)
+        return buckets
+
+    def matches(self, params: list[GradientSource]) -> bool:
+        return _signature(params) == self.signature
+
+    # -- during backward --
+    def _make_hook(self, i: int) -> Callable[[torch.Tensor], None]:
+        def hook(param: torch.Tensor) -> None:
+            self._on_grad(i, param)
+        return hook
+
+    def _on_grad(self, i: int, param: torch.Tensor) -> None:
+        with self.lock:
+            bi, m = self.owner[i]
+            b = self.buckets[bi]
+            if b.ready[m] or b.work is not None:
+                self.stale = True  # a second backward before the step: redo everything at step time
+                return
+            grad = param.grad
+            if grad is None:
+                return
+            with torch.no_grad():
+                b.flat.narrow(0, b.offsets[m], grad.numel()).copy_(grad.reshape(-1))
+                b.flat[b.total + m] = 1
+            b.ready[m] = True
+            b.n_ready += 1
+            if not self.callback_queued:
+                self.callback_queued = True
+                torch.autograd.Variable._execution_engine.queue_callback(self._end_of_backward)
+            self._launch_ready()
+
+    def _end_of_backward(self) -> None:
+        # Start every remaining bucket now, so that whatever collective the user runs next
+        # comes after all of them on every rank.
+        with self.lock:
+            self.callback_queued = False
+            if not self.stale:
+                self._launch_through(len(self.buckets))
+
+    def _launch_ready(self) -> None:
+        while self.next_launch < len(self.buckets):
+            b = self.buckets[self.next_launch]
+            if b.n_ready < len(b.members):
+                return
+            self._launch(b)
+
+    def _launch_through(self, end: int) -> None:
+        while self.next_launch < end:
+            b = self.buckets[self.next_launch]
+            self._fill_missing(b)
+            self._launch(b)
+
+    def _fill_missing(self, b: _Bucket) -> None:
+        with torch.no_grad():
+            for m, i in enumerate(b.members):
+                if b.ready[m]:
+                    continue
+                part = b.flat.narrow(0, b.offsets[m], self.copies[i][0].numel())
+                grads = [t.grad for t in self.copies[i] if t.grad is not None]
+                if grads:
+                    part.copy_(grads[0].reshape(-1))
+                    for g in grads[1:]:
+                        part.add_(g.reshape(-1).to(part.device))
+                    b.flat[b.total + m] = 1
+                else:
+                    part.zero_()
+                    b.flat[b.total + m] = 0
+                b.ready[m] = True
+            b.n_ready = len(b.members)
+
+    def _launch(self, b: _Bucket) -> None:
+        if self.store.num_workers > 1:
+            b.work = dist.all_reduce(b.flat, op=dist.ReduceOp.SUM, async_op=True)
+        else:
+            b.work = _Done()
+        self.next_launch = b.index + 1
+
+    # -- at step time --
+    def synchronize(self) -> None:
+        with self.lock:
+            if self.stale:
+                self._wait(self.buckets[:self.next_launch])
+                for b in self.buckets:
+                    b.reset()
+                self.next_launch = 0
+            self._launch_through(len(self.buckets))
+            try:
+                self._wait(self.buckets)
+                self._write_back()
+            finally:
+                for b in self.buckets:
+                    b.reset()
+                self.next_launch = 0
+                self.stale = False
+
+    def finish_in_flight(self) -> None:
+        with self.lock:
+            self._wait(self.buckets[:self.next_launch])
+
+    def _wait(self, buckets: list[_Bucket]) -> None:
+        for b in buckets:
+            if b.work is None:
+                continue
+            try:
+                b.work.wait()
+            except RuntimeError as e:
+                names = [self.names[i] for i in b.members]
+                shown = ", ".join(names[:6]) + (", ..." if len(names) > 6 else "")
+                raise KVStoreError(
+                    f"rank {self.store.rank} of {self.store.num_workers}: all-reduce of gradient bucket "
+                    f"{b.index} ({len(names)} parameters: {shown}) failed: {group.explain(e)}. A peer "
+                    f"process died, hangs, or trains different parameters (timeout {group.timeout():g} s, "
+                    "MXTORCH_DIST_TIMEOUT); check the other ranks' logs"
+                ) from e
+            b.work = _Done()
+
+    def _write_back(self) -> None:
+        with torch.no_grad():
+            for b in self.buckets:
+                present = b.flat[b.total:].tolist()
+                for m, i in enumerate(b.members):
+                    copies = self.copies[i]
+                    if present[m] <= 0:
+                        for t in copies:  # no worker has a gradient: stale on every rank alike
+                            t.grad = None
+                        continue
+                    part = b.flat.narrow(0, b.offsets[m], copies[0].numel())
+                    for t in copies:
+                        src = part.view(t.shape).to(t.device, non_blocking=True)
+                        if t.grad is None:
+                            t.grad = src.clone()
+                        else:
+                            t.grad.copy_(src)
+
+    def detach(self) -> None:
+        for h in self.handles:
+            h.remove()
+        self.handles = []
+
+
+class _Done:
+    def wait(self) -> bool:
+        return True
+
+
+def _signature(params: Sequence[GradientSource]) -> tuple[tuple[Any, ...], ...]:
+    # What the bucket layout depends on; a change (cast, reset_ctx, grad_req) rebuilds it.
+    out = []
+    for p in params:
+        req, ts, _ = _grad_view(p)
+        out.append((id(ts[0]), req, len(ts), ts[0].dtype, ts[0].shape))
+    return tuple(out)
