@@ -9,7 +9,7 @@ and count among processes with the same local rank, which is the same thing on e
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -124,34 +124,24 @@ def check_process_set(process_set: Any) -> None:
         )
 
 
-def size() -> int:
-    """Number of ranks in the job."""
-    return require_init().size
+def _world_reader(field: str, doc: str) -> Callable[[], int]:
+    """A module-level function returning ``field`` of the joined job (raises before :func:`init`)."""
+
+    def read() -> int:
+        return int(getattr(require_init(), field))
+
+    read.__name__ = read.__qualname__ = field
+    read.__doc__ = doc
+    return read
 
 
-def rank() -> int:
-    """This process's rank, 0 .. size() - 1."""
-    return require_init().rank
-
-
-def local_size() -> int:
-    """Number of ranks on this node."""
-    return require_init().local_size
-
-
-def local_rank() -> int:
-    """This process's rank among the ranks of its node."""
-    return require_init().local_rank
-
-
-def cross_size() -> int:
-    """Number of nodes in the job."""
-    return require_init().cross_size
-
-
-def cross_rank() -> int:
-    """Index of this process's node."""
-    return require_init().cross_rank
+# Horovod's six topology queries, one table: (name, what it returns).
+size = _world_reader("size", "Number of ranks in the job.")
+rank = _world_reader("rank", "This process's rank, 0 .. size() - 1.")
+local_size = _world_reader("local_size", "Number of ranks on this node.")
+local_rank = _world_reader("local_rank", "This process's rank among the ranks of its node.")
+cross_size = _world_reader("cross_size", "Number of nodes in the job.")
+cross_rank = _world_reader("cross_rank", "Index of this process's node.")
 
 
 def mpi_threads_supported() -> bool:

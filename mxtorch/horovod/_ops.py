@@ -279,14 +279,20 @@ def root_problem(root: int) -> ValueError | None:
     return None
 
 
-def broadcast(tensor: torch.Tensor, root_rank: int, name: str | None = None, priority: int = 0,
-              process_set: Any = None) -> torch.Tensor:
-    """A new tensor holding ``root_rank``'s ``tensor`` (same shape and dtype on every rank)."""
+def _checked_broadcast_root(tensor: torch.Tensor, root_rank: int, name: str | None,
+                            process_set: Any) -> int:
+    """The checks every rank agrees on before a broadcast; returns the root rank."""
     _basics.check_process_set(process_set)
     _check_tensor(tensor, "tensor")
     root = check_root(root_rank)
-    name_ = op_name("broadcast", name)
-    agree("broadcast", name_, f"{_sig(tensor)} root={root}", root_problem(root))
+    agree("broadcast", op_name("broadcast", name), f"{_sig(tensor)} root={root}", root_problem(root))
+    return root
+
+
+def broadcast(tensor: torch.Tensor, root_rank: int, name: str | None = None, priority: int = 0,
+              process_set: Any = None) -> torch.Tensor:
+    """A new tensor holding ``root_rank``'s ``tensor`` (same shape and dtype on every rank)."""
+    root = _checked_broadcast_root(tensor, root_rank, name, process_set)
     with torch.no_grad():
         if _basics.rank() == root:
             out = tensor.detach().clone(memory_format=torch.contiguous_format)
@@ -300,11 +306,7 @@ def broadcast(tensor: torch.Tensor, root_rank: int, name: str | None = None, pri
 def broadcast_(tensor: torch.Tensor, root_rank: int, name: str | None = None, priority: int = 0,
                process_set: Any = None) -> torch.Tensor:
     """:func:`broadcast` into ``tensor`` itself, which is returned."""
-    _basics.check_process_set(process_set)
-    _check_tensor(tensor, "tensor")
-    root = check_root(root_rank)
-    name_ = op_name("broadcast", name)
-    agree("broadcast", name_, f"{_sig(tensor)} root={root}", root_problem(root))
+    root = _checked_broadcast_root(tensor, root_rank, name, process_set)
     if _basics.size() == 1:
         return tensor
     with torch.no_grad():
