@@ -15,7 +15,7 @@ from .adagrad import AdaGrad
 from .adam import Adam
 from .adamax import Adamax
 from .adamw import AdamW
-from .base import LRSchedulerConflictError, Optimizer, Updater, create, get_updater, register
+from .base import LRSchedulerConflictError, Optimizer, create, register
 from .dcasgd import DCASGD
 from .ftml import FTML
 from .ftrl import Ftrl
@@ -29,6 +29,7 @@ from .sgd import SGD, ccSGD
 from .sgld import SGLD
 from .signum import Signum
 from .sparse import update_rows
+from .updater import Updater, get_updater
 
 __all__ = [
     "Optimizer",

@@ -6,7 +6,9 @@ from typing import Any
 
 import torch
 
-from .base import Optimizer, _check_real, _prep_grad, register
+from .base import Optimizer, register
+from .checks import _check_real
+from .tensors import _prep_grad
 
 __all__ = ["AdaGrad"]
 

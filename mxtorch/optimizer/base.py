@@ -1,4 +1,4 @@
-"""Optimizer base class, registry, and the KVStore-style ``Updater``.
+"""Optimizer base class and registry (``Updater``: :mod:`.updater`; multi-tensor optimizers: :mod:`.fused`).
 
 Every optimizer updates plain ``torch.Tensor`` weights in place under ``torch.no_grad()``.
 Gradient preprocessing follows MXNet 2.0: ``g = clip(rescale_grad * grad, -clip_gradient, clip_gradient)``;
@@ -8,8 +8,6 @@ where weight decay enters the rule is documented per optimizer.
 from __future__ import annotations
 
 import inspect
-import io
-import math
 import numbers
 import warnings
 from collections.abc import Callable, Sequence
@@ -19,19 +17,16 @@ import torch
 
 from ..base import MXNetError
 from ..registry import Registry, RegistryError
+from .checks import _as_list, _check_bool, _check_int, _check_optional_positive, _check_real
+from .rows import is_row_sparse, sparse_rows, step_rows
+from .tensors import _LOW_PRECISION, _in_layout_of, _is_sparse
 
 __all__ = [
     "Optimizer",
-    "Updater",
     "register",
     "create",
-    "get_updater",
     "LRSchedulerConflictError",
 ]
-
-_LOW_PRECISION = (torch.float16, torch.bfloat16)
-_STATE_FORMAT = "mxtorch.optimizer.Updater/1"
-_MISSING = object()
 
 # name (lower case) -> optimizer class; filled by register() below
 _REGISTRY: Registry[type[Optimizer]] = Registry("optimizer", error=RegistryError)
@@ -42,118 +37,6 @@ class LRSchedulerConflictError(MXNetError, UserWarning):
 
     It derives from ``UserWarning`` as well, because MXNet raises ``UserWarning`` in this case.
     """
-
-
-# ----------------------------------------------------------------------------------------------
-# argument checks shared by the optimizers
-# ----------------------------------------------------------------------------------------------
-def _check_real(
-    name: str,
-    value: Any,
-    *,
-    lo: float | None = None,
-    hi: float | None = None,
-    lo_open: bool = False,
-    hi_open: bool = False,
-) -> float:
-    """Return ``float(value)`` after checking that it is a finite real number within the bounds."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{name} must be a real number, got {value!r} of type {type(value).__name__}")
-    v = float(value)
-    if not math.isfinite(v):
-        raise ValueError(f"{name} must be a finite number, got {value!r}")
-    if lo is not None and (v < lo or (lo_open and v == lo)):
-        raise ValueError(f"{name} must be {'>' if lo_open else '>='} {lo}, got {value!r}")
-    if hi is not None and (v > hi or (hi_open and v == hi)):
-        raise ValueError(f"{name} must be {'<' if hi_open else '<='} {hi}, got {value!r}")
-    return v
-
-
-def _check_unit(name: str, value: Any) -> float:
-    """A decay rate (beta, rho, momentum): a number in [0, 1)."""
-    return _check_real(name, value, lo=0.0, hi=1.0, hi_open=True)
-
-
-def _check_bool(name: str, value: Any) -> bool:
-    if not isinstance(value, bool):
-        raise TypeError(f"{name} must be True or False, got {value!r}")
-    return value
-
-
-def _check_optional_positive(name: str, value: Any) -> float | None:
-    if value is None:
-        return None
-    return _check_real(name, value, lo=0.0, lo_open=True)
-
-
-def _check_int(name: str, value: Any, lo: int = 0) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{name} must be an int, got {value!r} of type {type(value).__name__}")
-    if value < lo:
-        raise ValueError(f"{name} must be >= {lo}, got {value!r}")
-    return int(value)
-
-
-def _as_list(name: str, value: Any, n: int) -> list[Any]:
-    if not isinstance(value, (list, tuple)):
-        raise TypeError(
-            f"index is a list of {n} entries, so {name} must be a list of the same length; "
-            f"got {type(value).__name__}"
-        )
-    if len(value) != n:
-        raise ValueError(f"index has {n} entries but {name} has {len(value)}")
-    return list(value)
-
-
-def _preprocess_grads(
-    grads: list[torch.Tensor],
-    weights: list[torch.Tensor],
-    rescale: float,
-    clip: float | None,
-    wd: float,
-) -> list[torch.Tensor]:
-    """New tensors ``clip(rescale * grad, -clip, clip) + wd * weight`` (the inputs are untouched)."""
-    gs = list(torch._foreach_mul(grads, rescale))
-    if clip is not None:
-        torch._foreach_clamp_min_(gs, -clip)
-        torch._foreach_clamp_max_(gs, clip)
-    if wd != 0.0:
-        torch._foreach_add_(gs, weights, alpha=wd)
-    return gs
-
-
-def _norm(t: torch.Tensor) -> torch.Tensor:
-    """L2 norm of ``t`` as a 0-dim tensor, accumulated in fp32 for fp16/bf16 inputs."""
-    if t.dtype in _LOW_PRECISION:
-        return torch.linalg.vector_norm(t, dtype=torch.float32)
-    return torch.linalg.vector_norm(t)
-
-
-def _is_sparse(t: Any) -> bool:
-    return isinstance(t, torch.Tensor) and t.layout != torch.strided
-
-
-def _in_layout_of(dense: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
-    """``dense`` in the sparse layout of ``like`` (csr, or COO with ``like``'s sparse dimensions)."""
-    if like.layout == torch.sparse_csr:
-        return dense.to_sparse_csr()
-    return dense.to_sparse(like.sparse_dim())
-
-
-def _zeros_pair(weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Two zero buffers like ``weight`` (the two moments most optimizers keep)."""
-    return (
-        torch.zeros_like(weight, memory_format=torch.preserve_format),
-        torch.zeros_like(weight, memory_format=torch.preserve_format),
-    )
-
-
-def _prep_grad(grad: torch.Tensor, rescale: float, clip: float | None) -> torch.Tensor:
-    """A new tensor ``clip(rescale * grad, -clip, clip)``."""
-    g = grad * rescale
-    if clip is not None:
-        g.clamp_(-clip, clip)
-    return g
 
 
 # ----------------------------------------------------------------------------------------------
@@ -487,8 +370,6 @@ class Optimizer:
         """
         if not any(_is_sparse(g) for g in grads) and not any(_is_sparse(w) for w in weights):
             return indices, weights, grads, states
-        from .sparse import is_row_sparse, update_sparse
-
         rest: tuple[list[Any], list[Any], list[Any], list[Any]] = ([], [], [], [])
         for i, w, g, s in zip(indices, weights, grads, states):
             if _is_sparse(w):
@@ -500,7 +381,7 @@ class Optimizer:
                 with torch.no_grad():
                     w.copy_(_in_layout_of(dense, w))
             elif is_row_sparse(g):
-                update_sparse(self, i, w, g, s)
+                step_rows(self, i, w, *sparse_rows(i, w, g), s)
             else:
                 for lst, v in zip(rest, (i, w, g.to_dense() if _is_sparse(g) else g, s)):
                     lst.append(v)
@@ -652,275 +533,6 @@ def _explain_failure(indices: list[Any], weights: list[Any], grads: list[Any], e
             raise ValueError(
                 f"grad of index {i!r} is on {g.device}, expected the weight's device {w.device}"
             ) from err
-
-
-def _homogeneous(weights: list[Any], lrs: list[float], wds: list[float]) -> bool:
-    """True when all weights share dtype and device and all lrs and wds are equal (one group)."""
-    n = len(weights)
-    if lrs.count(lrs[0]) != n or wds.count(wds[0]) != n:
-        return False
-    dt0 = weights[0].dtype
-    dev0 = weights[0].device
-    for w in weights:
-        if w.dtype is not dt0 or w.device != dev0:
-            return False
-    return True
-
-
-class _FusedOptimizer(Optimizer):
-    """Optimizers whose update runs as ``torch._foreach_*`` ops over all same-dtype tensors at once.
-
-    Subclasses implement ``_fused_step(weights, grads, states, lr, wd)`` for one group of tensors
-    sharing device, dtype, learning rate and weight decay; the single-tensor ``update`` runs the
-    same code on a group of one, so both paths give identical results.
-    """
-
-    def _fused_step(
-        self, weights: list[torch.Tensor], grads: list[torch.Tensor], states: list[Any], lr: float, wd: float
-    ) -> None:
-        raise NotImplementedError
-
-    def update(self, index: Any, weight: Any, grad: Any, state: Any) -> None:
-        """Update ``weight`` in place from ``grad``; ``index`` may be an int or a list (then all are)."""
-        if isinstance(index, (list, tuple)):
-            n = len(index)
-            self.update_multi(
-                list(index),
-                _as_list("weight", weight, n),
-                _as_list("grad", grad, n),
-                _as_list("state", state, n),
-            )
-        else:
-            self.update_multi([index], [weight], [grad], [state])
-
-    def update_multi(
-        self, indices: list[Any], weights: list[Any], grads: list[Any], states: list[Any]
-    ) -> None:
-        """Update many weights with one ``torch._foreach_*`` pass per (device, dtype, lr, wd) group."""
-        n = len(indices)
-        if len(weights) != n or len(grads) != n or len(states) != n:
-            raise ValueError(
-                f"update_multi needs lists of equal length: {n} indices, {len(weights)} weights, "
-                f"{len(grads)} grads, {len(states)} states"
-            )
-        indices, weights, grads, states = self._apply_sparse(indices, weights, grads, states)
-        n = len(indices)
-        if n == 0:
-            return
-        self._update_count(indices)
-        lrs = self._effective_lrs(indices, self._get_lrs(indices))
-        wds = self._get_wds(indices)
-        groups: dict[tuple[Any, ...], tuple[list[Any], list[Any], list[Any], list[Any]]] = {}
-        try:
-            if _homogeneous(weights, lrs, wds):
-                w0 = weights[0]
-                groups[(w0.dtype, w0.device, lrs[0], wds[0])] = (indices, weights, grads, states)
-            else:
-                self._group(groups, indices, weights, grads, states, lrs, wds)
-        except AttributeError as err:
-            _explain_failure(indices, weights, grads, err)
-            raise
-        with torch.no_grad():
-            for (_, _, lr, wd), (idx, ws, gs, ss) in groups.items():
-                try:
-                    self._fused_step(ws, gs, ss, lr, wd)
-                except (RuntimeError, TypeError, IndexError, ValueError) as err:
-                    _explain_failure(idx, ws, gs, err)
-                    self._explain_states(idx, ss, err)
-                    raise
-
-    @staticmethod
-    def _group(
-        groups: dict[tuple[Any, ...], tuple[list[Any], list[Any], list[Any], list[Any]]],
-        indices: list[Any],
-        weights: list[Any],
-        grads: list[Any],
-        states: list[Any],
-        lrs: list[float],
-        wds: list[float],
-    ) -> None:
-        for i, w, g, s, lr, wd in zip(indices, weights, grads, states, lrs, wds):
-            key = (w.dtype, w.device, lr, wd)
-            group = groups.get(key)
-            if group is None:
-                groups[key] = ([i], [w], [g], [s])
-            else:
-                group[0].append(i)
-                group[1].append(w)
-                group[2].append(g)
-                group[3].append(s)
-
-    def _effective_lrs(self, indices: list[Any], lrs: list[float]) -> list[float]:
-        """Per-index learning rates as the update uses them (Adam folds its bias correction in here)."""
-        return lrs
-
-    def _bias_corrected(
-        self, indices: list[Any], lrs: list[float], beta1: float, beta2: float
-    ) -> list[float]:
-        counts = self._index_update_count
-        cache: dict[int, float] = {}
-        out = []
-        for i, lr in zip(indices, lrs):
-            t = counts[i]
-            c = cache.get(t)
-            if c is None:
-                c = cache[t] = math.sqrt(1.0 - beta2**t) / (1.0 - beta1**t)
-            out.append(lr * c)
-        return out
-
-    _state_layout = "tensor"  # 'tensor' or 'pair': what _fused_step expects in each state
-
-    def _explain_states(self, indices: list[Any], states: list[Any], err: Exception) -> None:
-        if self._state_layout == "tensor" and getattr(self, "momentum", 1.0) == 0.0:
-            return  # no state is used
-        for i, s in zip(indices, states):
-            if self._state_layout == "pair":
-                ok = (
-                    isinstance(s, (tuple, list))
-                    and len(s) == 2
-                    and all(isinstance(x, torch.Tensor) for x in s)
-                )
-                what = "a (mean, var) tuple of tensors"
-            else:
-                ok = isinstance(s, torch.Tensor)
-                what = "a momentum tensor"
-            if not ok:
-                raise MXNetError(
-                    f"{type(self).__name__} needs {what} as the state of index {i!r}, got "
-                    f"{type(s).__name__}; create states with create_state (and recreate them if "
-                    "hyper-parameters such as momentum changed)"
-                ) from err
-
-
-# ----------------------------------------------------------------------------------------------
-# Updater
-# ----------------------------------------------------------------------------------------------
-def _to_device(state: Any, device: torch.device) -> Any:
-    if isinstance(state, torch.Tensor):
-        return state.to(device)
-    if isinstance(state, tuple):
-        return tuple(_to_device(s, device) for s in state)
-    if isinstance(state, list):
-        return [_to_device(s, device) for s in state]
-    return state
-
-
-def _plain_state(key: Any, state: Any) -> Any:
-    if state is None or isinstance(state, (bool, int, float, str)):
-        return state
-    if isinstance(state, torch.Tensor):
-        return state.detach()
-    if isinstance(state, (tuple, list)):
-        return tuple(_plain_state(key, s) for s in state)
-    raise MXNetError(
-        f"cannot serialize the optimizer state of index {key!r}: {type(state).__name__} is not a tensor, "
-        "number, None or tuple of those"
-    )
-
-
-class Updater:
-    """Callable ``(index, grad, weight)`` that keeps one optimizer state per index (KVStore updater).
-
-    States are created lazily with ``create_state_multi_precision`` and updated with
-    ``update_multi_precision``; ``index``/``grad``/``weight`` may also be equal-length lists.
-    """
-
-    def __init__(self, optimizer: Optimizer) -> None:
-        if not isinstance(optimizer, Optimizer):
-            raise TypeError(f"Updater needs an mxtorch Optimizer, got {type(optimizer).__name__}")
-        self.optimizer = optimizer
-        self.states: dict[Any, Any] = {}
-        self.states_synced: dict[Any, bool] = {}
-
-    def __call__(self, index: Any, grad: Any, weight: Any) -> None:
-        if isinstance(index, (list, tuple)):
-            n = len(index)
-            indices = list(index)
-            grads = _as_list("grad", grad, n)
-            weights = _as_list("weight", weight, n)
-        else:
-            indices, grads, weights = [index], [grad], [weight]
-        states = []
-        for i, w in zip(indices, weights):
-            st = self.states.get(i, _MISSING)
-            if st is _MISSING:
-                st = self.optimizer.create_state_multi_precision(i, w)
-                self.states[i] = st
-                self.states_synced[i] = True
-            elif not self.states_synced.get(i, True):
-                st = _to_device(st, w.device)
-                self.states[i] = st
-                self.states_synced[i] = True
-            states.append(st)
-        self.optimizer.update_multi_precision(indices, weights, grads, states)
-
-    def get_states(self, dump_optimizer: bool = False) -> bytes:
-        """Serialize the states, per-index update counts and ``num_update`` (``torch.save`` bytes).
-
-        With ``dump_optimizer`` the optimizer's scalar hyper-parameters are included too (the
-        lr_scheduler and param_dict are not).
-        """
-        opt = self.optimizer
-        payload: dict[str, Any] = {
-            "format": _STATE_FORMAT,
-            "states": {k: _plain_state(k, v) for k, v in self.states.items()},
-            "index_update_count": {k: int(v) for k, v in opt._index_update_count.items()},
-            "num_update": int(opt.num_update),
-        }
-        if dump_optimizer:
-            payload["optimizer"] = opt._hyper_params()
-        buf = io.BytesIO()
-        torch.save(payload, buf)
-        return buf.getvalue()
-
-    def set_states(self, states: bytes) -> None:
-        """Load a blob written by ``get_states`` (read with ``torch.load(weights_only=True)``)."""
-        if not isinstance(states, (bytes, bytearray, memoryview)):
-            raise TypeError(
-                f"set_states expects the bytes returned by get_states, got {type(states).__name__}"
-            )
-        raw = bytes(states)
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                payload = torch.load(io.BytesIO(raw), map_location="cpu", weights_only=True)
-        except Exception as err:  # any unreadable blob, whatever torch raises
-            detail = str(err).splitlines()[0][:200] if str(err) else ""
-            raise MXNetError(
-                f"cannot load optimizer states from {len(raw)} bytes: not a blob written by "
-                f"Updater.get_states ({type(err).__name__}: {detail})"
-            ) from err
-        if not isinstance(payload, dict):
-            raise MXNetError(
-                f"the optimizer states blob holds a {type(payload).__name__}, expected the dict written by "
-                "Updater.get_states"
-            )
-        if payload.get("format") != _STATE_FORMAT:
-            raise MXNetError(
-                f"the optimizer states blob has format {payload.get('format')!r}, expected {_STATE_FORMAT!r}"
-            )
-        loaded = payload.get("states")
-        counts = payload.get("index_update_count")
-        num_update = payload.get("num_update")
-        if not isinstance(loaded, dict) or not isinstance(counts, dict) or not isinstance(num_update, int):
-            raise MXNetError(
-                "the optimizer states blob is missing 'states', 'index_update_count' or 'num_update'"
-            )
-        if not all(isinstance(v, int) for v in counts.values()):
-            raise MXNetError("the optimizer states blob has non-integer update counts")
-        if "optimizer" in payload:
-            self.optimizer._load_hyper_params(payload["optimizer"])
-        self.states = dict(loaded)
-        self.states_synced = dict.fromkeys(self.states, False)
-        opt = self.optimizer
-        opt._index_update_count.clear()  # the current device's dict (in _all_index_update_counts)
-        opt._index_update_count.update(counts)
-        opt.num_update = num_update
-
-
-def get_updater(optimizer: Optimizer) -> Updater:
-    """An :class:`Updater` for ``optimizer``."""
-    return Updater(optimizer)
 
 
 Optimizer.register = staticmethod(register)  # type: ignore[attr-defined]

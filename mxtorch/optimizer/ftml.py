@@ -6,7 +6,8 @@ from typing import Any
 
 import torch
 
-from .base import Optimizer, _check_real, _check_unit, register
+from .base import Optimizer, register
+from .checks import _check_real, _check_unit
 
 __all__ = ["FTML"]
 

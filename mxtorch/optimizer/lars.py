@@ -6,7 +6,9 @@ from typing import Any
 
 import torch
 
-from .base import Optimizer, _check_bool, _check_real, _check_unit, _norm, _prep_grad, register
+from .base import Optimizer, register
+from .checks import _check_bool, _check_real, _check_unit
+from .tensors import _norm, _prep_grad
 
 __all__ = ["LARS"]
 

@@ -6,7 +6,10 @@ from typing import Any
 
 import torch
 
-from .base import _check_bool, _check_unit, _FusedOptimizer, _preprocess_grads, register
+from .base import register
+from .checks import _check_bool, _check_unit
+from .fused import _FusedOptimizer
+from .tensors import _preprocess_grads
 
 __all__ = ["SGD", "ccSGD"]
 

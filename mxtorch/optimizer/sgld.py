@@ -7,7 +7,8 @@ from typing import Any
 
 import torch
 
-from .base import Optimizer, _prep_grad, register
+from .base import Optimizer, register
+from .tensors import _prep_grad
 
 __all__ = ["SGLD"]
 
