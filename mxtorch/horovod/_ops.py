@@ -210,26 +210,31 @@ def _check_group(tensors: Any) -> list[torch.Tensor]:
     return [_check_tensor(t, f"tensors[{i}]") for i, t in enumerate(tensors)]
 
 
-def grouped_allreduce(tensors: Sequence[torch.Tensor], average: bool | None = None, name: str | None = None,
-                      priority: int = 0, prescale_factor: float = 1.0, postscale_factor: float = 1.0,
-                      process_set: Any = None, op: ReduceOp | int | None = None) -> list[torch.Tensor]:
-    """:func:`allreduce` of several tensors as one flattened collective per dtype; returns new tensors."""
+def _grouped_allreduce(tensors: Sequence[torch.Tensor], average: bool | None, name: str | None,
+                       prescale_factor: float, postscale_factor: float, process_set: Any,
+                       op: ReduceOp | int | None, in_place: bool) -> list[torch.Tensor]:
     op_, pre, post = _reduce_args(process_set, average, op, prescale_factor, postscale_factor)
     ts = _check_group(tensors)
     if not ts:
         return []
-    return _allreduce_list(ts, op_, pre, post, op_name("grouped_allreduce", name), "grouped_allreduce", False)
+    label = "grouped_allreduce"
+    return _allreduce_list(ts, op_, pre, post, op_name(label, name), label, in_place)
+
+
+def grouped_allreduce(tensors: Sequence[torch.Tensor], average: bool | None = None, name: str | None = None,
+                      priority: int = 0, prescale_factor: float = 1.0, postscale_factor: float = 1.0,
+                      process_set: Any = None, op: ReduceOp | int | None = None) -> list[torch.Tensor]:
+    """:func:`allreduce` of several tensors as one flattened collective per dtype; returns new tensors."""
+    return _grouped_allreduce(tensors, average, name, prescale_factor, postscale_factor, process_set, op,
+                              in_place=False)
 
 
 def grouped_allreduce_(tensors: Sequence[torch.Tensor], average: bool | None = None, name: str | None = None,
                        priority: int = 0, prescale_factor: float = 1.0, postscale_factor: float = 1.0,
                        process_set: Any = None, op: ReduceOp | int | None = None) -> list[torch.Tensor]:
     """:func:`grouped_allreduce` writing each result into its input; returns the inputs."""
-    op_, pre, post = _reduce_args(process_set, average, op, prescale_factor, postscale_factor)
-    ts = _check_group(tensors)
-    if not ts:
-        return []
-    return _allreduce_list(ts, op_, pre, post, op_name("grouped_allreduce", name), "grouped_allreduce", True)
+    return _grouped_allreduce(tensors, average, name, prescale_factor, postscale_factor, process_set, op,
+                              in_place=True)
 
 
 # ---- allgather / broadcast -----------------------------------------------------------------------
