@@ -8,7 +8,7 @@ import torch
 
 from .base import Optimizer, register
 from .checks import _check_unit
-from .tensors import _zeros_pair
+from .tensors import _prep_grad_wd, _zeros_pair
 
 __all__ = ["Adamax"]
 
@@ -45,11 +45,7 @@ class Adamax(Optimizer):
     ) -> None:
         m, u = state
         t = self._index_update_count[index]
-        g = grad * float(self.rescale_grad)
-        if wd != 0.0:
-            g.add_(weight, alpha=wd)
-        if self.clip_gradient is not None:
-            g.clamp_(-self.clip_gradient, self.clip_gradient)
+        g = _prep_grad_wd(grad, weight, float(self.rescale_grad), self.clip_gradient, wd)
         m.mul_(self.beta1).add_(g, alpha=1.0 - self.beta1)
         torch.maximum(u.mul_(self.beta2), g.abs_(), out=u)
         weight.addcdiv_(m, u, value=-lr / (1.0 - self.beta1**t))

@@ -8,6 +8,7 @@ import torch
 
 from .base import Optimizer, register
 from .checks import _check_real, _check_unit
+from .tensors import _prep_grad_wd
 
 __all__ = ["FTML"]
 
@@ -55,11 +56,7 @@ class FTML(Optimizer):
         d, v, z = state
         b1, b2 = self.beta1, self.beta2
         t = self._index_update_count[index]
-        g = grad * float(self.rescale_grad)
-        if wd != 0.0:
-            g.add_(weight, alpha=wd)
-        if self.clip_gradient is not None:
-            g.clamp_(-self.clip_gradient, self.clip_gradient)
+        g = _prep_grad_wd(grad, weight, float(self.rescale_grad), self.clip_gradient, wd)
         v.mul_(b2).addcmul_(g, g, value=1.0 - b2)
         d_t = (v / (1.0 - b2**t)).sqrt_().add_(self.epsilon).mul_((1.0 - b1**t) / lr)
         sigma = d_t - d * b1

@@ -8,7 +8,7 @@ import torch
 
 from .base import Optimizer, register
 from .checks import _check_bool, _check_real, _check_unit
-from .tensors import _norm, _prep_grad, _zeros_pair
+from .tensors import _adam_moments, _norm, _prep_grad, _zeros_pair
 
 __all__ = ["LAMB"]
 
@@ -69,8 +69,7 @@ class LAMB(Optimizer):
         mean, var = state
         b1, b2 = self.beta1, self.beta2
         g = _prep_grad(grad, float(self.rescale_grad), self.clip_gradient)
-        mean.mul_(b1).add_(g, alpha=1.0 - b1)
-        var.mul_(b2).addcmul_(g, g, value=1.0 - b2)
+        _adam_moments(mean, var, g, b1, b2)
         if self.bias_correction:
             t = self._index_update_count[index]
             m_hat = mean / (1.0 - b1**t)

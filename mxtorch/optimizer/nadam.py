@@ -8,7 +8,7 @@ import torch
 
 from .base import Optimizer, register
 from .checks import _check_real, _check_unit
-from .tensors import _zeros_pair
+from .tensors import _adam_moments, _prep_grad_wd, _zeros_pair
 
 __all__ = ["Nadam"]
 
@@ -71,16 +71,11 @@ class Nadam(Optimizer):
         m, v = state
         b1, b2 = self.beta1, self.beta2
         t = self._index_update_count[index]
-        g = grad * float(self.rescale_grad)
-        if wd != 0.0:
-            g.add_(weight, alpha=wd)
-        if self.clip_gradient is not None:
-            g.clamp_(-self.clip_gradient, self.clip_gradient)
+        g = _prep_grad_wd(grad, weight, float(self.rescale_grad), self.clip_gradient, wd)
         mu_t, mu_next = self._mu(t), self._mu(t + 1)
         sched = self._m_schedule(t)
         sched_next = sched * mu_next
-        m.mul_(b1).add_(g, alpha=1.0 - b1)
-        v.mul_(b2).addcmul_(g, g, value=1.0 - b2)
+        _adam_moments(m, v, g, b1, b2)
         m_bar = g.mul_((1.0 - mu_t) / (1.0 - sched)).add_(m, alpha=mu_next / (1.0 - sched_next))
         denom = (v / (1.0 - b2**t)).sqrt_().add_(self.epsilon)
         weight.addcdiv_(m_bar, denom, value=-lr)

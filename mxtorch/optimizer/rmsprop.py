@@ -8,6 +8,7 @@ import torch
 
 from .base import Optimizer, register
 from .checks import _check_bool, _check_optional_positive, _check_real, _check_unit
+from .tensors import _prep_grad_wd
 
 __all__ = ["RMSProp"]
 
@@ -85,11 +86,7 @@ class RMSProp(Optimizer):
                 f"{type(state).__name__}; create states with create_state"
             )
         g1, eps = self.gamma1, self.epsilon
-        g = grad * float(self.rescale_grad)
-        if wd != 0.0:
-            g.add_(weight, alpha=wd)
-        if self.clip_gradient is not None:
-            g.clamp_(-self.clip_gradient, self.clip_gradient)
+        g = _prep_grad_wd(grad, weight, float(self.rescale_grad), self.clip_gradient, wd)
         n = state[0]
         n.mul_(g1).addcmul_(g, g, value=1.0 - g1)
         if not self.centered:

@@ -58,3 +58,22 @@ def _prep_grad(grad: torch.Tensor, rescale: float, clip: float | None) -> torch.
     if clip is not None:
         g.clamp_(-clip, clip)
     return g
+
+
+def _prep_grad_wd(
+    grad: torch.Tensor, weight: torch.Tensor, rescale: float, clip: float | None, wd: float
+) -> torch.Tensor:
+    """A new tensor ``clip(rescale * grad + wd * weight, -clip, clip)`` (MXNet 1.9's order for Adamax,
+    Nadam, FTML and RMSProp: weight decay before clipping)."""
+    g = grad * rescale
+    if wd != 0.0:
+        g.add_(weight, alpha=wd)
+    if clip is not None:
+        g.clamp_(-clip, clip)
+    return g
+
+
+def _adam_moments(m: torch.Tensor, v: torch.Tensor, g: torch.Tensor, beta1: float, beta2: float) -> None:
+    """Adam's moment updates in place: ``m = beta1*m + (1-beta1)*g``, ``v = beta2*v + (1-beta2)*g*g``."""
+    m.mul_(beta1).add_(g, alpha=1.0 - beta1)
+    v.mul_(beta2).addcmul_(g, g, value=1.0 - beta2)
