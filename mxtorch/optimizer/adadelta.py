@@ -6,15 +6,15 @@ from typing import Any
 
 import torch
 
-from .base import Optimizer, register
+from .base import _PairStateOptimizer, register
 from .checks import _check_real, _check_unit
-from .tensors import _prep_grad, _zeros_pair
+from .tensors import _prep_grad
 
 __all__ = ["AdaDelta"]
 
 
 @register
-class AdaDelta(Optimizer):
+class AdaDelta(_PairStateOptimizer):  # state: (acc_g, acc_delta), zeros like the weight
     """AdaDelta (Zeiler, 2012), as MXNet 1.9 applies it::
 
         g = clip(rescale_grad * grad, clip_gradient)
@@ -35,10 +35,6 @@ class AdaDelta(Optimizer):
         super().__init__(**kwargs)
         self.rho = _check_unit("rho", rho)
         self.epsilon = _check_real("epsilon", epsilon, lo=0.0)
-
-    def create_state(self, index: Any, weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """``(acc_g, acc_delta)``, zeros like ``weight``."""
-        return _zeros_pair(weight)
 
     def _step(
         self, index: Any, weight: torch.Tensor, grad: torch.Tensor, state: Any, lr: float, wd: float

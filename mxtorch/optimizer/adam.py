@@ -6,16 +6,16 @@ from typing import Any
 
 import torch
 
-from .base import register
+from .base import _PairStateOptimizer, register
 from .checks import _check_bool, _check_real, _check_unit
 from .fused import _FusedOptimizer
-from .tensors import _preprocess_grads, _zeros_pair
+from .tensors import _preprocess_grads
 
 __all__ = ["Adam"]
 
 
 @register
-class Adam(_FusedOptimizer):
+class Adam(_PairStateOptimizer, _FusedOptimizer):  # state: (mean, var), zeros like the weight
     """The Adam optimizer (Kingma & Ba, 2014) as MXNet applies it, at step ``t`` of each weight::
 
         g = clip(rescale_grad * grad + wd * weight, clip_gradient)
@@ -47,12 +47,6 @@ class Adam(_FusedOptimizer):
         self.beta2 = _check_unit("beta2", beta2)
         self.epsilon = _check_real("epsilon", epsilon, lo=0.0)
         self.lazy_update = _check_bool("lazy_update", lazy_update)
-
-    _state_layout = "pair"
-
-    def create_state(self, index: Any, weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """``(mean, var)``, zeros like ``weight``."""
-        return _zeros_pair(weight)
 
     def _effective_lrs(self, indices: list[Any], lrs: list[float]) -> list[float]:
         # lr_t = lr * sqrt(1 - beta2**t) / (1 - beta1**t), t = this index's update count

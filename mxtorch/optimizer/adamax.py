@@ -6,15 +6,15 @@ from typing import Any
 
 import torch
 
-from .base import Optimizer, register
+from .base import _PairStateOptimizer, register
 from .checks import _check_unit
-from .tensors import _prep_grad_wd, _zeros_pair
+from .tensors import _prep_grad_wd
 
 __all__ = ["Adamax"]
 
 
 @register
-class Adamax(Optimizer):
+class Adamax(_PairStateOptimizer):  # state: (m, u), zeros like the weight
     """AdaMax (Kingma & Ba, *Adam*, section 7), at step ``t`` of each weight::
 
         g = clip(rescale_grad * grad + wd * weight, clip_gradient)
@@ -35,10 +35,6 @@ class Adamax(Optimizer):
         super().__init__(learning_rate=learning_rate, **kwargs)
         self.beta1 = _check_unit("beta1", beta1)
         self.beta2 = _check_unit("beta2", beta2)
-
-    def create_state(self, index: Any, weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """``(m, u)``, zeros like ``weight``."""
-        return _zeros_pair(weight)
 
     def _step(
         self, index: Any, weight: torch.Tensor, grad: torch.Tensor, state: Any, lr: float, wd: float

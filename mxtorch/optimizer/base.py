@@ -19,7 +19,7 @@ from ..base import MXNetError
 from ..registry import Registry, RegistryError
 from .checks import _as_list, _check_bool, _check_int, _check_optional_positive, _check_real
 from .rows import is_row_sparse, sparse_rows, step_rows
-from .tensors import _LOW_PRECISION, _in_layout_of, _is_sparse
+from .tensors import _LOW_PRECISION, _in_layout_of, _is_sparse, _zeros_pair
 
 __all__ = [
     "Optimizer",
@@ -534,6 +534,16 @@ def _explain_failure(indices: list[Any], weights: list[Any], grads: list[Any], e
                 f"grad of index {i!r} is on {g.device}, expected the weight's device {w.device}"
             ) from err
 
+
+
+class _PairStateOptimizer(Optimizer):
+    """An optimizer whose state is two zero tensors like the weight (two moments or accumulators)."""
+
+    _state_layout = "pair"  # what a multi-tensor subclass's _fused_step expects (see .fused)
+
+    def create_state(self, index: Any, weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Two zero tensors like ``weight`` (what they hold: the comment on the subclass line)."""
+        return _zeros_pair(weight)
 
 Optimizer.register = staticmethod(register)  # type: ignore[attr-defined]
 Optimizer.create_optimizer = staticmethod(create)  # type: ignore[attr-defined]

@@ -6,15 +6,15 @@ from typing import Any
 
 import torch
 
-from .base import Optimizer, register
+from .base import _PairStateOptimizer, register
 from .checks import _check_real
-from .tensors import _prep_grad, _zeros_pair
+from .tensors import _prep_grad
 
 __all__ = ["Ftrl"]
 
 
 @register
-class Ftrl(Optimizer):
+class Ftrl(_PairStateOptimizer):  # state: (z, n), zeros like the weight
     """FTRL-Proximal (McMahan et al., *Ad Click Prediction: a View from the Trenches*)::
 
         g = clip(rescale_grad * grad, clip_gradient)
@@ -41,10 +41,6 @@ class Ftrl(Optimizer):
             raise ValueError("Ftrl divides by the learning rate, so learning_rate must be > 0, got 0")
         self.lamda1 = _check_real("lamda1", lamda1, lo=0.0)
         self.beta = _check_real("beta", beta, lo=0.0)
-
-    def create_state(self, index: Any, weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """``(z, n)``, zeros like ``weight``."""
-        return _zeros_pair(weight)
 
     def _step(
         self, index: Any, weight: torch.Tensor, grad: torch.Tensor, state: Any, lr: float, wd: float

@@ -6,15 +6,15 @@ from typing import Any
 
 import torch
 
-from .base import Optimizer, register
+from .base import _PairStateOptimizer, register
 from .checks import _check_bool, _check_real, _check_unit
-from .tensors import _adam_moments, _norm, _prep_grad, _zeros_pair
+from .tensors import _adam_moments, _norm, _prep_grad
 
 __all__ = ["LAMB"]
 
 
 @register
-class LAMB(Optimizer):
+class LAMB(_PairStateOptimizer):  # state: (mean, var), zeros like the weight
     """LAMB (You et al., *Large Batch Optimization for Deep Learning*), at step ``t`` of each weight::
 
         g = clip(rescale_grad * grad, clip_gradient)
@@ -58,10 +58,6 @@ class LAMB(Optimizer):
         ):
             raise ValueError(f"lower_bound ({lower_bound!r}) must not exceed upper_bound ({upper_bound!r})")
         self.bias_correction = _check_bool("bias_correction", bias_correction)
-
-    def create_state(self, index: Any, weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """``(mean, var)``, zeros like ``weight``."""
-        return _zeros_pair(weight)
 
     def _step(
         self, index: Any, weight: torch.Tensor, grad: torch.Tensor, state: Any, lr: float, wd: float

@@ -6,15 +6,15 @@ from typing import Any
 
 import torch
 
-from .base import Optimizer, register
+from .base import _PairStateOptimizer, register
 from .checks import _check_real, _check_unit
-from .tensors import _adam_moments, _prep_grad_wd, _zeros_pair
+from .tensors import _adam_moments, _prep_grad_wd
 
 __all__ = ["Nadam"]
 
 
 @register
-class Nadam(Optimizer):
+class Nadam(_PairStateOptimizer):  # state: (m, v), zeros like the weight
     """Nadam (Dozat, *Incorporating Nesterov Momentum into Adam*), at step ``t`` of each weight::
 
         g = clip(rescale_grad * grad + wd * weight, clip_gradient)
@@ -60,10 +60,6 @@ class Nadam(Optimizer):
         while len(prods) <= t:
             prods.append(prods[-1] * self._mu(len(prods)))
         return prods[t]
-
-    def create_state(self, index: Any, weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """``(m, v)``, zeros like ``weight``."""
-        return _zeros_pair(weight)
 
     def _step(
         self, index: Any, weight: torch.Tensor, grad: torch.Tensor, state: Any, lr: float, wd: float
