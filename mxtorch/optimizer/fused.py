@@ -10,6 +10,7 @@ import torch
 from ..base import MXNetError
 from .base import Optimizer, _explain_failure
 from .checks import _as_list
+from .tensors import _preprocess_grads
 
 
 def _homogeneous(weights: list[Any], lrs: list[float], wds: list[float]) -> bool:
@@ -148,3 +149,36 @@ class _FusedOptimizer(Optimizer):
                     f"{type(s).__name__}; create states with create_state (and recreate them if "
                     "hyper-parameters such as momentum changed)"
                 ) from err
+
+
+class _MomentumOptimizer(_FusedOptimizer):
+    """SGD and NAG: a momentum buffer per weight (None without momentum); MXNet's multi-precision
+    state layout ``(momentum, fp32 master weight)``."""
+
+    _master_first = False
+    momentum: float
+
+    def create_state(self, index: Any, weight: torch.Tensor) -> torch.Tensor | None:
+        """The momentum buffer (zeros like ``weight``), or None when ``momentum == 0``."""
+        if self.momentum == 0.0:
+            return None
+        return torch.zeros_like(weight, memory_format=torch.preserve_format)
+
+    def _clipped(
+        self, weights: list[torch.Tensor], grads: list[torch.Tensor]
+    ) -> tuple[list[torch.Tensor], float]:
+        """The gradients and the rescale factor still to apply to them (clipping applies it first)."""
+        rescale = float(self.rescale_grad)
+        if self.clip_gradient is not None:
+            grads = _preprocess_grads(grads, weights, rescale, self.clip_gradient, 0.0)
+            rescale = 1.0
+        return grads, rescale
+
+    @staticmethod
+    def _plain_step(weights: list[torch.Tensor], grads: list[torch.Tensor], lr: float, wd: float,
+                    rescale: float) -> None:
+        """Momentum-free SGD: weight - lr * (rescale * grad + wd * weight), written as
+        (1 - lr * wd) * weight - lr * rescale * grad."""
+        if wd != 0.0:
+            torch._foreach_mul_(weights, 1.0 - lr * wd)
+        torch._foreach_add_(weights, grads, alpha=-lr * rescale)

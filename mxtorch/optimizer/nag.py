@@ -8,14 +8,13 @@ import torch
 
 from .base import register
 from .checks import _check_unit
-from .fused import _FusedOptimizer
-from .tensors import _preprocess_grads
+from .fused import _MomentumOptimizer
 
 __all__ = ["NAG"]
 
 
 @register
-class NAG(_FusedOptimizer):
+class NAG(_MomentumOptimizer):
     """Nesterov accelerated gradient.
 
     With ``g = clip(rescale_grad * grad, clip_gradient) + wd * weight``::
@@ -33,29 +32,16 @@ class NAG(_FusedOptimizer):
     With ``multi_precision`` an fp16/bf16 weight's state is ``(momentum, fp32 master weight)``.
     """
 
-    _master_first = False  # MXNet's NAG state layout: (momentum, master)
-
     def __init__(self, learning_rate: float | None = None, momentum: float = 0.0, **kwargs: Any) -> None:
         super().__init__(learning_rate=learning_rate, **kwargs)
         self.momentum = _check_unit("momentum", momentum)
 
-    def create_state(self, index: Any, weight: torch.Tensor) -> torch.Tensor | None:
-        """The momentum buffer (zeros like ``weight``), or None when ``momentum == 0``."""
-        if self.momentum == 0.0:
-            return None
-        return torch.zeros_like(weight, memory_format=torch.preserve_format)
-
     def _fused_step(
         self, weights: list[torch.Tensor], grads: list[torch.Tensor], states: list[Any], lr: float, wd: float
     ) -> None:
-        rescale = float(self.rescale_grad)
-        if self.clip_gradient is not None:
-            grads = _preprocess_grads(grads, weights, rescale, self.clip_gradient, 0.0)
-            rescale = 1.0
+        grads, rescale = self._clipped(weights, grads)
         if self.momentum == 0.0:
-            if wd != 0.0:
-                torch._foreach_mul_(weights, 1.0 - lr * wd)
-            torch._foreach_add_(weights, grads, alpha=-lr * rescale)
+            self._plain_step(weights, grads, lr, wd, rescale)
             return
         moms = states
         m = self.momentum

@@ -8,14 +8,13 @@ import torch
 
 from .base import register
 from .checks import _check_bool, _check_unit
-from .fused import _FusedOptimizer
-from .tensors import _preprocess_grads
+from .fused import _MomentumOptimizer
 
 __all__ = ["SGD", "ccSGD"]
 
 
 @register
-class SGD(_FusedOptimizer):
+class SGD(_MomentumOptimizer):
     """Stochastic gradient descent with momentum and weight decay.
 
     With ``g = clip(rescale_grad * grad, clip_gradient) + wd * weight``::
@@ -33,8 +32,6 @@ class SGD(_FusedOptimizer):
     With ``multi_precision`` an fp16/bf16 weight's state is ``(momentum, fp32 master weight)``.
     """
 
-    _master_first = False  # MXNet's SGD state layout: (momentum, master)
-
     def __init__(
         self,
         learning_rate: float | None = None,
@@ -46,24 +43,12 @@ class SGD(_FusedOptimizer):
         self.momentum = _check_unit("momentum", momentum)
         self.lazy_update = _check_bool("lazy_update", lazy_update)
 
-    def create_state(self, index: Any, weight: torch.Tensor) -> torch.Tensor | None:
-        """The momentum buffer (zeros like ``weight``), or None when ``momentum == 0``."""
-        if self.momentum == 0.0:
-            return None
-        return torch.zeros_like(weight, memory_format=torch.preserve_format)
-
     def _fused_step(
         self, weights: list[torch.Tensor], grads: list[torch.Tensor], states: list[Any], lr: float, wd: float
     ) -> None:
-        rescale = float(self.rescale_grad)
-        if self.clip_gradient is not None:
-            grads = _preprocess_grads(grads, weights, rescale, self.clip_gradient, 0.0)
-            rescale = 1.0
+        grads, rescale = self._clipped(weights, grads)
         if self.momentum == 0.0:
-            # weight - lr * (rescale * grad + wd * weight) == (1 - lr * wd) * weight - lr * rescale * grad
-            if wd != 0.0:
-                torch._foreach_mul_(weights, 1.0 - lr * wd)
-            torch._foreach_add_(weights, grads, alpha=-lr * rescale)
+            self._plain_step(weights, grads, lr, wd, rescale)
             return
         moms = states
         torch._foreach_mul_(moms, self.momentum)
