@@ -137,6 +137,34 @@ def main() -> None:
     if "wrapped" in med:
         print(f"a Python wrapper on Tensor.reshape would cost reshape "
               f"{med['wrapped']['reshape'] / med['off']['reshape']:.2f}x")
+    backward_patch(args.rounds, max(args.number // 10, 1))
+
+
+def backward_patch(rounds: int, number: int) -> None:
+    """The patched ``Tensor.backward`` against torch's own in one process, switched every round
+    (a subprocess per variant cannot resolve a few hundred ns against machine noise)."""
+    import torch
+
+    from mxtorch import autograd
+
+    torch.set_num_threads(1)
+    p = torch.randn(8, 16, requires_grad=True)
+
+    def step() -> None:
+        (p * p).sum().backward()
+
+    times: dict[bool, list[float]] = {False: [], True: []}
+    before = torch.Tensor.backward
+    try:
+        for _ in range(rounds * 2):
+            for on in (False, True):
+                autograd.install_backward(on)
+                times[on].append(min(timeit.repeat(step, number=number, repeat=3)) / number)
+    finally:
+        torch.Tensor.backward = before  # type: ignore[method-assign]
+    off, on = statistics.median(times[False]), statistics.median(times[True])
+    print(f"fwd+bwd in one process: torch's backward {off * 1e9:.0f} ns, MXNet's rule {on * 1e9:.0f} ns, "
+          f"ratio {on / off:.3f}")
 
 
 if __name__ == "__main__":
