@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from .. import autograd
 from .._dtype import to_torch_dtype
 from ..context import Context, as_context, context_of
 
@@ -94,6 +95,13 @@ def as_tensor(x: Any, like: torch.Tensor | None = None) -> torch.Tensor:
     if like is not None and isinstance(x, numbers.Number):
         return torch.as_tensor(x, dtype=like.dtype, device=device)
     return torch.as_tensor(np.asarray(x), device=device)
+
+
+def training_flag(training: bool | None) -> bool:
+    """An operator's ``training`` argument; None means autograd's current train mode (MXNet's rule)."""
+    if training is not None:
+        return bool(training)
+    return bool(autograd.is_training())
 
 
 def is_float(t: torch.Tensor) -> bool:
