@@ -2,30 +2,16 @@
 
 from __future__ import annotations
 
-from . import vision
+from . import sampler, vision
 from .dataloader import DataLoader, default_batchify_fn
 from .dataset import ArrayDataset, Dataset, SimpleDataset
-from .sampler import (
-    BatchSampler,
-    FilterSampler,
-    IntervalSampler,
-    RandomSampler,
-    Sampler,
-    SequentialSampler,
-    SplitSampler,
-)
+from .sampler import *  # noqa: F403  (the samplers; sampler.__all__ names them once)
 
 __all__ = [
     "Dataset",
     "SimpleDataset",
     "ArrayDataset",
-    "Sampler",
-    "SequentialSampler",
-    "RandomSampler",
-    "FilterSampler",
-    "BatchSampler",
-    "IntervalSampler",
-    "SplitSampler",
+    *sampler.__all__,
     "DataLoader",
     "default_batchify_fn",
     "vision",

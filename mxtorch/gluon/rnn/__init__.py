@@ -1,37 +1,7 @@
 """Gluon recurrent layers (fused RNN/LSTM/GRU) and recurrent cells."""
 
-from .rnn_cell import (
-    BidirectionalCell,
-    DropoutCell,
-    GRUCell,
-    HybridRecurrentCell,
-    HybridSequentialRNNCell,
-    LSTMCell,
-    LSTMPCell,
-    ModifierCell,
-    RecurrentCell,
-    ResidualCell,
-    RNNCell,
-    SequentialRNNCell,
-    ZoneoutCell,
-)
+from . import rnn_cell
+from .rnn_cell import *  # noqa: F403  (the cells; rnn_cell.__all__ names them once)
 from .rnn_layer import GRU, LSTM, RNN
 
-__all__ = [
-    "RNN",
-    "LSTM",
-    "GRU",
-    "RecurrentCell",
-    "HybridRecurrentCell",
-    "RNNCell",
-    "LSTMCell",
-    "GRUCell",
-    "LSTMPCell",
-    "SequentialRNNCell",
-    "HybridSequentialRNNCell",
-    "DropoutCell",
-    "ModifierCell",
-    "ZoneoutCell",
-    "ResidualCell",
-    "BidirectionalCell",
-]
+__all__ = ["RNN", "LSTM", "GRU", *rnn_cell.__all__]
