@@ -7,9 +7,9 @@ from typing import Any
 import torch
 
 from .base import _PairStateOptimizer, register
-from .checks import _check_bool, _check_real, _check_unit
+from .checks import _check_bool, _check_moment_rates
 from .fused import _FusedOptimizer
-from .tensors import _preprocess_grads
+from .tensors import _foreach_adam_moments, _preprocess_grads
 
 __all__ = ["AdamW"]
 
@@ -45,9 +45,7 @@ class AdamW(_PairStateOptimizer, _FusedOptimizer):  # state: (mean, var), zeros 
         **kwargs: Any,
     ) -> None:
         super().__init__(learning_rate=learning_rate, **kwargs)
-        self.beta1 = _check_unit("beta1", beta1)
-        self.beta2 = _check_unit("beta2", beta2)
-        self.epsilon = _check_real("epsilon", epsilon, lo=0.0)
+        self.beta1, self.beta2, self.epsilon = _check_moment_rates(beta1, beta2, epsilon)
         self.correct_bias = _check_bool("correct_bias", correct_bias)
 
     def _effective_lrs(self, indices: list[Any], lrs: list[float]) -> list[float]:
@@ -59,19 +57,11 @@ class AdamW(_PairStateOptimizer, _FusedOptimizer):  # state: (mean, var), zeros 
     def _fused_step(
         self, weights: list[torch.Tensor], grads: list[torch.Tensor], states: list[Any], lr: float, wd: float
     ) -> None:
-        means = [s[0] for s in states]
-        vars_ = [s[1] for s in states]
         rescale = float(self.rescale_grad)
         if self.clip_gradient is not None:
             grads = _preprocess_grads(grads, weights, rescale, self.clip_gradient, 0.0)
             rescale = 1.0
-        b1, b2 = self.beta1, self.beta2
-        torch._foreach_mul_(means, b1)
-        torch._foreach_add_(means, grads, alpha=(1.0 - b1) * rescale)
-        torch._foreach_mul_(vars_, b2)
-        torch._foreach_addcmul_(vars_, grads, grads, value=(1.0 - b2) * rescale * rescale)
-        denom = torch._foreach_sqrt(vars_)
-        torch._foreach_add_(denom, self.epsilon)
+        means, denom = _foreach_adam_moments(states, grads, self.beta1, self.beta2, rescale, self.epsilon)
         if wd != 0.0:
             torch._foreach_mul_(weights, 1.0 - lr * wd)
         torch._foreach_addcdiv_(weights, means, denom, value=-lr)

@@ -63,3 +63,8 @@ def _as_list(name: str, value: Any, n: int) -> list[Any]:
     if len(value) != n:
         raise ValueError(f"index has {n} entries but {name} has {len(value)}")
     return list(value)
+
+
+def _check_moment_rates(beta1: Any, beta2: Any, epsilon: Any) -> tuple[float, float, float]:
+    """The Adam family's ``(beta1, beta2, epsilon)``, checked: decay rates in [0, 1), ``epsilon >= 0``."""
+    return _check_unit("beta1", beta1), _check_unit("beta2", beta2), _check_real("epsilon", epsilon, lo=0.0)

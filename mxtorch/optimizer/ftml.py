@@ -7,7 +7,7 @@ from typing import Any
 import torch
 
 from .base import Optimizer, register
-from .checks import _check_real, _check_unit
+from .checks import _check_moment_rates
 from .tensors import _prep_grad_wd
 
 __all__ = ["FTML"]
@@ -38,9 +38,7 @@ class FTML(Optimizer):
         self, beta1: float = 0.6, beta2: float = 0.999, epsilon: float = 1e-8, **kwargs: Any
     ) -> None:
         super().__init__(**kwargs)
-        self.beta1 = _check_unit("beta1", beta1)
-        self.beta2 = _check_unit("beta2", beta2)
-        self.epsilon = _check_real("epsilon", epsilon, lo=0.0)
+        self.beta1, self.beta2, self.epsilon = _check_moment_rates(beta1, beta2, epsilon)
 
     def create_state(self, index: Any, weight: torch.Tensor) -> tuple[torch.Tensor, ...]:
         """``(d, v, z)``, zeros like ``weight``."""

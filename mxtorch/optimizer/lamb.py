@@ -7,7 +7,7 @@ from typing import Any
 import torch
 
 from .base import _PairStateOptimizer, register
-from .checks import _check_bool, _check_real, _check_unit
+from .checks import _check_bool, _check_moment_rates, _check_real
 from .tensors import _adam_moments, _norm, _prep_grad
 
 __all__ = ["LAMB"]
@@ -46,9 +46,7 @@ class LAMB(_PairStateOptimizer):  # state: (mean, var), zeros like the weight
         **kwargs: Any,
     ) -> None:
         super().__init__(learning_rate=learning_rate, **kwargs)
-        self.beta1 = _check_unit("beta1", beta1)
-        self.beta2 = _check_unit("beta2", beta2)
-        self.epsilon = _check_real("epsilon", epsilon, lo=0.0)
+        self.beta1, self.beta2, self.epsilon = _check_moment_rates(beta1, beta2, epsilon)
         self.lower_bound = None if lower_bound is None else _check_real("lower_bound", lower_bound, lo=0.0)
         self.upper_bound = None if upper_bound is None else _check_real("upper_bound", upper_bound, lo=0.0)
         if (

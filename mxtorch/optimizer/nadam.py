@@ -7,7 +7,7 @@ from typing import Any
 import torch
 
 from .base import _PairStateOptimizer, register
-from .checks import _check_real, _check_unit
+from .checks import _check_moment_rates, _check_real
 from .tensors import _adam_moments, _prep_grad_wd
 
 __all__ = ["Nadam"]
@@ -46,9 +46,7 @@ class Nadam(_PairStateOptimizer):  # state: (m, v), zeros like the weight
         **kwargs: Any,
     ) -> None:
         super().__init__(learning_rate=learning_rate, **kwargs)
-        self.beta1 = _check_unit("beta1", beta1)
-        self.beta2 = _check_unit("beta2", beta2)
-        self.epsilon = _check_real("epsilon", epsilon, lo=0.0)
+        self.beta1, self.beta2, self.epsilon = _check_moment_rates(beta1, beta2, epsilon)
         self.schedule_decay = _check_real("schedule_decay", schedule_decay, lo=0.0)
         self._m_schedules: list[float] = [1.0]  # m_schedule_t for t = 0, 1, ... (memoized)
 

@@ -77,3 +77,19 @@ def _adam_moments(m: torch.Tensor, v: torch.Tensor, g: torch.Tensor, beta1: floa
     """Adam's moment updates in place: ``m = beta1*m + (1-beta1)*g``, ``v = beta2*v + (1-beta2)*g*g``."""
     m.mul_(beta1).add_(g, alpha=1.0 - beta1)
     v.mul_(beta2).addcmul_(g, g, value=1.0 - beta2)
+
+
+def _foreach_adam_moments(
+    states: list[Any], grads: list[torch.Tensor], beta1: float, beta2: float, rescale: float, epsilon: float
+) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    """Adam's moment updates over ``(mean, var)`` states, the gradient scaled by ``rescale``; returns
+    the means and the denominators ``sqrt(var) + epsilon`` (new tensors)."""
+    means = [s[0] for s in states]
+    vars_ = [s[1] for s in states]
+    torch._foreach_mul_(means, beta1)
+    torch._foreach_add_(means, grads, alpha=(1.0 - beta1) * rescale)
+    torch._foreach_mul_(vars_, beta2)
+    torch._foreach_addcmul_(vars_, grads, grads, value=(1.0 - beta2) * rescale * rescale)
+    denom = list(torch._foreach_sqrt(vars_))
+    torch._foreach_add_(denom, epsilon)
+    return means, denom
