@@ -13,34 +13,10 @@ import numpy as np
 import torch
 
 from .context import Context, as_context
-from .nd.random import (
-    exponential,
-    gamma,
-    generalized_negative_binomial,
-    multinomial,
-    negative_binomial,
-    normal,
-    poisson,
-    randint,
-    randn,
-    shuffle,
-    uniform,
-)
+from .nd import random as _nd_random
+from .nd.random import *  # noqa: F403
 
-__all__ = [
-    "seed",
-    "uniform",
-    "normal",
-    "randn",
-    "randint",
-    "exponential",
-    "gamma",
-    "poisson",
-    "negative_binomial",
-    "generalized_negative_binomial",
-    "multinomial",
-    "shuffle",
-]
+__all__ = ["seed", *_nd_random.__all__]
 
 
 def seed(seed_state: int, ctx: Context | str = "all") -> None:
