@@ -12,7 +12,7 @@ from ..base import MXNetError
 from ..checkpoint_io import atomic_write_bytes
 from .parameter_core import Parameter
 
-__all__ = ["save_tensors", "load_tensors", "load_into", "load_named"]
+__all__ = ["save_tensors", "load_tensors", "load_named"]
 
 
 def save_tensors(filename: str | os.PathLike[str], tensors: Mapping[str, torch.Tensor],
@@ -38,21 +38,6 @@ def load_tensors(filename: str | os.PathLike[str]) -> dict[str, torch.Tensor]:
             f"cannot read parameter file {filename!r}: it is not a valid safetensors file "
             f"(truncated or corrupt?): {e}"
         ) from e
-
-
-def load_into(
-    params: Mapping[str, Parameter],
-    filename: str | os.PathLike[str],
-    ctx: Any = None,
-    allow_missing: bool = False,
-    ignore_extra: bool = False,
-    cast_dtype: bool = False,
-    dtype_source: str = "current",
-) -> None:
-    """Copy the tensors of ``filename`` into ``params`` (matched by name), checking shapes."""
-    load_named(params, load_tensors(filename), repr(os.fspath(filename)), ctx=ctx,
-               allow_missing=allow_missing, ignore_extra=ignore_extra, cast_dtype=cast_dtype,
-               dtype_source=dtype_source)
 
 
 def load_named(
