@@ -253,27 +253,25 @@ class Optimizer:
         mult.update({k: _check_real(f"wd_mult[{k!r}]", v) for k, v in args_wd_mult.items()})
         self.wd_mult = mult
 
-    def _lr_mult_of(self, index: Any) -> float:
+    def _mult_of(self, index: Any, kind: str) -> float:
+        """The ``kind`` ('lr' or 'wd') multiplier of ``index``: its Parameter's, else the one set by
+        index, else by the index's name, else 1."""
         param = self.param_dict.get(index) if self.param_dict else None
         if param is not None:
-            return float(param.lr_mult)
-        if index in self.lr_mult:
-            return self.lr_mult[index]
+            return float(getattr(param, f"{kind}_mult"))
+        table = self.lr_mult if kind == "lr" else self.wd_mult
+        if index in table:
+            return table[index]
         name = self.idx2name.get(index)
         if name is not None:
-            return self.lr_mult.get(name, 1.0)
+            return table.get(name, 1.0)
         return 1.0
 
+    def _lr_mult_of(self, index: Any) -> float:
+        return self._mult_of(index, "lr")
+
     def _wd_mult_of(self, index: Any) -> float:
-        param = self.param_dict.get(index) if self.param_dict else None
-        if param is not None:
-            return float(param.wd_mult)
-        if index in self.wd_mult:
-            return self.wd_mult[index]
-        name = self.idx2name.get(index)
-        if name is not None:
-            return self.wd_mult.get(name, 1.0)
-        return 1.0
+        return self._mult_of(index, "wd")
 
     def _base_lr(self) -> float:
         if self.lr_scheduler is not None:
@@ -387,19 +385,22 @@ class Optimizer:
                     lst.append(v)
         return rest
 
+    def _update_listed(self, index: Any, weight: Any, grad: Any, state: Any) -> bool:
+        """When ``index`` is a list: update its entries with ``update_multi`` and return True."""
+        if not isinstance(index, (list, tuple)):
+            return False
+        n = len(index)
+        self.update_multi(
+            list(index), _as_list("weight", weight, n), _as_list("grad", grad, n), _as_list("state", state, n)
+        )
+        return True
+
     def update(self, index: Any, weight: Any, grad: Any, state: Any) -> None:
         """Update ``weight`` in place from ``grad``; ``index`` may be an int or a list (then all are).
 
         A row_sparse ``grad`` updates only its rows (MXNet's lazy update; mxtorch.optimizer.sparse).
         """
-        if isinstance(index, (list, tuple)):
-            n = len(index)
-            self.update_multi(
-                list(index),
-                _as_list("weight", weight, n),
-                _as_list("grad", grad, n),
-                _as_list("state", state, n),
-            )
+        if self._update_listed(index, weight, grad, state):
             return
         if _is_sparse(grad) or _is_sparse(weight):
             rest = self._apply_sparse([index], [weight], [grad], [state])

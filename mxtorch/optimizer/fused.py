@@ -9,7 +9,6 @@ import torch
 
 from ..base import MXNetError
 from .base import Optimizer, _explain_failure
-from .checks import _as_list
 from .tensors import _preprocess_grads
 
 
@@ -41,15 +40,7 @@ class _FusedOptimizer(Optimizer):
 
     def update(self, index: Any, weight: Any, grad: Any, state: Any) -> None:
         """Update ``weight`` in place from ``grad``; ``index`` may be an int or a list (then all are)."""
-        if isinstance(index, (list, tuple)):
-            n = len(index)
-            self.update_multi(
-                list(index),
-                _as_list("weight", weight, n),
-                _as_list("grad", grad, n),
-                _as_list("state", state, n),
-            )
-        else:
+        if not self._update_listed(index, weight, grad, state):
             self.update_multi([index], [weight], [grad], [state])
 
     def update_multi(
