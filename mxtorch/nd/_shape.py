@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import builtins
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -255,15 +255,19 @@ def _tensor_list(data: Sequence[Any], name: str) -> list[Tensor]:
     return [as_tensor(d) for d in data]
 
 
+def _join(join: Callable[..., Tensor], data: Sequence[Any], name: str, where: str, dim: int) -> Tensor:
+    """``torch.cat``/``torch.stack`` of the arrays; shapes that do not fit raise MXNet's ValueError."""
+    ts = _tensor_list(data, name)
+    try:
+        return join(ts, dim=dim)
+    except (RuntimeError, IndexError) as e:
+        shapes = [tuple(t.shape) for t in ts]
+        raise ValueError(f"{name} along {where}: shapes {shapes} do not fit: {e}") from e
+
+
 def concat(*data: Tensor, dim: int = 1, num_args: int | None = None) -> Tensor:
     """Join arrays along axis ``dim`` (MXNet's default is 1)."""
-    ts = _tensor_list(data, "concat")
-    try:
-        return torch.cat(ts, dim=dim)
-    except (RuntimeError, IndexError) as e:
-        raise ValueError(
-            f"concat along dim {dim}: shapes {[tuple(t.shape) for t in ts]} do not fit: {e}"
-        ) from e
+    return _join(torch.cat, data, "concat", f"dim {dim}", dim)
 
 
 Concat = concat
@@ -276,13 +280,7 @@ def concatenate(arrays: Sequence[Tensor], axis: int = 0, always_copy: bool = Tru
 
 def stack(*data: Tensor, axis: int = 0, num_args: int | None = None) -> Tensor:
     """Join arrays of the same shape along a new axis."""
-    ts = _tensor_list(data, "stack")
-    try:
-        return torch.stack(ts, dim=axis)
-    except (RuntimeError, IndexError) as e:
-        raise ValueError(
-            f"stack along axis {axis}: shapes {[tuple(t.shape) for t in ts]} do not fit: {e}"
-        ) from e
+    return _join(torch.stack, data, "stack", f"axis {axis}", axis)
 
 
 def split(data: Tensor, num_outputs: int, axis: int = 1, squeeze_axis: bool = False) -> Any:
