@@ -211,11 +211,11 @@ class _DecayToFinal(LRScheduler):
     def __init__(
         self,
         max_update: int,
-        base_lr: float,
-        final_lr: float,
-        warmup_steps: int,
-        warmup_begin_lr: float,
-        warmup_mode: str,
+        base_lr: float = 0.01,
+        final_lr: float = 0.0,
+        warmup_steps: int = 0,
+        warmup_begin_lr: float = 0.0,
+        warmup_mode: str = "linear",
     ) -> None:
         super().__init__(base_lr, warmup_steps, warmup_begin_lr, warmup_mode)
         self.max_update = _int("max_update", max_update, 1)
@@ -287,16 +287,7 @@ class CosineScheduler(_DecayToFinal):
         final_lr: default 0.
     """
 
-    def __init__(
-        self,
-        max_update: int,
-        base_lr: float = 0.01,
-        final_lr: float = 0.0,
-        warmup_steps: int = 0,
-        warmup_begin_lr: float = 0.0,
-        warmup_mode: str = "linear",
-    ) -> None:
-        super().__init__(max_update, base_lr, final_lr, warmup_steps, warmup_begin_lr, warmup_mode)
+    # __init__: _DecayToFinal's (max_update, base_lr, final_lr, warmup_steps, warmup_begin_lr, warmup_mode)
 
     def _shape(self, progress: float) -> float:
         return (1.0 + math.cos(math.pi * progress)) / 2.0
