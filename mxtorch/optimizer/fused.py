@@ -165,11 +165,22 @@ class _MomentumOptimizer(_FusedOptimizer):
             rescale = 1.0
         return grads, rescale
 
-    @staticmethod
-    def _plain_step(weights: list[torch.Tensor], grads: list[torch.Tensor], lr: float, wd: float,
-                    rescale: float) -> None:
-        """Momentum-free SGD: weight - lr * (rescale * grad + wd * weight), written as
-        (1 - lr * wd) * weight - lr * rescale * grad."""
+    def _fused_step(
+        self, weights: list[torch.Tensor], grads: list[torch.Tensor], states: list[Any], lr: float, wd: float
+    ) -> None:
+        grads, rescale = self._clipped(weights, grads)
+        if self.momentum != 0.0:
+            self._momentum_step(weights, grads, states, lr, wd, rescale)
+            return
+        # momentum-free: weight - lr * (rescale * grad + wd * weight)
+        #              == (1 - lr * wd) * weight - lr * rescale * grad
         if wd != 0.0:
             torch._foreach_mul_(weights, 1.0 - lr * wd)
         torch._foreach_add_(weights, grads, alpha=-lr * rescale)
+
+    def _momentum_step(
+        self, weights: list[torch.Tensor], grads: list[torch.Tensor], moms: list[torch.Tensor], lr: float,
+        wd: float, rescale: float,
+    ) -> None:
+        """The step with momentum buffers ``moms``; the gradient is still to be scaled by ``rescale``."""
+        raise NotImplementedError

@@ -36,14 +36,10 @@ class NAG(_MomentumOptimizer):
         super().__init__(learning_rate=learning_rate, **kwargs)
         self.momentum = _check_unit("momentum", momentum)
 
-    def _fused_step(
-        self, weights: list[torch.Tensor], grads: list[torch.Tensor], states: list[Any], lr: float, wd: float
+    def _momentum_step(
+        self, weights: list[torch.Tensor], grads: list[torch.Tensor], moms: list[torch.Tensor], lr: float,
+        wd: float, rescale: float,
     ) -> None:
-        grads, rescale = self._clipped(weights, grads)
-        if self.momentum == 0.0:
-            self._plain_step(weights, grads, lr, wd, rescale)
-            return
-        moms = states
         m = self.momentum
         torch._foreach_mul_(moms, m)
         torch._foreach_add_(moms, grads, alpha=-lr * rescale)

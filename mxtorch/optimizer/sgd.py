@@ -43,14 +43,10 @@ class SGD(_MomentumOptimizer):
         self.momentum = _check_unit("momentum", momentum)
         self.lazy_update = _check_bool("lazy_update", lazy_update)
 
-    def _fused_step(
-        self, weights: list[torch.Tensor], grads: list[torch.Tensor], states: list[Any], lr: float, wd: float
+    def _momentum_step(
+        self, weights: list[torch.Tensor], grads: list[torch.Tensor], moms: list[torch.Tensor], lr: float,
+        wd: float, rescale: float,
     ) -> None:
-        grads, rescale = self._clipped(weights, grads)
-        if self.momentum == 0.0:
-            self._plain_step(weights, grads, lr, wd, rescale)
-            return
-        moms = states
         torch._foreach_mul_(moms, self.momentum)
         torch._foreach_add_(moms, grads, alpha=-lr * rescale)
         if wd != 0.0:
