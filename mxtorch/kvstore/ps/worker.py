@@ -100,6 +100,7 @@ from .placement import KeyPlan, place
 from .protocol import Command, Flag, Message
 from .row_transfer import send_row_pull, send_rows_push, send_stored_rows_pull, summed_rows
 from .rows import row_size
+from .worker_states import load_states, save_states, send_to_servers, sync_hyper
 
 __all__ = ["DistKVStore", "close_all", "place", "STORE_NAMES"]
 
@@ -593,25 +594,17 @@ class DistKVStore(KVStoreBase):
     def set_optimizer(self, optimizer: Any) -> None:
         """Run ``optimizer`` on the servers (collective: rank 0 declares it, then a barrier)."""
         client = self._live()
-        desc = describe_optimizer(optimizer)
         if self.rank == 0:
-            for s in range(self.num_servers):
-                client.send(s, Message(Command.SET_OPTIMIZER, meta={"optimizer": desc}), "SET_OPTIMIZER")
-            client.wait()
+            send_to_servers(client, self.num_servers, Command.SET_OPTIMIZER,
+                            {"optimizer": describe_optimizer(optimizer)})
         self.barrier()
         self._optimizer = optimizer
         self._hyper_sent = hyper_of(optimizer)
 
     def _sync_hyper(self, client: PSClient) -> None:
-        if self._optimizer is None:
-            return
-        hyper = hyper_of(self._optimizer)
-        if hyper == self._hyper_sent:
-            return
-        changed = {k: v for k, v in hyper.items() if self._hyper_sent is None or self._hyper_sent.get(k) != v}
-        for s in range(self.num_servers):
-            client.send(s, Message(Command.SET_HYPER, meta=changed), "SET_HYPER")
-        self._hyper_sent = hyper
+        """Send the hyper-parameters changed since the last step (a learning-rate schedule) to the servers."""
+        if self._optimizer is not None:
+            self._hyper_sent = sync_hyper(client, self.num_servers, self._optimizer, self._hyper_sent)
 
     def _require_optimizer(self) -> Any:
         if self._optimizer is None:
@@ -619,75 +612,15 @@ class DistKVStore(KVStoreBase):
                                "Trainer does so with update_on_kvstore=True)")
         return self._optimizer
 
-    def _gather_states(self) -> tuple[dict[Key, Any], dict[Key, int], int]:
-        """Every key's optimizer state joined from its slices' states, update counts, num_update."""
-        client = self._live()
-        ids = [client.send(s, Message(Command.GET_STATES), "GET_STATES") for s in range(self.num_servers)]
-        client.wait()
-        parts: dict[Key, dict[int, Any]] = {}
-        counts: dict[Key, int] = {}
-        num_update = 0
-        for rid in ids:
-            reply = client.replies.pop(rid)
-            m = reply.meta or {}
-            for item in m.get("states", []):
-                k = P.key_from_json(item[0])
-                parts.setdefault(k, {})[int(item[1])] = P.unpack_tree(item[2], reply.tensors)
-            for item in m.get("counts", []):
-                k = P.key_from_json(item[0])
-                counts[k] = max(counts.get(k, 0), int(item[2]))
-            num_update = max(num_update, int(m.get("num_update", 0)))
-        states: dict[Key, Any] = {}
-        for k, by_shard in parts.items():
-            plan = self._plans.get(k)
-            if plan is None or len(plan.shards) == 1:
-                states[k] = next(iter(by_shard.values()))
-            elif len(by_shard) == len(plan.shards):  # else a slice was never updated: no state yet
-                states[k] = _join_state([by_shard[i] for i in range(len(plan.shards))], plan)
-        return states, counts, num_update
-
     def save_optimizer_states(self, fname: str, dump_optimizer: bool = False) -> None:
         """Write the servers' optimizer states to ``fname`` in ``Updater.get_states`` format."""
-        from ...checkpoint_io import atomic_write_bytes
-        from ...optimizer import Updater
-
         optimizer = self._require_optimizer()
-        states, counts, num_update = self._gather_states()
-        optimizer._index_update_count = dict(counts)
-        optimizer.num_update = max(num_update, optimizer.begin_num_update)
-        updater = Updater(optimizer)
-        updater.states = states
-        atomic_write_bytes(fname, updater.get_states(dump_optimizer))
+        save_states(self._live(), self.num_servers, self._plans, optimizer, fname, dump_optimizer)
 
     def load_optimizer_states(self, fname: str) -> None:
         """Load a file written by ``save_optimizer_states`` or ``Updater.get_states`` into the servers."""
-        from ...optimizer import Updater
-
         optimizer = self._require_optimizer()
-        with open(fname, "rb") as f:
-            blob = f.read()
-        updater = Updater(optimizer)
-        updater.set_states(blob)  # validates; loads hyper-parameters and counts into optimizer
-        client = self._live()
-        desc = describe_optimizer(optimizer)
-        per_server: list[tuple[list[Any], list[torch.Tensor], list[Any]]] = [
-            ([], [], []) for _ in range(self.num_servers)]
-        counts = optimizer._index_update_count
-        for k, plan in self._plans.items():
-            for i, (server, off, size) in enumerate(plan.shards):
-                states, tensors, cnts = per_server[server]
-                if k in updater.states:
-                    piece = updater.states[k]
-                    if len(plan.shards) > 1:
-                        piece = _slice_state(piece, plan, off, size)
-                    states.append([P.key_to_json(k), i, P.pack_tree(piece, tensors)])
-                if k in counts:
-                    cnts.append([P.key_to_json(k), i, int(counts[k])])
-        for s, (states, tensors, cnts) in enumerate(per_server):
-            meta = {"optimizer": desc, "states": states, "counts": cnts,
-                    "num_update": int(optimizer.num_update)}
-            client.send(s, Message(Command.SET_STATES, meta=meta, tensors=tensors), "SET_STATES")
-        client.wait()
+        load_states(self._live(), self.num_servers, self._plans, optimizer, fname)
         self._hyper_sent = hyper_of(optimizer)
 
     # ---- snapshots and the end ------------------------------------------------------------------
@@ -734,30 +667,6 @@ def _adopt(out: torch.Tensor, data: torch.Tensor) -> bool:
         return False
     out.set_(src, 0, out.shape, out.stride())
     return True
-
-
-def _join_state(pieces: list[Any], plan: KeyPlan) -> Any:
-    """Concatenate the servers' slice states of a split key into whole-key state."""
-    first = pieces[0]
-    if isinstance(first, torch.Tensor):
-        if all(isinstance(p, torch.Tensor) and p.dim() == 1 for p in pieces) and \
-                sum(p.numel() for p in pieces) == plan.numel:
-            return torch.cat(pieces).view(plan.shape)
-        return first  # a per-key scalar state: the slices hold the same value
-    if isinstance(first, tuple):
-        return tuple(_join_state([p[j] for p in pieces], plan) for j in range(len(first)))
-    return first
-
-
-def _slice_state(state: Any, plan: KeyPlan, off: int, size: int) -> Any:
-    """The part of a whole-key state that the slice ``off:off+size`` of a split key keeps."""
-    if isinstance(state, torch.Tensor):
-        if state.numel() == plan.numel and state.numel() > 1:
-            return state.reshape(-1).narrow(0, off, size).contiguous()
-        return state
-    if isinstance(state, (tuple, list)):
-        return tuple(_slice_state(s, plan, off, size) for s in state)
-    return state
 
 
 def close_all() -> None:
