@@ -554,24 +554,25 @@ def cast_storage(data: torch.Tensor, stype: str) -> torch.Tensor:
 # ---- accessors -----------------------------------------------------------------------------
 
 
-def data(x: torch.Tensor) -> torch.Tensor:
-    """The stored values: rows of a row_sparse array (nnz, \\*row_shape); values of a csr matrix (nnz,)."""
+def _part(x: torch.Tensor, rsp_part: int, csr_part: str, dense_error: str) -> torch.Tensor:
+    """Part ``rsp_part`` of :func:`row_sparse_parts` or the csr tensor's ``csr_part()``; dense raises."""
     kind = stype(x)
     if kind == "row_sparse":
-        return row_sparse_parts(x)[1]
+        return row_sparse_parts(x)[rsp_part]
     if kind == "csr":
-        return x.values()
-    raise ValueError("data(): a dense array has no separate data array; it is its own data")
+        return getattr(x, csr_part)()
+    raise ValueError(dense_error)
+
+
+def data(x: torch.Tensor) -> torch.Tensor:
+    """The stored values: rows of a row_sparse array (nnz, \\*row_shape); values of a csr matrix (nnz,)."""
+    return _part(x, 1, "values", "data(): a dense array has no separate data array; it is its own data")
 
 
 def indices(x: torch.Tensor) -> torch.Tensor:
     """Row ids of a row_sparse array, or column ids of a csr matrix (int64, 1-D)."""
-    kind = stype(x)
-    if kind == "row_sparse":
-        return row_sparse_parts(x)[0]
-    if kind == "csr":
-        return x.col_indices()
-    raise ValueError("indices(): a dense array has no indices; convert it with tostype first")
+    msg = "indices(): a dense array has no indices; convert it with tostype first"
+    return _part(x, 0, "col_indices", msg)
 
 
 def indptr(x: torch.Tensor) -> torch.Tensor:
