@@ -68,3 +68,9 @@ def _as_list(name: str, value: Any, n: int) -> list[Any]:
 def _check_moment_rates(beta1: Any, beta2: Any, epsilon: Any) -> tuple[float, float, float]:
     """The Adam family's ``(beta1, beta2, epsilon)``, checked: decay rates in [0, 1), ``epsilon >= 0``."""
     return _check_unit("beta1", beta1), _check_unit("beta2", beta2), _check_real("epsilon", epsilon, lo=0.0)
+
+
+def _check_step_lr(who: str, lr: float, index: Any) -> None:
+    """Raise ValueError unless ``lr > 0``: ``who``'s update rule divides by the learning rate."""
+    if lr <= 0.0:
+        raise ValueError(f"{who} divides by the learning rate; got learning rate {lr!r} for index {index!r}")

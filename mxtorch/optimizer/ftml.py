@@ -7,7 +7,7 @@ from typing import Any
 import torch
 
 from .base import Optimizer, register
-from .checks import _check_moment_rates
+from .checks import _check_moment_rates, _check_step_lr
 from .tensors import _prep_grad_wd
 
 __all__ = ["FTML"]
@@ -47,10 +47,7 @@ class FTML(Optimizer):
     def _step(
         self, index: Any, weight: torch.Tensor, grad: torch.Tensor, state: Any, lr: float, wd: float
     ) -> None:
-        if lr <= 0.0:
-            raise ValueError(
-                f"FTML divides by the learning rate; got learning rate {lr!r} for index {index!r}"
-            )
+        _check_step_lr("FTML", lr, index)
         d, v, z = state
         b1, b2 = self.beta1, self.beta2
         t = self._index_update_count[index]

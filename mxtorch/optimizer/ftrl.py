@@ -7,7 +7,7 @@ from typing import Any
 import torch
 
 from .base import _PairStateOptimizer, register
-from .checks import _check_real
+from .checks import _check_real, _check_step_lr
 from .tensors import _prep_grad
 
 __all__ = ["Ftrl"]
@@ -45,10 +45,7 @@ class Ftrl(_PairStateOptimizer):  # state: (z, n), zeros like the weight
     def _step(
         self, index: Any, weight: torch.Tensor, grad: torch.Tensor, state: Any, lr: float, wd: float
     ) -> None:
-        if lr <= 0.0:
-            raise ValueError(
-                f"Ftrl divides by the learning rate; got learning rate {lr!r} for index {index!r}"
-            )
+        _check_step_lr("Ftrl", lr, index)
         z, n = state
         g = _prep_grad(grad, float(self.rescale_grad), self.clip_gradient)
         sqrt_n_old = n.sqrt()
