@@ -31,8 +31,9 @@ Example::
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import TypeVar
 
 from ..base import MXNetError
 
@@ -209,17 +210,30 @@ def _get(environ: Mapping[str, str], name: str) -> str | None:
     return value.strip()
 
 
-def _int(environ: Mapping[str, str], name: str, minimum: int = 0) -> int | None:
+_N = TypeVar("_N", int, float)
+
+
+def _converted(environ: Mapping[str, str], name: str,
+               convert: Callable[[str], _N]) -> tuple[str | None, _N | None]:
+    """``(raw, value)``: ``(None, None)`` when unset, ``value`` None when ``raw`` does not convert."""
     raw = _get(environ, name)
     if raw is None:
-        return None
+        return None, None
     try:
-        value = int(raw)
+        return raw, convert(raw)
     except ValueError:
+        return raw, None
+
+
+def _int(environ: Mapping[str, str], name: str, minimum: int = 0) -> int | None:
+    raw, value = _converted(environ, name, int)
+    if raw is None:
+        return None
+    if value is None:
         raise DistributedConfigError(
             f"environment variable {name}={environ[name]!r} is not an integer: set it to a whole number "
             f"(>= {minimum}), or unset it; {LAUNCH_HINT}"
-        ) from None
+        )
     if value < minimum:
         raise DistributedConfigError(
             f"environment variable {name}={value} must be >= {minimum}; {LAUNCH_HINT}"
@@ -348,14 +362,10 @@ def _master(env: Mapping[str, str], size: int, nodes: int, launcher: str) -> tup
 def default_timeout(environ: Mapping[str, str] | None = None) -> float:
     """Seconds a wait on a peer may last: ``MXTORCH_DIST_TIMEOUT``, default 300."""
     env = os.environ if environ is None else environ
-    raw = _get(env, MXTORCH_DIST_TIMEOUT)
+    raw, value = _converted(env, MXTORCH_DIST_TIMEOUT, float)
     if raw is None:
         return DEFAULT_TIMEOUT_S
-    try:
-        value = float(raw)
-    except ValueError:
-        value = float("nan")
-    if not value > 0 or value == float("inf"):
+    if value is None or not value > 0 or value == float("inf"):
         raise DistributedConfigError(
             f"environment variable {MXTORCH_DIST_TIMEOUT}={env[MXTORCH_DIST_TIMEOUT]!r} is not a positive "
             f"number of seconds: set it to e.g. 300, or unset it for the default ({DEFAULT_TIMEOUT_S:g} s)"
