@@ -14,6 +14,7 @@ from typing import Any
 
 import torch
 
+from .. import nd
 from .._dtype import to_torch_dtype
 from ..base import MXNetError
 from ..context import Context
@@ -565,8 +566,6 @@ class HybridBlock(Block):
         hf = getattr(self, "hybrid_forward", None)
         if hf is None:
             raise NotImplementedError(f"{type(self).__name__} must define forward() (or hybrid_forward())")
-        from .. import nd
-
         params = {}
         for name, p in self._gluon_params.items():
             if not p.is_initialized and p._deferred is not None:

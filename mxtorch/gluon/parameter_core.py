@@ -20,6 +20,7 @@ from .. import initializer as _init
 from .._dtype import dtype_name, to_torch_dtype
 from ..base import DeferredInitializationError, MXNetError
 from ..context import Context, as_context, context_of, current_context
+from ..nd import sparse
 
 __all__ = ["Parameter", "Constant", "DeferredInitializationError", "forward_context"]
 
@@ -313,8 +314,6 @@ class Parameter:
 
     def _zero_grad_like(self, d: torch.Tensor) -> torch.Tensor:
         if self.grad_stype == "row_sparse":
-            from ..nd import sparse
-
             return sparse.zeros("row_sparse", tuple(d.shape), ctx=d.device, dtype=d.dtype)
         return torch.zeros_like(d)
 

@@ -11,6 +11,7 @@ from typing import Any
 
 import torch
 
+from .. import initializer as _init
 from .._dtype import to_torch_dtype
 from ..base import MXNetError
 from ..context import Context
@@ -135,8 +136,6 @@ class ParameterDict(MutableMapping[str, Parameter]):
     ) -> None:
         """Initialize every parameter (its own ``init`` wins over ``init`` given here)."""
         if verbose and init is not None:
-            from .. import initializer as _init
-
             init = _init.create(init)
             init.set_verbosity(verbose=True)
         for p in self._params.values():
