@@ -7,6 +7,7 @@ from typing import Any
 
 import torch
 
+from ..nd.random import normal
 from .base import Optimizer, register
 from .tensors import _prep_grad
 
@@ -35,8 +36,6 @@ class SGLD(Optimizer):
     def _step(
         self, index: Any, weight: torch.Tensor, grad: torch.Tensor, state: Any, lr: float, wd: float
     ) -> None:
-        from ..nd.random import normal
-
         g = _prep_grad(grad, float(self.rescale_grad), self.clip_gradient)
         if wd != 0.0:
             g.add_(weight, alpha=wd)
