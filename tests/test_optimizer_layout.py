@@ -68,3 +68,10 @@ def test_pair_state_optimizers_keep_two_zero_tensors_like_the_weight() -> None:
         for s in state:
             assert s.shape == w.shape and s.dtype == w.dtype and not s.any(), name
         assert state[0] is not state[1]
+
+
+def test_mxnet_class_level_registry_entry_points() -> None:
+    assert isinstance(opt.Optimizer.create_optimizer("ADAM", learning_rate=0.5), opt.Adam)
+    assert opt.Optimizer.register(opt.SGD) is opt.SGD  # same class again: quiet
+    with pytest.raises(ValueError, match=r"unknown optimizer 'sdg': known optimizers are \[.*'sgd'"):
+        opt.Optimizer.create_optimizer("sdg")
