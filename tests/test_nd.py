@@ -952,3 +952,11 @@ def test_more_nn_ops() -> None:
         np.array([-np.log(np_softmax(y)[0, 1]) - np.log(np_softmax(y)[1, 3])]),
         rtol=1e-5,
     )
+
+
+def test_comparison_operators_carry_mxnet_names_and_docs() -> None:
+    for name in ("equal", "not_equal", "greater", "greater_equal", "lesser", "lesser_equal",
+                 "logical_and", "logical_or", "logical_xor"):
+        fn = getattr(nd, f"broadcast_{name}")
+        assert fn.__name__ == f"broadcast_{name}"
+        assert fn.__doc__ and "1 or 0" in fn.__doc__

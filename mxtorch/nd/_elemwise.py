@@ -442,50 +442,41 @@ def broadcast_hypot(lhs: Any, rhs: Any) -> Any:
     return _scalar_result(lhs, rhs, torch.hypot(_tensorize(a, t).to(dt), _tensorize(b, t).to(dt)))
 
 
-def _compare(op: Callable[[Any, Any], Tensor]) -> Callable[[Any, Any], Any]:
+def _named(fn: Callable[[Any, Any], Any], name: str) -> Callable[[Any, Any], Any]:
+    fn.__name__ = fn.__qualname__ = f"broadcast_{name}"
+    fn.__doc__ = f"Elementwise {name.replace('_', ' ')} with broadcasting: 1 or 0 in the input dtype."
+    return fn
+
+
+def _compare(name: str, op: Callable[[Any, Any], Tensor]) -> Callable[[Any, Any], Any]:
     def fn(lhs: Any, rhs: Any) -> Any:
         a, b, dt = _operands(lhs, rhs)
         if not isinstance(a, Tensor):
             a = _tensorize(a, b)
         return _scalar_result(lhs, rhs, op(a, b).to(dt))
 
-    return fn
+    return _named(fn, name)
 
 
-def _logical(op: Callable[[Tensor, Tensor], Tensor]) -> Callable[[Any, Any], Any]:
+def _logical(name: str, op: Callable[[Tensor, Tensor], Tensor]) -> Callable[[Any, Any], Any]:
     def fn(lhs: Any, rhs: Any) -> Any:
         a, b, dt = _operands(lhs, rhs)
         t = _other(a, b)
         return _scalar_result(lhs, rhs, op(_tensorize(a, t) != 0, _tensorize(b, t) != 0).to(dt))
 
-    return fn
+    return _named(fn, name)
 
 
-broadcast_equal = _compare(lambda a, b: a == b)
-broadcast_not_equal = _compare(lambda a, b: a != b)
-broadcast_greater = _compare(lambda a, b: a > b)
-broadcast_greater_equal = _compare(lambda a, b: a >= b)
-broadcast_lesser = _compare(lambda a, b: a < b)
-broadcast_lesser_equal = _compare(lambda a, b: a <= b)
-broadcast_logical_and = _logical(torch.logical_and)
-broadcast_logical_or = _logical(torch.logical_or)
-broadcast_logical_xor = _logical(torch.logical_xor)
+broadcast_equal = _compare("equal", lambda a, b: a == b)
+broadcast_not_equal = _compare("not_equal", lambda a, b: a != b)
+broadcast_greater = _compare("greater", lambda a, b: a > b)
+broadcast_greater_equal = _compare("greater_equal", lambda a, b: a >= b)
+broadcast_lesser = _compare("lesser", lambda a, b: a < b)
+broadcast_lesser_equal = _compare("lesser_equal", lambda a, b: a <= b)
+broadcast_logical_and = _logical("logical_and", torch.logical_and)
+broadcast_logical_or = _logical("logical_or", torch.logical_or)
+broadcast_logical_xor = _logical("logical_xor", torch.logical_xor)
 
-for _name in (
-    "equal",
-    "not_equal",
-    "greater",
-    "greater_equal",
-    "lesser",
-    "lesser_equal",
-    "logical_and",
-    "logical_or",
-    "logical_xor",
-):
-    globals()[f"broadcast_{_name}"].__name__ = f"broadcast_{_name}"
-    globals()[
-        f"broadcast_{_name}"
-    ].__doc__ = f"Elementwise {_name.replace('_', ' ')} with broadcasting: 1 or 0 in the input dtype."
 
 add = broadcast_add
 subtract = broadcast_sub
