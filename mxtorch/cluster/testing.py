@@ -19,12 +19,13 @@ be killed and started again (same ``DMLC_SERVER_ID``, same host) to test snapsho
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Mapping, Sequence
-from typing import IO, Any
+from typing import IO, Any, TypeVar
 
 from ..distributed import env as _env
 from ..distributed.testing import WorkerTimeout
@@ -52,7 +53,30 @@ def rank_placement(cluster: Cluster, world_size: int,
     return [cluster.hosts[r % len(cluster.hosts)] for r in range(world_size)]
 
 
-class HostJob:
+_C = TypeVar("_C", bound="_Closing")
+
+
+class _Closing:
+    """A context manager whose exit calls :meth:`close`."""
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self: _C) -> _C:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _close_logs(files: Sequence[IO[Any]], folder: str) -> None:
+    """Close the log files of a job and remove their folder."""
+    for f in files:
+        f.close()
+    shutil.rmtree(folder)
+
+
+class HostJob(_Closing):
     """``argv`` running as ``world_size`` ranks on the cluster's hosts (see the module docstring).
 
     ``env`` is added to every rank (None values remove a variable); ``port`` is the
@@ -139,21 +163,10 @@ class HostJob:
     def close(self) -> None:
         """Kill what still runs and remove the output files."""
         self.kill()
-        for out, err in self._files:
-            out.close()
-            err.close()
-        for name in os.listdir(self._dir):
-            os.remove(os.path.join(self._dir, name))
-        os.rmdir(self._dir)
-
-    def __enter__(self) -> HostJob:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+        _close_logs([f for pair in self._files for f in pair], self._dir)
 
 
-class ParameterServerNodes:
+class ParameterServerNodes(_Closing):
     """The scheduler and ``num_servers`` servers of a parameter-server job, each in a cluster host.
 
     ``scheduler_host`` and ``server_hosts`` (one per server) choose the hosts; ``env`` goes to
@@ -243,14 +256,4 @@ class ParameterServerNodes:
             if p.poll() is None:
                 p.kill()
             p.wait()
-        for f in self._files:
-            f.close()
-        for name in os.listdir(self._dir):
-            os.remove(os.path.join(self._dir, name))
-        os.rmdir(self._dir)
-
-    def __enter__(self) -> ParameterServerNodes:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+        _close_logs(self._files, self._dir)
