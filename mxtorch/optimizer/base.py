@@ -11,7 +11,7 @@ import inspect
 import numbers
 import warnings
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 
@@ -122,6 +122,9 @@ class Optimizer:
     """
 
     opt_registry = _REGISTRY
+    # MXNet's class-level entry points, bound below (module functions register and create)
+    register: ClassVar[Callable[[type[Optimizer]], type[Optimizer]]]
+    create_optimizer: ClassVar[Callable[..., Optimizer]]
 
     def __init__(
         self,
@@ -546,5 +549,5 @@ class _PairStateOptimizer(Optimizer):
         """Two zero tensors like ``weight`` (what they hold: the comment on the subclass line)."""
         return _zeros_pair(weight)
 
-Optimizer.register = staticmethod(register)  # type: ignore[attr-defined]
-Optimizer.create_optimizer = staticmethod(create)  # type: ignore[attr-defined]
+Optimizer.register = staticmethod(register)  # type: ignore[assignment]
+Optimizer.create_optimizer = staticmethod(create)  # type: ignore[assignment]
