@@ -14,6 +14,7 @@ import numpy as np
 import torch
 
 from ..context import Context
+from . import sparse
 from ._common import as_shape, check_nonneg_shape, device_of, dtype_of, tag
 
 __all__ = [
@@ -96,8 +97,6 @@ def from_numpy(ndarray: np.ndarray, zero_copy: bool = True) -> torch.Tensor:
 def empty(shape: Any, ctx: CtxLike = None, dtype: Any = None, stype: Any = None) -> torch.Tensor:
     """An uninitialised tensor of ``shape`` (``stype`` 'row_sparse'/'csr': an empty sparse array)."""
     if stype not in (None, "default"):
-        from . import sparse
-
         return sparse.empty(stype, shape, ctx=ctx, dtype=dtype)
     s = check_nonneg_shape(as_shape(shape))
     return tag(torch.empty(s, dtype=dtype_of(dtype), device=device_of(ctx)), ctx)
@@ -109,8 +108,6 @@ def zeros(
     """A tensor of zeros; ``shape`` is an int or a tuple (``stype`` 'row_sparse'/'csr': a sparse
     array with no stored values, as MXNet's ``nd.zeros(..., stype=...)``)."""
     if stype not in (None, "default"):
-        from . import sparse
-
         if kwargs.get("out") is not None:
             raise ValueError("zeros: out= is for dense arrays; a sparse result is always a new array")
         return sparse.zeros(stype, shape, ctx=ctx, dtype=dtype)
