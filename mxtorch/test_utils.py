@@ -29,7 +29,8 @@ import torch
 from . import context as _context
 from .base import MXNetError
 from .context import Context, as_context, current_context
-from .nd import array
+from .nd import array, sparse
+from .nd import random as _nd_random
 from .util import use_np, use_np_array, use_np_shape
 
 __all__ = [
@@ -374,8 +375,6 @@ def rand_ndarray(
 
     out = array(arr, ctx=ctx, dtype=dtype)
     if stype != "default":
-        from .nd import sparse
-
         out = sparse.tostype(out, stype)
     return out
 
@@ -524,8 +523,6 @@ def compare_ndarray_tuple(t1: Any, t2: Any, rtol: float | None = None, atol: flo
 
 def _opt_pair(shape: Any, dtype: Any, stype: str) -> tuple[torch.Tensor, torch.Tensor]:
     """(dense copy, value in storage type ``stype``) of one random array for compare_optimizer."""
-    from .nd import random as _nd_random
-
     ctx = default_context()
     if stype == "default":
         second = _nd_random.uniform(shape=shape, ctx=ctx, dtype=dtype)
@@ -546,8 +543,6 @@ def compare_optimizer(opt1: Any, opt2: Any, shape: Any, dtype: Any, w_stype: str
     With a list of shapes, ``opt2`` updates ``ntensors`` weights in one call and ``opt1`` one at a
     time (its reference).
     """
-    from .nd import random as _nd_random
-
     if isinstance(shape, list):
         ctx = default_context()
         ws1 = [_nd_random.uniform(shape=s, ctx=ctx, dtype=dtype) for s in shape[:ntensors]]
