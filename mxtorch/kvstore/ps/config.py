@@ -47,6 +47,7 @@ Example::
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import math
 import os
 import re
@@ -57,9 +58,10 @@ from dataclasses import dataclass
 
 from ...distributed import env as _env
 from ...distributed.env import DistributedConfigError
+from ..base import KVStoreError
 
 __all__ = ["PSConfig", "ROLES", "PS_LAUNCH_HINT", "DEFAULT_HEARTBEAT_S", "DEFAULT_BIGARRAY_BOUND",
-           "interface_address", "parse_modules"]
+           "interface_address", "parse_modules", "import_server_modules"]
 
 ROLES = ("worker", "server", "scheduler")
 PS_LAUNCH_HINT = ("start the job with `mxtorch launch -n N -s M python script.py` (N workers, M servers), "
@@ -277,3 +279,16 @@ def interface_address(name: str) -> str:
         f"environment variable {_env.DMLC_INTERFACE}={name!r}: this host has no interface of that name with "
         f"an IPv4 address (interfaces: {known}); set it to one of them, or set {_env.DMLC_NODE_HOST} to the "
         f"address to advertise")
+
+
+def import_server_modules(names: tuple[str, ...]) -> None:
+    """Import the modules of ``MXTORCH_PS_SERVER_IMPORTS`` (their ``@register`` calls add custom
+    optimizers to this process); raise :class:`KVStoreError` naming a module that fails."""
+    for name in names:
+        try:
+            importlib.import_module(name)
+        except Exception as e:  # any failure of the user's module: say which one and why
+            raise KVStoreError(
+                f"cannot import module {name!r} named in {_env.MXTORCH_PS_SERVER_IMPORTS}: "
+                f"{type(e).__name__}: {e}; it must be importable on every server host (installed, or on "
+                "PYTHONPATH)") from e

@@ -37,7 +37,6 @@ ERROR reply that names what was wrong.
 
 from __future__ import annotations
 
-import importlib
 import secrets
 import sys
 import time
@@ -49,18 +48,17 @@ import torch
 import zmq
 
 from ...compression import CompressionError
-from ...distributed.env import MXTORCH_PS_SERVER_IMPORTS
 from ..base import Key, KVStoreError
 from . import protocol as P
 from .codec import build_compressor, decode_push
-from .config import PSConfig
+from .config import PSConfig, import_server_modules
 from .node import Heartbeat, JoinError, configure_socket, join
-from .optimizer_spec import apply_hyper, build_optimizer, describe_optimizer
+from .optimizer_spec import apply_hyper, build_optimizer
 from .protocol import Command, Flag, Message, ProtocolError
 from .rows import Rows, gather_rows, stored_rows
 from .shard import LOW_PRECISION, KeyShard, PendingPull
 from .slice_optimizer import SliceOptimizer
-from .snapshot import read_snapshot, snapshot_path, write_snapshot
+from .snapshot import pack_shards, read_snapshot, snapshot_path, state_tensors, unpack_shards, write_snapshot
 
 __all__ = ["ParameterServer", "run_server"]
 
@@ -635,17 +633,9 @@ class ParameterServer:
         self._send(identity, Message(Command.STATES, msg.request_id, self.node_id, meta=meta,
                                      tensors=tensors))
 
-    def _load_states(self, m: dict[str, Any], tensors: list[torch.Tensor]) -> SliceOptimizer:
-        updater = SliceOptimizer(build_optimizer(m.get("optimizer")))
-        held: dict[Key, list[int]] = {}
-        for key, shard in self.shards:
-            held.setdefault(key, []).append(shard)
-        updater.load(m, tensors, held)
-        return updater
-
     def _on_set_states(self, identity: bytes | None, msg: Message) -> None:
         self._worker(identity)
-        self.updater = self._load_states(msg.meta or {}, msg.tensors)
+        self.updater = SliceOptimizer.restore(msg.meta or {}, msg.tensors, self.shards)
         self._ack(identity, msg)
 
     # ---- snapshots -------------------------------------------------------------------------
@@ -671,23 +661,10 @@ class ParameterServer:
         if not folder:
             raise KVStoreError(f"server {self.rank} has no snapshot folder: set MXTORCH_PS_SNAPSHOT_DIR for "
                                "the servers")
-        tensors: dict[str, torch.Tensor] = {}
-        shards = []
-        for i, sh in enumerate(self.shards.values()):
-            if sh.value is None:
-                continue
-            tensors[f"value/{i}"] = sh.value
-            shards.append({"key": P.key_to_json(sh.key), "shard": sh.shard, "num_shards": sh.num_shards,
-                           "shape": list(sh.shape), "dtype": P.dtype_name(sh.dtype), "offset": sh.offset,
-                           "numel": sh.numel, "kind": sh.kind, "version": sh.version,
-                           "tensor": f"value/{i}"})
-        optimizer: dict[str, Any] | None = None
-        if self.updater is not None:
-            state_tensors: list[torch.Tensor] = []
-            u = self.updater
-            optimizer = {"optimizer": describe_optimizer(u.optimizer), **u.pack(self.shards, state_tensors)}
-            for j, t in enumerate(state_tensors):
-                tensors[f"state/{j}"] = t
+        shards, tensors = pack_shards(self.shards.values())
+        states: list[torch.Tensor] = []
+        optimizer = None if self.updater is None else self.updater.record(self.shards, states)
+        tensors.update({f"state/{j}": t for j, t in enumerate(states)})
         path = snapshot_path(folder, self.rank)
         write_snapshot(path, {"server_rank": self.rank, "mode": self.mode, "shards": shards,
                               "optimizer": optimizer}, tensors)
@@ -707,35 +684,13 @@ class ParameterServer:
         except KVStoreError as e:
             _log(f"server {self.rank} restarted but has no usable snapshot ({e}); it starts empty")
             return
-        for s in meta.get("shards", []):
-            key = P.key_from_json(s["key"])
-            sh = KeyShard(key, int(s["shard"]), int(s["num_shards"]), tuple(int(d) for d in s["shape"]),
-                          P.dtype_from_name(s["dtype"]), int(s["offset"]), int(s["numel"]),
-                          str(s.get("kind", "dense")))
-            sh.value = tensors[s["tensor"]].view(sh.value_shape)
-            sh.version = int(s["version"])
-            sh.inited_by = set(range(self.num_workers))
-            self.shards[(key, sh.shard)] = sh
+        for sh in unpack_shards(meta, tensors, self.num_workers):
+            self.shards[(sh.key, sh.shard)] = sh
         opt = meta.get("optimizer")
         if opt is not None:
-            names = sorted((k for k in tensors if k.startswith("state/")), key=lambda k: int(k.split("/")[1]))
-            self.updater = self._load_states(opt, [tensors[n] for n in names])
+            self.updater = SliceOptimizer.restore(opt, state_tensors(tensors), self.shards)
         self._snapshot_versions = min((sh.version for sh in self.shards.values()), default=0)
         _log(f"server {self.rank} restored {len(self.shards)} key slice(s) from {path}")
-
-
-
-def import_server_modules(names: tuple[str, ...]) -> None:
-    """Import the modules of ``MXTORCH_PS_SERVER_IMPORTS`` (their ``@register`` calls add custom
-    optimizers to this process); raise :class:`KVStoreError` naming a module that fails."""
-    for name in names:
-        try:
-            importlib.import_module(name)
-        except Exception as e:  # any failure of the user's module: say which one and why
-            raise KVStoreError(
-                f"cannot import module {name!r} named in {MXTORCH_PS_SERVER_IMPORTS}: "
-                f"{type(e).__name__}: {e}; it must be importable on every server host (installed, or on "
-                "PYTHONPATH)") from e
 
 
 def run_server(config: PSConfig) -> int:

@@ -24,6 +24,7 @@ from ...optimizer import Optimizer
 from ...optimizer.sparse import update_rows
 from ..base import Key
 from . import protocol as P
+from .optimizer_spec import build_optimizer, describe_optimizer
 from .protocol import ProtocolError
 from .rows import Rows
 from .shard import KeyShard
@@ -82,6 +83,22 @@ class SliceOptimizer:
                        for k, s in held if (k, s) in self.counts],
             "num_update": int(self.optimizer.num_update),
         }
+
+    @classmethod
+    def restore(cls, m: dict[str, Any], tensors: list[torch.Tensor],
+                held: Iterable[SliceId]) -> SliceOptimizer:
+        """The optimizer a :meth:`record` or a GET_STATES reply (``m``, ``tensors``) describes, with its
+        states for the key slices ``held``."""
+        updater = cls(build_optimizer(m.get("optimizer")))
+        by_key: dict[Key, list[int]] = {}
+        for key, shard in held:
+            by_key.setdefault(key, []).append(shard)
+        updater.load(m, tensors, by_key)
+        return updater
+
+    def record(self, held: Iterable[SliceId], tensors: list[torch.Tensor]) -> dict[str, Any]:
+        """:meth:`pack` plus the optimizer's declaration: all a restarted server needs."""
+        return {"optimizer": describe_optimizer(self.optimizer), **self.pack(held, tensors)}
 
     def load(self, m: dict[str, Any], tensors: list[torch.Tensor],
              held: dict[Key, list[int]] | None = None) -> None:

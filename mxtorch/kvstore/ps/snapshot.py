@@ -14,14 +14,18 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterable
 from typing import Any
 
 import torch
 
 from ...checkpoint_io import atomic_write_bytes
 from ..base import KVStoreError
+from . import protocol as P
+from .shard import KeyShard
 
-__all__ = ["SNAPSHOT_FORMAT", "snapshot_path", "write_snapshot", "read_snapshot"]
+__all__ = ["SNAPSHOT_FORMAT", "snapshot_path", "write_snapshot", "read_snapshot", "pack_shards",
+           "unpack_shards", "state_tensors"]
 
 SNAPSHOT_FORMAT = "mxtorch.ps.snapshot/1"
 _META_KEY = "mxtorch.ps"
@@ -58,3 +62,38 @@ def read_snapshot(path: str) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
     if not isinstance(meta, dict) or meta.get("format") != SNAPSHOT_FORMAT:
         raise KVStoreError(f"{path} is not an mxtorch parameter-server snapshot ({SNAPSHOT_FORMAT})")
     return meta, tensors
+
+
+def pack_shards(shards: Iterable[KeyShard]) -> tuple[list[dict[str, Any]], dict[str, torch.Tensor]]:
+    """The JSON records of the key slices that hold a value, and their tensors (``value/<i>``)."""
+    tensors: dict[str, torch.Tensor] = {}
+    records = []
+    for i, sh in enumerate(shards):
+        if sh.value is None:
+            continue
+        tensors[f"value/{i}"] = sh.value
+        records.append({"key": P.key_to_json(sh.key), "shard": sh.shard, "num_shards": sh.num_shards,
+                        "shape": list(sh.shape), "dtype": P.dtype_name(sh.dtype), "offset": sh.offset,
+                        "numel": sh.numel, "kind": sh.kind, "version": sh.version, "tensor": f"value/{i}"})
+    return records, tensors
+
+
+def unpack_shards(meta: dict[str, Any], tensors: dict[str, torch.Tensor], num_workers: int) -> list[KeyShard]:
+    """The key slices :func:`pack_shards` described, with their values and versions; every worker
+    counts as having initialized them."""
+    out = []
+    for s in meta.get("shards", []):
+        sh = KeyShard(P.key_from_json(s["key"]), int(s["shard"]), int(s["num_shards"]),
+                      tuple(int(d) for d in s["shape"]), P.dtype_from_name(s["dtype"]), int(s["offset"]),
+                      int(s["numel"]), str(s.get("kind", "dense")))
+        sh.value = tensors[s["tensor"]].view(sh.value_shape)
+        sh.version = int(s["version"])
+        sh.inited_by = set(range(num_workers))
+        out.append(sh)
+    return out
+
+
+def state_tensors(tensors: dict[str, torch.Tensor]) -> list[torch.Tensor]:
+    """The optimizer-state tensors of a snapshot (``state/<j>``), in order."""
+    names = sorted((k for k in tensors if k.startswith("state/")), key=lambda k: int(k.split("/")[1]))
+    return [tensors[n] for n in names]
