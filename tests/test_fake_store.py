@@ -5,33 +5,15 @@ from __future__ import annotations
 
 import pytest
 import torch
-from fake_store import FakeStore
+from fake_store import FakeStore, train_on_two_contexts
 
-import mxtorch as mx
-from mxtorch import autograd, gluon
 from mxtorch.gluon.trainer import TrainerConfigError
 from mxtorch.kvstore import Capability
 
-CTXS = [mx.cpu(0), mx.cpu(1)]
-
 
 def _train(store, update_on_kvstore=None, steps=3):
-    torch.manual_seed(0)
-    net = gluon.nn.HybridSequential()
-    net.add(gluon.nn.Dense(5, activation="tanh", in_units=4), gluon.nn.Dense(2, in_units=5))
-    net.initialize(mx.init.Xavier(), ctx=CTXS)
-    trainer = gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.1, "momentum": 0.9},
-                            kvstore=store, update_on_kvstore=update_on_kvstore)
-    g = torch.Generator().manual_seed(3)
-    x, y = torch.randn(8, 4, generator=g), torch.randint(0, 2, (8,), generator=g)
-    loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
-    for _ in range(steps):
-        with autograd.record():
-            losses = [loss_fn(net(xs), ys) for xs, ys in zip(gluon.utils.split_and_load(x, CTXS),
-                                                            gluon.utils.split_and_load(y, CTXS))]
-        autograd.backward(losses)
-        trainer.step(8)
-    return [p.list_data()[0].detach().clone() for p in net.collect_params().values()]
+    _, copies = train_on_two_contexts(store, steps, update_on_kvstore=update_on_kvstore)
+    return [c[0] for c in copies]
 
 
 def test_fake_store_is_a_store_and_sums_pushed_values():

@@ -9,13 +9,12 @@ from pathlib import Path
 
 import pytest
 import torch
+from fake_store import train_on_two_contexts
 
 import mxtorch as mx
-from mxtorch import autograd, gluon
 from mxtorch.kvstore import KVStoreError, base
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "kvstore_backend.md"
-CTXS = [mx.cpu(0), mx.cpu(1)]
 
 
 @pytest.fixture(scope="module")
@@ -30,25 +29,11 @@ def sumstore():
 
 
 def _train(store, compression=None, steps=3):
-    torch.manual_seed(0)
-    net = gluon.nn.HybridSequential()
-    net.add(gluon.nn.Dense(8, activation="relu", in_units=6), gluon.nn.Dense(3, in_units=8))
-    net.initialize(mx.init.Xavier(), ctx=CTXS)
-    trainer = gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.1, "momentum": 0.9},
-                            kvstore=store, compression_params=compression, update_on_kvstore=False)
-    g = torch.Generator().manual_seed(1)
-    x, y = torch.randn(16, 6, generator=g), torch.randint(0, 3, (16,), generator=g)
-    loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
-    for _ in range(steps):
-        with autograd.record():
-            losses = [loss_fn(net(xs), ys) for xs, ys in zip(gluon.utils.split_and_load(x, CTXS),
-                                                            gluon.utils.split_and_load(y, CTXS))]
-        autograd.backward(losses)
-        trainer.step(16)
-    weights = [p.list_data() for p in net.collect_params().values()]
-    for copies in weights:  # every context ends with the same weights
-        torch.testing.assert_close(copies[0], copies[1], rtol=0, atol=0)
-    return [c[0].detach().clone() for c in weights], trainer
+    trainer, copies = train_on_two_contexts(store, steps, compression_params=compression,
+                                            update_on_kvstore=False)
+    for c in copies:  # every context ends with the same weights
+        torch.testing.assert_close(c[0], c[1], rtol=0, atol=0)
+    return [c[0] for c in copies], trainer
 
 
 def test_the_documented_store_trains_like_the_local_store(sumstore):
