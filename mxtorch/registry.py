@@ -207,7 +207,11 @@ class Registry(Mapping[str, T], Generic[T]):
             return sorted(set(self._entries) | set(self._lazy))
 
     def __contains__(self, name: object) -> bool:
-        return isinstance(name, str) and name.lower() in set(self.names())
+        if not isinstance(name, str):
+            return False
+        key = name.lower()
+        with self._lock:
+            return key in self._entries or key in self._lazy
 
     def __getitem__(self, name: str) -> T:
         entry = self.find(name)

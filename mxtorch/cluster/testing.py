@@ -18,6 +18,7 @@ be killed and started again (same ``DMLC_SERVER_ID``, same host) to test snapsho
 
 from __future__ import annotations
 
+import abc
 import os
 import shutil
 import subprocess
@@ -56,11 +57,12 @@ def rank_placement(cluster: Cluster, world_size: int,
 _C = TypeVar("_C", bound="_Closing")
 
 
-class _Closing:
+class _Closing(abc.ABC):
     """A context manager whose exit calls :meth:`close`."""
 
+    @abc.abstractmethod
     def close(self) -> None:
-        raise NotImplementedError
+        """Stop what is running and release its resources."""
 
     def __enter__(self: _C) -> _C:
         return self
