@@ -1,4 +1,5 @@
-"""Parameter files: safetensors on disk, written atomically, read without unpickling."""
+"""Parameter files: safetensors (or MXNet's NDArray format) on disk, written atomically, read without
+unpickling."""
 
 from __future__ import annotations
 
@@ -10,27 +11,55 @@ import torch
 
 from ..base import MXNetError
 from ..checkpoint_io import atomic_write_bytes
+from ..nd.mxnet_format import is_mxnet_file, read_mxnet, write_mxnet
 from .parameter_core import Parameter
 
 __all__ = ["save_tensors", "load_tensors", "load_named"]
 
 
+_FORMATS = ("safetensors", "mxnet")
+
+
 def save_tensors(filename: str | os.PathLike[str], tensors: Mapping[str, torch.Tensor],
-                 metadata: dict[str, str] | None = None) -> None:
-    """Write ``tensors`` to ``filename`` as safetensors; a crash mid-write leaves the old file."""
+                 metadata: dict[str, str] | None = None, format: str = "safetensors") -> None:
+    """Write ``tensors`` to ``filename``; a crash mid-write leaves the old file.
+
+    ``format='mxnet'`` writes MXNet's NDArray format (``metadata`` must then be empty: it has no
+    place for it), which MXNet's ``load_parameters`` and ``mx.nd.load`` read.
+    """
     from safetensors.torch import save
 
+    if format not in _FORMATS:
+        raise ValueError(f"save_tensors: format must be one of {_FORMATS}, got {format!r}")
+    if format == "mxnet":
+        if metadata:
+            raise ValueError(f"save_tensors: MXNet's format has no place for metadata, got "
+                             f"{sorted(metadata)}")
+        atomic_write_bytes(filename, write_mxnet(dict(tensors)))
+        return
     flat = {k: v.detach().to("cpu").contiguous().clone() for k, v in tensors.items()}  # no shared storage
     atomic_write_bytes(filename, save(flat, metadata={"format": "mxtorch", **(metadata or {})}))
 
 
 def load_tensors(filename: str | os.PathLike[str]) -> dict[str, torch.Tensor]:
-    """Read a safetensors file; a missing or corrupt file raises MXNetError naming it."""
+    """Read a safetensors file or an MXNet NDArray file of named arrays (a gluon ``.params`` file or
+    a Module checkpoint, whose ``arg:``/``aux:`` names are kept); a missing or corrupt file raises
+    MXNetError naming it."""
     from safetensors.torch import load_file
 
     filename = os.fspath(filename)
     if not os.path.isfile(filename):
         raise MXNetError(f"parameter file {filename!r} does not exist")
+    with open(filename, "rb") as fh:
+        head = fh.read(16)
+        if is_mxnet_file(head):
+            arrays = read_mxnet(head + fh.read(), repr(filename))
+            if isinstance(arrays, list):
+                if arrays:
+                    raise MXNetError(f"parameter file {filename!r} is an MXNet file of {len(arrays)} unnamed "
+                                     "arrays (saved from a list); parameters need a dict of names to arrays")
+                return {}
+            return arrays
     try:
         return load_file(filename)
     except Exception as e:  # safetensors raises its own error types for bad headers

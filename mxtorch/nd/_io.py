@@ -1,4 +1,9 @@
-"""``nd.save`` / ``nd.load``: lists or dicts of tensors in a safetensors file (no pickle)."""
+"""``nd.save`` / ``nd.load``: lists or dicts of tensors in safetensors or MXNet's own format (no pickle).
+
+``load`` tells the formats apart by the first bytes of the file (see
+:func:`mxtorch.nd.mxnet_format.is_mxnet_file`), so files MXNet wrote with ``mx.nd.save``,
+gluon ``.params`` files and Module checkpoints load as they are.
+"""
 
 from __future__ import annotations
 
@@ -10,18 +15,28 @@ import torch
 
 from ..base import MXNetError
 from ..checkpoint_io import atomic_write_bytes
+from .mxnet_format import is_mxnet_file, read_mxnet, write_mxnet
 
 __all__ = ["save", "load", "load_frombuffer"]
 
 _KIND_KEY = "mxtorch_container"
+_FORMATS = ("safetensors", "mxnet")
 
 
 def save(
-    fname: str | os.PathLike[str], data: torch.Tensor | Sequence[torch.Tensor] | Mapping[str, torch.Tensor]
+    fname: str | os.PathLike[str],
+    data: torch.Tensor | Sequence[torch.Tensor] | Mapping[str, torch.Tensor],
+    format: str = "safetensors",
 ) -> None:
-    """Save a tensor, a list of tensors (keys '0', '1', ...) or a dict of str -> tensor."""
+    """Save a tensor, a list of tensors (keys '0', '1', ...) or a dict of str -> tensor.
+
+    ``format='mxnet'`` writes MXNet's NDArray format (readable by ``mx.nd.load``; see
+    :func:`mxtorch.nd.mxnet_format.write_mxnet`), which also holds row_sparse and csr arrays.
+    """
     from safetensors.torch import save as save_bytes
 
+    if format not in _FORMATS:
+        raise ValueError(f"save: format must be one of {_FORMATS}, got {format!r}")
     if isinstance(data, torch.Tensor):
         data = [data]
     if isinstance(data, Mapping):
@@ -41,6 +56,10 @@ def save(
     for k, v in items:
         if not isinstance(v, torch.Tensor):
             raise TypeError(f"save: entry {k!r} is a {type(v).__name__}, expected a torch.Tensor")
+    if format == "mxnet":
+        atomic_write_bytes(fname, write_mxnet(dict(items) if kind == "dict" else [v for _, v in items]))
+        return
+    for k, v in items:
         flat[k] = v.detach().to("cpu").contiguous().clone()  # safetensors refuses shared storage
     atomic_write_bytes(fname, save_bytes(flat, metadata={"format": "mxtorch", _KIND_KEY: kind}))
 
@@ -58,6 +77,10 @@ def load(fname: str | os.PathLike[str]) -> list[torch.Tensor] | dict[str, torch.
     name = os.fspath(fname)
     if not os.path.isfile(name):
         raise MXNetError(f"load: file {name!r} does not exist")
+    with open(name, "rb") as fh:
+        head = fh.read(16)
+        if is_mxnet_file(head):
+            return read_mxnet(head + fh.read(), repr(name))
     try:
         with safe_open(name, framework="pt", device="cpu") as f:
             meta = f.metadata()
@@ -70,12 +93,14 @@ def load(fname: str | os.PathLike[str]) -> list[torch.Tensor] | dict[str, torch.
 
 
 def load_frombuffer(buf: bytes) -> list[torch.Tensor] | dict[str, torch.Tensor]:
-    """Like :func:`load`, from the bytes of a saved file."""
+    """Like :func:`load`, from the bytes of a saved file (safetensors or MXNet's format)."""
     import json
     import struct
 
     from safetensors.torch import load as st_load
 
+    if is_mxnet_file(bytes(buf[:16])):
+        return read_mxnet(bytes(buf), "load_frombuffer")
     try:
         tensors = st_load(bytes(buf))
         (n,) = struct.unpack("<Q", bytes(buf[:8]))
