@@ -58,7 +58,16 @@ _SUBMODULES = {
     "compression": "mxtorch.compression",
     "distributed": "mxtorch.distributed",
     "util": "mxtorch.util",
+    "sym": "mxtorch.symbol",
+    "symbol": "mxtorch.symbol",
+    "executor": "mxtorch.executor",
+    "mod": "mxtorch.module",
+    "module": "mxtorch.module",
+    "model": "mxtorch.model",
+    "callback": "mxtorch.callback",
+    "name": "mxtorch.symbol._scope",
     "base": "mxtorch.base",
+    "io": "mxtorch.io",
 }
 
 __all__ = [
@@ -68,6 +77,10 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
+    if name == "AttrScope":
+        from .symbol._scope import AttrScope
+
+        return AttrScope
     target = _SUBMODULES.get(name)
     if target is None:
         raise AttributeError(f"module 'mxtorch' has no attribute {name!r}")

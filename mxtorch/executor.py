@@ -1,0 +1,417 @@
+"""``Executor``: a symbolic graph bound to arrays (``Symbol.bind`` / ``simple_bind``).
+
+Binding builds a plan once: the graph's nodes in order, each with its operator function, its
+parsed attributes and the slots its inputs and outputs occupy.  ``forward`` walks the plan on
+PyTorch kernels with autograd recording when gradients are wanted; ``backward`` asks autograd
+for the gradients of the arguments and writes (``'write'``) or adds (``'add'``) them into the
+gradient arrays.  Nodes of a ``ctx_group`` run on the context ``group2ctx`` gives that group;
+values are copied between contexts where a node's inputs live elsewhere.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+
+from .base import MXNetError
+from .context import Context, current_context
+
+if TYPE_CHECKING:
+    from .symbol.symbol import Symbol
+
+__all__ = ["Executor", "simple_bind"]
+
+_REQS = ("write", "add", "null", "inplace")
+
+
+def _device(ctx: Any) -> torch.device:
+    if ctx is None:
+        return current_context().torch_device
+    if isinstance(ctx, Context):
+        return ctx.torch_device
+    if isinstance(ctx, (list, tuple)):
+        return _device(ctx[0])
+    return torch.device(ctx)
+
+
+def _as_tensor(v: Any, device: torch.device, what: str) -> torch.Tensor:
+    if isinstance(v, torch.Tensor):
+        return v if v.device == device else v.to(device)
+    if isinstance(v, np.ndarray):
+        return torch.as_tensor(v, device=device)
+    raise TypeError(f"{what} must be an NDArray (torch.Tensor) or numpy array, got {type(v).__name__}")
+
+
+def _arrays(
+    given: Any, names: list[str], what: str, device: torch.device, required: bool
+) -> list[torch.Tensor | None]:
+    if given is None:
+        if required and names:
+            raise MXNetError(f"bind: {what} is missing; the symbol needs {names}")
+        return [None] * len(names)
+    if isinstance(given, Mapping):
+        unknown = [k for k in given if k not in names]
+        if unknown and required:
+            raise MXNetError(f"bind: {what} has {unknown}, which the symbol does not take; it takes {names}")
+        missing = [n for n in names if given.get(n) is None]
+        if required and missing:
+            raise MXNetError(f"bind: {what} lacks {missing}; the symbol needs {names}")
+        return [
+            None if given.get(n) is None else _as_tensor(given[n], device, f"{what}[{n!r}]") for n in names
+        ]
+    if isinstance(given, (list, tuple)):
+        if len(given) != len(names):
+            raise MXNetError(f"bind: {what} has {len(given)} arrays for {len(names)} names {names}")
+        return [None if v is None else _as_tensor(v, device, f"{what}[{i}]") for i, v in enumerate(given)]
+    raise TypeError(f"bind: {what} must be a list or a dict of arrays, got {type(given).__name__}")
+
+
+def _grad_reqs(grad_req: Any, names: list[str], grads: list[torch.Tensor | None]) -> list[str]:
+    if isinstance(grad_req, str):
+        reqs = [grad_req] * len(names)
+    elif isinstance(grad_req, Mapping):
+        reqs = [grad_req.get(n, "null") for n in names]
+    elif isinstance(grad_req, (list, tuple)):
+        if len(grad_req) != len(names):
+            raise MXNetError(f"bind: grad_req has {len(grad_req)} entries for {len(names)} arguments")
+        reqs = list(grad_req)
+    else:
+        raise TypeError(f"bind: grad_req must be a str, list or dict, got {type(grad_req).__name__}")
+    out = []
+    for n, r, g in zip(names, reqs, grads, strict=True):
+        if r not in _REQS:
+            raise MXNetError(f"bind: grad_req {r!r} for {n!r} is not one of {_REQS}")
+        out.append("null" if g is None else ("write" if r == "inplace" else r))
+    return out
+
+
+class _Step:
+    __slots__ = ("run", "ins", "outs", "attrs", "device", "name", "op")
+
+    def __init__(
+        self,
+        run: Callable[..., Any],
+        ins: tuple[int, ...],
+        outs: tuple[int, ...],
+        attrs: dict[str, Any],
+        device: torch.device | None,
+        name: str,
+        op: str,
+    ) -> None:
+        self.run, self.ins, self.outs, self.attrs = run, ins, outs, attrs
+        self.device, self.name, self.op = device, name, op
+
+
+class _Plan:
+    """The graph as a list of steps over numbered value slots (arguments, aux states, outputs)."""
+
+    def __init__(
+        self, symbol: Symbol, arg_names: list[str], aux_names: list[str], group2ctx: Mapping[str, Any] | None
+    ) -> None:
+        nodes = symbol._nodes()
+        slot: dict[tuple[int, int], int] = {}
+        var_slot = {n: i for i, n in enumerate(arg_names)}
+        var_slot.update({n: len(arg_names) + j for j, n in enumerate(aux_names)})
+        nslots = len(arg_names) + len(aux_names)
+        self.steps: list[_Step] = []
+        groups = dict(group2ctx or {})
+        for node in nodes:
+            if node.is_variable:
+                slot[(id(node), 0)] = var_slot[node.name]
+                continue
+            op = node.opdef()
+            total = node.num_total()
+            outs = tuple(range(nslots, nslots + total))
+            nslots += total
+            for i, s in enumerate(outs):
+                slot[(id(node), i)] = s
+            group = node.attrs.get("__ctx_group__")
+            device = None
+            if group is not None and group in groups:
+                device = _device(groups[group])
+            ins = tuple(slot[(id(src), i)] for src, i in node.inputs)
+            self.steps.append(_Step(op.run, ins, outs, node.params(), device, node.name, op.name))
+        self.nslots = nslots
+        self.heads = [slot[(id(n), i)] for n, i in symbol._outputs]
+
+    def run(self, vals: list[Any], train: bool) -> None:
+        for st in self.steps:
+            ins = [vals[i] for i in st.ins]
+            if st.device is not None:
+                ins = [
+                    x.to(st.device) if isinstance(x, torch.Tensor) and x.device != st.device else x
+                    for x in ins
+                ]
+            try:
+                out = st.run(ins, st.attrs, train)
+            except MXNetError:
+                raise
+            except Exception as e:
+                shapes = [tuple(x.shape) if isinstance(x, torch.Tensor) else x for x in ins]
+                raise MXNetError(
+                    f"operator {st.name!r} ({st.op}) failed on inputs of shapes {shapes}: {e}"
+                ) from e
+            if len(st.outs) == 1:
+                vals[st.outs[0]] = out[0] if isinstance(out, (list, tuple)) else out
+            else:
+                for s, o in zip(st.outs, out, strict=False):
+                    vals[s] = o
+
+
+class Executor:
+    """A bound graph: ``forward``, ``backward``, ``outputs`` and the argument, gradient and
+    auxiliary arrays (as lists in ``list_arguments`` order and as dicts)."""
+
+    def __init__(
+        self,
+        symbol: Symbol,
+        ctx: Any,
+        args: Any,
+        args_grad: Any = None,
+        grad_req: Any = "write",
+        aux_states: Any = None,
+        group2ctx: Mapping[str, Any] | None = None,
+    ) -> None:
+        self._symbol = symbol
+        self._ctx = ctx if isinstance(ctx, Context) else current_context()
+        device = _device(ctx)
+        self._arg_names = symbol.list_arguments()
+        self._aux_names = symbol.list_auxiliary_states()
+        self.arg_arrays: list[torch.Tensor] = _arrays(args, self._arg_names, "args", device, True)  # type: ignore
+        self.grad_arrays: list[torch.Tensor | None] = _arrays(
+            args_grad, self._arg_names, "args_grad", device, False
+        )
+        self.aux_arrays: list[torch.Tensor] = _arrays(aux_states, self._aux_names, "aux_states", device, True)  # type: ignore
+        self._reqs = _grad_reqs(grad_req, self._arg_names, self.grad_arrays)
+        self._group2ctx = dict(group2ctx or {})
+        self._plan = _Plan(symbol, self._arg_names, self._aux_names, self._group2ctx)
+        self._output_names = symbol.list_outputs()
+        self._heads: list[torch.Tensor] = []
+        self._leaves: list[tuple[int, torch.Tensor]] = []
+        self.outputs: list[torch.Tensor] = []
+        self._monitor: Callable[[str, torch.Tensor], None] | None = None
+
+    # ------------------------------------------------------------------ dicts
+    @property
+    def arg_dict(self) -> dict[str, torch.Tensor]:
+        return dict(zip(self._arg_names, self.arg_arrays, strict=True))
+
+    @property
+    def grad_dict(self) -> dict[str, torch.Tensor | None]:
+        return dict(zip(self._arg_names, self.grad_arrays, strict=True))
+
+    @property
+    def aux_dict(self) -> dict[str, torch.Tensor]:
+        return dict(zip(self._aux_names, self.aux_arrays, strict=True))
+
+    @property
+    def output_dict(self) -> dict[str, torch.Tensor]:
+        return dict(zip(self._output_names, self.outputs, strict=True))
+
+    # ------------------------------------------------------------------ running
+    def forward(self, is_train: bool = False, **kwargs: Any) -> list[torch.Tensor]:
+        """Run the graph (``is_train``: training mode, record for ``backward``); keyword arrays
+        are first copied into the arguments of those names."""
+        for k, v in kwargs.items():
+            if k not in self._arg_names:
+                raise MXNetError(f"forward: {k!r} is not an argument of the symbol ({self._arg_names})")
+            dst = self.arg_arrays[self._arg_names.index(k)]
+            src = _as_tensor(v, dst.device, f"forward({k}=...)")
+            if tuple(src.shape) != tuple(dst.shape):
+                raise MXNetError(
+                    f"forward: {k!r} has shape {tuple(src.shape)} but was bound with shape "
+                    f"{tuple(dst.shape)}; use reshape() to bind other shapes"
+                )
+            with torch.no_grad():
+                dst.copy_(src)
+        plan = self._plan
+        vals: list[Any] = [None] * plan.nslots
+        nargs = len(self.arg_arrays)
+        vals[:nargs] = self.arg_arrays
+        vals[nargs : nargs + len(self.aux_arrays)] = self.aux_arrays
+        self._leaves = []
+        if is_train:
+            for i, req in enumerate(self._reqs):
+                if req != "null":
+                    leaf = self.arg_arrays[i].detach().requires_grad_(True)
+                    vals[i] = leaf
+                    self._leaves.append((i, leaf))
+        with torch.set_grad_enabled(bool(self._leaves)):
+            plan.run(vals, bool(is_train))
+        self._heads = [vals[s] for s in plan.heads]
+        self.outputs = [h.detach() for h in self._heads]
+        if self._monitor is not None:
+            for name, out in zip(self._output_names, self.outputs, strict=True):
+                self._monitor(name, out)
+        return self.outputs
+
+    def backward(self, out_grads: Any = None, is_train: bool = True) -> None:
+        """Gradients of the arguments bound with a gradient array, from the head gradients
+        ``out_grads`` (loss outputs ignore theirs; other heads default to ones)."""
+        if not self._leaves:
+            return
+        if out_grads is None:
+            grads: list[Any] = [None] * len(self._heads)
+        elif isinstance(out_grads, torch.Tensor):
+            grads = [out_grads]
+        else:
+            grads = list(out_grads)
+        if len(grads) != len(self._heads):
+            raise MXNetError(f"backward: {len(grads)} head gradients for {len(self._heads)} outputs")
+        heads, hgrads = [], []
+        for h, g in zip(self._heads, grads, strict=True):
+            if h.requires_grad:
+                heads.append(h)
+                hgrads.append(
+                    torch.ones_like(h) if g is None else _as_tensor(g, h.device, "out_grads").to(h.dtype)
+                )
+        leaves = [leaf for _, leaf in self._leaves]
+        if not heads:
+            res: Sequence[torch.Tensor | None] = [None] * len(leaves)
+        else:
+            try:
+                res = torch.autograd.grad(heads, leaves, hgrads, allow_unused=True)
+            except RuntimeError as e:
+                raise MXNetError(f"backward: {e}; call forward(is_train=True) before each backward") from e
+        with torch.no_grad():
+            for (i, _), g in zip(self._leaves, res, strict=True):
+                dst = self.grad_arrays[i]
+                assert dst is not None
+                if self._reqs[i] == "write":
+                    if g is None:
+                        dst.zero_()
+                    else:
+                        dst.copy_(g)
+                elif g is not None:
+                    dst.add_(g)
+        self._leaves = []
+
+    def set_monitor_callback(
+        self, callback: Callable[[str, torch.Tensor], None], monitor_all: bool = False
+    ) -> None:
+        self._monitor = callback
+
+    # ------------------------------------------------------------------ parameters / shapes
+    def copy_params_from(
+        self,
+        arg_params: Mapping[str, Any],
+        aux_params: Mapping[str, Any] | None = None,
+        allow_extra_params: bool = False,
+    ) -> None:
+        """Copy ``arg_params``/``aux_params`` into the bound arrays of those names."""
+        for src, names, arrays, what in (
+            (arg_params, self._arg_names, self.arg_arrays, "arg_params"),
+            (aux_params or {}, self._aux_names, self.aux_arrays, "aux_params"),
+        ):
+            for k, v in src.items():
+                if k not in names:
+                    if allow_extra_params:
+                        continue
+                    raise MXNetError(
+                        f"copy_params_from: {what} has {k!r}, which the executor does not have; "
+                        "pass allow_extra_params=True to skip it"
+                    )
+                dst = arrays[names.index(k)]
+                t = _as_tensor(v, dst.device, f"{what}[{k!r}]")
+                if tuple(t.shape) != tuple(dst.shape):
+                    raise MXNetError(
+                        f"copy_params_from: {k!r} has shape {tuple(t.shape)}, the executor's "
+                        f"array {tuple(dst.shape)}"
+                    )
+                with torch.no_grad():
+                    dst.copy_(t)
+
+    def reshape(
+        self, partial_shaping: bool = False, allow_up_sizing: bool = False, **kwargs: Any
+    ) -> Executor:
+        """An executor of the same graph for new input shapes, sharing every array whose shape
+        does not change."""
+        arg_shapes, _, aux_shapes = self._symbol.infer_shape(**kwargs)
+        if arg_shapes is None:
+            raise MXNetError(f"reshape: the shapes {kwargs} do not determine every shape of the graph")
+        args, grads = [], []
+        for name, shape, arr, g in zip(
+            self._arg_names, arg_shapes, self.arg_arrays, self.grad_arrays, strict=True
+        ):
+            if tuple(shape) == tuple(arr.shape):
+                args.append(arr)
+                grads.append(g)
+                continue
+            if name not in kwargs and not partial_shaping:
+                raise MXNetError(
+                    f"reshape: the shape of {name!r} would change from {tuple(arr.shape)} to "
+                    f"{tuple(shape)}; pass partial_shaping=True to allow it"
+                )
+            if arr.numel() < int(np.prod(shape)) and not allow_up_sizing:
+                raise MXNetError(
+                    f"reshape: {name!r} would grow from {tuple(arr.shape)} to {tuple(shape)}; "
+                    "pass allow_up_sizing=True to allow new memory"
+                )
+            args.append(torch.zeros(shape, dtype=arr.dtype, device=arr.device))
+            grads.append(None if g is None else torch.zeros(shape, dtype=g.dtype, device=g.device))
+        for shape, arr in zip(aux_shapes, self.aux_arrays, strict=True):
+            if tuple(shape) != tuple(arr.shape):
+                raise MXNetError(
+                    f"reshape: an auxiliary state would change shape {tuple(arr.shape)} -> {shape}"
+                )
+        return Executor(self._symbol, self._ctx, args, grads, self._reqs, self.aux_arrays, self._group2ctx)
+
+    def debug_str(self) -> str:
+        lines = [f"Symbol outputs: {self._output_names}"]
+        for st in self._plan.steps:
+            lines.append(f"Op:{st.op}, Name={st.name}, inputs={list(st.ins)}, outputs={list(st.outs)}")
+        return "\n".join(lines)
+
+
+def simple_bind(
+    symbol: Symbol,
+    ctx: Any,
+    grad_req: Any,
+    type_dict: Mapping[str, Any] | None,
+    group2ctx: Mapping[str, Any] | None,
+    shared_exec: Executor | None,
+    shapes: Mapping[str, Any],
+) -> Executor:
+    """Allocate zero arrays (and gradient arrays unless ``grad_req`` is 'null') of the inferred
+    shapes and bind; arrays of ``shared_exec`` with the same name and shape are shared."""
+    from ._dtype import to_torch_dtype
+    from .symbol._infer import infer_node_shapes
+
+    arg_names, aux_names = symbol.list_arguments(), symbol.list_auxiliary_states()
+    unknown = [k for k in shapes if k not in symbol.list_inputs()]
+    if unknown:
+        raise MXNetError(f"simple_bind: {unknown} are not inputs of the symbol {symbol.list_inputs()}")
+    var_shapes, _, _ = infer_node_shapes(symbol, {k: tuple(v) for k, v in shapes.items()})
+    missing = [n for n in arg_names + aux_names if n not in var_shapes]
+    if missing:
+        raise MXNetError(
+            f"simple_bind: cannot infer the shapes of {missing}; give their shapes as keywords "
+            f"(e.g. {missing[0]}=(...))"
+        )
+    types = dict(zip(arg_names, symbol.infer_type(**(type_dict or {}))[0], strict=True))
+    device = _device(ctx)
+    shared = shared_exec.arg_dict if shared_exec is not None else {}
+    shared_g = shared_exec.grad_dict if shared_exec is not None else {}
+    args: list[torch.Tensor] = []
+    grads: list[torch.Tensor | None] = []
+    reqs = _grad_reqs(grad_req, arg_names, [torch.empty(0)] * len(arg_names))
+    for n, r in zip(arg_names, reqs, strict=True):
+        shape, dt = var_shapes[n], to_torch_dtype(types[n])
+        s = shared.get(n)
+        args.append(
+            s if s is not None and tuple(s.shape) == shape else torch.zeros(shape, dtype=dt, device=device)
+        )
+        g = shared_g.get(n)
+        if r == "null":
+            grads.append(None)
+        else:
+            grads.append(
+                g
+                if g is not None and tuple(g.shape) == shape
+                else torch.zeros(shape, dtype=dt, device=device)
+            )
+    aux = [torch.zeros(var_shapes[n], device=device) for n in aux_names]
+    return Executor(symbol, ctx, args, grads, reqs, aux, group2ctx)

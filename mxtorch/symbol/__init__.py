@@ -1,0 +1,40 @@
+"""``mx.sym`` / ``mx.symbol``: MXNet's symbolic API on PyTorch.
+
+``mx.sym.Variable``, ``mx.sym.Group``, ``mx.sym.load``/``load_json`` and every operator by name
+(``mx.sym.FullyConnected(data, num_hidden=10, name='fc1')``, ``mx.sym.broadcast_add``...).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from . import _ops
+from ._scope import AttrScope, NameManager, Prefix
+from .symbol import Group, Symbol, Variable, create, fromjson, load, load_json, var
+
+__all__ = [
+    "Symbol",
+    "Variable",
+    "var",
+    "Group",
+    "load",
+    "load_json",
+    "fromjson",
+    "AttrScope",
+    "NameManager",
+    "Prefix",
+    "create",
+]
+
+
+def __getattr__(name: str) -> Any:
+    if name.startswith("__") or not _ops.has_op(name):
+        raise AttributeError(f"module 'mxtorch.symbol' has no operator {name!r}")
+
+    def operator(*args: Any, **kwargs: Any) -> Symbol:
+        return create(name, *args, **kwargs)
+
+    operator.__name__ = name
+    operator.__doc__ = f"Symbolic ``{name}``: see ``mx.nd.{name}`` for its parameters."
+    globals()[name] = operator
+    return operator

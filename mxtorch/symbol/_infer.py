@@ -1,0 +1,217 @@
+"""Shape and type inference of symbolic graphs.
+
+Shapes flow forward: a node's parameter shapes (``fc1_weight``) come from its data shape and
+its attributes (:mod:`._ops` ``param_shapes``), its output shapes from running the operator on
+``meta`` tensors (no memory, no compute), so every operator infers exactly what it computes.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+
+from .._dtype import to_torch_dtype
+from ..base import MXNetError
+from ._scope import parse_attr
+
+if TYPE_CHECKING:
+    from .symbol import Symbol, _Node
+
+Shape = tuple[int, ...]
+
+__all__ = ["infer_shape", "infer_type", "infer_node_shapes", "dtype_code", "code_dtype"]
+
+# MXNet's type codes (mshadow): the __dtype__ attribute of variables
+_CODES = {
+    0: np.float32,
+    1: np.float64,
+    2: np.float16,
+    3: np.uint8,
+    4: np.int32,
+    5: np.int8,
+    6: np.int64,
+    7: np.bool_,
+}
+
+
+def dtype_code(dtype: Any) -> int:
+    np_type = np.dtype(str(dtype).replace("torch.", "")).type
+    for code, t in _CODES.items():
+        if t is np_type:
+            return code
+    raise TypeError(
+        f"dtype {dtype!r} has no MXNet type code; use one of {[t.__name__ for t in _CODES.values()]}"
+    )
+
+
+def code_dtype(code: str | int) -> Any:
+    try:
+        return _CODES[int(code)]
+    except (KeyError, ValueError):
+        return np.dtype(str(code)).type
+
+
+def _given(sym: Symbol, args: Sequence[Any], kwargs: Mapping[str, Any], what: str) -> dict[str, Any]:
+    names = sym.list_arguments()
+    if args and kwargs:
+        raise ValueError(f"{what}: give the arguments either positionally or by name, not both")
+    given: dict[str, Any] = {}
+    if args:
+        if len(args) > len(names):
+            raise ValueError(f"{what}: {len(args)} values for {len(names)} arguments {names}")
+        given = {n: a for n, a in zip(names, args, strict=False) if a is not None}
+    else:
+        inputs = set(sym.list_inputs())
+        unknown = [k for k in kwargs if k not in inputs]
+        if unknown:
+            raise ValueError(
+                f"{what}: {unknown} are not inputs of the symbol; its inputs are {sym.list_inputs()}"
+            )
+        given = {k: v for k, v in kwargs.items() if v is not None}
+    return given
+
+
+def _known(shape: Any) -> bool:
+    return shape is not None and len(shape) > 0 and all(int(d) > 0 for d in shape)
+
+
+def _run_meta(node: _Node, shapes: list[Shape], dtypes: list[Any]) -> list[tuple[Shape, Any] | None]:
+    op = node.opdef()
+    attrs = node.params()
+    errors: list[BaseException] = []
+    for device in ("meta", "cpu"):
+        ins = [torch.zeros(s, dtype=d, device=device) for s, d in zip(shapes, dtypes, strict=True)]
+        try:
+            with torch.no_grad():
+                out = op.run(ins, attrs, False)
+        except Exception as e:  # an operator may need values (then the CPU try decides)
+            errors.append(e)
+            continue
+        outs = out if isinstance(out, (list, tuple)) else [out]
+        return [(tuple(o.shape), o.dtype) if isinstance(o, torch.Tensor) else None for o in outs]
+    raise MXNetError(
+        f"infer_shape: operator {node.name!r} ({node.op}) cannot take inputs of shapes "
+        f"{[tuple(s) for s in shapes]}: {errors[-1]}"
+    ) from errors[-1]
+
+
+def infer_node_shapes(
+    sym: Symbol, given: Mapping[str, Shape], dtypes: Mapping[str, Any] | None = None
+) -> tuple[dict[str, Shape], dict[int, list[Any]], dict[int, list[Any]]]:
+    """Shapes of every variable (by name) and of every node's outputs (by node id), with dtypes."""
+    var_shapes: dict[str, Shape] = {}
+    var_types: dict[str, Any] = {}
+    out_shapes: dict[int, list[Any]] = {}
+    out_types: dict[int, list[Any]] = {}
+    dtypes = dtypes or {}
+    nodes = sym._nodes()
+    for n in nodes:
+        if n.is_variable:
+            s = given.get(n.name)
+            if s is None and "__shape__" in n.attrs:
+                s = parse_attr(n.attrs["__shape__"])
+            if s is not None and _known(tuple(s)):
+                var_shapes[n.name] = tuple(int(d) for d in s)
+            dt = dtypes.get(n.name)
+            if dt is None and "__dtype__" in n.attrs:
+                dt = code_dtype(n.attrs["__dtype__"])
+            if dt is not None:
+                var_types[n.name] = to_torch_dtype(dt)
+    for n in nodes:
+        if n.is_variable:
+            out_shapes[id(n)] = [var_shapes.get(n.name)]
+            out_types[id(n)] = [var_types.get(n.name)]
+            continue
+        op = n.opdef()
+        attrs = n.params()
+        in_shapes = [out_shapes[id(src)][i] for src, i in n.inputs]
+        in_types = [out_types[id(src)][i] for src, i in n.inputs]
+        data_type = next((t for t in in_types if t is not None), torch.float32)
+        if op.param_shapes is not None and op.inputs is not None and in_shapes and in_shapes[0] is not None:
+            names = op.inputs(attrs)
+            wanted = op.param_shapes(attrs, in_shapes[0])
+            for k, (src, _) in enumerate(n.inputs):
+                if k < len(names) and src.is_variable and names[k] in wanted and in_shapes[k] is None:
+                    shape = tuple(int(d) for d in wanted[names[k]])
+                    var_shapes[src.name] = shape
+                    out_shapes[id(src)] = [shape]
+                    in_shapes[k] = shape
+        for k, (src, _) in enumerate(n.inputs):
+            if src.is_variable and in_types[k] is None:
+                t = torch.float32 if op.is_loss and k > 0 else data_type
+                var_types.setdefault(src.name, t)
+                out_types[id(src)] = [var_types[src.name]]
+                in_types[k] = var_types[src.name]
+        total = n.num_total()
+        if any(s is None for s in in_shapes):
+            out_shapes[id(n)] = [None] * total
+            out_types[id(n)] = [data_type] * total
+            continue
+        res = _run_meta(n, in_shapes, [t if t is not None else torch.float32 for t in in_types])
+        res = res + [None] * (total - len(res))
+        out_shapes[id(n)] = [r[0] if r else None for r in res]
+        out_types[id(n)] = [r[1] if r else data_type for r in res]
+    return var_shapes, out_shapes, out_types
+
+
+def infer_shape(
+    sym: Symbol, args: Sequence[Any], kwargs: Mapping[str, Any], partial: bool
+) -> tuple[Any, Any, Any]:
+    given = {k: tuple(v) for k, v in _given(sym, args, kwargs, "infer_shape").items()}
+    var_shapes, out_shapes, _ = infer_node_shapes(sym, given)
+    arg_names, aux_names = sym.list_arguments(), sym.list_auxiliary_states()
+    arg = [var_shapes.get(n) for n in arg_names]
+    aux = [var_shapes.get(n) for n in aux_names]
+    out = [out_shapes[id(node)][i] for node, i in sym._outputs]
+    if not partial and any(s is None for s in (*arg, *aux, *out)):
+        missing = [n for n, s in zip(arg_names + aux_names, arg + aux, strict=True) if s is None]
+        warnings.warn(
+            f"infer_shape: the given shapes do not determine the shapes of {missing[:10]}; "
+            "give more (or use infer_shape_partial)",
+            stacklevel=3,
+        )
+        return None, None, None
+    fill: Shape = ()
+    return (
+        [s if s is not None else fill for s in arg],
+        [s if s is not None else fill for s in out],
+        [s if s is not None else fill for s in aux],
+    )
+
+
+def _np_type(t: Any) -> Any:
+    return np.dtype(str(t).replace("torch.", "")).type
+
+
+def infer_type(sym: Symbol, args: Sequence[Any], kwargs: Mapping[str, Any]) -> tuple[Any, Any, Any]:
+    given = {k: to_torch_dtype(v) for k, v in _given(sym, args, kwargs, "infer_type").items()}
+    types: dict[str, Any] = dict(given)
+    out_types: dict[int, list[Any]] = {}
+    for n in sym._nodes():
+        if n.is_variable:
+            t = types.get(n.name)
+            if t is None and "__dtype__" in n.attrs:
+                t = to_torch_dtype(code_dtype(n.attrs["__dtype__"]))
+            out_types[id(n)] = [t]
+            continue
+        op = n.opdef()
+        in_types = [out_types[id(src)][i] for src, i in n.inputs]
+        data_type = next((t for t in in_types if t is not None), torch.float32)
+        for k, (src, _) in enumerate(n.inputs):
+            if src.is_variable and in_types[k] is None:
+                types[src.name] = torch.float32 if op.is_loss and k > 0 else data_type
+                out_types[id(src)] = [types[src.name]]
+        attrs = n.params()
+        out = to_torch_dtype(attrs["dtype"]) if "dtype" in attrs and n.op != "Embedding" else data_type
+        out_types[id(n)] = [out] * n.num_total()
+    for n in sym._nodes():
+        if n.is_variable and n.name not in types:
+            types[n.name] = out_types[id(n)][0] or torch.float32
+    arg = [_np_type(types[n]) for n in sym.list_arguments()]
+    aux = [_np_type(types[n]) for n in sym.list_auxiliary_states()]
+    out_list = [_np_type(out_types[id(node)][i]) for node, i in sym._outputs]
+    return arg, out_list, aux

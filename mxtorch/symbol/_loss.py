@@ -1,0 +1,155 @@
+"""MXNet's output (loss) operators of symbolic graphs, as torch autograd functions.
+
+Their forward is a prediction (softmax, identity, sigmoid) and their backward ignores the head
+gradient and gives the loss gradient directly, as MXNet's ``SoftmaxOutput``,
+``LinearRegressionOutput``, ``LogisticRegressionOutput``, ``MAERegressionOutput`` and
+``MakeLoss`` do; ``BlockGrad`` stops gradients.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+Tensor = torch.Tensor
+
+__all__ = ["softmax_output", "regression_output", "make_loss", "block_grad"]
+
+
+def _normalizer(normalization: str, batch: int, valid: Tensor | None, op: str) -> Any:
+    if normalization == "null":
+        return 1.0
+    if normalization == "batch":
+        return float(batch)
+    if normalization == "valid":
+        if valid is None:
+            return float(batch)
+        return valid.sum().clamp(min=1.0)
+    raise ValueError(f"{op}: normalization must be 'null', 'batch' or 'valid', got {normalization!r}")
+
+
+class _SoftmaxOutput(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, data: Tensor, label: Tensor, opts: dict[str, Any]) -> Tensor:
+        multi = bool(opts.get("multi_output", False))
+        preserve = bool(opts.get("preserve_shape", False))
+        if multi:
+            x = data.reshape(data.shape[0], data.shape[1], -1)
+            prob = torch.softmax(x, dim=1).reshape(data.shape)
+        elif preserve:
+            prob = torch.softmax(data, dim=-1)
+        else:
+            prob = torch.softmax(data.reshape(data.shape[0], -1), dim=-1).reshape(data.shape)
+        ctx.save_for_backward(prob, label)
+        ctx.opts = opts
+        return prob
+
+    @staticmethod
+    def backward(ctx: Any, grad_out: Tensor) -> Any:
+        prob, label = ctx.saved_tensors
+        o = ctx.opts
+        multi = bool(o.get("multi_output", False))
+        if multi:
+            p = prob.reshape(prob.shape[0], prob.shape[1], -1).movedim(1, -1).reshape(-1, prob.shape[1])
+        elif bool(o.get("preserve_shape", False)):
+            p = prob.reshape(-1, prob.shape[-1])
+        else:
+            p = prob.reshape(prob.shape[0], -1)
+        lab = label.reshape(-1).to(torch.long)
+        if lab.numel() != p.shape[0]:
+            raise ValueError(
+                f"SoftmaxOutput: label has {label.numel()} entries for {p.shape[0]} predictions "
+                f"(data {tuple(prob.shape)}, label {tuple(label.shape)})"
+            )
+        smooth = float(o.get("smooth_alpha", 0.0))
+        k = p.shape[1]
+        target = torch.zeros_like(p)
+        target.scatter_(1, lab.clamp(0, k - 1).unsqueeze(1), 1.0 - smooth)
+        if smooth:
+            target += (smooth / (k - 1)) * (
+                1.0 - torch.nn.functional.one_hot(lab.clamp(0, k - 1), k).to(p.dtype)
+            )
+        grad = p - target
+        valid = None
+        if bool(o.get("use_ignore", False)):
+            keep = (lab != int(float(o.get("ignore_label", -1.0)))).to(p.dtype)
+            grad = grad * keep.unsqueeze(1)
+            valid = keep
+        normalization = str(o.get("normalization", "null"))
+        norm = _normalizer(normalization, prob.shape[0], valid, "SoftmaxOutput")
+        if multi and normalization == "null":
+            norm = p.shape[0] // max(prob.shape[0], 1)  # MXNet averages over the spatial positions
+        grad = grad * (float(o.get("grad_scale", 1.0)) / norm)
+        if multi:
+            shp = (prob.shape[0], -1, prob.shape[1])
+            grad = grad.reshape(shp).movedim(-1, 1).reshape(prob.shape)
+        else:
+            grad = grad.reshape(prob.shape)
+        return grad, None, None
+
+
+def softmax_output(data: Tensor, label: Tensor, **opts: Any) -> Tensor:
+    """Softmax prediction; its gradient is ``(softmax - onehot(label)) * grad_scale / norm``."""
+    return _SoftmaxOutput.apply(data, label, opts)  # type: ignore[no-any-return]
+
+
+_FORWARD = {
+    "linear": lambda x: x,
+    "mae": lambda x: x,
+    "logistic": torch.sigmoid,
+}
+
+
+class _Regression(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, data: Tensor, label: Tensor, kind: str, grad_scale: float) -> Tensor:
+        out = _FORWARD[kind](data)
+        ctx.save_for_backward(out, label)
+        ctx.kind, ctx.grad_scale = kind, grad_scale
+        return out.clone() if out is data else out
+
+    @staticmethod
+    def backward(ctx: Any, grad_out: Tensor) -> Any:
+        out, label = ctx.saved_tensors
+        lab = label.reshape(out.shape).to(out.dtype)
+        num_output = label.numel() // max(label.shape[0], 1) if label.dim() else 1
+        diff = out - lab
+        if ctx.kind == "mae":
+            diff = torch.where(diff > 0, 1.0, -1.0).to(diff.dtype)  # MXNet: -1 where equal
+        return diff * (ctx.grad_scale / max(num_output, 1)), None, None, None
+
+
+def regression_output(data: Tensor, label: Tensor, kind: str, grad_scale: float = 1.0) -> Tensor:
+    """``kind`` 'linear' / 'logistic' / 'mae': MXNet's regression outputs (gradient scaled by
+    ``grad_scale`` / number of outputs per sample)."""
+    return _Regression.apply(data, label, kind, float(grad_scale))  # type: ignore[no-any-return]
+
+
+class _MakeLoss(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, data: Tensor, grad_scale: float, normalization: str, valid_thresh: float) -> Tensor:
+        ctx.save_for_backward(data)
+        ctx.opts = (grad_scale, normalization, valid_thresh)
+        return data.clone()
+
+    @staticmethod
+    def backward(ctx: Any, grad_out: Tensor) -> Any:
+        (data,) = ctx.saved_tensors
+        grad_scale, normalization, thresh = ctx.opts
+        valid = (data > thresh).to(data.dtype) if normalization == "valid" else None
+        norm = _normalizer(normalization, data.shape[0] if data.dim() else 1, valid, "MakeLoss")
+        return torch.full_like(data, grad_scale) / norm, None, None, None
+
+
+def make_loss(
+    data: Tensor, grad_scale: float = 1.0, valid_thresh: float = 0.0, normalization: str = "null"
+) -> Tensor:
+    """Identity whose gradient is ``grad_scale`` (divided by the batch size or the count of
+    entries above ``valid_thresh`` for normalization 'batch' / 'valid'): a graph head that is a loss."""
+    return _MakeLoss.apply(data, float(grad_scale), str(normalization), float(valid_thresh))  # type: ignore
+
+
+def block_grad(data: Tensor) -> Tensor:
+    """Identity that passes no gradient back."""
+    return data.detach()

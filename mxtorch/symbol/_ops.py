@@ -1,0 +1,479 @@
+"""The operator table of symbolic graphs: how each MXNet operator runs, names its inputs and
+outputs, and gets the shapes of the parameters it creates.
+
+Operators are MXNet's (the names in MXNet's JSON graph files); they run on the functions of
+``mxtorch.nd`` (so a graph computes exactly what ``F.FullyConnected(...)`` computes in Gluon
+code) or, for the output (loss) operators, on :mod:`._loss`.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import math
+import operator
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from .. import nd
+from ..nd import _norm
+from ..base import MXNetError
+from . import _loss
+
+Tensor = torch.Tensor
+Shape = tuple[int, ...]
+
+__all__ = ["OpDef", "get_op", "has_op", "canonical_name", "op_names"]
+
+
+def _always(names: Sequence[str]) -> Callable[[dict[str, Any]], list[str]]:
+    return lambda attrs: list(names)
+
+
+def _one(attrs: dict[str, Any]) -> list[str]:
+    return ["output"]
+
+
+@dataclass
+class OpDef:
+    """How one operator behaves in a graph.
+
+    ``run(inputs, attrs, train)`` computes the outputs from the input tensors (arguments then
+    auxiliary states, in ``inputs(attrs)`` order).  ``params`` are the inputs an operator creates
+    as variables when they are not given (``fc1_weight``); ``aux`` the auxiliary states (moving
+    statistics) among them.  ``param_shapes(attrs, data_shape)`` gives their shapes.
+    """
+
+    name: str
+    run: Callable[[list[Any], dict[str, Any], bool], Any]
+    inputs: Callable[[dict[str, Any]], list[str]] | None = None  # None: variadic / positional
+    aux: tuple[str, ...] = ()
+    outputs: Callable[[dict[str, Any]], list[str]] = _one
+    total_outputs: Callable[[dict[str, Any]], int] | None = None
+    param_shapes: Callable[[dict[str, Any], Shape], dict[str, Shape]] | None = None
+    aux_init: dict[str, str] = field(default_factory=dict)
+    is_loss: bool = False
+
+    def num_total(self, attrs: dict[str, Any]) -> int:
+        if self.total_outputs is not None:
+            return self.total_outputs(attrs)
+        return len(self.outputs(attrs))
+
+
+_TABLE: dict[str, OpDef] = {}
+_ALIASES: dict[str, str] = {}
+
+
+def _add(op: OpDef, *aliases: str) -> None:
+    _TABLE[op.name] = op
+    for a in aliases:
+        _ALIASES[a] = op.name
+
+
+def canonical_name(name: str) -> str:
+    """The graph-file name of an operator called ``name`` (``reshape`` -> ``Reshape``)."""
+    return _ALIASES.get(name, name)
+
+
+def has_op(name: str) -> bool:
+    return canonical_name(name) in _TABLE or _nd_function(name) is not None
+
+
+def op_names() -> list[str]:
+    return sorted(set(_TABLE) | set(_ALIASES))
+
+
+# ----------------------------------------------------------------------------------------------
+# operators with parameters (the ones that create weight/bias/gamma/... variables)
+# ----------------------------------------------------------------------------------------------
+
+
+def _filtered(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn`` called with only the keywords it takes (graph files carry hints like ``workspace``)."""
+    sig = inspect.signature(fn)
+    if any(p.kind == p.VAR_KEYWORD for p in sig.parameters.values()):
+        return fn
+    known = set(sig.parameters) - {"out", "name"}
+    takes_training = "training" in known
+
+    @functools.wraps(fn)
+    def call(*args: Any, _train: bool = False, **kwargs: Any) -> Any:
+        kw = {k: v for k, v in kwargs.items() if k in known}
+        if takes_training:
+            kw["training"] = _train
+        return fn(*args, **kw)
+
+    return call
+
+
+def _nd_run(fn: Callable[..., Any]) -> Callable[[list[Any], dict[str, Any], bool], Any]:
+    call = _filtered(fn)
+    return lambda ins, attrs, train: call(*ins, _train=train, **attrs)
+
+
+def _channels(attrs: dict[str, Any], shape: Shape) -> int:
+    layout = attrs.get("layout")
+    return shape[-1] if isinstance(layout, str) and layout.endswith("C") else shape[1]
+
+
+def _tuple(v: Any) -> tuple[int, ...]:
+    if v is None or v == ():
+        return ()
+    return tuple(int(x) for x in v) if isinstance(v, (tuple, list)) else (int(v),)
+
+
+def _fc_inputs(attrs: dict[str, Any]) -> list[str]:
+    return ["data", "weight"] if attrs.get("no_bias", False) else ["data", "weight", "bias"]
+
+
+def _fc_shapes(attrs: dict[str, Any], data: Shape) -> dict[str, Shape]:
+    n = int(attrs["num_hidden"])
+    k = math.prod(data[1:]) if attrs.get("flatten", True) else data[-1]
+    return {"weight": (n, k), "bias": (n,)}
+
+
+def _conv_inputs(default_no_bias: bool) -> Callable[[dict[str, Any]], list[str]]:
+    return lambda attrs: (
+        ["data", "weight"] if attrs.get("no_bias", default_no_bias) else ["data", "weight", "bias"]
+    )
+
+
+def _conv_shapes(attrs: dict[str, Any], data: Shape) -> dict[str, Shape]:
+    f, g = int(attrs["num_filter"]), int(attrs.get("num_group", 1))
+    return {"weight": (f, _channels(attrs, data) // g, *_tuple(attrs["kernel"])), "bias": (f,)}
+
+
+def _deconv_shapes(attrs: dict[str, Any], data: Shape) -> dict[str, Shape]:
+    f, g = int(attrs["num_filter"]), int(attrs.get("num_group", 1))
+    return {"weight": (_channels(attrs, data), f // g, *_tuple(attrs["kernel"])), "bias": (f,)}
+
+
+def _per_channel(
+    names: Sequence[str], default_axis: int
+) -> Callable[[dict[str, Any], Shape], dict[str, Shape]]:
+    def shapes(attrs: dict[str, Any], data: Shape) -> dict[str, Shape]:
+        c = data[int(attrs.get("axis", default_axis))]
+        return {n: (c,) for n in names}
+
+    return shapes
+
+
+_BN_KEYS = {"eps", "momentum", "fix_gamma", "use_global_stats", "output_mean_var", "axis"}
+
+
+def _bn_outputs(attrs: dict[str, Any]) -> list[str]:
+    return ["output", "mean", "var"] if attrs.get("output_mean_var", False) else ["output"]
+
+
+def _bn_run(ins: list[Any], attrs: dict[str, Any], train: bool) -> Any:
+    kw = {k: v for k, v in attrs.items() if k in _BN_KEYS}
+    return _norm.BatchNorm(*ins, **{**kw, "output_mean_var": True, "training": train})
+
+
+_add(OpDef("FullyConnected", _nd_run(nd.FullyConnected), _fc_inputs, param_shapes=_fc_shapes))
+_add(OpDef("Convolution", _nd_run(nd.Convolution), _conv_inputs(False), param_shapes=_conv_shapes))
+_add(OpDef("Deconvolution", _nd_run(nd.Deconvolution), _conv_inputs(True), param_shapes=_deconv_shapes))
+_add(
+    OpDef(
+        "BatchNorm",
+        _bn_run,
+        _always(["data", "gamma", "beta", "moving_mean", "moving_var"]),
+        aux=("moving_mean", "moving_var"),
+        outputs=_bn_outputs,
+        total_outputs=lambda a: 3,
+        param_shapes=_per_channel(["gamma", "beta", "moving_mean", "moving_var"], 1),
+        aux_init={"moving_mean": '["zero", {}]', "moving_var": '["one", {}]'},
+    )
+)
+_add(
+    OpDef(
+        "LayerNorm",
+        _nd_run(_norm.LayerNorm),
+        _always(["data", "gamma", "beta"]),
+        param_shapes=_per_channel(["gamma", "beta"], -1),
+    )
+)
+_add(
+    OpDef(
+        "InstanceNorm",
+        _nd_run(_norm.InstanceNorm),
+        _always(["data", "gamma", "beta"]),
+        param_shapes=_per_channel(["gamma", "beta"], 1),
+    )
+)
+_add(
+    OpDef(
+        "Embedding",
+        _nd_run(nd.Embedding),
+        _always(["data", "weight"]),
+        param_shapes=lambda a, d: {"weight": (int(a["input_dim"]), int(a["output_dim"]))},
+    )
+)
+_add(
+    OpDef(
+        "LeakyReLU",
+        _nd_run(nd.LeakyReLU),
+        lambda a: ["data", "gamma"] if a.get("act_type", "leaky") == "prelu" else ["data"],
+        param_shapes=lambda a, d: {"gamma": (d[1] if len(d) > 1 else 1,)},
+    )
+)
+
+
+# ----------------------------------------------------------------------------------------------
+# output (loss) operators
+# ----------------------------------------------------------------------------------------------
+
+_SOFTMAX_KEYS = (
+    "grad_scale",
+    "ignore_label",
+    "multi_output",
+    "use_ignore",
+    "preserve_shape",
+    "normalization",
+    "smooth_alpha",
+)
+
+
+def _label_shape(attrs: dict[str, Any], data: Shape) -> dict[str, Shape]:
+    if attrs.get("multi_output", False):
+        return {"label": (data[0], *data[2:])}
+    if attrs.get("preserve_shape", False):
+        return {"label": data[:-1]}
+    return {"label": (data[0],)}
+
+
+_add(
+    OpDef(
+        "SoftmaxOutput",
+        lambda ins, a, t: _loss.softmax_output(ins[0], ins[1], **{k: a[k] for k in _SOFTMAX_KEYS if k in a}),
+        _always(["data", "label"]),
+        param_shapes=_label_shape,
+        is_loss=True,
+    ),
+    "Softmax",
+)
+for _kind, _name in (
+    ("linear", "LinearRegressionOutput"),
+    ("logistic", "LogisticRegressionOutput"),
+    ("mae", "MAERegressionOutput"),
+):
+    _add(
+        OpDef(
+            _name,
+            functools.partial(
+                lambda k, ins, a, t: _loss.regression_output(
+                    ins[0], ins[1], k, float(a.get("grad_scale", 1.0))
+                ),
+                _kind,
+            ),
+            _always(["data", "label"]),
+            param_shapes=lambda a, d: {"label": d},
+            is_loss=True,
+        )
+    )
+
+
+def _make_loss_run(ins: list[Any], a: dict[str, Any], t: bool) -> Any:
+    return _loss.make_loss(
+        ins[0],
+        float(a.get("grad_scale", 1.0)),
+        float(a.get("valid_thresh", 0.0)),
+        str(a.get("normalization", "null")),
+    )
+
+
+_add(OpDef("MakeLoss", _make_loss_run, _always(["data"]), is_loss=True))
+_add(OpDef("make_loss", _make_loss_run, _always(["data"]), is_loss=True))
+_add(OpDef("BlockGrad", lambda ins, a, t: _loss.block_grad(ins[0]), _always(["data"])), "stop_gradient")
+
+
+# ----------------------------------------------------------------------------------------------
+# arithmetic of symbols: x + y, x * 2, 2 - x, x == y ...
+# ----------------------------------------------------------------------------------------------
+
+
+def _cmp(fn: Callable[[Any, Any], Tensor]) -> Callable[[Any, Any], Tensor]:
+    def run(a: Any, b: Any) -> Tensor:
+        ref = a if isinstance(a, Tensor) else b
+        return fn(a, b).to(ref.dtype)
+
+    return run
+
+
+_BINARY: dict[str, Callable[[Any, Any], Any]] = {
+    "plus": operator.add,
+    "minus": operator.sub,
+    "mul": operator.mul,
+    "div": operator.truediv,
+    "mod": torch.remainder,
+    "power": torch.pow,
+    "maximum": torch.maximum,
+    "minimum": torch.minimum,
+    "equal": _cmp(torch.eq),
+    "not_equal": _cmp(torch.ne),
+    "greater": _cmp(torch.gt),
+    "greater_equal": _cmp(torch.ge),
+    "lesser": _cmp(torch.lt),
+    "lesser_equal": _cmp(torch.le),
+}
+_ELEMWISE = {"plus": "elemwise_add", "minus": "elemwise_sub", "mul": "elemwise_mul", "div": "elemwise_div"}
+_TENSOR_SCALAR: dict[str, Callable[[Any, Any], Any]] = {"maximum": torch.clamp_min, "minimum": torch.clamp_max}
+
+
+def _binary_run(fn: Callable[[Any, Any], Any]) -> Callable[[list[Any], dict[str, Any], bool], Any]:
+    return lambda ins, a, t: fn(ins[0], ins[1])
+
+
+def _scalar_run(
+    fn: Callable[[Any, Any], Any], reverse: bool
+) -> Callable[[list[Any], dict[str, Any], bool], Any]:
+    def run(ins: list[Any], a: dict[str, Any], t: bool) -> Any:
+        x, s = ins[0], float(a.get("scalar", 0.0))
+        if reverse:
+            if fn is torch.pow:
+                return torch.pow(torch.as_tensor(s, dtype=x.dtype, device=x.device), x)
+            if fn is torch.remainder:
+                return torch.remainder(torch.full_like(x, s), x)
+            return fn(s, x)
+        return fn(x, s)
+
+    return run
+
+
+for _k, _fn in _BINARY.items():
+    _add(OpDef(_ELEMWISE.get(_k, f"_{_k}"), _binary_run(_fn), _always(["lhs", "rhs"])))
+    if _k in _ELEMWISE:
+        _ALIASES[f"_{_k}"] = _ELEMWISE[_k]
+    _add(OpDef(f"_{_k}_scalar", _scalar_run(_TENSOR_SCALAR.get(_k, _fn), False), _always(["data"])))
+    if _k in ("minus", "div", "mod", "power"):
+        _add(OpDef(f"_r{_k}_scalar", _scalar_run(_fn, True), _always(["data"])))
+_ALIASES.update(
+    {
+        "_Plus": "elemwise_add",
+        "_Minus": "elemwise_sub",
+        "_Mul": "elemwise_mul",
+        "_Div": "elemwise_div",
+        "_Power": "_power",
+        "_Maximum": "_maximum",
+        "_Minimum": "_minimum",
+        "_Equal": "_equal",
+        "_Greater": "_greater",
+        "_Lesser": "_lesser",
+        "_Mod": "_mod",
+    }
+)
+
+
+# ----------------------------------------------------------------------------------------------
+# everything else: the mx.nd operator of the same name
+# ----------------------------------------------------------------------------------------------
+
+# Python names -> the operator's name in graph files (MXNet's aliases)
+_ALIASES.update(
+    {
+        "reshape": "Reshape",
+        "flatten": "Flatten",
+        "concat": "Concat",
+        "split": "SliceChannel",
+        "cast": "Cast",
+        "ElementWiseSum": "add_n",
+        "pad": "Pad",
+        "swapaxes": "SwapAxis",
+        "identity": "_copy",
+        "crop": "Crop",
+        "SoftmaxActivation": "SoftmaxActivation",
+    }
+)
+_ND_NAMES = {
+    "Reshape": "reshape",
+    "Flatten": "flatten",
+    "Concat": "concat",
+    "SliceChannel": "split",
+    "Cast": "cast",
+    "add_n": "add_n",
+    "Pad": "pad",
+    "SwapAxis": "swapaxes",
+    "_copy": "identity",
+    "_zeros": "zeros",
+    "_ones": "ones",
+    "_full": "full",
+    "_arange": "arange",
+}
+_NOT_OPS = {
+    "save",
+    "load",
+    "load_frombuffer",
+    "array",
+    "empty",
+    "NDArray",
+    "waitall",
+    "from_numpy",
+    "from_dlpack",
+    "to_dlpack_for_read",
+    "to_dlpack_for_write",
+    "moveaxis",
+    "histogram",
+}
+
+
+@functools.cache
+def _nd_function(name: str) -> Callable[..., Any] | None:
+    nd_name = _ND_NAMES.get(canonical_name(name), name)
+    if nd_name.startswith("__") or nd_name in _NOT_OPS:
+        return None
+    fn = getattr(nd, nd_name, None)
+    if fn is None or not callable(fn) or isinstance(fn, type) or inspect.ismodule(fn):
+        return None
+    return fn  # type: ignore[no-any-return]
+
+
+def _split_outputs(attrs: dict[str, Any]) -> list[str]:
+    n = int(attrs.get("num_outputs", 1))
+    return [f"output{i}" for i in range(n)]
+
+
+def _topk_outputs(attrs: dict[str, Any]) -> list[str]:
+    return ["output0", "output1"] if attrs.get("ret_typ") == "both" else ["output"]
+
+
+_MULTI_OUTPUTS = {"SliceChannel": _split_outputs, "split_v2": _split_outputs, "topk": _topk_outputs}
+
+
+@functools.cache
+def _generic(name: str) -> OpDef | None:
+    fn = _nd_function(name)
+    if fn is None:
+        return None
+    canon = canonical_name(name)
+    # generic operators take their tensor inputs positionally, named by signature_names()
+    return OpDef(canon, _nd_run(fn), None, outputs=_MULTI_OUTPUTS.get(canon, _one))
+
+
+def get_op(name: str) -> OpDef:
+    """The operator called ``name`` (graph-file or Python name); MXNetError for an unknown one."""
+    canon = canonical_name(name)
+    op = _TABLE.get(canon) or _generic(canon)
+    if op is None:
+        raise MXNetError(
+            f"operator {name!r} is not implemented in mxtorch's symbolic graphs; "
+            "known operators include FullyConnected, Convolution, BatchNorm, Activation, "
+            "Pooling, SoftmaxOutput and every mx.nd operator"
+        )
+    return op
+
+
+def signature_names(name: str) -> list[str] | None:
+    """The input names of operator ``name`` in order (None: it takes any number of inputs)."""
+    op = _TABLE.get(canonical_name(name))
+    if op is not None and op.inputs is not None:
+        return None
+    fn = _nd_function(name)
+    if fn is None:
+        return None
+    params = inspect.signature(fn).parameters.values()
+    if any(p.kind == p.VAR_POSITIONAL for p in params):
+        return None
+    return [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]

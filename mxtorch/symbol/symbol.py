@@ -1,0 +1,639 @@
+"""``mx.sym``: MXNet's symbolic graphs (``Symbol``), built from the operators of :mod:`._ops`.
+
+A Symbol is a list of outputs of graph nodes.  A node is a variable (``op is None``) or an
+operator with string attributes and inputs; the graph is immutable once built, so symbols
+share nodes freely.  Graphs round-trip through MXNet's JSON format (``tojson``/``load_json``),
+infer shapes and types, and run through :class:`mxtorch.executor.Executor` (``bind``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+from ..base import MXNetError
+from ..checkpoint_io import atomic_write_text
+from . import _ops
+from ._scope import HIDDEN_KEYS, AttrScope, NameManager, attr_string, parse_attr
+
+__all__ = ["Symbol", "Variable", "var", "Group", "load", "load_json", "fromjson", "create"]
+
+MXNET_VERSION = 10901  # the MXNet release whose graph files we write (1.9.1)
+
+
+class _Node:
+    """One graph node: a variable (``op`` None) or an operator applied to ``inputs``."""
+
+    __slots__ = ("op", "name", "attrs", "inputs", "__weakref__")
+
+    def __init__(
+        self, op: str | None, name: str, attrs: dict[str, str], inputs: list[tuple[_Node, int]]
+    ) -> None:
+        self.op = op
+        self.name = name
+        self.attrs = attrs
+        self.inputs = inputs
+
+    @property
+    def is_variable(self) -> bool:
+        return self.op is None
+
+    def opdef(self) -> _ops.OpDef:
+        assert self.op is not None
+        return _ops.get_op(self.op)
+
+    def params(self) -> dict[str, Any]:
+        """Operator parameters as Python values (hidden ``__x__`` attributes left out)."""
+        return {k: parse_attr(v) for k, v in self.attrs.items() if not k.startswith("__")}
+
+    def output_names(self) -> list[str]:
+        if self.op is None:
+            return [self.name]
+        return [f"{self.name}_{o}" for o in self.opdef().outputs(self.params())]
+
+    def num_visible(self) -> int:
+        return 1 if self.op is None else len(self.opdef().outputs(self.params()))
+
+    def num_total(self) -> int:
+        return 1 if self.op is None else self.opdef().num_total(self.params())
+
+    def aux_positions(self) -> set[int]:
+        if self.op is None:
+            return set()
+        op = self.opdef()
+        if not op.aux or op.inputs is None:
+            return set()
+        names = op.inputs(self.params())
+        return {i for i, n in enumerate(names) if n in op.aux}
+
+
+def _topo(heads: Sequence[tuple[_Node, int]]) -> list[_Node]:
+    """Nodes reachable from ``heads``, inputs before users, in MXNet's depth-first order."""
+    order: list[_Node] = []
+    seen: set[int] = set()
+    for head, _ in heads:
+        if id(head) in seen:
+            continue
+        stack: list[tuple[_Node, int]] = [(head, 0)]
+        seen.add(id(head))
+        while stack:
+            node, i = stack.pop()
+            if i < len(node.inputs):
+                stack.append((node, i + 1))
+                child = node.inputs[i][0]
+                if id(child) not in seen:
+                    seen.add(id(child))
+                    stack.append((child, 0))
+            else:
+                order.append(node)
+    return order
+
+
+def _aux_ids(nodes: Sequence[_Node]) -> set[int]:
+    out: set[int] = set()
+    for n in nodes:
+        for pos in n.aux_positions():
+            out.add(id(n.inputs[pos][0]))
+    return out
+
+
+def _with_hidden(attrs: Mapping[str, str]) -> dict[str, str]:
+    out = dict(attrs)
+    for k, v in attrs.items():
+        if k.startswith("__") and k.endswith("__") and k[2:-2] in HIDDEN_KEYS:
+            out[k[2:-2]] = v
+    return out
+
+
+class Symbol:
+    """A list of node outputs.  Build with :func:`Variable` and the operators of ``mx.sym``."""
+
+    __slots__ = ("_outputs",)
+
+    def __init__(self, outputs: Sequence[tuple[_Node, int]]) -> None:
+        self._outputs = list(outputs)
+
+    # -------------------------------------------------------------------- structure / names
+    @property
+    def name(self) -> str | None:
+        """The node name of a single-output symbol (None for a group)."""
+        return self._outputs[0][0].name if len(self._outputs) == 1 else None
+
+    def _nodes(self) -> list[_Node]:
+        return _topo(self._outputs)
+
+    def list_arguments(self) -> list[str]:
+        nodes = self._nodes()
+        aux = _aux_ids(nodes)
+        return [n.name for n in nodes if n.is_variable and id(n) not in aux]
+
+    def list_auxiliary_states(self) -> list[str]:
+        nodes = self._nodes()
+        aux = _aux_ids(nodes)
+        return [n.name for n in nodes if n.is_variable and id(n) in aux]
+
+    def list_inputs(self) -> list[str]:
+        return [n.name for n in self._nodes() if n.is_variable]
+
+    def list_outputs(self) -> list[str]:
+        return [node.output_names()[i] for node, i in self._outputs]
+
+    def get_internals(self) -> Symbol:
+        """Every output of every node, in graph order (index it by name: ``fc1_output``)."""
+        return Symbol([(n, i) for n in self._nodes() for i in range(n.num_visible())])
+
+    def get_children(self) -> Symbol | None:
+        """The inputs of this symbol's node (None for a variable)."""
+        ins = [inp for node, _ in self._outputs for inp in node.inputs]
+        return Symbol(ins) if ins else None
+
+    def __len__(self) -> int:
+        return len(self._outputs)
+
+    def __iter__(self) -> Iterator[Symbol]:
+        return (Symbol([o]) for o in self._outputs)
+
+    def __getitem__(self, index: int | str | slice) -> Symbol:
+        if isinstance(index, str):
+            names = self.list_outputs()
+            hits = [i for i, n in enumerate(names) if n == index]
+            if not hits:
+                raise ValueError(
+                    f"symbol has no output named {index!r}; its outputs are {names[:20]}"
+                    f"{' ...' if len(names) > 20 else ''}"
+                )
+            if len(hits) > 1:
+                raise ValueError(f"symbol has {len(hits)} outputs named {index!r}; index by position")
+            return Symbol([self._outputs[hits[0]]])
+        if isinstance(index, slice):
+            return Symbol(self._outputs[index])
+        if not -len(self._outputs) <= int(index) < len(self._outputs):
+            raise IndexError(f"symbol output index {index} out of range: it has {len(self._outputs)} outputs")
+        return Symbol([self._outputs[int(index)]])
+
+    def __repr__(self) -> str:
+        if len(self._outputs) == 1:
+            return f"<Symbol {self.name}>"
+        return f"<Symbol group [{', '.join(str(n.name) for n, _ in self._outputs)}]>"
+
+    __str__ = __repr__
+
+    def __copy__(self) -> Symbol:
+        return Symbol(self._outputs)
+
+    def __deepcopy__(self, memo: Any) -> Symbol:
+        return load_json(self.tojson())
+
+    def __reduce__(self) -> Any:
+        return (load_json, (self.tojson(),))
+
+    def __bool__(self) -> bool:
+        raise NotImplementedError("the truth value of a Symbol is not defined: it has no value until bound")
+
+    # -------------------------------------------------------------------- attributes
+    def attr(self, key: str) -> str | None:
+        """Attribute ``key`` of this single-output symbol's node (``lr_mult`` finds ``__lr_mult__``)."""
+        if len(self._outputs) != 1:
+            return None
+        attrs = self._outputs[0][0].attrs
+        return attrs.get(key, attrs.get(f"__{key}__") if key in HIDDEN_KEYS else None)
+
+    def list_attr(self, recursive: bool = False) -> dict[str, str]:
+        if recursive:
+            raise DeprecationWarning("list_attr(recursive=True) is attr_dict() in MXNet 1.x")
+        return _with_hidden(self._outputs[0][0].attrs) if len(self._outputs) == 1 else {}
+
+    def attr_dict(self) -> dict[str, dict[str, str]]:
+        """``{node name: attributes}`` of every node that has attributes."""
+        return {n.name: _with_hidden(n.attrs) for n in self._nodes() if n.attrs}
+
+    def _set_attr(self, **kwargs: Any) -> None:
+        for node, _ in self._outputs:
+            for k, v in kwargs.items():
+                node.attrs[f"__{k}__" if k in HIDDEN_KEYS else k] = attr_string(v)
+
+    # -------------------------------------------------------------------- composition
+    def __call__(self, *args: Symbol, **kwargs: Symbol) -> Symbol:
+        """A copy of this graph with variables replaced: positional in ``list_arguments`` order
+        or by name (``net(data=other)``)."""
+        subst: dict[str, Symbol] = {}
+        names = self.list_arguments()
+        if len(args) > len(names):
+            raise ValueError(f"compose: {len(args)} positional symbols for {len(names)} arguments {names}")
+        subst.update(zip(names, args, strict=False))
+        subst.update(kwargs)
+        for k, v in subst.items():
+            if not isinstance(v, Symbol) or len(v) != 1:
+                raise TypeError(f"compose: {k!r} must be a single-output Symbol, got {v!r}")
+        unknown = set(subst) - set(self.list_inputs())
+        if unknown:
+            raise ValueError(f"compose: {sorted(unknown)} are not inputs of this symbol {self.list_inputs()}")
+        memo: dict[int, _Node] = {}
+
+        def copy(n: _Node) -> tuple[_Node, int] | _Node:
+            if id(n) in memo:
+                return memo[id(n)]
+            if n.is_variable and n.name in subst:
+                memo[id(n)] = subst[n.name]._outputs[0]  # type: ignore[assignment]
+                return memo[id(n)]
+            new = _Node(n.op, n.name, dict(n.attrs), [])
+            memo[id(n)] = new
+            return new
+
+        for n in self._nodes():
+            target = copy(n)
+            if isinstance(target, _Node) and not n.is_variable:
+                ins: list[tuple[_Node, int]] = []
+                for src, i in n.inputs:
+                    r = memo[id(src)]
+                    ins.append(r if isinstance(r, tuple) else (r, i))
+                target.inputs = ins
+        outs: list[tuple[_Node, int]] = []
+        for n, i in self._outputs:
+            r = memo[id(n)]
+            outs.append(r if isinstance(r, tuple) else (r, i))
+        return Symbol(outs)
+
+    def __getattr__(self, name: str) -> Any:
+        # MXNet's operator methods: x.reshape(...), x.sum(axis=1), x.exp() ...
+        if name.startswith("__") or not _ops.has_op(name):
+            raise AttributeError(f"'Symbol' object has no attribute {name!r}")
+
+        def method(*args: Any, **kwargs: Any) -> Symbol:
+            return create(name, self, *args, **kwargs)
+
+        return method
+
+    def astype(self, dtype: Any) -> Symbol:
+        return create("Cast", self, dtype=dtype)
+
+    # -------------------------------------------------------------------- arithmetic
+    def _binary(self, other: Any, name: str, reverse: bool = False) -> Symbol:
+        if isinstance(other, Symbol):
+            a, b = (other, self) if reverse else (self, other)
+            return create(f"_{name}", a, b, _hint=f"_{name}")
+        if isinstance(other, (int, float, bool)):
+            if reverse and name in ("minus", "div", "mod", "power"):
+                return create(f"_r{name}_scalar", self, scalar=float(other), _hint=f"_r{name}scalar")
+            hint = f"_{name}scalar" if name in _COMPACT else f"_{name}_scalar"
+            return create(f"_{name}_scalar", self, scalar=float(other), _hint=hint)
+        return NotImplemented
+
+    def __add__(self, o: Any) -> Symbol:
+        return self._binary(o, "plus")
+
+    def __radd__(self, o: Any) -> Symbol:
+        return self._binary(o, "plus", True)
+
+    def __sub__(self, o: Any) -> Symbol:
+        return self._binary(o, "minus")
+
+    def __rsub__(self, o: Any) -> Symbol:
+        return self._binary(o, "minus", True)
+
+    def __mul__(self, o: Any) -> Symbol:
+        return self._binary(o, "mul")
+
+    def __rmul__(self, o: Any) -> Symbol:
+        return self._binary(o, "mul", True)
+
+    def __truediv__(self, o: Any) -> Symbol:
+        return self._binary(o, "div")
+
+    def __rtruediv__(self, o: Any) -> Symbol:
+        return self._binary(o, "div", True)
+
+    def __mod__(self, o: Any) -> Symbol:
+        return self._binary(o, "mod")
+
+    def __rmod__(self, o: Any) -> Symbol:
+        return self._binary(o, "mod", True)
+
+    def __pow__(self, o: Any) -> Symbol:
+        return self._binary(o, "power")
+
+    def __rpow__(self, o: Any) -> Symbol:
+        return self._binary(o, "power", True)
+
+    def __neg__(self) -> Symbol:
+        return self._binary(-1.0, "mul")
+
+    def __eq__(self, o: Any) -> Symbol:  # type: ignore[override]
+        return self._binary(o, "equal")
+
+    def __ne__(self, o: Any) -> Symbol:  # type: ignore[override]
+        return self._binary(o, "not_equal")
+
+    def __gt__(self, o: Any) -> Symbol:
+        return self._binary(o, "greater")
+
+    def __ge__(self, o: Any) -> Symbol:
+        return self._binary(o, "greater_equal")
+
+    def __lt__(self, o: Any) -> Symbol:
+        return self._binary(o, "lesser")
+
+    def __le__(self, o: Any) -> Symbol:
+        return self._binary(o, "lesser_equal")
+
+    __hash__ = object.__hash__
+    __div__ = __truediv__
+
+    # -------------------------------------------------------------------- inference / files / binding
+    def infer_shape(self, *args: Any, **kwargs: Any) -> tuple[Any, Any, Any]:
+        """``(arg_shapes, out_shapes, aux_shapes)`` from the shapes of some arguments; all three
+        are None (with a warning) when the given shapes do not determine every shape."""
+        from ._infer import infer_shape
+
+        return infer_shape(self, args, kwargs, partial=False)
+
+    def infer_shape_partial(self, *args: Any, **kwargs: Any) -> tuple[Any, Any, Any]:
+        """Like :meth:`infer_shape`; unknown shapes are ``()``."""
+        from ._infer import infer_shape
+
+        return infer_shape(self, args, kwargs, partial=True)
+
+    def infer_type(self, *args: Any, **kwargs: Any) -> tuple[Any, Any, Any]:
+        """``(arg_types, out_types, aux_types)`` (numpy types) from the types of some arguments."""
+        from ._infer import infer_type
+
+        return infer_type(self, args, kwargs)
+
+    def tojson(self) -> str:
+        """The graph in MXNet's JSON format (what MXNet 1.x writes to ``prefix-symbol.json``)."""
+        nodes = self._nodes()
+        index = {id(n): i for i, n in enumerate(nodes)}
+        out_nodes = []
+        row_ptr = [0]
+        for n in nodes:
+            aux = n.aux_positions()
+            entry: dict[str, Any] = {"op": n.op or "null", "name": n.name}
+            if n.attrs:
+                entry["attrs"] = dict(n.attrs)
+            entry["inputs"] = [
+                [index[id(src)], i, 1 if k in aux else 0] for k, (src, i) in enumerate(n.inputs)
+            ]
+            out_nodes.append(entry)
+            row_ptr.append(row_ptr[-1] + n.num_total())
+        graph = {
+            "nodes": out_nodes,
+            "arg_nodes": [i for i, n in enumerate(nodes) if n.is_variable],
+            "node_row_ptr": row_ptr,
+            "heads": [[index[id(n)], i, 0] for n, i in self._outputs],
+            "attrs": {"mxnet_version": ["int", MXNET_VERSION]},
+        }
+        return json.dumps(graph, indent=2)
+
+    def save(self, fname: str | os.PathLike[str], remove_amp_cast: bool = True) -> None:
+        """Write :meth:`tojson` to ``fname`` (atomically)."""
+        atomic_write_text(fname, self.tojson())
+
+    def bind(
+        self,
+        ctx: Any,
+        args: Any,
+        args_grad: Any = None,
+        grad_req: Any = "write",
+        aux_states: Any = None,
+        group2ctx: Any = None,
+        shared_exec: Any = None,
+    ) -> Any:
+        """An :class:`~mxtorch.executor.Executor` running this graph on the given arrays."""
+        from ..executor import Executor
+
+        return Executor(self, ctx, args, args_grad, grad_req, aux_states, group2ctx)
+
+    def simple_bind(
+        self,
+        ctx: Any,
+        grad_req: Any = "write",
+        type_dict: Any = None,
+        stype_dict: Any = None,
+        group2ctx: Any = None,
+        shared_arg_names: Any = None,
+        shared_exec: Any = None,
+        shared_buffer: Any = None,
+        **kwargs: Any,
+    ) -> Any:
+        """Bind with arrays allocated from the shapes in ``kwargs`` (zeros; gradients too)."""
+        from ..executor import simple_bind
+
+        return simple_bind(self, ctx, grad_req, type_dict, group2ctx, shared_exec, kwargs)
+
+    def eval(self, ctx: Any = None, **kwargs: Any) -> list[Any]:
+        """Run the graph once on ``kwargs`` (name -> array) and return its outputs."""
+        from ..context import current_context
+
+        ex = self.bind(ctx or current_context(), kwargs)
+        return ex.forward()  # type: ignore[no-any-return]
+
+
+_COMPACT = {"plus", "minus", "mul", "div", "mod", "power"}
+
+
+def _single(sym: Symbol, what: str) -> tuple[_Node, int]:
+    if len(sym._outputs) != 1:
+        raise ValueError(
+            f"{what}: a symbol with {len(sym._outputs)} outputs cannot be one input; "
+            "index it (sym[0]) or pass its outputs as separate inputs"
+        )
+    return sym._outputs[0]
+
+
+def create(
+    op_name: str,
+    *args: Any,
+    name: str | None = None,
+    attr: Mapping[str, str] | None = None,
+    _hint: str | None = None,
+    **kwargs: Any,
+) -> Symbol:
+    """Apply operator ``op_name`` to the symbols in ``args``/``kwargs``; other keywords are its
+    parameters.  Parameters it needs but was not given (``weight``, ``bias``, ``gamma`` ...) become
+    new variables named ``<name>_<input>``, as in MXNet."""
+    op = _ops.get_op(op_name)
+    canon = op.name
+    sig_names = _ops.signature_names(op_name)
+    positional: list[tuple[_Node, int]] = []
+    named: dict[str, tuple[_Node, int]] = {}
+    params: dict[str, Any] = {}
+    for k, a in enumerate(args):
+        if isinstance(a, Symbol):
+            if op.inputs is None and sig_names is None and len(a) > 1:
+                positional.extend(a._outputs)
+            else:
+                positional.append(_single(a, f"{op_name} input {k}"))
+        elif isinstance(a, (list, tuple)) and a and all(isinstance(s, Symbol) for s in a):
+            positional.extend(_single(s, f"{op_name} input") for s in a)
+        elif sig_names is not None and k < len(sig_names):
+            params[sig_names[k]] = a
+        else:
+            raise TypeError(
+                f"{op_name}: positional argument {k} is a {type(a).__name__}; operator "
+                "parameters are keywords (e.g. num_hidden=10)"
+            )
+    for key, v in kwargs.items():
+        if isinstance(v, Symbol):
+            named[key] = _single(v, f"{op_name} input {key!r}")
+        elif v is not None:
+            params[key] = v
+    attrs: dict[str, str] = {}
+    for pk, pv in params.items():
+        attrs[f"__{pk}__" if pk in HIDDEN_KEYS else pk] = attr_string(pv)
+    if canon in ("Concat", "add_n", "stack") and "num_args" not in attrs:
+        attrs["num_args"] = str(len(positional) + len(named))
+    scope_attrs = AttrScope.current().get(dict(attr) if attr else None)
+    for sk, sv in scope_attrs.items():
+        attrs.setdefault(f"__{sk}__" if sk in HIDDEN_KEYS else sk, sv)
+    node_name = NameManager.current().get(name, (_hint or op_name).lower())
+    parsed = {k: parse_attr(v) for k, v in attrs.items() if not k.startswith("__")}
+    input_names = op.inputs(parsed) if op.inputs is not None else sig_names
+    inputs: list[tuple[_Node, int]] = []
+    if input_names is None:
+        if named:
+            raise TypeError(f"{op_name} takes its inputs positionally, got keyword inputs {sorted(named)}")
+        inputs = positional
+    else:
+        unknown = set(named) - set(input_names)
+        if unknown:
+            raise TypeError(f"{op_name}: unknown input(s) {sorted(unknown)}; its inputs are {input_names}")
+        pos = iter(positional)
+        creates = op.inputs is not None and op.param_shapes is not None
+        for i, nm in enumerate(input_names):
+            if nm in named:
+                inputs.append(named[nm])
+                continue
+            nxt = next(pos, None)
+            if nxt is not None:
+                inputs.append(nxt)
+            elif creates:
+                var_attrs = dict(attrs)
+                if nm in op.aux_init:
+                    var_attrs["__init__"] = op.aux_init[nm]
+                inputs.append((_Node(None, f"{node_name}_{nm}", var_attrs, []), 0))
+            else:
+                later = [m for m in input_names[i + 1 :] if m in named]
+                if later or op.inputs is not None:
+                    raise TypeError(f"{op_name}: input {nm!r} is missing; its inputs are {input_names}")
+                break
+        rest = list(pos)
+        if rest:
+            raise TypeError(f"{op_name}: {len(rest)} more symbol input(s) than it takes ({input_names})")
+    node = _Node(canon, node_name, attrs, inputs)
+    return Symbol([(node, i) for i in range(len(op.outputs(parsed)))])
+
+
+def Variable(
+    name: str,
+    attr: Mapping[str, str] | None = None,
+    shape: Sequence[int] | None = None,
+    lr_mult: float | None = None,
+    wd_mult: float | None = None,
+    dtype: Any = None,
+    init: Any = None,
+    stype: str | None = None,
+    profiler_scope: str | None = None,
+    **kwargs: Any,
+) -> Symbol:
+    """A graph input named ``name``; shape, dtype, initializer and lr/wd multipliers are kept as
+    its attributes (``__shape__``, ``__dtype__``, ``__init__``, ``__lr_mult__`` ...)."""
+    if not isinstance(name, str):
+        raise TypeError(f"Variable: name must be a str, got {type(name).__name__}")
+    attrs = AttrScope.current().get(dict(attr) if attr else None)
+    attrs = {f"__{k}__" if k in HIDDEN_KEYS else k: v for k, v in attrs.items()}
+    if shape is not None:
+        attrs["__shape__"] = attr_string(tuple(shape))
+    if lr_mult is not None:
+        attrs["__lr_mult__"] = str(lr_mult)
+    if wd_mult is not None:
+        attrs["__wd_mult__"] = str(wd_mult)
+    if dtype is not None:
+        from ._infer import dtype_code
+
+        attrs["__dtype__"] = str(dtype_code(dtype))
+    if init is not None:
+        attrs["__init__"] = init if isinstance(init, str) else init.dumps()
+    if stype is not None:
+        attrs["__storage_type__"] = {"default": "0", "row_sparse": "1", "csr": "2"}.get(stype, stype)
+    if profiler_scope is not None:
+        attrs["__profiler_scope__"] = profiler_scope
+    for k, v in kwargs.items():
+        if not (k.startswith("__") and k.endswith("__")):
+            raise ValueError(f"Variable: unknown keyword {k!r}; extra attributes must look like __name__")
+        attrs[k] = attr_string(v)
+    return Symbol([(_Node(None, name, attrs, []), 0)])
+
+
+var = Variable
+
+
+def Group(symbols: Sequence[Symbol]) -> Symbol:
+    """One symbol whose outputs are the outputs of ``symbols`` in order."""
+    if not symbols or not all(isinstance(s, Symbol) for s in symbols):
+        raise TypeError("Group expects a non-empty list of Symbols")
+    return Symbol([o for s in symbols for o in s._outputs])
+
+
+def load_json(json_str: str) -> Symbol:
+    """A Symbol from MXNet's JSON graph format (files of MXNet 1.x and older ``param``/``attr`` keys)."""
+    try:
+        graph = json.loads(json_str)
+    except (TypeError, ValueError) as e:
+        raise MXNetError(f"load_json: not a JSON document: {e}") from e
+    return _from_graph(graph, "load_json")
+
+
+fromjson = load_json
+
+
+def load(fname: str | os.PathLike[str]) -> Symbol:
+    """A Symbol from an MXNet JSON graph file (``prefix-symbol.json``)."""
+    name = os.fspath(fname)
+    if not os.path.isfile(name):
+        raise MXNetError(f"symbol file {name!r} does not exist")
+    with open(name, encoding="utf-8") as f:
+        text = f.read()
+    try:
+        graph = json.loads(text)
+    except ValueError as e:
+        raise MXNetError(f"symbol file {name!r} is not valid JSON (truncated or corrupt?): {e}") from e
+    return _from_graph(graph, f"symbol file {name!r}")
+
+
+def _from_graph(graph: Any, source: str) -> Symbol:
+    if not isinstance(graph, dict) or not isinstance(graph.get("nodes"), list) or "heads" not in graph:
+        raise MXNetError(f"{source}: not an MXNet graph (expected a JSON object with 'nodes' and 'heads')")
+    nodes: list[_Node] = []
+    for i, entry in enumerate(graph["nodes"]):
+        if not isinstance(entry, dict) or "op" not in entry or "name" not in entry:
+            raise MXNetError(f"{source}: node {i} is malformed (needs 'op' and 'name'): {entry!r:.200}")
+        attrs: dict[str, str] = {}
+        for key in ("param", "attr", "attrs"):  # MXNet 0.x wrote param/attr, 1.x writes attrs
+            raw = entry.get(key) or {}
+            if not isinstance(raw, dict):
+                raise MXNetError(f"{source}: node {i} ({entry['name']!r}) has a malformed {key!r}")
+            attrs.update({str(k): str(v) for k, v in raw.items()})
+        op = None if entry["op"] == "null" else str(entry["op"])
+        if op is not None and not _ops.has_op(op):
+            raise MXNetError(
+                f"{source}: node {i} ({entry['name']!r}) uses operator {op!r}, which mxtorch "
+                "does not implement"
+            )
+        inputs = []
+        for ref in entry.get("inputs", []):
+            if not isinstance(ref, list) or len(ref) < 2 or not 0 <= int(ref[0]) < i:
+                raise MXNetError(f"{source}: node {i} ({entry['name']!r}) has a bad input reference {ref!r}")
+            inputs.append((nodes[int(ref[0])], int(ref[1])))
+        nodes.append(_Node(op, str(entry["name"]), attrs, inputs))
+    heads = []
+    for ref in graph["heads"]:
+        if not isinstance(ref, list) or not 0 <= int(ref[0]) < len(nodes):
+            raise MXNetError(f"{source}: bad head reference {ref!r}")
+        heads.append((nodes[int(ref[0])], int(ref[1])))
+    return Symbol(heads)
+
+
+def _iter_names() -> list[str]:
+    return _ops.op_names()
