@@ -135,13 +135,6 @@ class _Reader:
         return torch.frombuffer(bytearray(raw), dtype=dtype).reshape(shape)
 
 
-def _size(shape: tuple[int, ...]) -> int:
-    n = 1
-    for d in shape:
-        n *= d
-    return n
-
-
 def _read_legacy(r: _Reader, magic: int, at: int, what: str) -> torch.Tensor:
     if magic == V1_MAGIC:
         shape = r.shape(what)
@@ -189,8 +182,7 @@ def _read_array(r: _Reader, index: int) -> torch.Tensor:
         if ashape is None or len(ashape) != 1:
             raise r.fail(f"{aux_what} must be 1-D, got shape {ashape}", aux_at)
         aux.append((adt, ashape))
-    assert sshape is not None
-    _check_sparse_shapes(r, kind, shape, sshape, [a[1] for a in aux], what, shape_at)
+    sshape = _check_sparse_shapes(r, kind, shape, sshape, [a[1] for a in aux], what, shape_at)
     values = r.tensor(sshape, dtype, f"the stored values of {what}")
     parts = [r.tensor(ashape, adt, f"auxiliary array {i} of {what}") for i, (adt, ashape) in enumerate(aux)]
     try:
@@ -202,7 +194,8 @@ def _read_array(r: _Reader, index: int) -> torch.Tensor:
 
 
 def _check_sparse_shapes(r: _Reader, kind: str, shape: tuple[int, ...], sshape: tuple[int, ...] | None,
-                         ashapes: list[tuple[int, ...]], what: str, at: int) -> None:
+                         ashapes: list[tuple[int, ...]], what: str, at: int) -> tuple[int, ...]:
+    """``sshape`` once it fits ``shape`` and the index shapes (else MXNetError)."""
     if sshape is None or not sshape:
         raise r.fail(f"{what} ({kind}) has no storage shape", at)
     nnz = sshape[0]
@@ -215,6 +208,7 @@ def _check_sparse_shapes(r: _Reader, kind: str, shape: tuple[int, ...], sshape: 
     if not ok:
         raise r.fail(f"{what} ({kind}) has shape {shape}, storage shape {sshape} and index shapes {ashapes}; "
                      f"expected {want}", at)
+    return sshape
 
 
 def read_mxnet(data: bytes, source: str) -> Arrays:
