@@ -1,0 +1,8 @@
+"""``mx.mod``: MXNet's Module API (``Module``, ``BucketingModule``, ``BaseModule``)."""
+
+from __future__ import annotations
+
+from .base_module import BaseModule
+from .module import Module
+
+__all__ = ["BaseModule", "Module"]

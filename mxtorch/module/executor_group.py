@@ -1,0 +1,250 @@
+"""Data parallelism of a Module: one executor per context, each on a slice of the batch.
+
+As MXNet's ``DataParallelExecutorGroup``: the batch is split along axis 0 in proportion to
+``work_load_list``; every context holds its own copy of the parameters; outputs are
+concatenated back; ``get_params`` averages the copies.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+
+from ..base import MXNetError
+from ..executor import Executor
+
+if TYPE_CHECKING:
+    from ..symbol.symbol import Symbol
+
+__all__ = ["DataParallelExecutorGroup", "split_input_slice", "as_descs"]
+
+
+def split_input_slice(batch_size: int, work_load_list: Sequence[float]) -> list[slice]:
+    """Slices of a batch of ``batch_size`` in proportion to ``work_load_list`` (MXNet's rounding)."""
+    total = float(sum(work_load_list))
+    if total <= 0:
+        raise MXNetError(f"work_load_list {list(work_load_list)} must have a positive sum")
+    sizes = [int(round(w * batch_size / total)) for w in work_load_list]
+    sizes[-1] += batch_size - sum(sizes)
+    slices, start = [], 0
+    for s in sizes:
+        if s <= 0:
+            raise MXNetError(
+                f"batch of {batch_size} cannot be split over {len(work_load_list)} contexts with "
+                f"work loads {list(work_load_list)}: a context would get {s} samples"
+            )
+        slices.append(slice(start, start + s))
+        start += s
+    return slices
+
+
+def as_descs(shapes: Any, what: str) -> list[tuple[str, tuple[int, ...]]]:
+    """``[(name, shape)]`` from DataDesc objects, (name, shape) pairs or a dict."""
+    if shapes is None:
+        return []
+    if isinstance(shapes, Mapping):
+        shapes = list(shapes.items())
+    out = []
+    for d in shapes:
+        if hasattr(d, "name") and hasattr(d, "shape"):
+            out.append((str(d.name), tuple(int(x) for x in d.shape)))
+        elif isinstance(d, (tuple, list)) and len(d) >= 2 and isinstance(d[0], str):
+            out.append((d[0], tuple(int(x) for x in d[1])))
+        else:
+            raise MXNetError(f"{what}: expected (name, shape) pairs or DataDesc, got {d!r}")
+    return out
+
+
+def _arrays_of(batch_part: Any) -> list[Any]:
+    if batch_part is None:
+        return []
+    if isinstance(batch_part, (torch.Tensor, np.ndarray)):
+        return [batch_part]
+    return list(batch_part)
+
+
+class DataParallelExecutorGroup:
+    """Executors of ``symbol`` on ``contexts`` sharing the work of each batch."""
+
+    def __init__(
+        self,
+        symbol: Symbol,
+        contexts: list[Any],
+        workload: Sequence[float],
+        data_shapes: list[tuple[str, tuple[int, ...]]],
+        label_shapes: list[tuple[str, tuple[int, ...]]],
+        param_names: list[str],
+        for_training: bool,
+        inputs_need_grad: bool,
+        fixed_param_names: Sequence[str] = (),
+        grad_req: Any = "write",
+        state_names: Sequence[str] = (),
+        group2ctxs: Sequence[Any] | None = None,
+    ) -> None:
+        self.symbol = symbol
+        self.contexts = contexts
+        self.workload = list(workload)
+        self.param_names = param_names
+        self.for_training = for_training
+        self.inputs_need_grad = inputs_need_grad
+        self.fixed_param_names = set(fixed_param_names)
+        self.state_names = list(state_names)
+        self.arg_names = symbol.list_arguments()
+        self.aux_names = symbol.list_auxiliary_states()
+        self.group2ctxs = list(group2ctxs) if group2ctxs is not None else [None] * len(contexts)
+        self.grad_req = self._grad_req(grad_req)
+        self.execs: list[Executor] = []
+        self.bind_exec(data_shapes, label_shapes)
+
+    def _grad_req(self, grad_req: Any) -> dict[str, str]:
+        reqs: dict[str, str] = {}
+        data_names = set()
+        for name in self.arg_names:
+            if name in self.param_names:
+                base = grad_req.get(name, "write") if isinstance(grad_req, Mapping) else grad_req
+                reqs[name] = "null" if (not self.for_training or name in self.fixed_param_names) else base
+            else:
+                data_names.add(name)
+                reqs[name] = "write" if self.inputs_need_grad and self.for_training else "null"
+        return reqs
+
+    def bind_exec(
+        self,
+        data_shapes: list[tuple[str, tuple[int, ...]]],
+        label_shapes: list[tuple[str, tuple[int, ...]]],
+        shared_group: Any = None,
+    ) -> None:
+        """(Re)create the executors for these input shapes, keeping parameter arrays that exist."""
+        if not data_shapes:
+            raise MXNetError("bind: data_shapes is empty; give the shape of every data input")
+        self.data_shapes, self.label_shapes = data_shapes, label_shapes
+        self.batch_size = data_shapes[0][1][0]
+        self.slices = split_input_slice(self.batch_size, self.workload)
+        old = self.execs
+        self.execs = []
+        known = set(self.arg_names) | set(self.aux_names)
+        self.data_names = [n for n, _ in data_shapes]
+        self.label_names = [n for n, _ in label_shapes if n in known]
+        for i, ctx in enumerate(self.contexts):
+            n = self.slices[i].stop - self.slices[i].start
+            shapes = {name: (n, *shape[1:]) for name, shape in data_shapes + label_shapes if name in known}
+            shared = old[i] if i < len(old) else None
+            ex = self.symbol.simple_bind(
+                ctx, grad_req=self.grad_req, group2ctx=self.group2ctxs[i], shared_exec=shared, **shapes
+            )
+            if shared is not None:  # aux states too
+                for k, arr in shared.aux_dict.items():
+                    if k in ex.aux_dict:
+                        ex.aux_arrays[self.aux_names.index(k)] = arr
+            self.execs.append(ex)
+        self.param_arrays = [[ex.arg_dict[n] for ex in self.execs] for n in self.param_names]
+        self.grad_arrays: list[list[Any]] = [[ex.grad_dict[n] for ex in self.execs] for n in self.param_names]
+        self.aux_arrays = [[ex.aux_dict[n] for ex in self.execs] for n in self.aux_names]
+        self.input_grad_arrays: list[list[Any]] = [[ex.grad_dict[n] for ex in self.execs] for n in self.data_names]
+
+    # ------------------------------------------------------------------ parameters
+    def set_params(
+        self, arg_params: Mapping[str, Any], aux_params: Mapping[str, Any] | None, allow_extra: bool = False
+    ) -> None:
+        for ex in self.execs:
+            ex.copy_params_from(arg_params, aux_params, allow_extra_params=allow_extra)
+
+    def get_params(self, arg_params: dict[str, Any], aux_params: dict[str, Any]) -> None:
+        """Average the copies of each parameter across contexts into ``arg_params``/``aux_params``."""
+        for names, arrays, dst in (
+            (self.param_names, self.param_arrays, arg_params),
+            (self.aux_names, self.aux_arrays, aux_params),
+        ):
+            for name, block in zip(names, arrays, strict=True):
+                with torch.no_grad():
+                    if len(block) == 1:
+                        val = block[0].detach().to("cpu")
+                    else:
+                        val = torch.stack([w.detach().to("cpu") for w in block]).mean(0)
+                    if name in dst:
+                        dst[name].copy_(val.to(dst[name].dtype))
+                    else:
+                        dst[name] = val.clone()
+
+    # ------------------------------------------------------------------ running
+    def _load(self, names: list[str], arrays: list[Any], is_label: bool) -> None:
+        for name, arr in zip(names, arrays, strict=False):
+            if not isinstance(arr, torch.Tensor):
+                arr = torch.as_tensor(np.asarray(arr))
+            for ex, sl in zip(self.execs, self.slices, strict=True):
+                dst = ex.arg_dict.get(name)
+                if dst is None:
+                    continue
+                part = arr[sl] if len(self.execs) > 1 else arr
+                if tuple(part.shape) != tuple(dst.shape):
+                    raise MXNetError(
+                        f"{'label' if is_label else 'data'} {name!r}: batch slice has shape "
+                        f"{tuple(part.shape)}, the module was bound with {tuple(dst.shape)}"
+                    )
+                with torch.no_grad():
+                    dst.copy_(
+                        part.to(dst.device, dst.dtype)
+                        if part.device != dst.device or part.dtype != dst.dtype
+                        else part
+                    )
+
+    def forward(self, data_batch: Any, is_train: bool | None = None) -> None:
+        if is_train is None:
+            is_train = self.for_training
+        data = _arrays_of(data_batch.data)
+        if len(data) != len(self.data_names):
+            raise MXNetError(
+                f"forward: the batch has {len(data)} data arrays, the module takes "
+                f"{len(self.data_names)} ({self.data_names})"
+            )
+        self._load(self.data_names, data, False)
+        label = _arrays_of(getattr(data_batch, "label", None))
+        if is_train and label:
+            self._load(self.label_names, label, True)
+        elif label and self.label_names:
+            self._load(self.label_names, label, True)
+        for ex in self.execs:
+            ex.forward(is_train=is_train)
+
+    def backward(self, out_grads: Any = None) -> None:
+        if not self.for_training:
+            raise MXNetError("backward: the module was bound with for_training=False")
+        for i, ex in enumerate(self.execs):
+            if out_grads is None:
+                ex.backward()
+            else:
+                grads = [g[self.slices[i]] if len(self.execs) > 1 else g for g in _arrays_of(out_grads)]
+                ex.backward(grads)
+
+    def get_outputs(self, merge_multi_context: bool = True) -> list[Any]:
+        outs = [[ex.outputs[k] for ex in self.execs] for k in range(len(self.execs[0].outputs))]
+        if not merge_multi_context:
+            return outs
+        return [o[0] if len(o) == 1 else torch.cat([t.to(o[0].device) for t in o], dim=0) for o in outs]
+
+    def get_input_grads(self, merge_multi_context: bool = True) -> list[Any]:
+        if not self.inputs_need_grad:
+            raise MXNetError("get_input_grads: bind the module with inputs_need_grad=True")
+        if not merge_multi_context:
+            return self.input_grad_arrays
+        return [
+            g[0] if len(g) == 1 else torch.cat([t.to(g[0].device) for t in g], dim=0)
+            for g in self.input_grad_arrays
+        ]
+
+    def update_metric(self, eval_metric: Any, labels: Any, pre_sliced: bool = False) -> None:
+        labels = _arrays_of(labels)
+        for i, ex in enumerate(self.execs):
+            if pre_sliced:
+                lab = _arrays_of(labels[i])
+            elif len(self.execs) > 1:
+                lab = [
+                    torch.as_tensor(np.asarray(x)) if not isinstance(x, torch.Tensor) else x for x in labels
+                ]
+                lab = [x[self.slices[i]] for x in lab]
+            else:
+                lab = labels
+            eval_metric.update(lab, ex.outputs)
