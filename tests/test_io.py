@@ -362,6 +362,15 @@ def test_csviter_errors(tmp_path: Path, data4: str) -> None:
     short = _write(tmp_path / "short.csv", "1,2,3\n2,3\n")
     with pytest.raises(MXNetError, match=r"row 1 \(.*short.csv, line 2\) has 2 values, but the shape \(3,\)"):
         CSVIter(data_csv=short, data_shape=(3,), batch_size=1)
+    parts = tmp_path / "parts"
+    parts.mkdir()
+    _write(parts / "1.csv", "1,2,3\n4,5,6\n")
+    _write(parts / "2.csv", "7,8,9\n7,8,9,\n7,8;9,1\n")
+    with pytest.raises(MXNetError, match=r"row 4 \(.*2.csv, line 3\) is malformed.*'8;9'"):
+        CSVIter(data_csv=str(parts), data_shape=(3,), batch_size=1)
+    with pytest.raises(MXNetError, match="does not fit in int32"):
+        CSVIter(data_csv=_write(tmp_path / "big.csv", "1,2,99999999999\n"), data_shape=(3,), batch_size=1,
+                dtype="int32")
     floats = _write(tmp_path / "f.csv", "1.5,2,3\n")
     with pytest.raises(MXNetError, match="must be an integer"):
         CSVIter(data_csv=floats, data_shape=(3,), batch_size=1, dtype="int32")
@@ -655,3 +664,22 @@ def test_dataloaderiter_errors() -> None:
         next(it)
     with pytest.raises(TypeError, match="unknown dtype"):
         DataLoaderIter([(torch.ones(2), torch.ones(2))], dtype="float99")
+
+
+# --------------------------------------------------------------------------- with mx.mod.Module
+
+
+def test_module_trains_on_prefetched_mnistiter_and_scores_an_ndarrayiter() -> None:
+    data = mx.sym.Variable("data")
+    net = mx.sym.SoftmaxOutput(mx.sym.FullyConnected(mx.sym.flatten(data), num_hidden=10, name="fc"),
+                               name="softmax")
+    train = MNISTIter(image=str(ROOT / "train-images-idx3-ubyte.gz"),
+                      label=str(ROOT / "train-labels-idx1-ubyte.gz"), batch_size=100, silent=True)
+    labels = _idx(T10K_LABELS, 8)
+    test_x = _idx(T10K_IMAGES, 16).reshape(-1, 1, 28, 28).astype(np.float32) / 256
+    mod = mx.mod.Module(net, context=mx.cpu())
+    with PrefetchingIter(train) as prefetched:
+        mod.fit(prefetched, num_epoch=2, optimizer="sgd", optimizer_params={"learning_rate": 0.1})
+    test = NDArrayIter(test_x, labels, batch_size=300)  # 2000 = 6 * 300 + 200: the last batch padded
+    ((name, acc),) = mod.score(test, "acc")
+    assert name == "accuracy" and acc > 0.7  # a linear model on Fashion-MNIST reaches ~0.8

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import math
 import os
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -80,36 +81,56 @@ def _csv_files(path: str | os.PathLike[str], what: str) -> list[Path]:
     return [p]
 
 
-def _parse_rows(files: list[Path], width: int, dtype: type, what: str, shape: tuple[int, ...]) -> np.ndarray:
-    """All non-blank rows of ``files`` as a (rows, width) array; errors name the file and line."""
+def _parse_slowly(f: Path, first_row: int, width: int, dtype: type, what: str,
+                  shape: tuple[int, ...]) -> np.ndarray:
+    """The rows of one file parsed line by line; errors name the row, file and line."""
     rows: list[list[Any]] = []
     convert = float if dtype is np.float32 else int
-    for f in files:
-        with open(f, encoding="utf-8") as fh:
-            for lineno, line in enumerate(fh, start=1):
-                text = line.strip()
-                if not text:
-                    continue
-                fields = text.split(",")
-                if fields and fields[-1].strip() == "":
-                    fields.pop()  # a trailing comma
-                if len(fields) != width:
-                    raise MXNetError(
-                        f"CSVIter: {what} row {len(rows)} ({f}, line {lineno}) has {len(fields)} values, but "
-                        f"the shape {shape} needs {width}; fix the row or the shape"
-                    )
-                try:
-                    values = [convert(x.strip()) for x in fields]
-                except ValueError as err:
-                    raise MXNetError(
-                        f"CSVIter: {what} row {len(rows)} ({f}, line {lineno}) is malformed: {err}; "
-                        f"every value must be {'an integer' if convert is int else 'a number'} for this dtype"
-                    ) from err
-                rows.append(values)
+    with open(f, encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, start=1):
+            text = line.strip()
+            if not text:
+                continue
+            fields = text.split(",")
+            if fields[-1].strip() == "":
+                fields.pop()  # a trailing comma
+            where = f"{what} row {first_row + len(rows)} ({f}, line {lineno})"
+            if len(fields) != width:
+                raise MXNetError(f"CSVIter: {where} has {len(fields)} values, but the shape {shape} needs "
+                                 f"{width}; fix the row or the shape")
+            try:
+                values = [convert(x.strip()) for x in fields]
+            except ValueError as err:
+                raise MXNetError(
+                    f"CSVIter: {where} is malformed: {err}; every value must be "
+                    f"{'an integer' if convert is int else 'a number'} for this dtype"
+                ) from err
+            rows.append(values)
     try:
         return np.asarray(rows, dtype=dtype).reshape(len(rows), width)
     except OverflowError as err:
-        raise MXNetError(f"CSVIter: a {what} value does not fit in {np.dtype(dtype).name}: {err}") from err
+        raise MXNetError(f"CSVIter: a {what} value in {f} does not fit in {np.dtype(dtype).name}: "
+                         f"{err}") from err
+
+
+def _parse_rows(files: list[Path], width: int, dtype: type, what: str, shape: tuple[int, ...]) -> np.ndarray:
+    """All non-blank rows of ``files`` as a (rows, width) array."""
+    blocks: list[np.ndarray] = []
+    count = 0
+    for f in files:
+        try:  # fast path; what it rejects is parsed line by line to name the bad row
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # "input contained no data" for a blank file
+                block: np.ndarray = np.loadtxt(f, delimiter=",", dtype=dtype, ndmin=2, comments=None,
+                                               encoding="utf-8")
+            if block.size and block.shape[1] != width:
+                raise ValueError("wrong number of columns")
+            block = block.reshape(-1, width)
+        except (ValueError, OverflowError):
+            block = _parse_slowly(f, count, width, dtype, what, shape)
+        blocks.append(block)
+        count += block.shape[0]
+    return np.concatenate(blocks, axis=0)
 
 
 class CSVIter(DataIter):
