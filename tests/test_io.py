@@ -260,6 +260,29 @@ def test_ndarrayiter_needs_reset_after_the_end() -> None:
         it.getdata()
 
 
+def test_ndarrayiter_csr_inputs_give_csr_batches_with_discard() -> None:
+    x = np.zeros((7, 4), dtype=np.float32)
+    x[np.arange(7), np.arange(7) % 4] = np.arange(1, 8)
+    x[3] = 0  # an empty row
+    csr = mx.nd.array(x).tostype("csr")
+    it = NDArrayIter(csr, np.arange(7), batch_size=3, last_batch_handle="discard")
+    batches = _epoch(it)
+    assert len(batches) == 2 and all(b.data[0].stype == "csr" for b in batches)
+    np.testing.assert_array_equal(batches[1].data[0].asnumpy(), x[3:6])
+    np.random.seed(5)
+    idx = np.arange(7)
+    np.random.shuffle(idx)
+    np.random.seed(5)
+    shuffled = next(NDArrayIter({"data": csr}, np.arange(7), batch_size=3, shuffle=True,
+                                last_batch_handle="discard"))
+    np.testing.assert_array_equal(shuffled.data[0].asnumpy(), x[idx[:3]])
+    assert shuffled.label[0].tolist() == idx[:3].tolist()
+    with pytest.raises(NotImplementedError, match="CSR inputs need last_batch_handle='discard'"):
+        NDArrayIter(csr, batch_size=3)
+    with pytest.raises(TypeError, match="sparse_coo tensor"):
+        NDArrayIter(torch.eye(3).to_sparse(), batch_size=1)
+
+
 @pytest.mark.parametrize(
     "kwargs, err, match",
     [

@@ -15,6 +15,9 @@ Semantics of MXNet 1.x's ``mx.io.NDArrayIter``:
   completed with the first examples of the next epoch (``pad`` of that batch is the number of
   carried-over examples, as MXNet reports it).  ``hard_reset()`` forgets carried-over examples.
 
+CSR inputs (``mx.nd.sparse.csr_matrix``, ``.tostype('csr')``) are supported as in MXNet: only
+with ``last_batch_handle='discard'`` and the batch on axis 0; their batches are CSR arrays.
+
 Deviation: MXNet turns a non-float32 NDArray into float32 when shuffling; here a tensor keeps
 its dtype whether or not it is shuffled.
 """
@@ -28,6 +31,7 @@ import numpy as np
 import torch
 
 from ..nd import array as nd_array
+from ..nd.sparse import csr_matrix
 from .base import DataBatch, DataDesc, DataIter, numpy_dtype
 
 __all__ = ["NDArrayIter"]
@@ -39,9 +43,9 @@ def _as_tensor(value: Any, name: str) -> torch.Tensor:
     if isinstance(value, (np.ndarray, np.generic, torch.Tensor, int, float)) and np.ndim(value) == 0:
         raise ValueError(f"NDArrayIter: input {name!r} is a scalar; it needs a batch axis of examples")
     if isinstance(value, torch.Tensor):
-        if value.layout != torch.strided:
-            raise TypeError(f"NDArrayIter: input {name!r} is a sparse tensor ({value.layout}); "
-                            "give a dense array (e.g. .to_dense())")
+        if value.layout not in (torch.strided, torch.sparse_csr):
+            raise TypeError(f"NDArrayIter: input {name!r} is a {value.layout} tensor; give a dense or a CSR "
+                            "array (e.g. .to_dense() or .tostype('csr'))")
         return value.detach()
     try:
         out = nd_array(value)
@@ -84,6 +88,20 @@ def init_data(data: Any, allow_empty: bool, default_name: str) -> list[tuple[str
     return out
 
 
+def _csr_rows(v: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+    """Rows ``rows`` of the CSR array ``v`` as a new CSR array (never densified)."""
+    crow, col, val = v.crow_indices(), v.col_indices(), v.values()
+    rows = rows.to(crow.device)
+    starts, counts = crow[rows], crow[rows + 1] - crow[rows]
+    new_crow = torch.zeros(len(rows) + 1, dtype=crow.dtype, device=crow.device)
+    torch.cumsum(counts, 0, out=new_crow[1:])
+    # position j of new row r is old position starts[r] + j
+    gather = torch.repeat_interleave(starts - new_crow[:-1], counts) + torch.arange(
+        int(new_crow[-1]), dtype=crow.dtype, device=crow.device)
+    shape = (len(rows),) + tuple(v.shape[1:])
+    return csr_matrix((val[gather], col[gather], new_crow), shape=shape, dtype=v.dtype)
+
+
 class NDArrayIter(DataIter):
     """Iterates over arrays in mini-batches; see the module docstring for MXNet's rules.
 
@@ -116,6 +134,11 @@ class NDArrayIter(DataIter):
         self._axis = layout.find("N")
         self.data = init_data(data, allow_empty=False, default_name=data_name)
         self.label = init_data(label, allow_empty=True, default_name=label_name)
+        if any(v.layout == torch.sparse_csr for _, v in self.data + self.label):
+            if last_batch_handle != "discard" or self._axis != 0:
+                raise NotImplementedError("NDArrayIter: CSR inputs need last_batch_handle='discard' and the "
+                                          f"batch on axis 0 (got {last_batch_handle!r}, layout {layout!r}), "
+                                          "as in MXNet")
         counts = {}
         for k, v in self.data + self.label:
             if v.dim() <= self._axis:
@@ -195,7 +218,11 @@ class NDArrayIter(DataIter):
         return DataBatch(data=data, label=label, pad=self.getpad(), index=None)
 
     def _slice(self, source: list[tuple[str, torch.Tensor]], start: int, end: int) -> list[torch.Tensor]:
-        return [v.narrow(self._axis, start, end - start).clone() for _, v in source]
+        return [
+            _csr_rows(v, torch.arange(start, end)) if v.layout == torch.sparse_csr
+            else v.narrow(self._axis, start, end - start).clone()
+            for _, v in source
+        ]
 
     def _concat(self, first: list[torch.Tensor], second: list[torch.Tensor]) -> list[torch.Tensor]:
         if not first or not second:
@@ -247,5 +274,10 @@ class NDArrayIter(DataIter):
     def _shuffle_data(self) -> None:
         np.random.shuffle(self.idx)
         order = torch.from_numpy(self.idx.copy())
-        self.data = [(k, v.index_select(self._axis, order.to(v.device))) for k, v in self.data]
-        self.label = [(k, v.index_select(self._axis, order.to(v.device))) for k, v in self.label]
+        self.data = [(k, self._take(v, order)) for k, v in self.data]
+        self.label = [(k, self._take(v, order)) for k, v in self.label]
+
+    def _take(self, v: torch.Tensor, order: torch.Tensor) -> torch.Tensor:
+        if v.layout == torch.sparse_csr:
+            return _csr_rows(v, order)
+        return v.index_select(self._axis, order.to(v.device))
