@@ -56,8 +56,7 @@ def _epoch(it: DataIter) -> list[DataBatch]:
     return out
 
 
-# --------------------------------------------------------------------------- DataDesc / DataBatch
-
+# DataDesc / DataBatch ----------
 
 def test_datadesc_is_a_name_shape_tuple_with_dtype_and_layout() -> None:
     d = DataDesc("data", [2, 3])
@@ -124,8 +123,7 @@ def test_dataiter_base_builds_batches_from_the_getters() -> None:
         DataIter().next()
 
 
-# --------------------------------------------------------------------------- NDArrayIter
-
+# NDArrayIter ----------
 X10 = np.arange(20).reshape(10, 2)  # example i is [2i, 2i+1]
 
 
@@ -308,8 +306,7 @@ def test_ndarrayiter_errors(kwargs: dict[str, Any], err: type[Exception], match:
         NDArrayIter(**kwargs)
 
 
-# --------------------------------------------------------------------------- CSVIter
-
+# CSVIter ----------
 ROWS4 = [[1.0, 2.0, 3.0], [2.0, 3.0, 4.0], [3.0, 4.0, 5.0], [4.0, 5.0, 6.0]]
 
 
@@ -420,8 +417,7 @@ def test_csviter_errors(tmp_path: Path, data4: str) -> None:
         it.getdata()
 
 
-# --------------------------------------------------------------------------- MNISTIter
-
+# MNISTIter ----------
 
 def _idx(path: Path, header: int) -> np.ndarray:
     return np.frombuffer(gzip.decompress(path.read_bytes()), dtype=np.uint8, offset=header)
@@ -509,8 +505,7 @@ def test_mnistiter_errors(tmp_path: Path) -> None:
         MNISTIter(image=str(T10K_IMAGES), label=str(T10K_LABELS), round_batch=True)
 
 
-# --------------------------------------------------------------------------- ResizeIter
-
+# ResizeIter ----------
 
 def test_resizeiter_stretches_and_shrinks_epochs() -> None:
     inner = NDArrayIter(X10, np.arange(10), batch_size=4)  # 3 batches per epoch, the last padded by 2
@@ -543,8 +538,7 @@ def test_resizeiter_errors() -> None:
         next(ResizeIter(Empty(X10), 1))
 
 
-# --------------------------------------------------------------------------- PrefetchingIter
-
+# PrefetchingIter ----------
 
 def test_prefetchingiter_equals_its_source() -> None:
     src = NDArrayIter(X10, np.arange(10), batch_size=3, last_batch_handle="roll_over")
@@ -637,8 +631,7 @@ def test_prefetchingiter_shuts_its_threads_down() -> None:
     assert not any(t.is_alive() for t in threads)
 
 
-# --------------------------------------------------------------------------- DataLoaderIter
-
+# DataLoaderIter ----------
 
 def _loader(shuffle: bool = False) -> DataLoader:
     x = np.arange(20, dtype=np.int64).reshape(10, 2)
@@ -689,8 +682,7 @@ def test_dataloaderiter_errors() -> None:
         DataLoaderIter([(torch.ones(2), torch.ones(2))], dtype="float99")
 
 
-# --------------------------------------------------------------------------- with mx.mod.Module
-
+# with mx.mod.Module ----------
 
 def test_module_trains_on_prefetched_mnistiter_and_scores_an_ndarrayiter() -> None:
     data = mx.sym.Variable("data")
