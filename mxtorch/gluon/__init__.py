@@ -5,8 +5,9 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from .block import Block, HybridBlock, SymbolBlock
+from .block import Block, HybridBlock
 from .parameter import Constant, DeferredInitializationError, Parameter, ParameterDict
+from .symbol_block import SymbolBlock
 
 _SUBMODULES = {
     "nn": "mxtorch.gluon.nn",

@@ -21,8 +21,10 @@ from ..context import Context
 from .parameter_core import Parameter, _fwd, wrap_torch_parameter
 from .parameter_dict import ParameterDict
 from .serialization import load_named, load_tensors, save_tensors
+from .symbolic import call_symbolic, has_symbol
+from .symbolic import input_names as symbolic_input_names
 
-__all__ = ["Block", "HybridBlock", "SymbolBlock", "collect_params", "as_parameters", "HYBRIDIZE_ENV"]
+__all__ = ["Block", "HybridBlock", "collect_params", "as_parameters", "HYBRIDIZE_ENV"]
 
 HYBRIDIZE_ENV = "MXTORCH_HYBRIDIZE"
 """Environment variable choosing what ``hybridize()`` does: 'auto' (default: torch.compile on
@@ -327,6 +329,8 @@ class Block(torch.nn.Module):
 
     # ---- calling -----------------------------------------------------------------------
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if has_symbol(args):
+            return call_symbolic(self, args, kwargs)
         if _fwd.depth or torch.compiler.is_compiling():
             return super().__call__(*args, **kwargs)
         prev = _fwd.ctx
@@ -525,6 +529,8 @@ class HybridBlock(Block):
         return any(isinstance(a, torch.Tensor) and a.is_cuda for a in args)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if has_symbol(args):
+            return call_symbolic(self, args, kwargs)
         if self._infer_pending:
             self._run_infer_shape(args)
         if not self._hybrid_active or self._compile_failed or torch.compiler.is_compiling() or _fwd.depth:
@@ -592,25 +598,26 @@ class HybridBlock(Block):
                     p._finish_deferred_init()
         object.__setattr__(self, "_infer_pending", False)
 
-    def export(self, path: str, epoch: int = 0, **kwargs: Any) -> None:
-        """Save parameters as ``path-%04d.params`` (safetensors); symbol files do not exist here."""
-        self.save_parameters(f"{path}-{epoch:04d}.params")
+    def export(self, path: str, epoch: int = 0, remove_amp_cast: bool = True) -> tuple[str, str]:
+        """Write ``path-symbol.json`` (this block's graph) and ``path-%04d.params`` (``arg:``/``aux:``
+        arrays) in MXNet's formats: MXNet 1.x loads them with ``SymbolBlock.imports``."""
+        from ..symbol import Group, var
+
+        inputs = [var(n) for n in symbolic_input_names(self)]
+        out = self(*inputs)
+        graph = Group(list(out)) if isinstance(out, (list, tuple)) else out
+        sym_file, params_file = f"{path}-symbol.json", f"{path}-{epoch:04d}.params"
+        graph.save(sym_file)
+        args, aux = set(graph.list_arguments()), set(graph.list_auxiliary_states())
+        arrays: dict[str, torch.Tensor] = {}
+        for name, p in self.collect_params().items():
+            if name in args:
+                arrays[f"arg:{name}"] = p._reduce()
+            elif name in aux:
+                arrays[f"aux:{name}"] = p._reduce()
+        save_tensors(params_file, arrays, format="mxnet")
+        return sym_file, params_file
 
     def optimize_for(self, x: Any, *args: Any, backend: str | None = None, **kwargs: Any) -> None:
         self.hybridize(True, backend=backend, **kwargs)
         self(x, *args)
-
-
-class SymbolBlock(HybridBlock):
-    """MXNet's graph-import block; symbol graphs do not exist in mxtorch."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        raise MXNetError("SymbolBlock needs MXNet symbol graphs, which mxtorch does not have: "
-                         "rebuild the network from gluon.nn layers and load_parameters()")
-
-    @staticmethod
-    def imports(*args: Any, **kwargs: Any) -> None:
-        raise MXNetError("SymbolBlock.imports needs MXNet symbol graphs, which mxtorch does not have: "
-                         "rebuild the network from gluon.nn layers and load_parameters()")
-
-

@@ -507,7 +507,19 @@ class Parameter:
                     d.grad = d.grad.to(self._dtype)
 
     def var(self) -> Any:
-        raise MXNetError("symbolic variables do not exist in mxtorch: use param.data() in forward")
+        """This parameter as a graph variable (``mx.sym.var``) with its shape, dtype, initializer and
+        lr/wd multipliers; the same variable every call."""
+        cached = self.__dict__.get("_var")
+        if cached is not None and cached.name == self.name:
+            return cached
+        from ..symbol import Variable
+
+        init = self.init
+        v = Variable(self.name, shape=tuple(self.shape) if self.shape else None, dtype=self.dtype,
+                     lr_mult=self.lr_mult, wd_mult=self.wd_mult,
+                     init=init if init is None or isinstance(init, str) or hasattr(init, "dumps") else None)
+        self.__dict__["_var"] = v
+        return v
 
 
 class Constant(Parameter):

@@ -19,8 +19,8 @@ from typing import Any
 import torch
 
 from .. import nd
-from ..nd import _norm
 from ..base import MXNetError
+from ..nd import _norm
 from . import _loss
 
 Tensor = torch.Tensor
@@ -320,7 +320,10 @@ _BINARY: dict[str, Callable[[Any, Any], Any]] = {
     "lesser_equal": _cmp(torch.le),
 }
 _ELEMWISE = {"plus": "elemwise_add", "minus": "elemwise_sub", "mul": "elemwise_mul", "div": "elemwise_div"}
-_TENSOR_SCALAR: dict[str, Callable[[Any, Any], Any]] = {"maximum": torch.clamp_min, "minimum": torch.clamp_max}
+_TENSOR_SCALAR: dict[str, Callable[[Any, Any], Any]] = {
+    "maximum": torch.clamp_min,
+    "minimum": torch.clamp_max,
+}
 
 
 def _binary_run(fn: Callable[[Any, Any], Any]) -> Callable[[list[Any], dict[str, Any], bool], Any]:

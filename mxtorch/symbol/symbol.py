@@ -266,6 +266,13 @@ class Symbol:
 
         return method
 
+    @classmethod
+    def __torch_function__(cls, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        # torch functions on symbols (F.relu(x) in Gluon code traced with symbols)
+        from ._torch_fn import lookup
+
+        return lookup(func)(*args, **(kwargs or {}))
+
     def astype(self, dtype: Any) -> Symbol:
         return create("Cast", self, dtype=dtype)
 

@@ -1,6 +1,7 @@
 """Gluon neural-network layers."""
 
-from ..block import Block, HybridBlock, SymbolBlock
+from ..block import Block, HybridBlock
+from ..symbol_block import SymbolBlock
 from .activations import ELU, GELU, SELU, Activation, LeakyReLU, PReLU, SiLU, Swish
 from .basic_layers import (
     Dense,
