@@ -104,7 +104,8 @@ class Dense(HybridBlock):
         self.bias = (self.params.get("bias", shape=(self._units,), dtype=dtype, init=bias_initializer,
                                      allow_deferred_init=True) if use_bias else None)
         self._act_name = activation
-        self.act = Activation(activation) if activation is not None else None
+        with self.name_scope():  # MXNet's name: '<layer prefix><activation>_'
+            self.act = Activation(activation, prefix=f"{activation}_") if activation is not None else None
         self._act_fn = activation_fn(activation) if activation is not None else None
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

@@ -135,7 +135,8 @@ class _Conv(HybridBlock):
         self.bias = (self.params.get("bias", shape=(channels,), init=bias_initializer,
                                      allow_deferred_init=True) if use_bias else None)
         self._act_name = activation
-        self.act = Activation(activation) if activation is not None else None
+        with self.name_scope():  # MXNet's name: '<layer prefix><activation>_'
+            self.act = Activation(activation, prefix=f"{activation}_") if activation is not None else None
 
     def _weight_shape(self, in_channels: int) -> tuple[int, ...]:
         """MXNet's weight shape for ``in_channels`` (0 = unknown), in this layer's layout."""
