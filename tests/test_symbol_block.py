@@ -22,8 +22,15 @@ DATA = Path(__file__).parent / "data" / "symbol_block"
 def _net() -> nn.HybridSequential:
     net = nn.HybridSequential()
     with net.name_scope():
-        net.add(nn.Conv2D(4, 3, padding=1, activation="relu"), nn.BatchNorm(), nn.MaxPool2D(2), nn.Flatten(),
-                nn.Dense(8, activation="tanh"), nn.Dropout(0.5), nn.Dense(3))
+        net.add(
+            nn.Conv2D(4, 3, padding=1, activation="relu"),
+            nn.BatchNorm(),
+            nn.MaxPool2D(2),
+            nn.Flatten(),
+            nn.Dense(8, activation="tanh"),
+            nn.Dropout(0.5),
+            nn.Dense(3),
+        )
     net.initialize(mx.init.Xavier())
     return net
 
@@ -72,8 +79,9 @@ def test_export_then_imports_computes_what_the_block_computes(tmp_path: Path) ->
 
 def test_imports_reads_a_network_mxnet_exported() -> None:
     io = np.load(DATA / "io.npz")
-    block = gluon.SymbolBlock.imports(str(DATA / "mxnet_net-symbol.json"), "data",
-                                      str(DATA / "mxnet_net-0000.params"))
+    block = gluon.SymbolBlock.imports(
+        str(DATA / "mxnet_net-symbol.json"), "data", str(DATA / "mxnet_net-0000.params")
+    )
     got = block(torch.as_tensor(io["x"]))
     np.testing.assert_allclose(got.detach().numpy(), io["y"], rtol=1e-5, atol=1e-6)
 
@@ -83,7 +91,9 @@ def test_symbol_block_trains_like_the_block_it_came_from(tmp_path: Path) -> None
     x, label = _x(1), torch.tensor([0.0, 2.0])
     net(x)
     net.export(str(tmp_path / "m"))
-    twin = gluon.SymbolBlock.imports(str(tmp_path / "m-symbol.json"), ["data"], str(tmp_path / "m-0000.params"))
+    twin = gluon.SymbolBlock.imports(
+        str(tmp_path / "m-symbol.json"), ["data"], str(tmp_path / "m-0000.params")
+    )
     loss = gluon.loss.SoftmaxCrossEntropyLoss()
     grads = []
     for block in (net, twin):
@@ -91,8 +101,13 @@ def test_symbol_block_trains_like_the_block_it_came_from(tmp_path: Path) -> None
         with mx.autograd.record():
             out = loss(block(x), label)
         out.backward()
-        grads.append({k.split("_", 1)[1]: p.grad().clone() for k, p in block.collect_params().items()
-                      if p.grad_req != "null"})
+        grads.append(
+            {
+                k.split("_", 1)[1]: p.grad().clone()
+                for k, p in block.collect_params().items()
+                if p.grad_req != "null"
+            }
+        )
     assert grads[0].keys() == grads[1].keys()
     for k in grads[0]:
         torch.testing.assert_close(grads[1][k], grads[0][k], rtol=1e-5, atol=1e-6)
@@ -114,7 +129,9 @@ def test_symbol_block_on_internals_shares_parameters_and_infers_shapes() -> None
     net.initialize()
     internals = net(mx.sym.var("data")).get_internals()
     assert "m_dense0_relu_fwd_output" in internals.list_outputs()  # MXNet's name of Dense's activation
-    feat = gluon.SymbolBlock(internals["m_dense0_relu_fwd_output"], mx.sym.var("data"), params=net.collect_params())
+    feat = gluon.SymbolBlock(
+        internals["m_dense0_relu_fwd_output"], mx.sym.var("data"), params=net.collect_params()
+    )
     x = _x(2).reshape(2, -1)[:, :7]
     full = net(x)  # completes deferred shapes
     hidden = feat(x)
@@ -134,8 +151,9 @@ def test_legacy_params_load_into_a_symbol_block(tmp_path: Path) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
         net.save_params(str(tmp_path / "t.params"))
-        model = gluon.nn.SymbolBlock(outputs=mx.sym.load_json((tmp_path / "t.json").read_text()),
-                                     inputs=mx.sym.var("data"))
+        model = gluon.nn.SymbolBlock(
+            outputs=mx.sym.load_json((tmp_path / "t.json").read_text()), inputs=mx.sym.var("data")
+        )
         model.load_params(str(tmp_path / "t.params"), ctx=mx.cpu())
     torch.testing.assert_close(model(x), want)
 
@@ -175,7 +193,11 @@ def test_torch_functions_on_symbols_map_to_mxnet_operators() -> None:
 
 def test_gluon_losses_on_symbols_equal_the_losses_on_tensors() -> None:
     pred, label = torch.tensor([[0.5, -1.0], [2.0, 0.0]]), torch.tensor([[1.0, 1.0], [0.0, 3.0]])
-    for loss in (gluon.loss.L1Loss(), gluon.loss.L2Loss(), gluon.loss.SoftmaxCrossEntropyLoss(sparse_label=False)):
+    for loss in (
+        gluon.loss.L1Loss(),
+        gluon.loss.L2Loss(),
+        gluon.loss.SoftmaxCrossEntropyLoss(sparse_label=False),
+    ):
         graph = loss(mx.sym.var("pred"), mx.sym.var("label"))
         got = graph.eval(pred=pred, label=label)[0]
         torch.testing.assert_close(got, loss(pred, label), msg=type(loss).__name__)
