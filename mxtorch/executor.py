@@ -89,11 +89,11 @@ def _grad_reqs(grad_req: Any, names: list[str], grads: list[torch.Tensor | None]
 
 
 class _Step:
-    __slots__ = ("run", "ins", "outs", "attrs", "device", "name", "op")
+    __slots__ = ("call", "ins", "outs", "attrs", "device", "name", "op")
 
     def __init__(
         self,
-        run: Callable[..., Any],
+        call: Callable[..., Any],
         ins: tuple[int, ...],
         outs: tuple[int, ...],
         attrs: dict[str, Any],
@@ -101,7 +101,7 @@ class _Step:
         name: str,
         op: str,
     ) -> None:
-        self.run, self.ins, self.outs, self.attrs = run, ins, outs, attrs
+        self.call, self.ins, self.outs, self.attrs = call, ins, outs, attrs
         self.device, self.name, self.op = device, name, op
 
 
@@ -133,7 +133,8 @@ class _Plan:
             if group is not None and group in groups:
                 device = _device(groups[group])
             ins = tuple(slot[(id(src), i)] for src, i in node.inputs)
-            self.steps.append(_Step(op.run, ins, outs, node.params(), device, node.name, op.name))
+            attrs = node.params()
+            self.steps.append(_Step(op.compiled(attrs), ins, outs, attrs, device, node.name, op.name))
         self.nslots = nslots
         self.heads = [slot[(id(n), i)] for n, i in symbol._outputs]
 
@@ -146,7 +147,7 @@ class _Plan:
                     for x in ins
                 ]
             try:
-                out = st.run(ins, st.attrs, train)
+                out = st.call(ins, train)
             except MXNetError:
                 raise
             except Exception as e:

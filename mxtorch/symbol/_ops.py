@@ -17,10 +17,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+import torch.nn.functional as F
 
 from .. import nd
 from ..base import MXNetError
 from ..nd import _norm
+from ..nd._nn import activation_fn
 from . import _loss
 
 Tensor = torch.Tensor
@@ -56,6 +58,14 @@ class OpDef:
     param_shapes: Callable[[dict[str, Any], Shape], dict[str, Shape]] | None = None
     aux_init: dict[str, str] = field(default_factory=dict)
     is_loss: bool = False
+    compile: Callable[[dict[str, Any]], Callable[[list[Any], bool], Any]] | None = None
+
+    def compiled(self, attrs: dict[str, Any]) -> Callable[[list[Any], bool], Any]:
+        """``call(inputs, train)`` with ``attrs`` bound once (what a bound graph runs per node)."""
+        if self.compile is not None:
+            return self.compile(attrs)
+        run = self.run
+        return lambda ins, train: run(ins, attrs, train)
 
     def num_total(self, attrs: dict[str, Any]) -> int:
         if self.total_outputs is not None:
@@ -91,27 +101,48 @@ def op_names() -> list[str]:
 # ----------------------------------------------------------------------------------------------
 
 
-def _filtered(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """``fn`` called with only the keywords it takes (graph files carry hints like ``workspace``)."""
-    sig = inspect.signature(fn)
-    if any(p.kind == p.VAR_KEYWORD for p in sig.parameters.values()):
-        return fn
+Compiled = Callable[[list[Any], bool], Any]
+
+
+def _nd_compile(fn: Callable[..., Any]) -> Callable[[dict[str, Any]], Compiled]:
+    """``attrs -> call(inputs, train)`` for mx.nd function ``fn``: the keywords it takes are picked
+    once (graph files carry hints like ``workspace`` that it does not take)."""
+    raw = inspect.unwrap(fn)  # past mx.nd's out=/name= wrapper
+    sig = inspect.signature(raw)
+    var_kw = any(p.kind == p.VAR_KEYWORD for p in sig.parameters.values())
     known = set(sig.parameters) - {"out", "name"}
     takes_training = "training" in known
 
-    @functools.wraps(fn)
-    def call(*args: Any, _train: bool = False, **kwargs: Any) -> Any:
-        kw = {k: v for k, v in kwargs.items() if k in known}
+    def compile_(attrs: dict[str, Any]) -> Compiled:
+        kw = {k: v for k, v in attrs.items() if (var_kw or k in known) and k != "training"}
         if takes_training:
-            kw["training"] = _train
-        return fn(*args, **kw)
+            return lambda ins, train: raw(*ins, training=train, **kw)
+        return lambda ins, train: raw(*ins, **kw)
 
-    return call
+    return compile_
 
 
 def _nd_run(fn: Callable[..., Any]) -> Callable[[list[Any], dict[str, Any], bool], Any]:
-    call = _filtered(fn)
-    return lambda ins, attrs, train: call(*ins, _train=train, **attrs)
+    compile_ = _nd_compile(fn)
+    return lambda ins, attrs, train: compile_(attrs)(ins, train)
+
+
+def _fc_compile(attrs: dict[str, Any]) -> Compiled:
+    # the hot path of MLPs: shapes were checked when the graph was bound (infer_shape)
+    flatten, no_bias = bool(attrs.get("flatten", True)), bool(attrs.get("no_bias", False))
+
+    def run(ins: list[Any], train: bool) -> Any:
+        x = ins[0]
+        if flatten and x.dim() != 2:
+            x = x.reshape(x.shape[0], -1)
+        return F.linear(x, ins[1], None if no_bias else ins[2])
+
+    return run
+
+
+def _activation_compile(attrs: dict[str, Any]) -> Compiled:
+    fn = activation_fn(str(attrs.get("act_type", "relu")))
+    return lambda ins, train: fn(ins[0])
 
 
 def _channels(attrs: dict[str, Any], shape: Shape) -> int:
@@ -173,7 +204,9 @@ def _bn_run(ins: list[Any], attrs: dict[str, Any], train: bool) -> Any:
     return _norm.BatchNorm(*ins, **{**kw, "output_mean_var": True, "training": train})
 
 
-_add(OpDef("FullyConnected", _nd_run(nd.FullyConnected), _fc_inputs, param_shapes=_fc_shapes))
+_add(OpDef("FullyConnected", _nd_run(nd.FullyConnected), _fc_inputs, param_shapes=_fc_shapes,
+           compile=_fc_compile))
+_add(OpDef("Activation", _nd_run(nd.Activation), _always(["data"]), compile=_activation_compile))
 _add(OpDef("Convolution", _nd_run(nd.Convolution), _conv_inputs(False), param_shapes=_conv_shapes))
 _add(OpDef("Deconvolution", _nd_run(nd.Deconvolution), _conv_inputs(True), param_shapes=_deconv_shapes))
 _add(
@@ -218,6 +251,7 @@ _add(
         _nd_run(nd.LeakyReLU),
         lambda a: ["data", "gamma"] if a.get("act_type", "leaky") == "prelu" else ["data"],
         param_shapes=lambda a, d: {"gamma": (d[1] if len(d) > 1 else 1,)},
+        aux_init={"gamma": '["Constant", {"value": 0.25}]'},
     )
 )
 
@@ -452,7 +486,7 @@ def _generic(name: str) -> OpDef | None:
         return None
     canon = canonical_name(name)
     # generic operators take their tensor inputs positionally, named by signature_names()
-    return OpDef(canon, _nd_run(fn), None, outputs=_MULTI_OUTPUTS.get(canon, _one))
+    return OpDef(canon, _nd_run(fn), None, outputs=_MULTI_OUTPUTS.get(canon, _one), compile=_nd_compile(fn))
 
 
 def get_op(name: str) -> OpDef:
