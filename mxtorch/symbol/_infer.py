@@ -39,7 +39,10 @@ _CODES = {
 
 
 def dtype_code(dtype: Any) -> int:
-    np_type = np.dtype(str(dtype).replace("torch.", "")).type
+    try:
+        np_type = np.dtype(str(dtype).replace("torch.", "") if isinstance(dtype, torch.dtype) else dtype).type
+    except TypeError as e:
+        raise TypeError(f"dtype {dtype!r} is not a data type; use e.g. 'float32' or np.float16") from e
     for code, t in _CODES.items():
         if t is np_type:
             return code
@@ -99,10 +102,58 @@ def _run_meta(node: _Node, shapes: list[Shape], dtypes: list[Any]) -> list[tuple
     ) from errors[-1]
 
 
+# operators whose inputs and outputs all have one shape: MXNet infers an unknown input from the
+# other inputs or from the output (``fc(a) + b`` gives ``b`` the shape of ``fc(a)``)
+_SAME_SHAPE = {
+    "elemwise_add", "elemwise_sub", "elemwise_mul", "elemwise_div", "_power", "_maximum", "_minimum",
+    "_mod", "_equal", "_not_equal", "_greater", "_greater_equal", "_lesser", "_lesser_equal", "add_n",
+    "_plus_scalar", "_minus_scalar", "_rminus_scalar", "_mul_scalar", "_div_scalar", "_rdiv_scalar",
+    "_mod_scalar", "_rmod_scalar", "_power_scalar", "_rpower_scalar", "_maximum_scalar",
+    "_minimum_scalar", "_equal_scalar", "_not_equal_scalar", "_greater_scalar", "_greater_equal_scalar",
+    "_lesser_scalar", "_lesser_equal_scalar", "Activation", "BlockGrad", "MakeLoss", "make_loss", "_copy",
+    "relu", "sigmoid", "tanh", "exp", "log", "sqrt", "square", "abs", "negative", "Dropout",
+}  # fmt: skip
+
+
+def _same_shape_backward(
+    nodes: Sequence[_Node], out_shapes: dict[int, list[Any]], var_shapes: dict[str, Shape]
+) -> bool:
+    """Give unknown inputs of same-shape operators the shape of a known input or output."""
+    changed = False
+    for n in reversed(nodes):
+        if n.is_variable or n.op not in _SAME_SHAPE:
+            continue
+        shapes = [out_shapes[id(n)][0], *(out_shapes[id(src)][i] for src, i in n.inputs)]
+        known = next((s for s in shapes if s is not None), None)
+        if known is None:
+            continue
+        if out_shapes[id(n)][0] is None:
+            out_shapes[id(n)][0] = known
+            changed = True
+        for src, i in n.inputs:
+            if out_shapes[id(src)][i] is None:
+                out_shapes[id(src)][i] = known
+                if src.is_variable:
+                    var_shapes[src.name] = known
+                changed = True
+    return changed
+
+
+def _input_type(op: Any, attrs: Mapping[str, Any], k: int, data_type: Any) -> Any:
+    """The type an untyped variable input ``k`` gets: Embedding's weight takes ``dtype``, any
+    other the type of the node's first typed input (as MXNet's same-type rule)."""
+    if op.name == "Embedding" and k == 1:
+        return to_torch_dtype(attrs.get("dtype", "float32"))
+    return data_type
+
+
 def infer_node_shapes(
     sym: Symbol, given: Mapping[str, Shape], dtypes: Mapping[str, Any] | None = None
 ) -> tuple[dict[str, Shape], dict[int, list[Any]], dict[int, list[Any]]]:
-    """Shapes of every variable (by name) and of every node's outputs (by node id), with dtypes."""
+    """Shapes of every variable (by name) and of every node's outputs (by node id), with dtypes.
+
+    Shapes flow forward through every operator and backward through same-shape operators,
+    repeated until nothing changes."""
     var_shapes: dict[str, Shape] = {}
     var_types: dict[str, Any] = {}
     out_shapes: dict[int, list[Any]] = {}
@@ -121,6 +172,21 @@ def infer_node_shapes(
                 dt = code_dtype(n.attrs["__dtype__"])
             if dt is not None:
                 var_types[n.name] = to_torch_dtype(dt)
+    done: dict[int, tuple[Any, ...]] = {}  # node id -> the input shapes its outputs were computed from
+    while True:
+        _forward_shapes(nodes, var_shapes, var_types, out_shapes, out_types, done)
+        if not _same_shape_backward(nodes, out_shapes, var_shapes):
+            return var_shapes, out_shapes, out_types
+
+
+def _forward_shapes(
+    nodes: Sequence[_Node],
+    var_shapes: dict[str, Shape],
+    var_types: dict[str, Any],
+    out_shapes: dict[int, list[Any]],
+    out_types: dict[int, list[Any]],
+    done: dict[int, tuple[Any, ...]],
+) -> None:
     for n in nodes:
         if n.is_variable:
             out_shapes[id(n)] = [var_shapes.get(n.name)]
@@ -142,20 +208,22 @@ def infer_node_shapes(
                     in_shapes[k] = shape
         for k, (src, _) in enumerate(n.inputs):
             if src.is_variable and in_types[k] is None:
-                t = torch.float32 if op.is_loss and k > 0 else data_type
-                var_types.setdefault(src.name, t)
+                var_types.setdefault(src.name, _input_type(op, attrs, k, data_type))
                 out_types[id(src)] = [var_types[src.name]]
                 in_types[k] = var_types[src.name]
         total = n.num_total()
+        key = tuple(in_shapes)
+        if done.get(id(n)) == key:
+            continue
         if any(s is None for s in in_shapes):
-            out_shapes[id(n)] = [None] * total
+            out_shapes.setdefault(id(n), [None] * total)
             out_types[id(n)] = [data_type] * total
             continue
+        done[id(n)] = key
         res = _run_meta(n, in_shapes, [t if t is not None else torch.float32 for t in in_types])
         res = res + [None] * (total - len(res))
         out_shapes[id(n)] = [r[0] if r else None for r in res]
         out_types[id(n)] = [r[1] if r else data_type for r in res]
-    return var_shapes, out_shapes, out_types
 
 
 def infer_shape(
@@ -201,12 +269,14 @@ def infer_type(sym: Symbol, args: Sequence[Any], kwargs: Mapping[str, Any]) -> t
         op = n.opdef()
         in_types = [out_types[id(src)][i] for src, i in n.inputs]
         data_type = next((t for t in in_types if t is not None), torch.float32)
+        attrs = n.params()
         for k, (src, _) in enumerate(n.inputs):
             if src.is_variable and in_types[k] is None:
-                types[src.name] = torch.float32 if op.is_loss and k > 0 else data_type
+                types[src.name] = _input_type(op, attrs, k, data_type)
                 out_types[id(src)] = [types[src.name]]
-        attrs = n.params()
-        out = to_torch_dtype(attrs["dtype"]) if "dtype" in attrs and n.op != "Embedding" else data_type
+        out = to_torch_dtype(attrs.get("dtype", "float32")) if n.op == "Embedding" else data_type
+        if "dtype" in attrs:
+            out = to_torch_dtype(attrs["dtype"])
         out_types[id(n)] = [out] * n.num_total()
     for n in sym._nodes():
         if n.is_variable and n.name not in types:

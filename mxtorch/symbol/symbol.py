@@ -9,6 +9,7 @@ infer shapes and types, and run through :class:`mxtorch.executor.Executor` (``bi
 from __future__ import annotations
 
 import json
+import numbers
 import os
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
@@ -281,11 +282,14 @@ class Symbol:
         if isinstance(other, Symbol):
             a, b = (other, self) if reverse else (self, other)
             return create(f"_{name}", a, b, _hint=f"_{name}")
-        if isinstance(other, (int, float, bool)):
+        if isinstance(other, numbers.Real):
+            # MXNet keeps the scalar as Python prints it ('1' for 1, '1.0' for 1.0)
+            scalar = str(other)
             if reverse and name in ("minus", "div", "mod", "power"):
-                return create(f"_r{name}_scalar", self, scalar=float(other), _hint=f"_r{name}scalar")
+                hint = "_rpower_scalar" if name == "power" else f"_r{name}scalar"
+                return create(f"_r{name}_scalar", self, scalar=scalar, _hint=hint)
             hint = f"_{name}scalar" if name in _COMPACT else f"_{name}_scalar"
-            return create(f"_{name}_scalar", self, scalar=float(other), _hint=hint)
+            return create(f"_{name}_scalar", self, scalar=scalar, _hint=hint)
         return NotImplemented
 
     def __add__(self, o: Any) -> Symbol:
@@ -492,8 +496,8 @@ def create(
     if canon in ("Concat", "add_n", "stack") and "num_args" not in attrs:
         attrs["num_args"] = str(len(positional) + len(named))
     scope_attrs = AttrScope.current().get(dict(attr) if attr else None)
-    for sk, sv in scope_attrs.items():
-        attrs.setdefault(f"__{sk}__" if sk in HIDDEN_KEYS else sk, sv)
+    for sk, sv in scope_attrs.items():  # as in MXNet, scope and attr= override keyword attributes
+        attrs[f"__{sk}__" if sk in HIDDEN_KEYS else sk] = sv
     node_name = NameManager.current().get(name, (_hint or op_name).lower())
     parsed = {k: parse_attr(v) for k, v in attrs.items() if not k.startswith("__")}
     input_names = op.inputs(parsed) if op.inputs is not None else sig_names
@@ -525,6 +529,10 @@ def create(
                 if later or op.inputs is not None:
                     raise TypeError(f"{op_name}: input {nm!r} is missing; its inputs are {input_names}")
                 break
+        for nm, (src, _) in zip(input_names, inputs, strict=False):
+            # MXNet gives given variables the operator's default initializer too (moving_var: one)
+            if nm in op.aux_init and src.is_variable and "__init__" not in src.attrs:
+                src.attrs["__init__"] = op.aux_init[nm]
         rest = list(pos)
         if rest:
             raise TypeError(f"{op_name}: {len(rest)} more symbol input(s) than it takes ({input_names})")
