@@ -228,10 +228,10 @@ class Module(BaseModule):
             self._state_names,
             self._group2ctxs,
         )
-        if shared is not None:
-            self._share_params(shared_module)
         self.binded = True
-        if self.params_initialized:
+        if shared is not None:  # the shared module's arrays are the parameters: nothing to copy
+            self._share_params(shared_module)
+        elif self.params_initialized:
             self._exec_group.set_params(self._arg_params or {}, self._aux_params or {})
 
     def _share_params(self, other: Module) -> None:
@@ -242,6 +242,9 @@ class Module(BaseModule):
                     i = mine._arg_names.index(n)
                     mine.arg_arrays[i] = theirs.arg_dict[n]
                     mine.grad_arrays[i] = theirs.grad_dict[n]
+            for j, n in enumerate(mine._aux_names):
+                if n in theirs.aux_dict:
+                    mine.aux_arrays[j] = theirs.aux_dict[n]
         self._exec_group.bind_exec(self._data_shapes, self._label_shapes)
         self.params_initialized = other.params_initialized
         self._arg_params, self._aux_params = other._arg_params, other._aux_params
