@@ -19,17 +19,32 @@ class BucketingModule(BaseModule):
     """``sym_gen(bucket_key) -> (symbol, data_names, label_names)``; batches choose their bucket by
     ``batch.bucket_key`` (``default_bucket_key`` when it is None)."""
 
-    def __init__(self, sym_gen: Callable[[Any], Any], default_bucket_key: Any = None, logger: Any = logging,
-                 context: Any = None, work_load_list: Any = None, fixed_param_names: Any = None,
-                 state_names: Any = None, group2ctxs: Any = None, compression_params: Any = None) -> None:
+    def __init__(
+        self,
+        sym_gen: Callable[[Any], Any],
+        default_bucket_key: Any = None,
+        logger: Any = logging,
+        context: Any = None,
+        work_load_list: Any = None,
+        fixed_param_names: Any = None,
+        state_names: Any = None,
+        group2ctxs: Any = None,
+        compression_params: Any = None,
+    ) -> None:
         super().__init__(logger)
         if default_bucket_key is None:
             raise MXNetError("BucketingModule: default_bucket_key is required (the largest bucket)")
         self._sym_gen = sym_gen
         self._default_bucket_key = default_bucket_key
-        self._kwargs = dict(logger=logger, context=context if context is not None else cpu(),
-                            work_load_list=work_load_list, fixed_param_names=fixed_param_names,
-                            state_names=state_names, group2ctxs=group2ctxs, compression_params=compression_params)
+        self._kwargs = dict(
+            logger=logger,
+            context=context if context is not None else cpu(),
+            work_load_list=work_load_list,
+            fixed_param_names=fixed_param_names,
+            state_names=state_names,
+            group2ctxs=group2ctxs,
+            compression_params=compression_params,
+        )
         self._buckets: dict[Any, Module] = {}
         self._curr_module: Module | None = None
         self._curr_bucket_key: Any = None
@@ -39,7 +54,9 @@ class BucketingModule(BaseModule):
     def _make(self, key: Any) -> Module:
         out = self._sym_gen(key)
         if not (isinstance(out, tuple) and len(out) == 3):
-            raise MXNetError(f"BucketingModule: sym_gen({key!r}) must return (symbol, data_names, label_names)")
+            raise MXNetError(
+                f"BucketingModule: sym_gen({key!r}) must return (symbol, data_names, label_names)"
+            )
         symbol, data_names, label_names = out
         return Module(symbol, data_names, label_names, **self._kwargs)
 
@@ -65,9 +82,16 @@ class BucketingModule(BaseModule):
     def default_bucket_key(self) -> Any:
         return self._default_bucket_key
 
-    def bind(self, data_shapes: Any, label_shapes: Any = None, for_training: bool = True,
-             inputs_need_grad: bool = False, force_rebind: bool = False, shared_module: Any = None,
-             grad_req: Any = "write") -> None:
+    def bind(
+        self,
+        data_shapes: Any,
+        label_shapes: Any = None,
+        for_training: bool = True,
+        inputs_need_grad: bool = False,
+        force_rebind: bool = False,
+        shared_module: Any = None,
+        grad_req: Any = "write",
+    ) -> None:
         """Bind the default bucket's module (other buckets bind on first use, sharing its arrays)."""
         if self.params_initialized and not force_rebind:
             arg, aux = self.get_params()
@@ -93,8 +117,14 @@ class BucketingModule(BaseModule):
         self._need("switch_bucket")
         if bucket_key not in self._buckets:
             module = self._make(bucket_key)
-            module.bind(data_shapes, label_shapes, self.for_training, self.inputs_need_grad,
-                        shared_module=self._buckets[self._default_bucket_key], grad_req=self._grad_req)
+            module.bind(
+                data_shapes,
+                label_shapes,
+                self.for_training,
+                self.inputs_need_grad,
+                shared_module=self._buckets[self._default_bucket_key],
+                grad_req=self._grad_req,
+            )
             if self.optimizer_initialized:
                 module.borrow_optimizer(self._buckets[self._default_bucket_key])
             if self._monitor is not None:
@@ -102,8 +132,15 @@ class BucketingModule(BaseModule):
             self._buckets[bucket_key] = module
         self._curr_module, self._curr_bucket_key = self._buckets[bucket_key], bucket_key
 
-    def init_params(self, initializer: Any = None, arg_params: Any = None, aux_params: Any = None,
-                    allow_missing: bool = False, force_init: bool = False, allow_extra: bool = False) -> None:
+    def init_params(
+        self,
+        initializer: Any = None,
+        arg_params: Any = None,
+        aux_params: Any = None,
+        allow_missing: bool = False,
+        force_init: bool = False,
+        allow_extra: bool = False,
+    ) -> None:
         if self.params_initialized and not force_init:
             return
         self._need("init_params")
@@ -114,13 +151,24 @@ class BucketingModule(BaseModule):
         self._need("get_params", params=True)
         return self._curr.get_params()
 
-    def set_params(self, arg_params: Any, aux_params: Any, allow_missing: bool = False, force_init: bool = True,
-                   allow_extra: bool = False) -> None:
+    def set_params(
+        self,
+        arg_params: Any,
+        aux_params: Any,
+        allow_missing: bool = False,
+        force_init: bool = True,
+        allow_extra: bool = False,
+    ) -> None:
         self._curr.set_params(arg_params, aux_params, allow_missing, force_init, allow_extra)
         self.params_initialized = True
 
-    def init_optimizer(self, kvstore: Any = "local", optimizer: Any = "sgd",
-                       optimizer_params: Any = (("learning_rate", 0.01),), force_init: bool = False) -> None:
+    def init_optimizer(
+        self,
+        kvstore: Any = "local",
+        optimizer: Any = "sgd",
+        optimizer_params: Any = (("learning_rate", 0.01),),
+        force_init: bool = False,
+    ) -> None:
         self._need("init_optimizer", params=True)
         if self.optimizer_initialized and not force_init:
             self.logger.warning("optimizer already initialized, ignoring init_optimizer")
