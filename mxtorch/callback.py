@@ -91,13 +91,10 @@ class Speedometer:
             if self.auto_reset:
                 param.eval_metric.reset_local()
             msg = "\t".join(f"{name}={value:f}" for name, value in pairs)
+            # with auto_reset the values cover the last `frequent` batches, else the epoch so far
+            first = count - self.frequent if self.auto_reset else 0
             logging.info(
-                "Epoch[%d] Batch [%d-%d]\tSpeed: %.2f samples/sec\t%s",
-                param.epoch,
-                count - self.frequent,
-                count,
-                speed,
-                msg,
+                "Epoch[%d] Batch [%d-%d]\tSpeed: %.2f samples/sec\t%s", param.epoch, first, count, speed, msg
             )
         else:
             logging.info("Iter[%d] Batch [%d]\tSpeed: %.2f samples/sec", param.epoch, count, speed)

@@ -57,6 +57,18 @@ def probs(params: dict[str, torch.Tensor], x: Any) -> torch.Tensor:
     return torch.softmax(h @ params["fc2_weight"].T + params["fc2_bias"], dim=1)
 
 
+def torch_grads(params: dict[str, torch.Tensor], x: Any,
+                y: Any) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
+    """Gradients of the batch's summed cross-entropy (SoftmaxOutput's gradient is softmax - onehot for
+    each row) with respect to the parameters and to the data, by torch autograd."""
+    xt = torch.as_tensor(np.asarray(x)).clone().requires_grad_()
+    p = {k: v.clone().requires_grad_() for k, v in params.items()}
+    h = torch.relu(xt @ p["fc1_weight"].T + p["fc1_bias"])
+    torch.nn.functional.cross_entropy(h @ p["fc2_weight"].T + p["fc2_bias"],
+                                      torch.as_tensor(np.asarray(y)).long(), reduction="sum").backward()
+    return {k: v.grad for k, v in p.items()}, xt.grad
+
+
 def clone(params: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     return {k: v.detach().clone() for k, v in params.items()}
 
@@ -406,20 +418,14 @@ def test_inputs_need_grad_gives_the_gradient_of_the_summed_loss(context):
     mod.init_params(arg_params=clone(init))
     x, y = dataset(6)
     mod.forward_backward(mx.io.DataBatch([torch.as_tensor(x)], [torch.as_tensor(y)]))
-    xt = torch.as_tensor(x).requires_grad_()
-    p = {k: v.clone().requires_grad_() for k, v in init.items()}
-    h = torch.relu(xt @ p["fc1_weight"].T + p["fc1_bias"])
-    # SoftmaxOutput's gradient is softmax - onehot for each row: that of the summed cross-entropy
-    loss = torch.nn.functional.cross_entropy(h @ p["fc2_weight"].T + p["fc2_bias"],
-                                             torch.as_tensor(y).long(), reduction="sum")
-    loss.backward()
+    grads, data_grad = torch_grads(init, x, y)
     (grad,) = mod.get_input_grads()
-    assert_close(grad, xt.grad)
+    assert_close(grad, data_grad)
     split = mod.get_input_grads(merge_multi_context=False)
     assert len(split[0]) == (2 if isinstance(context, list) else 1)
     for name in PARAMS:  # the parameter gradients, summed over the contexts
         got = sum(g.to("cpu") for g in mod._exec_group.grad_arrays[PARAMS.index(name)])
-        assert_close(got, p[name].grad, msg=name)
+        assert_close(got, grads[name], msg=name)
     plain = bound_module()
     with pytest.raises(MXNetError, match="bind the module with inputs_need_grad=True"):
         plain.get_input_grads()
@@ -437,10 +443,7 @@ def test_lr_mult_and_wd_mult_from_symbol_attributes():
     assert mod._optimizer.lr_mult == {"fc1_weight": 0.0, "fc2_weight": 3.0, "fc2_bias": 3.0}
     assert mod._optimizer.wd_mult == {"fc1_bias": 0.0, "fc2_weight": 2.0, "fc2_bias": 2.0}
     x, y = dataset(6)
-    p = {k: v.clone().requires_grad_() for k, v in init.items()}
-    h = torch.relu(torch.as_tensor(x) @ p["fc1_weight"].T + p["fc1_bias"])
-    torch.nn.functional.cross_entropy(h @ p["fc2_weight"].T + p["fc2_bias"], torch.as_tensor(y).long(),
-                                      reduction="sum").backward()
+    grads, _ = torch_grads(init, x, y)
     mod.forward_backward(mx.io.DataBatch([torch.as_tensor(x)], [torch.as_tensor(y)]))
     mod.update()
     got = mod.get_params()[0]
@@ -448,7 +451,7 @@ def test_lr_mult_and_wd_mult_from_symbol_attributes():
              "fc2_bias": (3.0, 2.0)}
     for name, (lr_mult, wd_mult) in mults.items():
         w = init[name]
-        want = w - 0.1 * lr_mult * (p[name].grad / 6 + 0.01 * wd_mult * w)
+        want = w - 0.1 * lr_mult * (grads[name] / 6 + 0.01 * wd_mult * w)
         assert_close(got[name], want, msg=name)
 
 
@@ -612,3 +615,52 @@ def test_a_smaller_last_batch_rebinds_and_keeps_parameters():
     x, y = dataset(3)
     mod.forward(mx.io.DataBatch([torch.as_tensor(x)], [torch.as_tensor(y)]), is_train=False)
     assert_close(mod.get_outputs()[0], probs(init, x))
+
+
+def test_validation_batches_of_another_size_do_not_disturb_training():
+    # scoring rebinds the executors for batches of 4 each epoch; training goes back to 8
+    x, y = dataset()
+    vx, vy = dataset(12, seed=4)
+    mod = mx.mod.Module(mlp(), context=[mx.cpu(0), mx.cpu(1)])
+    mod.fit(mx.io.NDArrayIter(x, y, batch_size=8), eval_data=mx.io.NDArrayIter(vx, vy, batch_size=4),
+            num_epoch=3, arg_params=clone(initial_params()), kvstore="local", optimizer_params=SGD)
+    assert_params_close(clone(mod.get_params()[0]), gluon_job())
+
+
+def test_two_contexts_without_a_store_update_each_copy_on_its_own_slice():
+    # MXNet: with kvstore=None every context applies the optimizer to its own gradient
+    init = initial_params()
+    mod = bound_module(batch=8, init=init, context=[mx.cpu(0), mx.cpu(1)])
+    mod.init_optimizer(kvstore=None, optimizer_params={"learning_rate": 0.1})
+    assert mod._kvstore is None and mod._optimizer.rescale_grad == 1 / 8
+    x, y = dataset(8)
+    mod.forward_backward(mx.io.DataBatch([torch.as_tensor(x)], [torch.as_tensor(y)]))
+    mod.update()
+    for k, rows in enumerate((slice(0, 4), slice(4, 8))):
+        grads, _ = torch_grads(init, x[rows], y[rows])
+        for i, name in enumerate(PARAMS):
+            assert_close(mod._exec_group.param_arrays[i][k], init[name] - 0.1 * grads[name] / 8, msg=name)
+
+
+def test_speedometer_without_auto_reset_reports_from_the_epoch_start(caplog):
+    caplog.set_level(logging.INFO)
+    x, y = dataset()
+    mod = mx.mod.Module(mlp())
+    mod.fit(mx.io.NDArrayIter(x, y, batch_size=4), num_epoch=1, arg_params=clone(initial_params()),
+            batch_end_callback=mx.callback.Speedometer(4, frequent=2, auto_reset=False))
+    lines = [r.getMessage() for r in caplog.records if "Speed:" in r.getMessage()]
+    assert [line.split("\t")[0] for line in lines] == ["Epoch[0] Batch [0-2]", "Epoch[0] Batch [0-4]"]
+
+
+def test_log_train_metric_and_progress_bar(caplog, capsys):
+    caplog.set_level(logging.INFO)
+    metric = mx.metric.Accuracy()
+    metric.update([torch.tensor([0.0, 1.0])], [torch.tensor([[0.9, 0.1], [0.8, 0.2]])])
+    cb = mx.callback.log_train_metric(2, auto_reset=True)
+    cb(mx.model.BatchEndParam(epoch=1, nbatch=1, eval_metric=metric, locals=None))
+    assert caplog.text == ""
+    cb(mx.model.BatchEndParam(epoch=1, nbatch=2, eval_metric=metric, locals=None))
+    assert "Iter[1] Batch[2] Train-accuracy=0.500000" in caplog.text
+    assert metric.get_name_value() == [("accuracy", 0.0)] or np.isnan(metric.get_name_value()[0][1])
+    mx.callback.ProgressBar(total=4, length=8)(mx.model.BatchEndParam(0, 1, None, None))
+    assert capsys.readouterr().out == "[==------] 25%\r"
