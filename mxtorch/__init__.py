@@ -65,6 +65,7 @@ _SUBMODULES = {
     "module": "mxtorch.module",
     "model": "mxtorch.model",
     "callback": "mxtorch.callback",
+    "viz": "mxtorch.viz",
     "name": "mxtorch.symbol._scope",
     "base": "mxtorch.base",
     "io": "mxtorch.io",

@@ -66,3 +66,12 @@ def load_checkpoint(prefix: str, epoch: int) -> tuple[Any, dict[str, torch.Tenso
     symbol = load(f"{prefix}-symbol.json")
     arg, aux = load_params(prefix, epoch)
     return symbol, arg, aux
+
+
+def __getattr__(name: str) -> Any:
+    # FeedForward is built on Module, which imports this module: load it on first use
+    if name == "FeedForward":
+        from .module.feedforward import FeedForward
+
+        return FeedForward
+    raise AttributeError(f"module 'mxtorch.model' has no attribute {name!r}")

@@ -7,6 +7,7 @@ its attributes (:mod:`._ops` ``param_shapes``), its output shapes from running t
 
 from __future__ import annotations
 
+import math
 import warnings
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -82,11 +83,17 @@ def _known(shape: Any) -> bool:
     return shape is not None and len(shape) > 0 and all(int(d) > 0 for d in shape)
 
 
+_SMALL = 1 << 18  # elements
+
+
 def _run_meta(node: _Node, shapes: list[Shape], dtypes: list[Any]) -> list[tuple[Shape, Any] | None]:
     op = node.opdef()
     attrs = node.params()
     errors: list[BaseException] = []
-    for device in ("meta", "cpu"):
+    # small inputs run for real (meta tensors import ~1 s of torch machinery on first use);
+    # large ones on meta tensors (no memory, no compute), with the CPU as fallback
+    small = sum(math.prod(s) for s in shapes) <= _SMALL
+    for device in ("cpu", "meta") if small else ("meta", "cpu"):
         ins = [torch.zeros(s, dtype=d, device=device) for s, d in zip(shapes, dtypes, strict=True)]
         try:
             with torch.no_grad():
@@ -115,6 +122,12 @@ _SAME_SHAPE = {
 }  # fmt: skip
 
 
+# operators whose parameters must have exactly the shapes they would create (MXNet checks them)
+_STRICT_PARAMS = {
+    "FullyConnected", "Convolution", "Deconvolution", "BatchNorm", "Embedding", "LayerNorm", "InstanceNorm",
+}  # fmt: skip
+
+
 def _same_shape_backward(
     nodes: Sequence[_Node], out_shapes: dict[int, list[Any]], var_shapes: dict[str, Shape]
 ) -> bool:
@@ -127,6 +140,12 @@ def _same_shape_backward(
         known = next((s for s in shapes if s is not None), None)
         if known is None:
             continue
+        if any(s is not None and tuple(s) != tuple(known) for s in shapes[1:]):
+            raise MXNetError(
+                f"infer_shape: operator {n.name!r} ({n.op}) needs inputs of one shape, got "
+                f"{[None if s is None else tuple(s) for s in shapes[1:]]}; use the broadcast_* "
+                "operators to combine different shapes"
+            )
         if out_shapes[id(n)][0] is None:
             out_shapes[id(n)][0] = known
             changed = True
@@ -201,11 +220,18 @@ def _forward_shapes(
             names = op.inputs(attrs)
             wanted = op.param_shapes(attrs, in_shapes[0])
             for k, (src, _) in enumerate(n.inputs):
-                if k < len(names) and src.is_variable and names[k] in wanted and in_shapes[k] is None:
-                    shape = tuple(int(d) for d in wanted[names[k]])
+                if k >= len(names) or names[k] not in wanted:
+                    continue
+                shape = tuple(int(d) for d in wanted[names[k]])
+                if in_shapes[k] is None and src.is_variable:
                     var_shapes[src.name] = shape
                     out_shapes[id(src)] = [shape]
                     in_shapes[k] = shape
+                elif op.name in _STRICT_PARAMS and in_shapes[k] is not None and tuple(in_shapes[k]) != shape:
+                    raise MXNetError(
+                        f"infer_shape: operator {n.name!r} ({n.op}) needs its {names[k]} of shape {shape} "
+                        f"for data of shape {tuple(in_shapes[0])}, got {tuple(in_shapes[k])}"
+                    )
         for k, (src, _) in enumerate(n.inputs):
             if src.is_variable and in_types[k] is None:
                 var_types.setdefault(src.name, _input_type(op, attrs, k, data_type))
