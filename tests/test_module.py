@@ -263,8 +263,9 @@ def test_score_predict_and_iter_predict_drop_padding():
     listed = mod.predict(it, always_output_list=True)
     assert isinstance(listed, list) and len(listed) == 1
     assert_close(listed[0], want)
-    # a plain array is wrapped in an iterator of the bound batch size
+    # a plain array is one batch (the executors are rebound for its 10 rows)
     assert_close(mod.predict(torch.as_tensor(x)), want)
+    assert_close(mod.predict(x[:3]), want[:3])
     # score: the metric over every row the iterator gives (the padded batch is counted whole)
     rows = np.r_[np.arange(10), np.arange(2)]
     got = dict(mod.score(it, ["acc", "ce"]))
@@ -664,3 +665,20 @@ def test_log_train_metric_and_progress_bar(caplog, capsys):
     assert metric.get_name_value() == [("accuracy", 0.0)] or np.isnan(metric.get_name_value()[0][1])
     mx.callback.ProgressBar(total=4, length=8)(mx.model.BatchEndParam(0, 1, None, None))
     assert capsys.readouterr().out == "[==------] 25%\r"
+
+
+def test_predict_of_an_array_gives_the_first_output_as_mxnet():
+    fc = mx.sym.FullyConnected(mx.sym.Variable("data"), num_hidden=3, name="fc")
+    net = mx.sym.Group([mx.sym.SoftmaxOutput(fc, name="softmax"), mx.sym.relu(fc)])
+    mod = mx.mod.Module(net)
+    mod.bind([("data", (4, 5))], [("softmax_label", (4,))], for_training=False)
+    mod.init_params(mx.init.Constant(0.1))
+    x = np.random.randn(6, 5).astype(np.float32)
+    logits = torch.as_tensor(x) @ torch.full((3, 5), 0.1).T
+    got = mod.predict(x)
+    assert isinstance(got, torch.Tensor)
+    assert_close(got, torch.softmax(logits, 1))
+    it = mx.io.NDArrayIter(x, np.zeros(6, np.float32), batch_size=4)
+    both = mod.predict(it)  # an iterator: every output, padding removed
+    assert len(both) == 2
+    assert_close(both[1], torch.relu(logits))

@@ -12,10 +12,13 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+import numpy as np
 import torch
 
 from .. import metric as _metric
 from ..base import MXNetError
+from ..initializer import Uniform
+from ..io import DataBatch
 from ..model import BatchEndParam
 
 __all__ = ["BaseModule"]
@@ -102,11 +105,13 @@ class BaseModule:
         always_output_list: bool = False,
         sparse_row_id_fn: Any = None,
     ) -> Any:
-        """The outputs over ``eval_data`` (padding removed), concatenated across batches."""
-        if isinstance(eval_data, torch.Tensor) or hasattr(eval_data, "__array__"):
-            from ..io import NDArrayIter
+        """The outputs over ``eval_data`` (padding removed), concatenated across batches.
 
-            eval_data = NDArrayIter(eval_data, batch_size=self._batch_size_hint())
+        An array instead of an iterator is one batch: its first output is returned (MXNet's rule)."""
+        if isinstance(eval_data, (torch.Tensor, np.ndarray)):
+            self._need("predict", params=True)
+            self.forward(DataBatch([torch.as_tensor(eval_data)]), is_train=False)
+            return self.get_outputs()[0]
         outputs = [[o.clone() for o in outs] for outs, _, _ in self.iter_predict(eval_data, num_batch, reset)]
         if not outputs:
             return []
@@ -122,9 +127,6 @@ class BaseModule:
         if n == 1 and not always_output_list:
             return merged[0]
         return merged
-
-    def _batch_size_hint(self) -> int:
-        return 1
 
     def fit(
         self,
@@ -156,8 +158,6 @@ class BaseModule:
         if num_epoch is None:
             raise MXNetError("fit: num_epoch is required (the number of epochs to train)")
         if initializer is None:
-            from ..initializer import Uniform
-
             initializer = Uniform(0.01)
         self.bind(
             data_shapes=train_data.provide_data,

@@ -143,7 +143,9 @@ class DataParallelExecutorGroup:
         self.param_arrays = [[ex.arg_dict[n] for ex in self.execs] for n in self.param_names]
         self.grad_arrays: list[list[Any]] = [[ex.grad_dict[n] for ex in self.execs] for n in self.param_names]
         self.aux_arrays = [[ex.aux_dict[n] for ex in self.execs] for n in self.aux_names]
-        self.input_grad_arrays: list[list[Any]] = [[ex.grad_dict[n] for ex in self.execs] for n in self.data_names]
+        self.input_grad_arrays: list[list[Any]] = [
+            [ex.grad_dict[n] for ex in self.execs] for n in self.data_names
+        ]
 
     # ------------------------------------------------------------------ parameters
     def set_params(

@@ -22,10 +22,12 @@ from .. import initializer as _init
 from .. import kvstore as _kvs
 from .. import optimizer as _opt
 from ..base import MXNetError
+from ..checkpoint_io import atomic_write_bytes
 from ..context import Context, cpu
 from ..kvstore.base import Capability, KVStoreBase
 from ..model import load_checkpoint
 from ..nd import _io as nd_io
+from ..symbol import Symbol
 from .base_module import BaseModule
 from .executor_group import DataParallelExecutorGroup, as_descs
 
@@ -93,8 +95,6 @@ class Module(BaseModule):
         compression_params: Mapping[str, Any] | None = None,
     ) -> None:
         super().__init__(logger)
-        from ..symbol import Symbol
-
         if not isinstance(symbol, Symbol):
             raise TypeError(f"Module needs an mx.sym.Symbol, got {type(symbol).__name__}")
         context = cpu() if context is None else context
@@ -176,9 +176,6 @@ class Module(BaseModule):
         self._need("output_shapes")
         _, out, _ = self._symbol.infer_shape(**dict(self._data_shapes + self._label_shapes))
         return list(zip(self._output_names, out, strict=True))
-
-    def _batch_size_hint(self) -> int:
-        return self._data_shapes[0][1][0] if self._data_shapes else 1
 
     # ------------------------------------------------------------------ binding
     def bind(
@@ -560,8 +557,6 @@ class Module(BaseModule):
             assert self._kvstore is not None
             self._kvstore.save_optimizer_states(fname)
         else:
-            from ..checkpoint_io import atomic_write_bytes
-
             atomic_write_bytes(fname, self._updater.get_states())
 
     def load_optimizer_states(self, fname: str) -> None:
