@@ -476,11 +476,13 @@ def test_reload_with_optimizer_states_continues_identically(tmp_path, context, k
     first.save_checkpoint(prefix, 2, save_optimizer_states=True)
     assert {"ck-symbol.json", "ck-0002.params", "ck-0002.states"} <= set(os.listdir(tmp_path))
     resumed = mx.mod.Module.load(prefix, 2, load_optimizer_states=True, context=context)
-    train(resumed, 2, 4)
+    with pytest.warns(UserWarning, match="init_params call ignored"):  # as MXNet: the loaded values stay
+        train(resumed, 2, 4)
     assert_params_close(resumed.get_params()[0], straight.get_params()[0], atol=1e-6, rtol=1e-6)
     # without the momentum buffers the run differs: the states were really used
     fresh = mx.mod.Module.load(prefix, 2, context=context)
-    train(fresh, 2, 4)
+    with pytest.warns(UserWarning, match="init_params call ignored"):
+        train(fresh, 2, 4)
     assert not torch.allclose(fresh.get_params()[0]["fc1_weight"], straight.get_params()[0]["fc1_weight"],
                               atol=1e-4)
 
@@ -682,3 +684,41 @@ def test_predict_of_an_array_gives_the_first_output_as_mxnet():
     both = mod.predict(it)  # an iterator: every output, padding removed
     assert len(both) == 2
     assert_close(both[1], torch.relu(logits))
+
+
+def test_batchnorm_module_equals_gluon_with_moving_statistics():
+    """Auxiliary states: BatchNorm's moving mean/var are updated by training forwards and come back
+    from get_params.  The symbol's BatchNorm has eps 1e-3 (Gluon's default is 1e-5, set here);
+    Module's optimizer does not decay beta (not ``*_weight``/``*_gamma``)."""
+    x, y = dataset()
+    d = mx.sym.Variable("data")
+    bn = mx.sym.BatchNorm(mx.sym.FullyConnected(d, num_hidden=8, name="fc1"), fix_gamma=False, name="bn")
+    fc2 = mx.sym.FullyConnected(mx.sym.Activation(bn, act_type="relu"), num_hidden=3, name="fc2")
+    init = initial_params()
+    init.update(bn_gamma=torch.rand(8) + 0.5, bn_beta=torch.randn(8) * 0.1)
+    mod = mx.mod.Module(mx.sym.SoftmaxOutput(fc2, name="softmax"))
+    mod.fit(mx.io.NDArrayIter(x, y, batch_size=8), num_epoch=2, arg_params=clone(init), optimizer_params=SGD)
+    arg, aux = mod.get_params()
+    net = gluon.nn.Sequential()
+    net.add(gluon.nn.Dense(8, in_units=5), gluon.nn.BatchNorm(in_channels=8, epsilon=1e-3),
+            gluon.nn.Activation("relu"), gluon.nn.Dense(3, in_units=8))
+    net.initialize()
+    names = ["fc1_weight", "fc1_bias", "bn_gamma", "bn_beta", "bn_moving_mean", "bn_moving_var", "fc2_weight",
+             "fc2_bias"]
+    params = list(net.collect_params().values())
+    for p, n in zip(params, names, strict=True):
+        if n in init:
+            p.set_data(init[n].clone())
+        if n.endswith(("_bias", "_beta")):
+            p.wd_mult = 0.0
+    trainer = gluon.Trainer(net.collect_params(), "sgd", dict(SGD))
+    loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
+    for _ in range(2):
+        for i in range(0, 24, 8):
+            with autograd.record():
+                loss = loss_fn(net(torch.as_tensor(x[i : i + 8])), torch.as_tensor(y[i : i + 8]))
+            loss.backward()
+            trainer.step(8)
+    want = {n: p.data().detach() for p, n in zip(params, names, strict=True)}
+    assert_params_close({**arg, **aux}, want)
+    assert float((aux["bn_moving_var"] - 1).abs().max()) > 0.05  # the statistics did move
