@@ -286,6 +286,10 @@ def test_predict_with_two_contexts_and_uneven_work_load():
     assert_close(mod.predict(mx.io.NDArrayIter(x, y, batch_size=8)), probs(init, x))
     outs = mod.get_outputs(merge_multi_context=False)
     assert [o.shape[0] for o in outs[0]] == [2, 6]
+    # the metric gets each context's outputs with its slice of the labels
+    got = dict(mod.score(mx.io.NDArrayIter(x, y, batch_size=8), ["acc", "ce"]))
+    assert got["accuracy"] == pytest.approx(accuracy(probs(init, x), y))
+    assert got["cross-entropy"] == pytest.approx(cross_entropy(probs(init, x), y), rel=1e-5)
 
 
 def test_split_input_slice_follows_mxnet_rounding():
