@@ -16,8 +16,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
+from ._dtype import to_torch_dtype
 from .base import MXNetError
 from .context import Context, current_context
+from .symbol._infer import infer_node_shapes
 
 if TYPE_CHECKING:
     from .symbol.symbol import Symbol
@@ -86,6 +88,27 @@ def _grad_reqs(grad_req: Any, names: list[str], grads: list[torch.Tensor | None]
             raise MXNetError(f"bind: grad_req {r!r} for {n!r} is not one of {_REQS}")
         out.append("null" if g is None else ("write" if r == "inplace" else r))
     return out
+
+
+def _check_shapes(
+    symbol: Symbol,
+    arg_names: list[str],
+    args: list[torch.Tensor],
+    grads: list[torch.Tensor | None],
+    aux_names: list[str],
+    aux: list[torch.Tensor],
+) -> None:
+    """MXNetError unless the bound arrays have shapes the graph accepts (as MXNet's bind checks)."""
+    for n, a, g in zip(arg_names, args, grads, strict=True):
+        if g is not None and tuple(g.shape) != tuple(a.shape):
+            raise MXNetError(
+                f"bind: the gradient array of {n!r} has shape {tuple(g.shape)}, the argument {tuple(a.shape)}"
+            )
+    shapes = {n: tuple(a.shape) for n, a in zip(arg_names + aux_names, [*args, *aux], strict=True)}
+    try:
+        infer_node_shapes(symbol, shapes)
+    except MXNetError as e:
+        raise MXNetError(f"bind: the arrays do not fit the graph: {e}") from e
 
 
 class _Step:
@@ -187,6 +210,9 @@ class Executor:
         )
         self.aux_arrays: list[torch.Tensor] = _arrays(aux_states, self._aux_names, "aux_states", device, True)  # type: ignore
         self._reqs = _grad_reqs(grad_req, self._arg_names, self.grad_arrays)
+        _check_shapes(
+            symbol, self._arg_names, self.arg_arrays, self.grad_arrays, self._aux_names, self.aux_arrays
+        )
         self._group2ctx = dict(group2ctx or {})
         self._plan = _Plan(symbol, self._arg_names, self._aux_names, self._group2ctx)
         self._output_names = symbol.list_outputs()
@@ -378,9 +404,6 @@ def simple_bind(
 ) -> Executor:
     """Allocate zero arrays (and gradient arrays unless ``grad_req`` is 'null') of the inferred
     shapes and bind; arrays of ``shared_exec`` with the same name and shape are shared."""
-    from ._dtype import to_torch_dtype
-    from .symbol._infer import infer_node_shapes
-
     arg_names, aux_names = symbol.list_arguments(), symbol.list_auxiliary_states()
     unknown = [k for k in shapes if k not in symbol.list_inputs()]
     if unknown:

@@ -315,8 +315,21 @@ def test_infer_shape_positional_and_incomplete() -> None:
         net.infer_shape((4, 6), data=(4, 6))
     with pytest.raises(ValueError, match="7 values for 6 arguments"):
         net.infer_shape(*[(1,)] * 7)
-    with pytest.raises(MXNetError, match=r"operator 'fc1' \(FullyConnected\) cannot take inputs"):
+    with pytest.raises(
+        MXNetError, match=r"'fc1' \(FullyConnected\) needs its weight of shape \(8, 6\) for data"
+    ):
         net.infer_shape(data=(4, 6), fc1_weight=(8, 5))
+    with pytest.raises(
+        MXNetError, match=r"operator 'r' \(Reshape\) cannot take inputs of shapes \[\(2, 3\)\]"
+    ):
+        S.Reshape(S.Variable("x"), shape=(7,), name="r").infer_shape(x=(2, 3))
+    a, b = S.Variable("a"), S.Variable("b")
+    with pytest.raises(
+        MXNetError, match=r"'_plus0' \(elemwise_add\) needs inputs of one shape, got \[\(2, 3\), \(3,\)\]"
+    ):
+        with mx.name.NameManager():
+            (a + b).infer_shape(a=(2, 3), b=(3,))
+    assert S.broadcast_add(a, b).infer_shape(a=(2, 3), b=(3,))[1] == [(2, 3)]
 
 
 # ------------------------------------------------------------------------------ JSON

@@ -71,21 +71,32 @@ class _SoftmaxOutput(torch.autograd.Function):
                 1.0 - torch.nn.functional.one_hot(lab.clamp(0, k - 1), k).to(p.dtype)
             )
         grad = p - target
-        valid = None
+        keep = lab != int(float(o.get("ignore_label", -1.0)))  # MXNet compares int(label)
         if bool(o.get("use_ignore", False)):
-            keep = (lab != int(float(o.get("ignore_label", -1.0)))).to(p.dtype)
-            grad = grad * keep.unsqueeze(1)
-            valid = keep
+            grad = grad * keep.to(p.dtype).unsqueeze(1)
         normalization = str(o.get("normalization", "null"))
-        norm = _normalizer(normalization, prob.shape[0], valid, "SoftmaxOutput")
-        if multi and normalization == "null":
-            norm = p.shape[0] // max(prob.shape[0], 1)  # MXNet averages over the spatial positions
+        # MXNet: 'batch' divides by the label rows (the batch size for multi_output), 'valid' by
+        # the labels other than ignore_label (use_ignore or not); multi_output also divides by
+        # the spatial size except for 'valid'
+        spatial = p.shape[0] // max(prob.shape[0], 1) if multi else 1
+        if normalization == "valid":
+            norm: Any = keep.sum().clamp(min=1).to(p.dtype)
+        elif normalization in ("batch", "null"):
+            rows = (prob.shape[0] if multi else lab.numel()) if normalization == "batch" else 1
+            norm = float(rows * spatial)
+        else:
+            _normalizer(normalization, 1, None, "SoftmaxOutput")  # raises for an unknown one
         grad = grad * (float(o.get("grad_scale", 1.0)) / norm)
         if multi:
             shp = (prob.shape[0], -1, prob.shape[1])
             grad = grad.reshape(shp).movedim(-1, 1).reshape(prob.shape)
         else:
             grad = grad.reshape(prob.shape)
+        if bool(o.get("out_grad", False)):
+            # out_grad=True scales by the output's gradient buffer; MXNet 1.9.1's executor never
+            # fills it for a loss head (it ignores the given head gradients) and it holds the
+            # softmax output, so MXNet's gradient is scaled by the prediction itself
+            grad = grad * prob
         return grad, None, None
 
 

@@ -268,6 +268,7 @@ _SOFTMAX_KEYS = (
     "preserve_shape",
     "normalization",
     "smooth_alpha",
+    "out_grad",
 )
 
 
