@@ -16,9 +16,14 @@ class Activation(HybridBlock):
     """Applies ``act_type`` ('relu', 'sigmoid', 'tanh', 'softrelu', 'softsign', ...)."""
 
     def __init__(self, activation: str, prefix: str | None = None, params: Any = None) -> None:
+        self._act_type = activation  # read by _alias() while the prefix is made
         super().__init__(prefix, params)
-        self._act_type = activation
         self._fn = activation_fn(activation)
+
+    def _alias(self) -> str:
+        """MXNet names the layer by its activation: 'relu0_', 'tanh1_'."""
+        act = self.__dict__.get("_act_type")
+        return act if isinstance(act, str) else "activation"
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self._fn(x)

@@ -83,6 +83,10 @@ class _Conv(HybridBlock):
     _ndim = 2
     _transpose = False
 
+    def _alias(self) -> str:
+        """Every (transposed) convolution is named 'conv0_', 'conv1_'... as in MXNet."""
+        return "conv"
+
     def __init__(
         self,
         channels: int,
@@ -332,6 +336,10 @@ class _Pool(HybridBlock):
     _ndim = 2
     _type = "max"
 
+    def _alias(self) -> str:
+        """All pooling layers are named 'pool0_', 'pool1_'... as in MXNet."""
+        return "pool"
+
     def __init__(self, pool_size: int | Sequence[int], strides: int | Sequence[int] | None,
                  padding: int | Sequence[int], ceil_mode: bool, layout: str,
                  count_include_pad: bool = True, prefix: str | None = None, params: Any = None) -> None:
@@ -446,6 +454,10 @@ class _GlobalPool(HybridBlock):
 
     _ndim = 2
     _type = "max"
+
+    def _alias(self) -> str:
+        """Named 'pool0_'... like the other pooling layers, as in MXNet."""
+        return "pool"
 
     def __init__(self, layout: str | None = None, prefix: str | None = None, params: Any = None) -> None:
         super().__init__(prefix, params)

@@ -133,6 +133,9 @@ class DropoutCell(HybridRecurrentCell):
         self._rate = float(rate)
         self._axes = tuple(axes)
 
+    def _alias(self) -> str:
+        return "dropout"
+
     def state_info(self, batch_size: int = 0) -> list[dict[str, Any]]:
         return []
 
@@ -178,7 +181,8 @@ class ModifierCell(HybridRecurrentCell):
             raise TypeError(f"{type(self).__name__} expects a recurrent cell, got {type(base_cell).__name__}")
         if base_cell._modified:
             raise MXNetError(f"cell {type(base_cell).__name__} is already wrapped by a modifier cell")
-        super().__init__()
+        # MXNet's prefix: the wrapped cell's followed by the alias, no count ('lstm0_zoneout')
+        super().__init__(prefix=base_cell.prefix + self._alias())
         base_cell._modified = True
         self.base_cell = base_cell
 
@@ -225,6 +229,9 @@ class ZoneoutCell(ModifierCell):
         super().__init__(base_cell)
         self.zoneout_outputs = float(zoneout_outputs)
         self.zoneout_states = float(zoneout_states)
+
+    def _alias(self) -> str:
+        return "zoneout"
 
     def reset(self) -> None:
         super().reset()
@@ -301,7 +308,7 @@ class BidirectionalCell(HybridRecurrentCell):
         for c in (l_cell, r_cell):
             if not isinstance(c, RecurrentCell):
                 raise TypeError(f"BidirectionalCell expects recurrent cells, got {type(c).__name__}")
-        super().__init__()
+        super().__init__(prefix="")  # as MXNet: no prefix of its own
         self.l_cell = l_cell
         self.r_cell = r_cell
         self._output_prefix = output_prefix

@@ -7,21 +7,19 @@ from typing import Any
 import torch
 
 from ... import nn
-from ...block import HybridBlock
 
 
-class Concurrent(HybridBlock):
+class Concurrent(nn.HybridSequential):
     """Runs every child on the same input and concatenates their outputs along ``axis``
-    (MXNet's ``HybridConcurrent``, used by the Inception, SqueezeNet and DenseNet blocks)."""
+    (MXNet's ``HybridConcurrent``, used by the Inception, SqueezeNet and DenseNet blocks).
 
-    def __init__(self, axis: int = 1, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
+    The children are its own (``net[0]``, ``net[1]``...), as in a HybridSequential, so their
+    names follow MXNet's: with ``prefix=''`` they are named in the enclosing scope.
+    """
+
+    def __init__(self, axis: int = 1, prefix: str | None = None, params: Any = None) -> None:
+        super().__init__(prefix, params)
         self.axis = axis
-        self.branches = nn.HybridSequential()
 
-    def add(self, *blocks: HybridBlock) -> Concurrent:
-        self.branches.add(*blocks)
-        return self
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return torch.cat([branch(x) for branch in self.branches], dim=self.axis)
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+        return torch.cat([branch(x) for branch in self], dim=self.axis)

@@ -21,20 +21,21 @@ class AlexNet(HybridBlock):
 
     def __init__(self, classes: int = 1000, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        f = nn.HybridSequential()
-        f.add(nn.Conv2D(64, kernel_size=11, strides=4, padding=2, activation="relu"),
-              nn.MaxPool2D(pool_size=3, strides=2),
-              nn.Conv2D(192, kernel_size=5, padding=2, activation="relu"),
-              nn.MaxPool2D(pool_size=3, strides=2),
-              nn.Conv2D(384, kernel_size=3, padding=1, activation="relu"),
-              nn.Conv2D(256, kernel_size=3, padding=1, activation="relu"),
-              nn.Conv2D(256, kernel_size=3, padding=1, activation="relu"),
-              nn.MaxPool2D(pool_size=3, strides=2),
-              nn.Flatten(),
-              nn.Dense(4096, activation="relu"), nn.Dropout(0.5),
-              nn.Dense(4096, activation="relu"), nn.Dropout(0.5))
-        self.features = f
-        self.output = nn.Dense(classes)
+        with self.name_scope():  # names as MXNet's: 'alexnet0_conv0_weight', ...
+            f = nn.HybridSequential(prefix="")
+            f.add(nn.Conv2D(64, kernel_size=11, strides=4, padding=2, activation="relu"),
+                  nn.MaxPool2D(pool_size=3, strides=2),
+                  nn.Conv2D(192, kernel_size=5, padding=2, activation="relu"),
+                  nn.MaxPool2D(pool_size=3, strides=2),
+                  nn.Conv2D(384, kernel_size=3, padding=1, activation="relu"),
+                  nn.Conv2D(256, kernel_size=3, padding=1, activation="relu"),
+                  nn.Conv2D(256, kernel_size=3, padding=1, activation="relu"),
+                  nn.MaxPool2D(pool_size=3, strides=2),
+                  nn.Flatten(),
+                  nn.Dense(4096, activation="relu"), nn.Dropout(0.5),
+                  nn.Dense(4096, activation="relu"), nn.Dropout(0.5))
+            self.features = f
+            self.output = nn.Dense(classes)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.output(self.features(x))

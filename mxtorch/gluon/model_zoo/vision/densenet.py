@@ -25,11 +25,16 @@ _DENSENET_SPEC: dict[int, tuple[int, int, list[int]]] = {
 
 class _DenseLayer(HybridBlock):
     """BN-ReLU-Conv1x1(bn_size * growth)-BN-ReLU-Conv3x3(growth) [-Dropout]; output is the input
-    with the new features concatenated on the channel axis."""
+    with the new features concatenated on the channel axis.
+
+    Neither it nor its body has a prefix of its own, so, as in MXNet (where it is a
+    HybridConcurrent of an Identity and the body), its layers and its concat are named in the
+    dense block's scope: 'stage1_conv0_', 'stage1_concat0'.
+    """
 
     def __init__(self, growth_rate: int, bn_size: int, dropout: float) -> None:
-        super().__init__()
-        self.body = nn.HybridSequential()
+        super().__init__(prefix="")
+        self.body = nn.HybridSequential(prefix="")
         self.body.add(nn.BatchNorm(), nn.Activation("relu"),
                       nn.Conv2D(bn_size * growth_rate, kernel_size=1, use_bias=False),
                       nn.BatchNorm(), nn.Activation("relu"),
@@ -41,6 +46,24 @@ class _DenseLayer(HybridBlock):
         return torch.cat([x, self.body(x)], dim=1)
 
 
+def _dense_block(num_layers: int, bn_size: int, growth_rate: int, dropout: float,
+                 index: int) -> nn.HybridSequential:
+    """Dense block ``index`` (from 1), prefix 'stage<index>_'."""
+    block = nn.HybridSequential(prefix=f"stage{index}_")
+    with block.name_scope():
+        for _ in range(num_layers):
+            block.add(_DenseLayer(growth_rate, bn_size, dropout))
+    return block
+
+
+def _transition(channels: int) -> nn.HybridSequential:
+    """BN-ReLU-Conv1x1(channels)-AvgPool(2, 2), named in the enclosing scope."""
+    out = nn.HybridSequential(prefix="")
+    out.add(nn.BatchNorm(), nn.Activation("relu"), nn.Conv2D(channels, kernel_size=1, use_bias=False),
+            nn.AvgPool2D(pool_size=2, strides=2))
+    return out
+
+
 class DenseNet(HybridBlock):
     """DenseNet: ``features`` (7x7 stem, dense blocks joined by transitions that halve the
     channels and the resolution, BN-ReLU, 7x7 average pool, Flatten) and ``output``
@@ -49,26 +72,20 @@ class DenseNet(HybridBlock):
     def __init__(self, num_init_features: int, growth_rate: int, block_config: list[int], bn_size: int = 4,
                  dropout: float = 0, classes: int = 1000, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        f = nn.HybridSequential()
-        f.add(nn.Conv2D(num_init_features, kernel_size=7, strides=2, padding=3, use_bias=False),
-              nn.BatchNorm(), nn.Activation("relu"), nn.MaxPool2D(pool_size=3, strides=2, padding=1))
-        features = num_init_features
-        for i, num_layers in enumerate(block_config):
-            block = nn.HybridSequential()
-            for _ in range(num_layers):
-                block.add(_DenseLayer(growth_rate, bn_size, dropout))
-            f.add(block)
-            features += num_layers * growth_rate
-            if i != len(block_config) - 1:
-                features //= 2
-                transition = nn.HybridSequential()
-                transition.add(nn.BatchNorm(), nn.Activation("relu"),
-                               nn.Conv2D(features, kernel_size=1, use_bias=False),
-                               nn.AvgPool2D(pool_size=2, strides=2))
-                f.add(transition)
-        f.add(nn.BatchNorm(), nn.Activation("relu"), nn.AvgPool2D(pool_size=7), nn.Flatten())
-        self.features = f
-        self.output = nn.Dense(classes)
+        with self.name_scope():
+            f = nn.HybridSequential(prefix="")
+            f.add(nn.Conv2D(num_init_features, kernel_size=7, strides=2, padding=3, use_bias=False),
+                  nn.BatchNorm(), nn.Activation("relu"), nn.MaxPool2D(pool_size=3, strides=2, padding=1))
+            features = num_init_features
+            for i, num_layers in enumerate(block_config):
+                f.add(_dense_block(num_layers, bn_size, growth_rate, dropout, i + 1))
+                features += num_layers * growth_rate
+                if i != len(block_config) - 1:
+                    features //= 2
+                    f.add(_transition(features))
+            f.add(nn.BatchNorm(), nn.Activation("relu"), nn.AvgPool2D(pool_size=7), nn.Flatten())
+            self.features = f
+            self.output = nn.Dense(classes)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.output(self.features(x))

@@ -37,23 +37,25 @@ class LeNet(HybridBlock):
             raise ValueError(f"LeNet: channels must be two positive ints, got {tuple(channels)}")
         if int(hidden) <= 0:
             raise ValueError(f"LeNet: hidden must be a positive int, got {hidden!r}")
-        self.features = nn.HybridSequential()
-        for c in channels:
+        with self.name_scope():
+            self.features = nn.HybridSequential(prefix="")
+            for c in channels:
+                if batch_norm:
+                    self.features.add(nn.Conv2D(int(c), kernel_size=kernel_size, padding=padding,
+                                                use_bias=False), nn.BatchNorm(), nn.Activation("relu"))
+                else:
+                    self.features.add(nn.Conv2D(int(c), kernel_size=kernel_size, padding=padding,
+                                                activation="relu"))
+                self.features.add(nn.MaxPool2D(pool_size=2, strides=2))
+            self.features.add(nn.Flatten())
             if batch_norm:
-                self.features.add(nn.Conv2D(int(c), kernel_size=kernel_size, padding=padding, use_bias=False),
-                                  nn.BatchNorm(), nn.Activation("relu"))
+                self.features.add(nn.Dense(int(hidden), use_bias=False), nn.BatchNorm(),
+                                  nn.Activation("relu"))
             else:
-                self.features.add(nn.Conv2D(int(c), kernel_size=kernel_size, padding=padding,
-                                            activation="relu"))
-            self.features.add(nn.MaxPool2D(pool_size=2, strides=2))
-        self.features.add(nn.Flatten())
-        if batch_norm:
-            self.features.add(nn.Dense(int(hidden), use_bias=False), nn.BatchNorm(), nn.Activation("relu"))
-        else:
-            self.features.add(nn.Dense(int(hidden), activation="relu"))
-        if dropout > 0:
-            self.features.add(nn.Dropout(dropout))
-        self.output = nn.Dense(classes)
+                self.features.add(nn.Dense(int(hidden), activation="relu"))
+            if dropout > 0:
+                self.features.add(nn.Dropout(dropout))
+            self.output = nn.Dense(classes)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.output(self.features(x))

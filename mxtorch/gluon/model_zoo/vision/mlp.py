@@ -29,13 +29,14 @@ class MLP(HybridBlock):
             raise ValueError(f"MLP: hidden_units must be positive ints, got {tuple(hidden_units)}")
         if not 0.0 <= float(dropout) < 1.0:
             raise ValueError(f"MLP: dropout must be in [0, 1), got {dropout!r}")
-        self.features = nn.HybridSequential()
-        self.features.add(nn.Flatten())
-        for h in hidden_units:
-            self.features.add(nn.Dense(int(h), activation=activation))
-            if dropout > 0:
-                self.features.add(nn.Dropout(dropout))
-        self.output = nn.Dense(classes)
+        with self.name_scope():
+            self.features = nn.HybridSequential(prefix="")
+            self.features.add(nn.Flatten())
+            for h in hidden_units:
+                self.features.add(nn.Dense(int(h), activation=activation))
+                if dropout > 0:
+                    self.features.add(nn.Dropout(dropout))
+            self.output = nn.Dense(classes)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.output(self.features(x))

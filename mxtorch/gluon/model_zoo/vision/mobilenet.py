@@ -21,10 +21,10 @@ _DEFAULT_ROOT = "~/.mxnet/models"
 
 
 class RELU6(HybridBlock):
-    """``min(max(x, 0), 6)``."""
+    """``min(max(x, 0), 6)``; in a graph, MXNet's ``clip`` node '<prefix>relu6'."""
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return torch.clamp(x, 0.0, 6.0)
+    def hybrid_forward(self, F: Any, x: torch.Tensor) -> torch.Tensor:
+        return F.clip(x, 0, 6, name="relu6")  # type: ignore[no-any-return]
 
     def __repr__(self) -> str:
         return "RELU6"
@@ -56,14 +56,15 @@ class MobileNet(HybridBlock):
         dw_widths = [32, 64] + [128] * 2 + [256] * 2 + [512] * 6 + [1024]
         pw_widths = [64] + [128] * 2 + [256] * 2 + [512] * 6 + [1024] * 2
         strides = [1, 2] * 3 + [1] * 5 + [2, 1]
-        self.features = nn.HybridSequential()
-        _add_conv(self.features, int(32 * m), kernel=3, stride=2, pad=1)
-        for dw, pw, s in zip(dw_widths, pw_widths, strides):
-            dwc = int(dw * m)
-            _add_conv(self.features, dwc, kernel=3, stride=s, pad=1, groups=dwc)  # depthwise
-            _add_conv(self.features, int(pw * m))  # pointwise
-        self.features.add(nn.GlobalAvgPool2D(), nn.Flatten())
-        self.output = nn.Dense(classes)
+        with self.name_scope():  # names as MXNet's: 'mobilenet0_conv0_weight', ...
+            self.features = nn.HybridSequential(prefix="")
+            _add_conv(self.features, int(32 * m), kernel=3, stride=2, pad=1)
+            for dw, pw, s in zip(dw_widths, pw_widths, strides):
+                dwc = int(dw * m)
+                _add_conv(self.features, dwc, kernel=3, stride=s, pad=1, groups=dwc)  # depthwise
+                _add_conv(self.features, int(pw * m))  # pointwise
+            self.features.add(nn.GlobalAvgPool2D(), nn.Flatten())
+            self.output = nn.Dense(classes)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.output(self.features(x))
@@ -77,14 +78,15 @@ class LinearBottleneck(HybridBlock):
         super().__init__(**kwargs)
         self.use_shortcut = stride == 1 and in_channels == channels
         mid = in_channels * t
-        self.out = nn.HybridSequential()
-        _add_conv(self.out, mid, relu6=True)
-        _add_conv(self.out, mid, kernel=3, stride=stride, pad=1, groups=mid, relu6=True)
-        _add_conv(self.out, channels, active=False)
+        with self.name_scope():
+            self.out = nn.HybridSequential()
+            _add_conv(self.out, mid, relu6=True)
+            _add_conv(self.out, mid, kernel=3, stride=stride, pad=1, groups=mid, relu6=True)
+            _add_conv(self.out, channels, active=False)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def hybrid_forward(self, F: Any, x: torch.Tensor) -> torch.Tensor:
         out = self.out(x)
-        return out + x if self.use_shortcut else out
+        return F.elemwise_add(out, x) if self.use_shortcut else out  # type: ignore[no-any-return]
 
 
 class MobileNetV2(HybridBlock):
@@ -99,15 +101,19 @@ class MobileNetV2(HybridBlock):
         in_widths, out_widths = widths[:-1], widths[1:]
         expansions = [1] + [6] * 16
         strides = [1, 2] * 2 + [1, 1, 2] + [1] * 6 + [2] + [1] * 3
-        self.features = nn.HybridSequential()
-        _add_conv(self.features, int(32 * m), kernel=3, stride=2, pad=1, relu6=True)
-        for cin, cout, t, s in zip(in_widths, out_widths, expansions, strides):
-            self.features.add(LinearBottleneck(cin, cout, t, s))
-        last = int(1280 * m) if m > 1.0 else 1280
-        _add_conv(self.features, last, relu6=True)
-        self.features.add(nn.GlobalAvgPool2D())
-        self.output = nn.HybridSequential()
-        self.output.add(nn.Conv2D(classes, kernel_size=1, use_bias=False), nn.Flatten())
+        with self.name_scope():  # names as MXNet's: 'mobilenetv20_features_conv0_weight', ...
+            self.features = nn.HybridSequential(prefix="features_")
+            with self.features.name_scope():
+                _add_conv(self.features, int(32 * m), kernel=3, stride=2, pad=1, relu6=True)
+                for cin, cout, t, s in zip(in_widths, out_widths, expansions, strides):
+                    self.features.add(LinearBottleneck(cin, cout, t, s))
+                last = int(1280 * m) if m > 1.0 else 1280
+                _add_conv(self.features, last, relu6=True)
+                self.features.add(nn.GlobalAvgPool2D())
+            self.output = nn.HybridSequential(prefix="output_")
+            with self.output.name_scope():
+                self.output.add(nn.Conv2D(classes, kernel_size=1, use_bias=False, prefix="pred_"),
+                                nn.Flatten())
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.output(self.features(x))

@@ -36,6 +36,14 @@ def _bn(last_gamma: bool = False, **kwargs: Any) -> nn.BatchNorm:
     return nn.BatchNorm(gamma_initializer="zeros", **kwargs) if last_gamma else nn.BatchNorm(**kwargs)
 
 
+def _shortcut(channels: int, stride: int, in_channels: int) -> nn.HybridSequential:
+    """The v1 projection shortcut: strided 1x1 convolution + BatchNorm (no prefix of its own)."""
+    seq = nn.HybridSequential(prefix="")
+    seq.add(nn.Conv2D(channels, kernel_size=1, strides=stride, use_bias=False, in_channels=in_channels),
+            nn.BatchNorm())
+    return seq
+
+
 # ---- residual units ------------------------------------------------------------------------
 
 
@@ -49,18 +57,15 @@ class BasicBlockV1(HybridBlock):
     def __init__(self, channels: int, stride: int, downsample: bool = False, in_channels: int = 0,
                  last_gamma: bool = False, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.body = nn.HybridSequential()
+        self.body = nn.HybridSequential(prefix="")
         self.body.add(_conv3x3(channels, stride, in_channels), nn.BatchNorm(), nn.Activation("relu"),
                       _conv3x3(channels, 1, channels), _bn(last_gamma))
-        self.downsample: nn.HybridSequential | None = None
-        if downsample:
-            self.downsample = nn.HybridSequential()
-            self.downsample.add(nn.Conv2D(channels, kernel_size=1, strides=stride, use_bias=False,
-                                          in_channels=in_channels), nn.BatchNorm())
+        self.downsample = _shortcut(channels, stride, in_channels) if downsample else None
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out = self.body(x)
         residual = self.downsample(x) if self.downsample is not None else x
-        return F.relu(self.body(x) + residual)
+        return F.relu(residual + out)
 
 
 class BottleneckV1(HybridBlock):
@@ -74,23 +79,20 @@ class BottleneckV1(HybridBlock):
                  last_gamma: bool = False, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         mid = channels // 4
-        self.body = nn.HybridSequential()
+        self.body = nn.HybridSequential(prefix="")
         self.body.add(
-            nn.Conv2D(mid, kernel_size=1, strides=stride, in_channels=in_channels),
+            nn.Conv2D(mid, kernel_size=1, strides=stride),
             nn.BatchNorm(), nn.Activation("relu"),
             _conv3x3(mid, 1, mid), nn.BatchNorm(), nn.Activation("relu"),
-            nn.Conv2D(channels, kernel_size=1, strides=1, in_channels=mid),
+            nn.Conv2D(channels, kernel_size=1, strides=1),
             _bn(last_gamma),
         )
-        self.downsample: nn.HybridSequential | None = None
-        if downsample:
-            self.downsample = nn.HybridSequential()
-            self.downsample.add(nn.Conv2D(channels, kernel_size=1, strides=stride, use_bias=False,
-                                          in_channels=in_channels), nn.BatchNorm())
+        self.downsample = _shortcut(channels, stride, in_channels) if downsample else None
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out = self.body(x)
         residual = self.downsample(x) if self.downsample is not None else x
-        return F.relu(self.body(x) + residual)
+        return F.relu(out + residual)
 
 
 class BasicBlockV2(HybridBlock):
@@ -127,11 +129,11 @@ class BottleneckV2(HybridBlock):
         super().__init__(**kwargs)
         mid = channels // 4
         self.bn1 = nn.BatchNorm()
-        self.conv1 = nn.Conv2D(mid, kernel_size=1, strides=1, use_bias=False, in_channels=in_channels)
+        self.conv1 = nn.Conv2D(mid, kernel_size=1, strides=1, use_bias=False)
         self.bn2 = nn.BatchNorm()
         self.conv2 = _conv3x3(mid, stride, mid)
         self.bn3 = _bn(last_gamma)
-        self.conv3 = nn.Conv2D(channels, kernel_size=1, strides=1, use_bias=False, in_channels=mid)
+        self.conv3 = nn.Conv2D(channels, kernel_size=1, strides=1, use_bias=False)
         self.downsample: nn.Conv2D | None = None
         if downsample:
             self.downsample = nn.Conv2D(channels, kernel_size=1, strides=stride, use_bias=False,
@@ -157,13 +159,23 @@ def _check_layout(layers: list[int], channels: list[int]) -> None:
 
 
 def _make_stage(block: Any, num_units: int, channels: int, stride: int, in_channels: int,
-                last_gamma: bool) -> nn.HybridSequential:
-    stage = nn.HybridSequential()
-    stage.add(block(channels, stride, channels != in_channels, in_channels=in_channels,
-                    last_gamma=last_gamma))
-    for _ in range(num_units - 1):
-        stage.add(block(channels, 1, False, in_channels=channels, last_gamma=last_gamma))
+                last_gamma: bool, index: int) -> nn.HybridSequential:
+    """Stage ``index`` (from 1): prefix 'stage<index>_'; its units have no prefix of their own,
+    so their layers are named 'stage1_conv0_', 'stage1_batchnorm0_'... as in MXNet."""
+    stage = nn.HybridSequential(prefix=f"stage{index}_")
+    with stage.name_scope():
+        stage.add(block(channels, stride, channels != in_channels, in_channels=in_channels,
+                        last_gamma=last_gamma, prefix=""))
+        for _ in range(num_units - 1):
+            stage.add(block(channels, 1, False, in_channels=channels, last_gamma=last_gamma, prefix=""))
     return stage
+
+
+def _add_stages(features: nn.HybridSequential, block: Any, layers: list[int], channels: list[int],
+                last_gamma: bool) -> None:
+    for i, n in enumerate(layers):
+        features.add(_make_stage(block, n, channels[i + 1], 1 if i == 0 else 2, channels[i], last_gamma,
+                                 i + 1))
 
 
 # ---- networks ------------------------------------------------------------------------------
@@ -181,18 +193,17 @@ class ResNetV1(HybridBlock):
                  thumbnail: bool = False, last_gamma: bool = False, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         _check_layout(layers, channels)
-        self.features = nn.HybridSequential()
-        if thumbnail:
-            self.features.add(_conv3x3(channels[0], 1, 0))
-        else:
-            self.features.add(nn.Conv2D(channels[0], kernel_size=7, strides=2, padding=3, use_bias=False),
-                              nn.BatchNorm(), nn.Activation("relu"),
-                              nn.MaxPool2D(pool_size=3, strides=2, padding=1))
-        for i, n in enumerate(layers):
-            self.features.add(_make_stage(block, n, channels[i + 1], 1 if i == 0 else 2, channels[i],
-                                          last_gamma))
-        self.features.add(nn.GlobalAvgPool2D())
-        self.output = nn.Dense(classes, in_units=channels[-1])
+        with self.name_scope():
+            self.features = nn.HybridSequential(prefix="")
+            if thumbnail:
+                self.features.add(_conv3x3(channels[0], 1, 0))
+            else:
+                self.features.add(nn.Conv2D(channels[0], kernel_size=7, strides=2, padding=3, use_bias=False),
+                                  nn.BatchNorm(), nn.Activation("relu"),
+                                  nn.MaxPool2D(pool_size=3, strides=2, padding=1))
+            _add_stages(self.features, block, layers, channels, last_gamma)
+            self.features.add(nn.GlobalAvgPool2D())
+            self.output = nn.Dense(classes, in_units=channels[-1])
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.output(self.features(x))
@@ -209,19 +220,18 @@ class ResNetV2(HybridBlock):
                  thumbnail: bool = False, last_gamma: bool = False, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         _check_layout(layers, channels)
-        self.features = nn.HybridSequential()
-        self.features.add(nn.BatchNorm(scale=False, center=False))
-        if thumbnail:
-            self.features.add(_conv3x3(channels[0], 1, 0))
-        else:
-            self.features.add(nn.Conv2D(channels[0], kernel_size=7, strides=2, padding=3, use_bias=False),
-                              nn.BatchNorm(), nn.Activation("relu"),
-                              nn.MaxPool2D(pool_size=3, strides=2, padding=1))
-        for i, n in enumerate(layers):
-            self.features.add(_make_stage(block, n, channels[i + 1], 1 if i == 0 else 2, channels[i],
-                                          last_gamma))
-        self.features.add(nn.BatchNorm(), nn.Activation("relu"), nn.GlobalAvgPool2D(), nn.Flatten())
-        self.output = nn.Dense(classes, in_units=channels[-1])
+        with self.name_scope():
+            self.features = nn.HybridSequential(prefix="")
+            self.features.add(nn.BatchNorm(scale=False, center=False))
+            if thumbnail:
+                self.features.add(_conv3x3(channels[0], 1, 0))
+            else:
+                self.features.add(nn.Conv2D(channels[0], kernel_size=7, strides=2, padding=3, use_bias=False),
+                                  nn.BatchNorm(), nn.Activation("relu"),
+                                  nn.MaxPool2D(pool_size=3, strides=2, padding=1))
+            _add_stages(self.features, block, layers, channels, last_gamma)
+            self.features.add(nn.BatchNorm(), nn.Activation("relu"), nn.GlobalAvgPool2D(), nn.Flatten())
+            self.output = nn.Dense(classes, in_units=channels[-1])
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.output(self.features(x))
@@ -234,13 +244,12 @@ class CIFARResNetV1(HybridBlock):
                  last_gamma: bool = False, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         _check_layout(layers, channels)
-        self.features = nn.HybridSequential()
-        self.features.add(_conv3x3(channels[0], 1, 0), nn.BatchNorm(), nn.Activation("relu"))
-        for i, n in enumerate(layers):
-            self.features.add(_make_stage(block, n, channels[i + 1], 1 if i == 0 else 2, channels[i],
-                                          last_gamma))
-        self.features.add(nn.GlobalAvgPool2D())
-        self.output = nn.Dense(classes, in_units=channels[-1])
+        with self.name_scope():
+            self.features = nn.HybridSequential(prefix="")
+            self.features.add(_conv3x3(channels[0], 1, 0), nn.BatchNorm(), nn.Activation("relu"))
+            _add_stages(self.features, block, layers, channels, last_gamma)
+            self.features.add(nn.GlobalAvgPool2D())
+            self.output = nn.Dense(classes, in_units=channels[-1])
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.output(self.features(x))
@@ -253,13 +262,12 @@ class CIFARResNetV2(HybridBlock):
                  last_gamma: bool = False, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         _check_layout(layers, channels)
-        self.features = nn.HybridSequential()
-        self.features.add(nn.BatchNorm(scale=False, center=False), _conv3x3(channels[0], 1, 0))
-        for i, n in enumerate(layers):
-            self.features.add(_make_stage(block, n, channels[i + 1], 1 if i == 0 else 2, channels[i],
-                                          last_gamma))
-        self.features.add(nn.BatchNorm(), nn.Activation("relu"), nn.GlobalAvgPool2D(), nn.Flatten())
-        self.output = nn.Dense(classes, in_units=channels[-1])
+        with self.name_scope():
+            self.features = nn.HybridSequential(prefix="")
+            self.features.add(nn.BatchNorm(scale=False, center=False), _conv3x3(channels[0], 1, 0))
+            _add_stages(self.features, block, layers, channels, last_gamma)
+            self.features.add(nn.BatchNorm(), nn.Activation("relu"), nn.GlobalAvgPool2D(), nn.Flatten())
+            self.output = nn.Dense(classes, in_units=channels[-1])
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.output(self.features(x))

@@ -17,13 +17,19 @@ __all__ = ["SqueezeNet", "get_squeezenet", "squeezenet1_0", "squeezenet1_1"]
 _DEFAULT_ROOT = "~/.mxnet/models"
 
 
+def _conv_relu(channels: int, kernel_size: int, padding: int = 0) -> nn.HybridSequential:
+    """Convolution followed by a ReLU layer (no prefix of its own: 'conv0_', 'relu0_')."""
+    out = nn.HybridSequential(prefix="")
+    out.add(nn.Conv2D(channels, kernel_size=kernel_size, padding=padding), nn.Activation("relu"))
+    return out
+
+
 def _fire(squeeze: int, expand1x1: int, expand3x3: int) -> nn.HybridSequential:
     """Fire module: a 1x1 squeeze, then 1x1 and 3x3 expansions concatenated (all ReLU)."""
-    out = nn.HybridSequential()
-    out.add(nn.Conv2D(squeeze, kernel_size=1, activation="relu"))
-    expand = Concurrent(axis=1)
-    expand.add(nn.Conv2D(expand1x1, kernel_size=1, activation="relu"),
-               nn.Conv2D(expand3x3, kernel_size=3, padding=1, activation="relu"))
+    out = nn.HybridSequential(prefix="")
+    out.add(_conv_relu(squeeze, 1))
+    expand = Concurrent(axis=1, prefix="")
+    expand.add(_conv_relu(expand1x1, 1), _conv_relu(expand3x3, 3, 1))
     out.add(expand)
     return out
 
@@ -41,22 +47,27 @@ class SqueezeNet(HybridBlock):
         super().__init__(**kwargs)
         if version not in ("1.0", "1.1"):
             raise ValueError(f"SqueezeNet version must be '1.0' or '1.1', got {version!r}")
-        f = nn.HybridSequential()
+        with self.name_scope():
+            self.features = self._features(version)
+            self.output = nn.HybridSequential(prefix="")
+            self.output.add(nn.Conv2D(classes, kernel_size=1), nn.Activation("relu"), nn.AvgPool2D(13),
+                            nn.Flatten())
+
+    @staticmethod
+    def _features(version: str) -> nn.HybridSequential:
+        f = nn.HybridSequential(prefix="")
         if version == "1.0":
-            f.add(nn.Conv2D(96, kernel_size=7, strides=2, activation="relu"), _pool(),
+            f.add(nn.Conv2D(96, kernel_size=7, strides=2), nn.Activation("relu"), _pool(),
                   _fire(16, 64, 64), _fire(16, 64, 64), _fire(32, 128, 128), _pool(),
                   _fire(32, 128, 128), _fire(48, 192, 192), _fire(48, 192, 192), _fire(64, 256, 256),
                   _pool(), _fire(64, 256, 256))
         else:
-            f.add(nn.Conv2D(64, kernel_size=3, strides=2, activation="relu"), _pool(),
+            f.add(nn.Conv2D(64, kernel_size=3, strides=2), nn.Activation("relu"), _pool(),
                   _fire(16, 64, 64), _fire(16, 64, 64), _pool(),
                   _fire(32, 128, 128), _fire(32, 128, 128), _pool(),
                   _fire(48, 192, 192), _fire(48, 192, 192), _fire(64, 256, 256), _fire(64, 256, 256))
         f.add(nn.Dropout(0.5))
-        self.features = f
-        self.output = nn.HybridSequential()
-        self.output.add(nn.Conv2D(classes, kernel_size=1), nn.Activation("relu"), nn.AvgPool2D(13),
-                        nn.Flatten())
+        return f
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.output(self.features(x))

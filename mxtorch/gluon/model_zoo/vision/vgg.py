@@ -45,19 +45,20 @@ class VGG(HybridBlock):
         from ....initializer import Xavier
 
         conv_init = Xavier(rnd_type="gaussian", factor_type="out", magnitude=2)
-        self.features = nn.HybridSequential()
-        for num, width in zip(layers, filters):
-            for _ in range(int(num)):
-                self.features.add(nn.Conv2D(width, kernel_size=3, padding=1, weight_initializer=conv_init,
-                                            bias_initializer="zeros"))
-                if batch_norm:
-                    self.features.add(nn.BatchNorm())
-                self.features.add(nn.Activation("relu"))
-            self.features.add(nn.MaxPool2D(strides=2))
-        for _ in range(2):
-            self.features.add(nn.Dense(4096, activation="relu", weight_initializer="normal",
-                                       bias_initializer="zeros"), nn.Dropout(rate=0.5))
-        self.output = nn.Dense(classes, weight_initializer="normal", bias_initializer="zeros")
+        with self.name_scope():
+            self.features = nn.HybridSequential(prefix="")
+            for num, width in zip(layers, filters):
+                for _ in range(int(num)):
+                    self.features.add(nn.Conv2D(width, kernel_size=3, padding=1, weight_initializer=conv_init,
+                                                bias_initializer="zeros"))
+                    if batch_norm:
+                        self.features.add(nn.BatchNorm())
+                    self.features.add(nn.Activation("relu"))
+                self.features.add(nn.MaxPool2D(strides=2))
+            for _ in range(2):
+                self.features.add(nn.Dense(4096, activation="relu", weight_initializer="normal",
+                                           bias_initializer="zeros"), nn.Dropout(rate=0.5))
+            self.output = nn.Dense(classes, weight_initializer="normal", bias_initializer="zeros")
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.output(self.features(x))
