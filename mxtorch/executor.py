@@ -185,6 +185,23 @@ class _Plan:
                     vals[s] = o
 
 
+def _can_adopt(g: torch.Tensor, dst: torch.Tensor, taken: set[int]) -> bool:
+    """Whether ``dst`` may take ``g``'s memory: a fresh, whole, contiguous gradient of the same
+    layout that no other gradient array of this backward took (autograd hands one tensor to
+    several inputs of an addition)."""
+    return (
+        g._base is None
+        and g.is_contiguous()
+        and g.dtype == dst.dtype
+        and g.device == dst.device
+        and g.shape == dst.shape
+        and dst._base is None
+        and g.storage_offset() == 0
+        and g.untyped_storage().nbytes() == g.numel() * g.element_size()
+        and g.untyped_storage().data_ptr() not in taken
+    )
+
+
 class Executor:
     """A bound graph: ``forward``, ``backward``, ``outputs`` and the argument, gradient and
     auxiliary arrays (as lists in ``list_arguments`` order and as dicts)."""
@@ -303,6 +320,7 @@ class Executor:
                 res = torch.autograd.grad(heads, leaves, hgrads, allow_unused=True)
             except RuntimeError as e:
                 raise MXNetError(f"backward: {e}; call forward(is_train=True) before each backward") from e
+        taken: set[int] = set()
         with torch.no_grad():
             for (i, _), g in zip(self._leaves, res, strict=True):
                 dst = self.grad_arrays[i]
@@ -310,6 +328,11 @@ class Executor:
                 if self._reqs[i] == "write":
                     if g is None:
                         dst.zero_()
+                    elif _can_adopt(g, dst, taken):
+                        # the array object stays (everyone holding it sees the new values) and takes
+                        # the fresh gradient's memory instead of copying it
+                        taken.add(g.untyped_storage().data_ptr())
+                        dst.set_(g.untyped_storage(), 0, g.shape, g.stride())
                     else:
                         dst.copy_(g)
                 elif g is not None:

@@ -1,0 +1,38 @@
+"""Executor gradient arrays keep their identity and never share memory with each other."""
+
+from __future__ import annotations
+
+import torch
+
+import mxtorch as mx
+
+
+def test_write_gradients_are_separate_arrays_even_when_autograd_shares_one_tensor() -> None:
+    x, y = mx.sym.var("x"), mx.sym.var("y")
+    ex = (x + y).simple_bind(mx.cpu(), x=(3,), y=(3,))
+    gx, gy = ex.grad_dict["x"], ex.grad_dict["y"]
+    for step in range(2):
+        ex.forward(is_train=True, x=torch.ones(3), y=torch.ones(3))
+        ex.backward(torch.full((3,), float(step + 2)))
+        assert ex.grad_dict["x"] is gx and ex.grad_dict["y"] is gy  # same objects every step
+        torch.testing.assert_close(gx, torch.full((3,), float(step + 2)))
+        assert gx.untyped_storage().data_ptr() != gy.untyped_storage().data_ptr()
+        gx.mul_(0)  # an in-place change to one does not touch the other
+        torch.testing.assert_close(gy, torch.full((3,), float(step + 2)))
+
+
+def test_write_gradients_of_a_network_equal_torch_autograd_each_step() -> None:
+    data = mx.sym.var("data")
+    out = mx.sym.MakeLoss(mx.sym.sum(mx.sym.FullyConnected(data, num_hidden=4, name="fc") ** 2))
+    ex = out.simple_bind(mx.cpu(), data=(5, 3), grad_req={"fc_weight": "write", "fc_bias": "write"})
+    held = ex.grad_dict["fc_weight"]
+    for seed in range(3):
+        g = torch.Generator().manual_seed(seed)
+        x, w, b = torch.randn(5, 3, generator=g), torch.randn(4, 3, generator=g), torch.randn(4, generator=g)
+        ex.copy_params_from({"fc_weight": w, "fc_bias": b})
+        ex.forward(is_train=True, data=x)
+        ex.backward()
+        wt, bt = w.clone().requires_grad_(), b.clone().requires_grad_()
+        ((x @ wt.T + bt) ** 2).sum().backward()
+        torch.testing.assert_close(held, wt.grad)
+        torch.testing.assert_close(ex.grad_dict["fc_bias"], bt.grad)
