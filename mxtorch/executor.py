@@ -438,7 +438,8 @@ def simple_bind(
             f"simple_bind: cannot infer the shapes of {missing}; give their shapes as keywords "
             f"(e.g. {missing[0]}=(...))"
         )
-    types = dict(zip(arg_names, symbol.infer_type(**(type_dict or {}))[0], strict=True))
+    arg_types, _, aux_types = symbol.infer_type(**(type_dict or {}))
+    types = dict(zip(arg_names, arg_types, strict=True))
     device = _device(ctx)
     shared = shared_exec.arg_dict if shared_exec is not None else {}
     shared_g = shared_exec.grad_dict if shared_exec is not None else {}
@@ -460,5 +461,8 @@ def simple_bind(
                 if g is not None and tuple(g.shape) == shape
                 else torch.zeros(shape, dtype=dt, device=device)
             )
-    aux = [torch.zeros(var_shapes[n], device=device) for n in aux_names]
+    aux = [
+        torch.zeros(var_shapes[n], dtype=to_torch_dtype(t), device=device)
+        for n, t in zip(aux_names, aux_types, strict=True)
+    ]
     return Executor(symbol, ctx, args, grads, reqs, aux, group2ctx)

@@ -199,6 +199,33 @@ def test_simple_bind_allocates_from_shapes_and_types() -> None:
         net.simple_bind(mx.cpu(), dta=(1, 2))
 
 
+def test_simple_bind_gives_aux_states_the_inferred_type() -> None:
+    bn = S.BatchNorm(S.Variable("d"), name="bn")
+    ex = bn.simple_bind(mx.cpu(), type_dict={"d": "float64"}, d=(2, 3))
+    assert [a.dtype for a in ex.aux_arrays] == [torch.float64, torch.float64]
+    assert [a.dtype for a in ex.arg_arrays] == [torch.float64] * 3
+    assert ex.forward(is_train=True)[0].dtype == torch.float64
+
+
+def test_loss_and_blocked_heads_in_one_group() -> None:
+    x = S.Variable("x")
+    fc = S.FullyConnected(x, num_hidden=3, name="f")
+    net = S.Group([S.SoftmaxOutput(fc, name="sm"), S.BlockGrad(fc * 2, name="bg")])
+    ex = net.simple_bind(mx.cpu(), grad_req={"f_weight": "add", "f_bias": "write"}, x=(2, 4))
+    xv, w = T(fx.values((2, 4), 1.0)), T(fx.values((3, 4), 2.0))
+    ex.copy_params_from({"f_weight": w, "f_bias": torch.zeros(3)})
+    ex.arg_dict["sm_label"][:] = torch.tensor([1.0, 2.0])
+    for _ in range(2):
+        outs = ex.forward(is_train=True, x=xv)
+        ex.backward()  # no head gradients: the loss makes its own, BlockGrad passes none
+    logits = xv @ w.T
+    _close(outs[1], 2 * logits)
+    dlogits = torch.softmax(logits, dim=1) - torch.eye(3)[[1, 2]]
+    _close(ex.grad_dict["f_weight"], 2 * dlogits.T @ xv)
+    _close(ex.grad_dict["f_bias"], dlogits.sum(0))
+    assert ex.grad_dict["x"] is None and ex.grad_dict["sm_label"] is None
+
+
 def test_simple_bind_trains_like_torch() -> None:
     head = _mlp_head()
     ex = head.simple_bind(mx.cpu(), data=(4, 6))

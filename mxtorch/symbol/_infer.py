@@ -159,10 +159,13 @@ def _same_shape_backward(
 
 
 def _input_type(op: Any, attrs: Mapping[str, Any], k: int, data_type: Any) -> Any:
-    """The type an untyped variable input ``k`` gets: Embedding's weight takes ``dtype``, any
-    other the type of the node's first typed input (as MXNet's same-type rule)."""
+    """The type an untyped variable input ``k`` gets: Embedding's weight takes ``dtype``,
+    BatchNorm's parameters of float16 data are float32, any other input takes the type of the
+    node's first typed input (as MXNet's same-type rule)."""
     if op.name == "Embedding" and k == 1:
         return to_torch_dtype(attrs.get("dtype", "float32"))
+    if op.name == "BatchNorm" and k > 0 and data_type == torch.float16:
+        return torch.float32  # MXNet keeps BatchNorm's parameters and statistics in float32
     return data_type
 
 

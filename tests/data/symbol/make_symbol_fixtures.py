@@ -219,6 +219,8 @@ def build_type_cases(mx: Any) -> dict[str, tuple[Any, dict[str, Any]]]:
         "mlp_f16": (build_mlp(mx), {"data": "float16"}),
         "mlp_f64": (build_mlp(mx), {"data": "float64"}),
         "var_dtype": (S.Variable("a", dtype="float64") * 2, {}),
+        "bn_f16": (S.BatchNorm(S.Variable("d"), name="bn"), {"d": "float16"}),
+        "bn_f64": (S.BatchNorm(S.Variable("d"), name="bn"), {"d": "float64"}),
         "cast": (S.Cast(S.Variable("a"), dtype="int32", name="c"), {"a": "float32"}),
         "embedding": (
             S.Embedding(S.Variable("i"), input_dim=5, output_dim=2, dtype="float16", name="e"),
