@@ -126,6 +126,9 @@ def test_bind_with_lists_matches_torch_autograd() -> None:
     assert ex.grad_arrays[0] is grads[0]  # gradients land in the arrays given to bind
     assert ex.outputs[0] is out and list(ex.output_dict) == ["fc2_output"]
     assert list(ex.arg_dict) == names and ex.arg_dict["fc1_weight"] is ex.arg_arrays[1]
+    bound = ex.arg_arrays[2]
+    bound += 1.0  # the executor computes with the very arrays it was bound to
+    _close(ex.forward()[0], _torch_mlp({**p, "fc1_bias": p["fc1_bias"] + 1.0}))
 
 
 def test_grad_req_write_add_null_per_argument() -> None:

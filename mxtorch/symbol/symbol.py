@@ -328,6 +328,9 @@ class Symbol:
     def __rpow__(self, o: Any) -> Symbol:
         return self._binary(o, "power", True)
 
+    def __abs__(self) -> Symbol:
+        return create("abs", self)
+
     def __neg__(self) -> Symbol:
         return self._binary(-1.0, "mul")
 
