@@ -23,7 +23,7 @@ from .. import nd
 from ..base import MXNetError
 from ..nd import _norm
 from ..nd._nn import activation_fn
-from . import _loss
+from . import _loss, _rnn
 
 Tensor = torch.Tensor
 Shape = tuple[int, ...]
@@ -256,6 +256,10 @@ _add(
 )
 
 
+_add(OpDef("RNN", lambda ins, a, t: _rnn.rnn_compile(a)(ins, t), _rnn.rnn_inputs, outputs=_rnn.rnn_outputs,
+           total_outputs=lambda a: len(_rnn.rnn_outputs(a)), param_shapes=_rnn.rnn_shapes, compile=_rnn.rnn_compile))
+
+
 # ----------------------------------------------------------------------------------------------
 # output (loss) operators
 # ----------------------------------------------------------------------------------------------
@@ -477,7 +481,24 @@ def _topk_outputs(attrs: dict[str, Any]) -> list[str]:
     return ["output0", "output1"] if attrs.get("ret_typ") == "both" else ["output"]
 
 
-_MULTI_OUTPUTS = {"SliceChannel": _split_outputs, "split_v2": _split_outputs, "topk": _topk_outputs}
+def _split_v2_outputs(attrs: dict[str, Any]) -> list[str]:
+    indices = _tuple(attrs.get("indices", ()))
+    n = len(indices) if indices else int(attrs.get("sections", 1))
+    return [f"output{i}" for i in range(n)]
+
+
+def _split_v2_run(ins: list[Any], a: dict[str, Any], t: bool) -> Any:
+    # MXNet's _split_v2: ``indices`` are the split points with a leading 0, else ``sections``
+    indices = _tuple(a.get("indices", ()))
+    ios: Any = list(indices[1:]) if indices else int(a.get("sections", 1))
+    out = nd.split_v2(ins[0], ios, axis=int(a.get("axis", 0)), squeeze_axis=bool(a.get("squeeze_axis", False)))
+    return out if isinstance(out, (list, tuple)) else [out]
+
+
+_add(OpDef("_split_v2", _split_v2_run, _always(["data"]), outputs=_split_v2_outputs))
+
+
+_MULTI_OUTPUTS = {"SliceChannel": _split_outputs, "topk": _topk_outputs}
 
 
 @functools.cache
