@@ -253,6 +253,17 @@ def test_arithmetic_with_scalars_and_symbols() -> None:
         np.testing.assert_allclose(got, want, rtol=1e-6, err_msg=key)
 
 
+def test_split_v2_outputs() -> None:
+    x = S.Variable("x")
+    xv = np.arange(10, dtype=np.float32).reshape(2, 5)
+    parts = _eval(S.split_v2(x, (1, 3), axis=1), x=xv)
+    assert [p.tolist() for p in parts] == [xv[:, :1].tolist(), xv[:, 1:3].tolist(), xv[:, 3:].tolist()]
+    rows = _eval(x.split_v2(2, squeeze_axis=True), x=xv)
+    assert [r.tolist() for r in rows] == [xv[0].tolist(), xv[1].tolist()]
+    with pytest.raises(ValueError, match="int or a tuple of ints"):
+        S.split_v2(x, "2")
+
+
 def test_operator_methods() -> None:
     x = S.Variable("x")
     xv = np.arange(24, dtype=np.float32).reshape(2, 3, 4) / 10

@@ -10,7 +10,7 @@ from typing import Any
 
 from . import _ops
 from ._scope import AttrScope, NameManager, Prefix
-from .symbol import Group, Symbol, Variable, create, fromjson, load, load_json, var
+from .symbol import Group, Symbol, Variable, create, fromjson, load, load_json, split_v2, var
 
 __all__ = [
     "Symbol",
@@ -24,6 +24,7 @@ __all__ = [
     "NameManager",
     "Prefix",
     "create",
+    "split_v2",
 ]
 
 

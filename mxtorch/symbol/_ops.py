@@ -491,7 +491,8 @@ def _split_v2_run(ins: list[Any], a: dict[str, Any], t: bool) -> Any:
     # MXNet's _split_v2: ``indices`` are the split points with a leading 0, else ``sections``
     indices = _tuple(a.get("indices", ()))
     ios: Any = list(indices[1:]) if indices else int(a.get("sections", 1))
-    out = nd.split_v2(ins[0], ios, axis=int(a.get("axis", 0)), squeeze_axis=bool(a.get("squeeze_axis", False)))
+    axis, squeeze = int(a.get("axis", 0)), bool(a.get("squeeze_axis", False))
+    out = nd.split_v2(ins[0], ios, axis=axis, squeeze_axis=squeeze)
     return out if isinstance(out, (list, tuple)) else [out]
 
 

@@ -19,7 +19,7 @@ from ..checkpoint_io import atomic_write_text
 from . import _ops
 from ._scope import HIDDEN_KEYS, AttrScope, NameManager, attr_string, parse_attr
 
-__all__ = ["Symbol", "Variable", "var", "Group", "load", "load_json", "fromjson", "create"]
+__all__ = ["Symbol", "Variable", "var", "Group", "load", "load_json", "fromjson", "create", "split_v2"]
 
 MXNET_VERSION = 10901  # the MXNet release whose graph files we write (1.9.1)
 
@@ -273,6 +273,9 @@ class Symbol:
         from ._torch_fn import lookup
 
         return lookup(func)(*args, **(kwargs or {}))
+
+    def split_v2(self, *args: Any, **kwargs: Any) -> Symbol:
+        return split_v2(self, *args, **kwargs)
 
     def astype(self, dtype: Any) -> Symbol:
         return create("Cast", self, dtype=dtype)
@@ -541,6 +544,34 @@ def create(
             raise TypeError(f"{op_name}: {len(rest)} more symbol input(s) than it takes ({input_names})")
     node = _Node(canon, node_name, attrs, inputs)
     return Symbol([(node, i) for i in range(len(op.outputs(parsed)))])
+
+
+def split_v2(
+    ary: Symbol,
+    indices_or_sections: int | Sequence[int] = 1,
+    axis: int = 0,
+    squeeze_axis: bool = False,
+    **kwargs: Any,
+) -> Symbol:
+    """Split ``ary`` along ``axis`` into ``sections`` equal parts or before the given indices;
+    builds MXNet's ``_split_v2`` node (``indices`` with a leading 0, or ``sections``)."""
+    if isinstance(indices_or_sections, int):
+        indices, sections = [], indices_or_sections
+    elif isinstance(indices_or_sections, (tuple, list)):
+        indices, sections = [0, *(int(i) for i in indices_or_sections)], 0
+    else:
+        raise ValueError(
+            f"split_v2: indices_or_sections must be an int or a tuple of ints, got {indices_or_sections!r}"
+        )
+    return create(
+        "_split_v2",
+        ary,
+        indices=str(indices),
+        axis=axis,
+        squeeze_axis=squeeze_axis,
+        sections=sections,
+        **kwargs,
+    )
 
 
 def Variable(

@@ -85,6 +85,7 @@ def build_naming(mx: Any) -> dict[str, Any]:
         out["emb"] = S.Embedding(S.Variable("w"), input_dim=10, output_dim=4, name="emb")
         v = S.Variable("v")
         out["methods"] = S.Group([v.reshape((2, -1)), v.sum(axis=1), v.exp(), v.transpose()])
+        out["split_v2"] = S.Group([*S.split_v2(v, (1, 3), axis=1), *v.split_v2(2, squeeze_axis=True)])
         out["prelu"] = S.LeakyReLU(S.Variable("data"), act_type="prelu", name="act")
         out["deconv"] = S.Deconvolution(S.Variable("data"), kernel=(2, 2), num_filter=3, name="dc")
         out["ln"] = S.LayerNorm(S.Variable("data"), name="ln")
@@ -159,6 +160,11 @@ GRAPHS: dict[str, tuple[Callable[[Any], Any], dict[str, tuple[int, ...]]]] = {
 
 def build_shape_cases(mx: Any) -> dict[str, tuple[Any, dict[str, Any]]]:
     """name -> (symbol, infer_shape keywords)."""
+    with mx.name.NameManager():  # fresh automatic names
+        return _build_shape_cases(mx)
+
+
+def _build_shape_cases(mx: Any) -> dict[str, tuple[Any, dict[str, Any]]]:
     S = mx.sym
     data = S.Variable("data")
     cases: dict[str, tuple[Any, dict[str, Any]]] = {
@@ -170,6 +176,8 @@ def build_shape_cases(mx: Any) -> dict[str, tuple[Any, dict[str, Any]]]:
             S.Group(list(S.SliceChannel(data, num_outputs=2, axis=0, squeeze_axis=True, name="s"))),
             {"data": (2, 3, 4)},
         ),
+        "split_v2": (S.Group(list(S.split_v2(data, (1, 3), axis=1))), {"data": (2, 5)}),
+        "split_v2_sections": (S.split_v2(data, 2, axis=0, squeeze_axis=True), {"data": (2, 5)}),
         "concat0": (S.Concat(data, S.Variable("b"), dim=0, name="c0"), {"data": (2, 3), "b": (4, 3)}),
         "deconv": (
             S.Deconvolution(data, kernel=(3, 3), stride=(2, 2), num_filter=5, name="dc"),
