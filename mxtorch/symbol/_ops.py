@@ -492,7 +492,7 @@ def _split_v2_run(ins: list[Any], a: dict[str, Any], t: bool) -> Any:
     indices = _tuple(a.get("indices", ()))
     ios: Any = list(indices[1:]) if indices else int(a.get("sections", 1))
     axis, squeeze = int(a.get("axis", 0)), bool(a.get("squeeze_axis", False))
-    out = nd.split_v2(ins[0], ios, axis=axis, squeeze_axis=squeeze)
+    out = _nd_split_v2(ins[0], ios, axis=axis, squeeze_axis=squeeze)
     return out if isinstance(out, (list, tuple)) else [out]
 
 
