@@ -23,6 +23,7 @@ from .. import nd
 from ..base import MXNetError
 from ..nd import _norm
 from ..nd._nn import activation_fn
+from ..nd._shape import split_v2 as _nd_split_v2
 from . import _loss, _rnn
 
 Tensor = torch.Tensor
