@@ -170,10 +170,28 @@ def test_model_parameters_match_mxnet(name: str) -> None:
     assert hashlib.sha256(text.encode()).hexdigest() == ref["sha256"]
 
 
+@pytest.mark.parametrize("name", sorted(FIXTURE["structure"]))
+def test_model_attribute_paths_match_mxnet(name: str) -> None:
+    """The keys of save_parameters files ('features.0.weight') are MXNet's, so files written by
+    either framework load into the other's model zoo network."""
+    keys = list(vision.get_model(name)._collect_params_with_prefix().keys())
+    ref = FIXTURE["structure"][name]
+    assert len(keys) == ref["count"]
+    assert hashlib.sha256("\n".join(keys).encode()).hexdigest() == ref["sha256"]
+
+
+def test_densenet_and_inception_attribute_paths_spelled_out() -> None:
+    dense = list(vision.densenet121()._collect_params_with_prefix())
+    assert dense[5:7] == ["features.4.0.1.0.gamma", "features.4.0.1.0.beta"]  # block 1, layer 0, body
+    inception = list(vision.inception_v3()._collect_params_with_prefix())
+    assert "features.16.1.0.0.0.weight" in inception  # E1, 3x3 branch, its 1x1 stem's conv
+    assert "features.16.1.1.0.0.0.weight" in inception  # E1, 3x3 branch, the (1, 3) split
+
+
 def test_every_mxnet_network_is_in_the_fixture() -> None:
     ours_only = {"mlp", "lenet", "lenet_bn", "cifar_resnet20_v1", "cifar_resnet56_v1", "cifar_resnet110_v1",
                  "cifar_resnet20_v2", "cifar_resnet56_v2", "cifar_resnet110_v2"}
-    assert set(vision.list_models()) - ours_only == set(FIXTURE["params"])
+    assert set(vision.list_models()) - ours_only == set(FIXTURE["params"]) == set(FIXTURE["structure"])
 
 
 def test_resnet18_v1_names_spelled_out() -> None:

@@ -8,7 +8,8 @@ Records (1) ``layer.prefix`` of one instance of each gluon.nn / gluon.rnn / cont
 made inside the name scope of a block with prefix 'p_'; (2) for every model zoo network, its
 ``collect_params()`` names and declared shapes (0 = inferred at the first forward), in order
 (in full for the smaller networks, as count + sha256 for the deep ones);
-(3) for a few networks, ``net(mx.sym.var('data')).get_internals().list_outputs()``.  Every
+(3) for a few networks, ``net(mx.sym.var('data')).get_internals().list_outputs()``; (4) for
+every network, count + sha256 of the attribute-path names save_parameters writes.  Every
 network is built in a fresh thread, so its automatic prefix counts from 0.
 
 An optional argument, a path, also writes every list in full and every network's internals
@@ -143,6 +144,13 @@ def params_entry(name: str) -> dict[str, Any]:
     return out
 
 
+def structure_entry(name: str) -> dict[str, Any]:
+    """Count and sha256 of the attribute-path names ('features.0.weight', the keys of files
+    written by save_parameters), joined by newlines."""
+    keys = list(vision.get_model(name)._collect_params_with_prefix().keys())
+    return {"count": len(keys), "sha256": hashlib.sha256("\n".join(keys).encode()).hexdigest()}
+
+
 def model_internals(name: str) -> list[str]:
     def build() -> list[str]:
         net = vision.get_model(name)
@@ -163,6 +171,7 @@ def main() -> None:
         "layer_prefixes": layer_prefixes(),
         "params": {n: params_entry(n) for n in MODELS},
         "internals": {n: internals_entry(n) for n in INTERNALS},
+        "structure": {n: structure_entry(n) for n in MODELS},
     }
     with open(os.path.join(HERE, "fixture.json"), "w") as f:
         json.dump(fixture, f, indent=0, separators=(",", ":"))

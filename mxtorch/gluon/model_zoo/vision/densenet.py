@@ -9,6 +9,7 @@ import torch
 from .... import context as _context
 from ... import nn
 from ...block import HybridBlock
+from ._concat import Concurrent
 
 __all__ = ["DenseNet", "get_densenet", "densenet121", "densenet161", "densenet169", "densenet201"]
 
@@ -23,27 +24,23 @@ _DENSENET_SPEC: dict[int, tuple[int, int, list[int]]] = {
 }
 
 
-class _DenseLayer(HybridBlock):
-    """BN-ReLU-Conv1x1(bn_size * growth)-BN-ReLU-Conv3x3(growth) [-Dropout]; output is the input
-    with the new features concatenated on the channel axis.
+def _dense_layer(growth_rate: int, bn_size: int, dropout: float) -> Concurrent:
+    """The input concatenated (channel axis) with BN-ReLU-Conv1x1(bn_size * growth)-BN-ReLU-
+    Conv3x3(growth) [-Dropout] of it.
 
-    Neither it nor its body has a prefix of its own, so, as in MXNet (where it is a
-    HybridConcurrent of an Identity and the body), its layers and its concat are named in the
-    dense block's scope: 'stage1_conv0_', 'stage1_concat0'.
+    As in MXNet, an Identity and the body side by side, none with a prefix of its own, so the
+    layers and the concat are named in the dense block's scope ('stage1_conv0_', 'stage1_concat0').
     """
-
-    def __init__(self, growth_rate: int, bn_size: int, dropout: float) -> None:
-        super().__init__(prefix="")
-        self.body = nn.HybridSequential(prefix="")
-        self.body.add(nn.BatchNorm(), nn.Activation("relu"),
-                      nn.Conv2D(bn_size * growth_rate, kernel_size=1, use_bias=False),
-                      nn.BatchNorm(), nn.Activation("relu"),
-                      nn.Conv2D(growth_rate, kernel_size=3, padding=1, use_bias=False))
-        if dropout:
-            self.body.add(nn.Dropout(dropout))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return torch.cat([x, self.body(x)], dim=1)
+    body = nn.HybridSequential(prefix="")
+    body.add(nn.BatchNorm(), nn.Activation("relu"),
+             nn.Conv2D(bn_size * growth_rate, kernel_size=1, use_bias=False),
+             nn.BatchNorm(), nn.Activation("relu"),
+             nn.Conv2D(growth_rate, kernel_size=3, padding=1, use_bias=False))
+    if dropout:
+        body.add(nn.Dropout(dropout))
+    out = Concurrent(axis=1, prefix="")
+    out.add(nn.Identity(), body)
+    return out
 
 
 def _dense_block(num_layers: int, bn_size: int, growth_rate: int, dropout: float,
@@ -52,7 +49,7 @@ def _dense_block(num_layers: int, bn_size: int, growth_rate: int, dropout: float
     block = nn.HybridSequential(prefix=f"stage{index}_")
     with block.name_scope():
         for _ in range(num_layers):
-            block.add(_DenseLayer(growth_rate, bn_size, dropout))
+            block.add(_dense_layer(growth_rate, bn_size, dropout))
     return block
 
 

@@ -88,7 +88,8 @@ def _split_1x3_3x1(*stem: _Conv) -> _Branch:
     """``stem`` convolutions, then parallel (1, 3) and (3, 1) convolutions of 384 concatenated."""
 
     def make() -> nn.HybridSequential:
-        out = _branch(None, *stem)
+        out = nn.HybridSequential(prefix="")
+        out.add(_branch(None, *stem))
         split = Concurrent(axis=1, prefix="")
         split.add(_branch(None, (384, (1, 3), 1, (0, 1))), _branch(None, (384, (3, 1), 1, (1, 0))))
         out.add(split)
