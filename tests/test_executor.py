@@ -104,6 +104,23 @@ def test_batchnorm_inference_uses_the_moving_statistics() -> None:
     _close(ex.forward()[0], (x - mm[c]) / np.sqrt(mv[c] + 1e-3) * gamma[c] + beta[c], rtol=1e-5)
 
 
+def test_batchnorm_mean_var_outputs_are_mean_and_inverse_std() -> None:
+    x = np.arange(24, dtype=np.float32).reshape(2, 3, 4) / 7
+    bn = S.BatchNorm(S.Variable("x"), output_mean_var=True, fix_gamma=False, name="bn")
+    assert bn.list_outputs() == ["bn_output", "bn_mean", "bn_var"]
+    ex = bn.bind(
+        mx.cpu(),
+        {"x": T(x), "bn_gamma": torch.ones(3), "bn_beta": torch.zeros(3)},
+        aux_states={"bn_moving_mean": torch.full((3,), 0.5), "bn_moving_var": torch.full((3,), 2.0)},
+    )
+    _, mean, inv_std = ex.forward()  # inference: the moving statistics (MXNet gives 1/sqrt(var + eps))
+    _close(mean, [0.5] * 3)
+    _close(inv_std, [1 / np.sqrt(2.001)] * 3)
+    _, mean, inv_std = ex.forward(is_train=True)
+    _close(mean, x.mean(axis=(0, 2)))
+    _close(inv_std, 1 / np.sqrt(x.var(axis=(0, 2)) + 1e-3), rtol=1e-5)
+
+
 # ------------------------------------------------------------------------------ bind and gradients
 
 

@@ -202,7 +202,11 @@ def _bn_outputs(attrs: dict[str, Any]) -> list[str]:
 
 def _bn_run(ins: list[Any], attrs: dict[str, Any], train: bool) -> Any:
     kw = {k: v for k, v in attrs.items() if k in _BN_KEYS}
-    return _norm.BatchNorm(*ins, **{**kw, "output_mean_var": True, "training": train})
+    out, mean, var = _norm.BatchNorm(*ins, **{**kw, "output_mean_var": True, "training": train})
+    # MXNet's 'var' output is the inverse standard deviation 1 / sqrt(var + eps), and no gradient
+    # flows back through the mean and var outputs
+    inv_std = torch.rsqrt(var.detach() + float(attrs.get("eps", 1e-3)))
+    return out, mean.detach(), inv_std
 
 
 _add(OpDef("FullyConnected", _nd_run(nd.FullyConnected), _fc_inputs, param_shapes=_fc_shapes,
