@@ -413,13 +413,20 @@ def test_malformed_json_is_refused_with_clear_errors(tmp_path: Any) -> None:
     g["nodes"][3]["inputs"][0] = [9, 0, 0]
     with pytest.raises(MXNetError, match="node 3 .* bad input reference"):
         S.load_json(json.dumps(g))
+    for bad_ref in ([0, 1, 0], [0], ["0", 0], [0, -1], "x"):  # data has one output
+        g = _graph()
+        g["nodes"][3]["inputs"][0] = bad_ref
+        with pytest.raises(
+            MXNetError, match=r"node 3 \('fc1'\) has a bad input reference .* 3 earlier nodes"
+        ):
+            S.load_json(json.dumps(g))
     g = _graph()
     g["nodes"][3]["op"] = "FancyOp"
     with pytest.raises(MXNetError, match="operator 'FancyOp', which mxtorch does not implement"):
         S.load_json(json.dumps(g))
-    g = _graph(heads=[[42, 0, 0]])
-    with pytest.raises(MXNetError, match="bad head reference"):
-        S.load_json(json.dumps(g))
+    for bad_head in ([42, 0, 0], [3, 1, 0], [None, 0]):
+        with pytest.raises(MXNetError, match=r"bad head reference .*\(the graph has 10 nodes\)"):
+            S.load_json(json.dumps(_graph(heads=[bad_head])))
     g = _graph()
     g["nodes"][3]["attrs"] = "num_hidden=8"
     with pytest.raises(MXNetError, match="malformed 'attrs'"):

@@ -672,16 +672,31 @@ def _from_graph(graph: Any, source: str) -> Symbol:
             )
         inputs = []
         for ref in entry.get("inputs", []):
-            if not isinstance(ref, list) or len(ref) < 2 or not 0 <= int(ref[0]) < i:
-                raise MXNetError(f"{source}: node {i} ({entry['name']!r}) has a bad input reference {ref!r}")
-            inputs.append((nodes[int(ref[0])], int(ref[1])))
+            src = _entry_ref(ref, nodes, i)
+            if src is None:
+                raise MXNetError(
+                    f"{source}: node {i} ({entry['name']!r}) has a bad input reference {ref!r} (an input "
+                    f"is [earlier node index, output index, version]; there are {i} earlier nodes)"
+                )
+            inputs.append(src)
         nodes.append(_Node(op, str(entry["name"]), attrs, inputs))
     heads = []
     for ref in graph["heads"]:
-        if not isinstance(ref, list) or not 0 <= int(ref[0]) < len(nodes):
-            raise MXNetError(f"{source}: bad head reference {ref!r}")
-        heads.append((nodes[int(ref[0])], int(ref[1])))
+        head = _entry_ref(ref, nodes, len(nodes))
+        if head is None:
+            raise MXNetError(f"{source}: bad head reference {ref!r} (the graph has {len(nodes)} nodes)")
+        heads.append(head)
     return Symbol(heads)
+
+
+def _entry_ref(ref: Any, nodes: list[_Node], limit: int) -> tuple[_Node, int] | None:
+    """``(node, output)`` of a graph-file reference ``[node, output, version]``; None if invalid."""
+    if not isinstance(ref, list) or len(ref) < 2 or not all(isinstance(v, int) for v in ref[:2]):
+        return None
+    k, out = ref[0], ref[1]
+    if not 0 <= k < limit or not 0 <= out < nodes[k].num_total():
+        return None
+    return nodes[k], out
 
 
 def _iter_names() -> list[str]:
