@@ -563,15 +563,13 @@ def split_v2(
         raise ValueError(
             f"split_v2: indices_or_sections must be an int or a tuple of ints, got {indices_or_sections!r}"
         )
-    return create(
-        "_split_v2",
-        ary,
-        indices=str(indices),
-        axis=axis,
-        squeeze_axis=squeeze_axis,
-        sections=sections,
-        **kwargs,
-    )
+    attrs: dict[str, Any] = {
+        "indices": str(indices),
+        "axis": axis,
+        "squeeze_axis": squeeze_axis,
+        "sections": sections,
+    }
+    return create("_split_v2", ary, **attrs, **kwargs)
 
 
 def Variable(
@@ -697,7 +695,3 @@ def _entry_ref(ref: Any, nodes: list[_Node], limit: int) -> tuple[_Node, int] | 
     if not 0 <= k < limit or not 0 <= out < nodes[k].num_total():
         return None
     return nodes[k], out
-
-
-def _iter_names() -> list[str]:
-    return _ops.op_names()
