@@ -262,7 +262,8 @@ _add(
 
 
 _add(OpDef("RNN", lambda ins, a, t: _rnn.rnn_compile(a)(ins, t), _rnn.rnn_inputs, outputs=_rnn.rnn_outputs,
-           total_outputs=lambda a: len(_rnn.rnn_outputs(a)), param_shapes=_rnn.rnn_shapes, compile=_rnn.rnn_compile))
+           total_outputs=lambda a: len(_rnn.rnn_outputs(a)), param_shapes=_rnn.rnn_shapes,
+           compile=_rnn.rnn_compile))
 
 
 # ----------------------------------------------------------------------------------------------

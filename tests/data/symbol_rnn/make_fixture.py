@@ -14,7 +14,8 @@ out = {}
 for mode in ("lstm", "gru", "rnn_tanh", "rnn_relu"):
     rng = np.random.RandomState(0)
     d = mx.sym.var("data")
-    s = mx.sym.RNN(d, state_size=4, num_layers=2, mode=mode, bidirectional=True, state_outputs=True, name="rnn")
+    s = mx.sym.RNN(d, state_size=4, num_layers=2, mode=mode, bidirectional=True, state_outputs=True,
+                   name="rnn")
     arg_shapes, out_shapes, _ = s.infer_shape(data=(5, 3, 6))
     args = {n: mx.nd.array(rng.uniform(-0.5, 0.5, sh)) for n, sh in zip(s.list_arguments(), arg_shapes)}
     grads = {n: mx.nd.zeros(sh) for n, sh in zip(s.list_arguments(), arg_shapes)}
