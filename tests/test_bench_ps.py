@@ -23,6 +23,7 @@ def _run(*args: str) -> str:
     return r.stdout
 
 
+@pytest.mark.slow  # a benchmark's end-to-end run (bench/ps.py); the store itself is tested elsewhere
 def test_bandwidth_table_and_a_missing_mxnet_venv_left_out() -> None:
     out = _run(*TINY, "--parts", "bw", "--mxnet-python", os.path.join(ROOT, "no-such-venv", "bin", "python"))
     assert "(a) push+pull of a 2 MiB fp32 model" in out
@@ -32,6 +33,7 @@ def test_bandwidth_table_and_a_missing_mxnet_venv_left_out() -> None:
     assert "MXNet column left out" in out and "MXNet ms" not in out
 
 
+@pytest.mark.slow  # a benchmark's end-to-end run (bench/ps.py); the store itself is tested elsewhere
 def test_training_and_slowed_worker_tables() -> None:
     out = _run(*TINY, "--parts", "train,slow", "--steps", "1", "--warmup", "1", "--slow-steps", "2",
                "--slow-ms", "5", "--train-servers", "1")

@@ -180,11 +180,13 @@ dist.all_reduce(t)  # last: a gloo thread may still hold this op's tensor as the
 """
 
 
-def test_ten_jobs_in_a_row_exit_cleanly():
+@pytest.mark.parametrize("jobs", [4, pytest.param(10, marks=pytest.mark.slow)])
+def test_jobs_in_a_row_exit_cleanly(jobs):
     # Without mxtorch's shutdown at exit, ranks of this script often abort on torch 2.13 + gloo
     # (5 of 20 when measured: "terminate called without an active exception"); see
-    # mxtorch.distributed.group for why.
-    for attempt in range(10):
+    # mxtorch.distributed.group for why.  4 jobs (8 rank exits) miss that rate 10% of the time,
+    # 10 jobs (the slow run) 0.3%.
+    for attempt in range(jobs):
         results = run_script([sys.executable, "-c", CLEAN_EXIT], 2, timeout=60)
         for rank, (rc, out, err) in enumerate(results):
             assert "terminate called" not in err, f"run {attempt}, rank {rank}:\n{err}"

@@ -20,7 +20,7 @@ from mxtorch.kvstore.ps.testing import ps_cluster, run_ps_job
 FAST = {"MXTORCH_PS_HEARTBEAT_S": "0.3", "MXTORCH_PS_DEAD_S": "4"}
 
 
-@pytest.mark.parametrize("op", ["pull", "barrier"])
+@pytest.mark.parametrize("op", ["pull", pytest.param("barrier", marks=pytest.mark.slow)])
 def test_sync_worker_death_fails_the_waiting_worker_naming_it(op):
     with ps_cluster(2, 1, env=FAST, timeout=90) as c:
         c.start_workers(w.wait_for_dead_peer, op)
@@ -35,7 +35,7 @@ def test_sync_worker_death_fails_the_waiting_worker_naming_it(op):
         assert "declared dead" in c.stderr("scheduler")
 
 
-@pytest.mark.parametrize("ahead", [False, True])
+@pytest.mark.parametrize("ahead", [False, pytest.param(True, marks=pytest.mark.slow)])
 def test_sync_worker_that_closes_early_fails_the_round_it_left_naming_it(ahead):
     env = {**FAST, "MXNET_KVSTORE_BIGARRAY_BOUND": "4"}
     with ps_cluster(2, 2, env=env, timeout=90) as c:

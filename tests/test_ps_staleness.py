@@ -37,7 +37,7 @@ def test_unbounded_async_lets_a_fast_worker_run_ahead(tmp_path):
     assert max(fast["gaps"]) == STEPS - 1, fast["gaps"]
 
 
-@pytest.mark.parametrize("bound", [1, 0])
+@pytest.mark.parametrize("bound", [pytest.param(1, marks=pytest.mark.slow), 0])
 def test_a_staleness_bound_holds_the_fast_worker_back(tmp_path, bound):
     fast, slow = run_ps_job(w.staleness_race, 2, 2, STEPS, str(tmp_path), False, timeout=120,
                             env={"MXTORCH_PS_STALENESS": str(bound)})
