@@ -31,7 +31,8 @@ def test_compressed_pushpull_sums_decompressed_payloads(params):
         assert res[0]["wire"] == 3 * 37 * 2
 
 
-@pytest.mark.parametrize("params", [{"type": "fp16"}, {"type": "2bit", "threshold": 0.5}])
+@pytest.mark.parametrize("params", [{"type": "fp16"},
+                                    pytest.param({"type": "2bit", "threshold": 0.5}, marks=pytest.mark.slow)])
 def test_compressed_pushpull_on_three_workers(params):
     # three ranks: the fp16 sum is all-reduced (two roundings to fp16), 2bit payloads all-gathered
     res = run_workers(compression_workers.compressed_pushpull, 3, params, 3, timeout=180)

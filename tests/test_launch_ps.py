@@ -298,6 +298,7 @@ def check_pushpull_output(stdout: str, workers: int, servers: int) -> None:
 
 
 @needs_ps
+@pytest.mark.slow  # the split-key job below launches the same roles and more
 def test_launch_two_workers_one_server_push_pull():
     r = mxtorch_cli("launch", "-n", "2", "-s", "1", "python", PUSHPULL, "dist_sync")
     assert r.returncode == 0, r.stderr[-3000:]

@@ -81,7 +81,8 @@ def _check(results: list[dict[str, Any]]) -> None:
 
 
 # ---- tests ----------------------------------------------------------------------------------------
-@pytest.mark.parametrize("as_object", [False, True], ids=["name", "store-object"])
+@pytest.mark.parametrize("as_object", [False, pytest.param(True, marks=pytest.mark.slow)],
+                         ids=["name", "store-object"])
 def test_horovod_workers_on_half_batches_equal_one_process(as_object):
     results = run_workers(train_half, 2, "horovod", as_object, timeout=120)
     assert [r["rank"] for r in results] == [0, 1]

@@ -150,6 +150,7 @@ def _restart_server_0_and_finish(c, folder):
     return outcomes
 
 
+@pytest.mark.slow  # the round-in-progress restart below restores a snapshot too, mid-round
 def test_restarted_server_restores_its_snapshot(tmp_path):
     snap = tmp_path / "snap"
     env = {"MXTORCH_PS_SNAPSHOT_DIR": str(snap), "MXNET_KVSTORE_BIGARRAY_BOUND": "20",
