@@ -68,13 +68,20 @@ def test_print_summary_lists_layers_shapes_and_parameter_counts() -> None:
     assert lines[-2] == f"Total params: {4 * 16 + 16 + 16 * 2 + 2}"
 
 
-def test_plot_network_draws_the_graph_or_says_what_is_missing() -> None:
-    try:
-        import graphviz  # noqa: F401
-    except ImportError:
-        with pytest.raises(MXNetError, match="pip install graphviz"):
-            mx.viz.plot_network(_mlp())
-        return
+def test_plot_network_draws_the_graph(tmp_path: Path) -> None:
+    pytest.importorskip("graphviz")  # the `viz` extra; scripts/setup.sh installs it
     dot = mx.viz.plot_network(_mlp(), shape={"data": (5, 4)})
     src = dot.source
-    assert "FullyConnected" in src and "SoftmaxOutput" in src and "fc1_weight" not in src
+    assert "FullyConnected" in src and "SoftmaxOutput" in src and "Activation" in src
+    assert "fc1_weight" not in src and "data" in src  # weights hidden, inputs shown
+    assert src.count("->") == 5  # data->fc1->relu1->fc2->softmax, softmax_label->softmax
+    assert "softmax_label" in src
+    assert 'label=16' in src  # the edge fc1 -> relu1 carries its shape (batch left out)
+
+
+def test_plot_network_without_graphviz_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    monkeypatch.setitem(sys.modules, "graphviz", None)  # import fails as if not installed
+    with pytest.raises(MXNetError, match="pip install graphviz"):
+        mx.viz.plot_network(_mlp())
