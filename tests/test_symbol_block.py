@@ -212,3 +212,36 @@ def test_symbol_block_errors_name_the_problem() -> None:
     blk = gluon.SymbolBlock(x * 2, x)
     with pytest.raises(MXNetError, match="takes 1 inputs"):
         blk(torch.ones(1), torch.ones(1))
+
+
+def test_symbol_block_trains_on_two_contexts_through_a_store_like_on_one(tmp_path: Path) -> None:
+    net = nn.HybridSequential()
+    with net.name_scope():
+        net.add(nn.Dense(6, activation="relu"), nn.Dense(3))
+    net.initialize(mx.init.Xavier())
+    x, label = _x(3).reshape(4, -1)[:, :5], torch.tensor([0.0, 1.0, 2.0, 1.0])
+    net(x)
+    net.export(str(tmp_path / "d"))
+    loss = gluon.loss.SoftmaxCrossEntropyLoss()
+    results = []
+    for ctx, store in (([mx.cpu(0)], None), ([mx.cpu(0), mx.cpu(1)], "device")):
+        blk = gluon.SymbolBlock.imports(
+            str(tmp_path / "d-symbol.json"), ["data"], str(tmp_path / "d-0000.params"), ctx=ctx
+        )
+        trainer = gluon.Trainer(
+            blk.collect_params(), "sgd", {"learning_rate": 0.5, "momentum": 0.9}, kvstore=store or "device"
+        )
+        for _ in range(3):
+            xs = gluon.utils.split_and_load(x, ctx)
+            ys = gluon.utils.split_and_load(label, ctx)
+            with mx.autograd.record():
+                losses = [loss(blk(a), b) for a, b in zip(xs, ys, strict=True)]
+            for v in losses:
+                v.backward()
+            trainer.step(4)
+        results.append(
+            {k.split("_", 1)[1]: p.data(ctx[-1]).detach().clone() for k, p in blk.collect_params().items()}
+        )
+    assert results[0].keys() == results[1].keys()
+    for k in results[0]:
+        torch.testing.assert_close(results[1][k], results[0][k], rtol=1e-5, atol=1e-6)
