@@ -1,6 +1,7 @@
 """Module.fit's training step against the same network in Gluon and in hand-written PyTorch.
 
-One MLP (784-256-128-10, ReLU, softmax cross-entropy, SGD with momentum and weight decay), one
+One MLP (784-256-128-10, ReLU, softmax cross-entropy, SGD with momentum and weight decay on the
+weights — MXNet's Module exempts biases, so the Gluon and torch versions do too), one
 batch of 128, trained step by step three ways in this process, interleaved in rounds so
 machine noise hits all alike:
 
@@ -70,6 +71,8 @@ def _gluon_step() -> Callable[[], None]:
         net.add(gluon.nn.Dense(n, activation="relu"))
     net.add(gluon.nn.Dense(SIZES[-1]))
     net.initialize(mx.init.Xavier())
+    for p in net.collect_params(".*bias").values():
+        p.wd_mult = 0.0  # Module's (MXNet's) rule: no weight decay on biases; the same work here
     net.hybridize()
     trainer = gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": LR, "momentum": MOM, "wd": WD})
     loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
@@ -94,7 +97,10 @@ def _torch_step() -> Callable[[], None]:
         if i < len(SIZES) - 2:
             layers.append(torch.nn.ReLU())
     net = torch.nn.Sequential(*layers)
-    opt = torch.optim.SGD(net.parameters(), lr=LR, momentum=MOM, weight_decay=WD)
+    weights = [p for n, p in net.named_parameters() if n.endswith("weight")]
+    biases = [p for n, p in net.named_parameters() if n.endswith("bias")]
+    opt = torch.optim.SGD([{"params": weights}, {"params": biases, "weight_decay": 0.0}], lr=LR, momentum=MOM,
+                          weight_decay=WD)
     xs, ys = torch.as_tensor(x), torch.as_tensor(y).long()
     loss_fn = torch.nn.CrossEntropyLoss()
 

@@ -29,6 +29,17 @@ def _normalizer(normalization: str, batch: int, valid: Tensor | None, op: str) -
     raise ValueError(f"{op}: normalization must be 'null', 'batch' or 'valid', got {normalization!r}")
 
 
+_PLAIN = {"grad_scale", "normalization", "multi_output", "preserve_shape", "use_ignore", "smooth_alpha",
+          "ignore_label", "out_grad"}
+
+
+def _plain(o: dict[str, Any]) -> bool:
+    return (float(o.get("grad_scale", 1.0)) == 1.0 and str(o.get("normalization", "null")) == "null"
+            and not o.get("multi_output", False) and not o.get("preserve_shape", False)
+            and not o.get("use_ignore", False) and float(o.get("smooth_alpha", 0.0)) == 0.0
+            and not o.get("out_grad", False))
+
+
 class _SoftmaxOutput(torch.autograd.Function):
     @staticmethod
     def forward(ctx: Any, data: Tensor, label: Tensor, opts: dict[str, Any]) -> Tensor:
@@ -49,6 +60,13 @@ class _SoftmaxOutput(torch.autograd.Function):
     def backward(ctx: Any, grad_out: Tensor) -> Any:
         prob, label = ctx.saved_tensors
         o = ctx.opts
+        if not o or set(o) <= _PLAIN and _plain(o):
+            # the common case (a classifier's head with MXNet's defaults): softmax - onehot
+            if prob.dim() == 2 and label.numel() == prob.shape[0]:
+                lab = label.reshape(-1, 1).to(torch.long).clamp(0, prob.shape[1] - 1)
+                grad = prob.clone()
+                grad.scatter_add_(1, lab, torch.full_like(lab, -1, dtype=prob.dtype))
+                return grad, None, None
         multi = bool(o.get("multi_output", False))
         if multi:
             p = prob.reshape(prob.shape[0], prob.shape[1], -1).movedim(1, -1).reshape(-1, prob.shape[1])
