@@ -245,3 +245,30 @@ def test_symbol_block_trains_on_two_contexts_through_a_store_like_on_one(tmp_pat
     assert results[0].keys() == results[1].keys()
     for k in results[0]:
         torch.testing.assert_close(results[1][k], results[0][k], rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("kind", ["lstm", "gru", "rnn"])
+def test_rnn_layers_export_as_mxnets_fused_rnn_graph(tmp_path: Path, kind: str) -> None:
+    from mxtorch.gluon import rnn
+
+    layer = {
+        "lstm": lambda: rnn.LSTM(5, num_layers=2, bidirectional=True, layout="NTC"),
+        "gru": lambda: rnn.GRU(5),
+        "rnn": lambda: rnn.RNN(5, activation="tanh"),
+    }[kind]()
+    net = nn.HybridSequential()
+    with net.name_scope():
+        net.add(nn.Embedding(20, 4), layer, nn.Dense(3, flatten=False))
+    net.initialize(mx.init.Xavier())
+    x = torch.as_tensor(np.random.RandomState(0).randint(0, 20, (2, 7)).astype("float32"))
+    want = net(x)
+    sym_file, params_file = net.export(str(tmp_path / kind))
+    graph = json.loads(Path(sym_file).read_text())
+    rnn_nodes = [n for n in graph["nodes"] if n["op"] == "RNN"]
+    assert len(rnn_nodes) == 1 and rnn_nodes[0]["attrs"]["mode"] == {"rnn": "rnn_tanh"}.get(kind, kind)
+    back = gluon.SymbolBlock.imports(sym_file, ["data"], params_file)
+    torch.testing.assert_close(back(x), want, rtol=1e-5, atol=1e-6)
+    # with explicit states the layer's graph returns the new states too
+    states = [mx.sym.var(f"s{i}") for i in range(2 if kind == "lstm" else 1)]
+    out, new_states = layer(mx.sym.var("seq"), states)
+    assert len(new_states) == len(states) and out.list_outputs()[0].endswith("_output")

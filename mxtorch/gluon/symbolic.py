@@ -188,6 +188,53 @@ def _softmax_ce(b: Any, pred: Symbol, label: Symbol, sample_weight: Any = None) 
     return _weighted(b, loss, sample_weight)
 
 
+def _rnn_layer(b: Any, x: Symbol, states: Any = None, sequence_length: Any = None) -> Any:
+    # MXNet's _RNNLayer graph: parameters flattened in MXNet's order into one vector, the fused RNN
+    # operator, zero initial states shaped like the batch when none are given
+    if b._projection_size is not None or b._clip is not None or b._use_sequence_length:
+        raise MXNetError(
+            f"{type(b).__name__}: projection_size, state clipping and use_sequence_length "
+            "have no symbolic form here; build the graph without them"
+        )
+    if b._layout == "NTC":
+        x = sym.swapaxes(x, dim1=0, dim2=1)
+    order = [
+        f"{d}{i}_{g}_{t}"
+        for t in ("weight", "bias")
+        for i in range(b._num_layers)
+        for d in ("l", "r")[: b._dir]
+        for g in ("i2h", "h2h")
+    ]
+    params = b.__dict__["_gluon_params"]
+    flat = sym.Concat(*[sym.reshape(params[n].var(), shape=(-1,)) for n in order], dim=0)
+    skip = states is None
+    if skip:
+        n = b._num_layers * b._dir
+        zero = sym.zeros(shape=(n, 1, b._hidden_size))
+        states = [
+            sym.broadcast_like(zero, x, lhs_axes=(1,), rhs_axes=(1,))
+            for _ in range(2 if b._mode == "lstm" else 1)
+        ]
+    elif isinstance(states, Symbol):
+        states = [states]
+    rnn = sym.RNN(
+        x,
+        flat,
+        *states,
+        state_size=b._hidden_size,
+        num_layers=b._num_layers,
+        bidirectional=b._dir == 2,
+        p=b._dropout,
+        state_outputs=True,
+        mode=b._mode,
+    )
+    out = rnn[0]
+    if b._layout == "NTC":
+        out = sym.swapaxes(out, dim1=0, dim2=1)
+    new_states = [rnn[1], rnn[2]] if b._mode == "lstm" else [rnn[1]]
+    return out if skip else (out, new_states)
+
+
 _NN = "mxtorch.gluon.nn."
 # layer classes by qualified name (importing them here would make the layers and this module import
 # each other); a subclass is translated like its nearest listed base unless it overrides forward
@@ -210,6 +257,7 @@ TRANSLATORS: dict[str, Callable[..., Any]] = {
     _NN + "norm_layers.LayerNorm": _layernorm,
     _NN + "norm_layers.InstanceNorm": _instancenorm,
     _NN + "embedding.Embedding": _embedding,
+    "mxtorch.gluon.rnn.rnn_layer._RNNLayer": _rnn_layer,
     "mxtorch.gluon.loss.L1Loss": _l1,
     "mxtorch.gluon.loss.L2Loss": _l2,
     "mxtorch.gluon.loss.SoftmaxCrossEntropyLoss": _softmax_ce,

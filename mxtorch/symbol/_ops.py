@@ -432,6 +432,8 @@ _ALIASES.update(
         "swapaxes": "SwapAxis",
         "identity": "_copy",
         "crop": "Crop",
+        "zeros": "_zeros",
+        "ones": "_ones",
         "SoftmaxActivation": "SoftmaxActivation",
     }
 )
