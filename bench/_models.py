@@ -40,18 +40,26 @@ def torch_net(name: str) -> torch.nn.Module:
 
 
 def mx_train_step(name: str, x: torch.Tensor, y: torch.Tensor, kvstore: Any = "device",
-                  hybridize: bool = True) -> Any:
-    """One mxtorch training step (record, backward, Trainer SGD momentum 0.9, wd 1e-4) as a closure."""
+                  hybridize: bool = True, amp_dtype: str | None = None) -> Any:
+    """One mxtorch training step (record, backward, Trainer SGD momentum 0.9, wd 1e-4) as a closure.
+
+    The network lives on ``x``'s device.  ``amp_dtype='float16'`` trains under ``mx.amp`` with
+    dynamic loss scaling (``amp.init`` + ``amp.init_trainer`` + ``amp.scale_loss``).
+    """
     import mxtorch as mx
-    from mxtorch import autograd, gluon
+    from mxtorch import amp, autograd, gluon
 
     net = mx_net(name)
-    net.initialize(mx.init.Xavier())
+    net.initialize(mx.init.Xavier(), ctx=mx.context.as_context(x.device))
     if hybridize:
         net.hybridize()
+    if amp_dtype:
+        amp.init(amp_dtype)
     net(x)
     trainer = gluon.Trainer(net.collect_params(), "sgd",
                             {"learning_rate": 0.01, "momentum": 0.9, "wd": 1e-4}, kvstore=kvstore)
+    if amp_dtype:
+        amp.init_trainer(trainer)
     loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
     # the global batch: stores sum over workers (MXNet's rule)
     batch = x.shape[0] * (trainer._kvstore.num_workers if trainer._kvstore is not None else 1)
@@ -59,7 +67,11 @@ def mx_train_step(name: str, x: torch.Tensor, y: torch.Tensor, kvstore: Any = "d
     def step() -> None:
         with autograd.record():
             loss = loss_fn(net(x), y)
-        loss.backward()
+        if amp_dtype:
+            with amp.scale_loss(loss, trainer) as scaled:
+                autograd.backward(scaled)
+        else:
+            loss.backward()
         trainer.step(batch)
 
     return step

@@ -5,6 +5,7 @@ in the same run, interleaved in rounds so that machine noise hits both alike.  P
 median step time of each and the ratio mxtorch / torch (≤ 1.05 is the target).
 
     python bench/overhead.py [--steps 30] [--rounds 7] [--batch 128] [--models mlp,lenet]
+                             [--device cuda] [--amp float16]
 
 Where MXNet 1.9.1 is installed in its own venv (``.venv-mxnet``, see bench/mxnet_reference.py),
 the same run also times MXNet's hybridized Gluon step on the same model and prints it.
@@ -24,10 +25,24 @@ import torch.nn.functional as F
 from _models import mx_train_step, torch_net
 
 
-def make_torch_step(name: str, x: torch.Tensor, y: torch.Tensor):  # type: ignore[no-untyped-def]
-    net = torch_net(name)
+def make_torch_step(name: str, x: torch.Tensor, y: torch.Tensor,  # type: ignore[no-untyped-def]
+                    amp_dtype: str | None = None):
+    net = torch_net(name).to(x.device)
     opt = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9, weight_decay=1e-4)
     yl = y.long()
+    if amp_dtype:  # the reference AMP loop: autocast + GradScaler
+        dtype = getattr(torch, amp_dtype)
+        scaler = torch.amp.GradScaler(x.device.type, enabled=amp_dtype == "float16")
+
+        def amp_step() -> None:
+            with torch.autocast(x.device.type, dtype=dtype):
+                loss = F.cross_entropy(net(x), yl)
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
+            opt.zero_grad(set_to_none=True)
+
+        return amp_step
 
     def step() -> None:
         loss = F.cross_entropy(net(x), yl)
@@ -39,9 +54,14 @@ def make_torch_step(name: str, x: torch.Tensor, y: torch.Tensor):  # type: ignor
 
 
 def time_steps(step, n: int) -> float:  # type: ignore[no-untyped-def]
+    sync = torch.cuda.synchronize if torch.cuda.is_available() and torch.cuda.is_initialized() else None
+    if sync:
+        sync()
     t0 = time.perf_counter()
     for _ in range(n):
         step()
+    if sync:
+        sync()
     return (time.perf_counter() - t0) / n
 
 
@@ -52,6 +72,9 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=128)
     ap.add_argument("--models", default="mlp,lenet")
     ap.add_argument("--threads", type=int, default=0)
+    ap.add_argument("--device", default="cpu", help="cpu or cuda (the GPU runs: CUDA-synchronised timing)")
+    ap.add_argument("--amp", default="", choices=["", "float16", "bfloat16"],
+                    help="mixed precision: mx.amp + loss scaling vs torch.autocast + GradScaler")
     default_mx = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), ".venv-mxnet",
                               "bin", "python")
     ap.add_argument("--mxnet-python", default=default_mx if os.path.exists(default_mx) else "",
@@ -60,14 +83,18 @@ def main() -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
     torch.manual_seed(0)
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, batch {args.batch}, "
+    dev = torch.device(args.device)
+    where = torch.cuda.get_device_name(dev) if dev.type == "cuda" else f"{torch.get_num_threads()} threads"
+    print(f"torch {torch.__version__}, {where}, batch {args.batch}, amp {args.amp or 'off'}, "
           f"{args.rounds} rounds x {args.steps} steps, interleaved")
     rows = []
     worst = 0.0
     for name in args.models.split(","):
-        x = torch.rand(args.batch, 1, 28, 28)
-        y = torch.randint(0, 10, (args.batch,)).float()
-        steps = {"torch": make_torch_step(name, x, y), "mxtorch": mx_train_step(name, x, y)}
+        x = torch.rand(args.batch, 1, 28, 28, device=dev)
+        y = torch.randint(0, 10, (args.batch,), device=dev).float()
+        amp_dtype = args.amp or None
+        steps = {"torch": make_torch_step(name, x, y, amp_dtype),
+                 "mxtorch": mx_train_step(name, x, y, amp_dtype=amp_dtype)}
         for s in steps.values():  # warm-up
             time_steps(s, 5)
         times: dict[str, list[float]] = {k: [] for k in steps}
@@ -81,7 +108,7 @@ def main() -> None:
         worst = max(worst, ratio)
         rows.append((name, t_ref, t_mx, ratio))
     mxnet: dict[str, list[float]] = {}
-    if args.mxnet_python:
+    if args.mxnet_python and dev.type == "cpu" and not args.amp:
         script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "mxnet_reference.py")
         env = dict(os.environ, OMP_NUM_THREADS=str(torch.get_num_threads()))
         r = subprocess.run([args.mxnet_python, script, "--models", args.models, "--batch", str(args.batch),

@@ -1,4 +1,5 @@
 import os
+import time
 import warnings
 
 import pytest
@@ -236,6 +237,55 @@ def test_hybridize_eager_policy_matches(monkeypatch):
     monkeypatch.setenv("MXTORCH_HYBRIDIZE", "bogus")
     with pytest.raises(MXNetError, match="MXTORCH_HYBRIDIZE"):
         net(x)
+
+
+class _Sleepy(nn.HybridBlock):
+    """Dense whose eager forward sleeps ``delay`` seconds (not inside the fake compiled call)."""
+
+    def __init__(self, delay):
+        super().__init__()
+        self.delay, self.in_compiled = delay, False
+        self.fc = nn.Dense(3, in_units=5)
+
+    def forward(self, x):
+        if not self.in_compiled:
+            time.sleep(self.delay)
+        return self.fc(x)
+
+
+@pytest.mark.parametrize("eager_delay,compiled_delay,choice",
+                         [(0.0, 0.004, "eager"), (0.004, 0.0, "compiled")])
+def test_hybridize_measure_keeps_the_faster_forward(monkeypatch, eager_delay, compiled_delay, choice):
+    """The 'measure' policy (auto's on CUDA) times both forwards and keeps the faster one."""
+    monkeypatch.setenv("MXTORCH_HYBRIDIZE", "measure")
+    net = _Sleepy(eager_delay)
+    net.initialize()
+    calls = []
+
+    def fake_compile(fn, **kw):  # no compiler: a wrapper that counts its calls and sleeps
+        def run(*a, **k):
+            calls.append(1)
+            time.sleep(compiled_delay)
+            net.in_compiled = True
+            try:
+                return fn(*a, **k)
+            finally:
+                net.in_compiled = False
+        return run
+
+    monkeypatch.setattr(torch, "compile", fake_compile)
+    x = torch.randn(4, 5)
+    ref = net.fc(x)
+    net.hybridize()
+    for _ in range(12):  # warm-up, compile, 5 + 5 timed calls interleaved, then the choice
+        torch.testing.assert_close(net(x), ref)
+    assert net._trial is None and net._hybrid_choice == choice
+    assert len(calls) == 6  # the compiling call and five timed ones
+    for _ in range(3):
+        torch.testing.assert_close(net(x), ref)
+    assert len(calls) == (6 if choice == "eager" else 9)
+    net.hybridize()  # a new hybridize() measures again
+    assert net._hybrid_choice is None and net._compiled is None
 
 
 def test_hybridize_compile_falls_back_cleanly(monkeypatch):

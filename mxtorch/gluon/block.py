@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import os
 import re
+import statistics
 import sys
 import threading
+import time
 import warnings
 from collections import OrderedDict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from contextlib import nullcontext
 from typing import Any
 
@@ -29,7 +31,11 @@ __all__ = ["Block", "HybridBlock", "collect_params", "as_parameters", "HYBRIDIZE
 HYBRIDIZE_ENV = "MXTORCH_HYBRIDIZE"
 """Environment variable choosing what ``hybridize()`` does: 'auto' (default: torch.compile on
 CUDA, eager on CPU, where compiling small networks was measured slower), 'compile' or 'eager'."""
-_HYBRIDIZE_CHOICES = ("auto", "compile", "eager")
+_HYBRIDIZE_CHOICES = ("auto", "compile", "eager", "measure")
+_TRIAL_CALLS = 5
+"""Timed forward calls each way before ``measure`` keeps the faster (after warm-up and compile)."""
+_TRIAL_MARGIN = 0.97
+"""The compiled forward is kept only when its median time is below this fraction of eager's."""
 
 
 def _hybridize_policy() -> str:
@@ -37,6 +43,15 @@ def _hybridize_policy() -> str:
     if v not in _HYBRIDIZE_CHOICES:
         raise MXNetError(f"{HYBRIDIZE_ENV}={v!r} is not valid: use one of {_HYBRIDIZE_CHOICES}")
     return v
+
+
+def _synchronizer(args: tuple[Any, ...]) -> Callable[[], None]:
+    """A function that waits for the GPU of the first CUDA tensor in ``args`` (a no-op on CPU)."""
+    for a in args:
+        if isinstance(a, torch.Tensor) and a.is_cuda:
+            dev = a.device
+            return lambda: torch.cuda.synchronize(dev)
+    return lambda: None
 
 
 def _input_context(args: tuple[Any, ...]) -> Context | None:
@@ -475,6 +490,8 @@ class HybridBlock(Block):
     _compiled: Any
     _compile_kwargs: dict[str, Any]
     _compile_failed: bool
+    _trial: dict[str, list[float]] | None
+    _hybrid_choice: str | None
     _warmed_up: bool
     _infer_pending: bool
 
@@ -485,6 +502,8 @@ class HybridBlock(Block):
         object.__setattr__(self, "_compile_kwargs", {})
         object.__setattr__(self, "_compile_failed", False)
         object.__setattr__(self, "_warmed_up", False)
+        object.__setattr__(self, "_trial", None)
+        object.__setattr__(self, "_hybrid_choice", None)
         # a subclass overriding infer_shape gets it called until its parameters are known
         object.__setattr__(self, "_infer_pending", type(self).infer_shape is not HybridBlock.infer_shape)
 
@@ -508,6 +527,8 @@ class HybridBlock(Block):
         object.__setattr__(self, "_hybrid_active", bool(active))
         object.__setattr__(self, "_compiled", None)
         object.__setattr__(self, "_compile_failed", False)
+        object.__setattr__(self, "_trial", None)
+        object.__setattr__(self, "_hybrid_choice", None)
         opts = dict(kwargs)
         if static_shape:
             opts.setdefault("dynamic", False)
@@ -517,38 +538,40 @@ class HybridBlock(Block):
             if isinstance(child, Block):
                 child.hybridize(False)
 
-    def _should_compile(self, args: tuple[Any, ...]) -> bool:
+    def _compile_mode(self, args: tuple[Any, ...]) -> str:
+        """'eager', 'compile', or 'measure' (time both on the first calls, keep the faster)."""
         backend = self._compile_kwargs.get("backend")
         if backend == "eager":
-            return False
+            return "eager"
         if backend is not None:
-            return True
+            return "compile"
         policy = _hybridize_policy()
         if policy != "auto":
-            return policy == "compile"
-        return any(isinstance(a, torch.Tensor) and a.is_cuda for a in args)
+            return policy
+        # auto: small networks on a GPU are often launch-bound, where a compiled graph's guards and
+        # wrappers cost more than its fused kernels save, so measure; on CPU compiling was slower
+        return "measure" if any(isinstance(a, torch.Tensor) and a.is_cuda for a in args) else "eager"
 
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        if has_symbol(args):
-            return call_symbolic(self, args, kwargs)
-        if self._infer_pending:
-            self._run_infer_shape(args)
-        if not self._hybrid_active or self._compile_failed or torch.compiler.is_compiling() or _fwd.depth:
-            return super().__call__(*args, **kwargs)
-        if not self._warmed_up:
-            # the first call runs eagerly: it completes deferred shape inference
-            out = super().__call__(*args, **kwargs)
-            object.__setattr__(self, "_warmed_up", True)
-            return out
-        if self._compiled is None:
-            if not self._should_compile(args):
-                return super().__call__(*args, **kwargs)
-            kw = dict(self._compile_kwargs)
-            if kw.get("backend") is None:
-                kw.pop("backend")
-            module_call = torch.nn.Module.__call__
-            object.__setattr__(self, "_compiled",
-                               torch.compile(lambda *a, **k: module_call(self, *a, **k), **kw))
+    def _timed_call(self, kind: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """One forward call (``kind`` 'eager' or 'compiled') timed for the hybridize trial."""
+        trial = self._trial
+        sync = _synchronizer(args)
+        sync()
+        t0 = time.perf_counter()
+        out = super().__call__(*args, **kwargs) if kind == "eager" else self._compiled_call(args, kwargs)
+        sync()
+        if self._trial is trial and trial is not None:  # a compile failure ends the trial
+            trial[kind].append(time.perf_counter() - t0)
+            if len(trial["compiled"]) >= _TRIAL_CALLS:
+                t_compiled, t_eager = statistics.median(trial["compiled"]), statistics.median(trial["eager"])
+                fast = t_compiled < _TRIAL_MARGIN * t_eager
+                object.__setattr__(self, "_hybrid_choice", "compiled" if fast else "eager")
+                object.__setattr__(self, "_trial", None)
+                if not fast:
+                    object.__setattr__(self, "_compiled", None)
+        return out
+
+    def _compiled_call(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         prev = _fwd.ctx
         _fwd.ctx = _input_context(args)
         _fwd.depth = 1
@@ -564,9 +587,43 @@ class HybridBlock(Block):
         # eager execution works was the compiler at fault: then stay eager from now on.
         out = super().__call__(*args, **kwargs)
         warnings.warn(f"hybridize: torch.compile failed for {type(self).__name__} ({error!r}); "
-                      "running eagerly", RuntimeWarning, stacklevel=2)
+                      "running eagerly", RuntimeWarning, stacklevel=3)
         object.__setattr__(self, "_compile_failed", True)
+        object.__setattr__(self, "_trial", None)
         return out
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if has_symbol(args):
+            return call_symbolic(self, args, kwargs)
+        if self._infer_pending:
+            self._run_infer_shape(args)
+        if (not self._hybrid_active or self._compile_failed or self._hybrid_choice == "eager"
+                or torch.compiler.is_compiling() or _fwd.depth):
+            return super().__call__(*args, **kwargs)
+        if not self._warmed_up:
+            # the first call runs eagerly: it completes deferred shape inference
+            out = super().__call__(*args, **kwargs)
+            object.__setattr__(self, "_warmed_up", True)
+            return out
+        trial = self._trial
+        if self._compiled is None:
+            mode = self._compile_mode(args)
+            if mode == "eager":
+                return super().__call__(*args, **kwargs)
+            kw = dict(self._compile_kwargs)
+            if kw.get("backend") is None:
+                kw.pop("backend")
+            module_call = torch.nn.Module.__call__
+            object.__setattr__(self, "_compiled",
+                               torch.compile(lambda *a, **k: module_call(self, *a, **k), **kw))
+            if mode == "measure":
+                trial = {"eager": [], "compiled": []}
+                object.__setattr__(self, "_trial", trial)
+                return self._compiled_call(args, kwargs)  # compiles: not timed
+        if trial is not None:
+            kind = "eager" if len(trial["eager"]) <= len(trial["compiled"]) else "compiled"
+            return self._timed_call(kind, args, kwargs)
+        return self._compiled_call(args, kwargs)
 
     def forward(self, *args: Any) -> Any:
         hf = getattr(self, "hybrid_forward", None)

@@ -199,7 +199,9 @@ class Parameter:
 
     def _init_impl(self, init: Any, ctx_list: list[Context], default_init: Any) -> None:
         assert self._shape is not None
-        first = torch.empty(self._shape, dtype=self._dtype, device=ctx_list[0].torch_device)
+        # MXNet's rule: values are drawn on the CPU and copied to every context, so one seed gives
+        # the same initial weights whatever the contexts (a GPU's generator draws other numbers).
+        first = torch.empty(self._shape, dtype=self._dtype)
         # Gluon's rule: the initializer given here, else the parameter's own, else the global
         # default fills the tensor whatever its name; initializers that dispatch on the name
         # themselves (Mixed, Load) are called with it.

@@ -86,7 +86,8 @@ def split_and_load(
     out = []
     for part, ctx in zip(parts, ctxs):
         dev = ctx.torch_device
-        t = part.to(dev, non_blocking=True) if part.device != dev else part
+        # non-blocking only towards a GPU: a GPU-to-CPU copy must be complete before the CPU reads it
+        t = part.to(dev, non_blocking=dev.type != "cpu") if part.device != dev else part
         if len(ctxs) > 1:
             if t is data and t.layout == torch.strided:
                 t = t.view_as(t)

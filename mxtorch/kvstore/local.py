@@ -187,7 +187,8 @@ class LocalKVStore(KVStoreBase):
             return vals[0].detach().to(dev)
         acc = vals[0].detach().to(dev, copy=True)
         for v in vals[1:]:
-            acc.add_(v.detach().to(dev, non_blocking=True))
+            # a copy to the CPU must block: torch would fill pinned memory the CPU then reads too early
+            acc.add_(v.detach().to(dev, non_blocking=dev.type != "cpu"))
         return acc
 
     def push(self, key: Key | Sequence[Key], value: Value | Sequence[Value], priority: int = 0) -> None:

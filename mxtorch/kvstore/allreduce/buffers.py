@@ -60,7 +60,7 @@ def _sum_buffer(srcs: list[torch.Tensor], dsts: list[torch.Tensor]) -> tuple[tor
         return first.clone(memory_format=torch.contiguous_format), None
     acc = first.clone(memory_format=torch.contiguous_format)
     for s in srcs[1:]:
-        acc.add_(s.detach().to(acc.device, non_blocking=True))
+        acc.add_(s.detach().to(acc.device, non_blocking=acc.device.type != "cpu"))  # D2H must block
     return acc, None
 
 

@@ -244,7 +244,7 @@ class _GradientSync:
                         continue
                     part = b.flat.narrow(0, b.offsets[m], copies[0].numel())
                     for t in copies:
-                        src = part.view(t.shape).to(t.device, non_blocking=True)
+                        src = part.view(t.shape).to(t.device, non_blocking=t.device.type != "cpu")
                         if t.grad is None:
                             t.grad = src.clone()
                         else:
