@@ -69,6 +69,7 @@ _SUBMODULES = {
     "name": "mxtorch.symbol._scope",
     "base": "mxtorch.base",
     "io": "mxtorch.io",
+    "parallel": "mxtorch.parallel",
 }
 
 __all__ = [

@@ -1,0 +1,13 @@
+"""Model parallelism for Gluon networks: pipeline stages across processes, combined with data parallelism.
+
+``ParallelConfig(dp, pp, tp)`` lays the launched world out as a mesh (see :mod:`.config` for the
+rank layout); ``parallelize(net, cfg, micro_batches, schedule)`` returns a
+:class:`~.pipeline.PipelineNet` whose ``train_step`` runs PyTorch's pipeline schedules
+(``torch.distributed.pipelining``) and whose ``kvstore`` sums gradients over the data-parallel
+group.  Tensor parallelism (``tp > 1``) is not available yet.
+"""
+
+from .config import Mesh, ParallelConfig
+from .pipeline import SCHEDULES, PipelineNet, parallelize
+
+__all__ = ["ParallelConfig", "Mesh", "parallelize", "PipelineNet", "SCHEDULES"]

@@ -1,0 +1,94 @@
+"""The parallel layout of a job: how many ways data, pipeline and tensor parallel, and who is where.
+
+Rank layout (Megatron's order: tensor parallel innermost, pipeline outermost)::
+
+    rank = (pp_rank * dp + dp_rank) * tp + tp_rank
+
+so the ranks of one pipeline stage are consecutive (with ``mxtorch launch`` they share a host
+first, where the data-parallel all-reduce of every step runs), and consecutive stages sit
+``dp * tp`` ranks apart (one activation per micro-batch crosses that boundary).
+"""
+
+from __future__ import annotations
+
+import datetime
+from dataclasses import dataclass
+
+import torch.distributed as dist
+
+from ..base import MXNetError
+from ..distributed import group
+
+__all__ = ["ParallelConfig", "Mesh"]
+
+
+@dataclass(frozen=True)
+class ParallelConfig:
+    """``dp`` data-parallel replicas × ``pp`` pipeline stages × ``tp`` tensor-parallel shards."""
+
+    dp: int = 1
+    pp: int = 1
+    tp: int = 1
+
+    def __post_init__(self) -> None:
+        for name in ("dp", "pp", "tp"):
+            v = getattr(self, name)
+            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+                raise ValueError(f"ParallelConfig: {name} must be a positive integer, got {v!r}")
+
+    @property
+    def world_size(self) -> int:
+        return self.dp * self.pp * self.tp
+
+    def coords(self, rank: int) -> tuple[int, int, int]:
+        """``(dp_rank, pp_rank, tp_rank)`` of global ``rank``."""
+        if not 0 <= rank < self.world_size:
+            raise ValueError(f"rank {rank} is outside a world of {self.world_size}")
+        tp_rank = rank % self.tp
+        rest = rank // self.tp
+        return rest % self.dp, rest // self.dp, tp_rank
+
+    def rank_of(self, dp_rank: int, pp_rank: int, tp_rank: int = 0) -> int:
+        return (pp_rank * self.dp + dp_rank) * self.tp + tp_rank
+
+
+class Mesh:
+    """This rank's place in a :class:`ParallelConfig` and its process groups (made by every rank).
+
+    ``pp_group``: the ranks holding the stages of this rank's pipeline (same dp and tp rank);
+    ``dp_group``: the ranks holding the same stage (same pp and tp rank).  Both carry the job's
+    timeout (``MXTORCH_DIST_TIMEOUT``), so a dead peer ends a send/recv instead of hanging.
+    """
+
+    def __init__(self, cfg: ParallelConfig) -> None:
+        info = group.init()
+        if info.world_size != cfg.world_size:
+            raise MXNetError(
+                f"ParallelConfig(dp={cfg.dp}, pp={cfg.pp}, tp={cfg.tp}) needs dp*pp*tp = {cfg.world_size} "
+                f"processes but the job has {info.world_size}: launch {cfg.world_size} processes "
+                f"(mxtorch launch -n {cfg.world_size} ...) or change the config so that it multiplies to "
+                f"{info.world_size}"
+            )
+        if cfg.tp != 1:
+            raise MXNetError("ParallelConfig: tensor parallelism (tp > 1) is not available yet; use tp=1")
+        self.cfg = cfg
+        self.rank = info.rank
+        self.dp_rank, self.pp_rank, self.tp_rank = cfg.coords(info.rank)
+        timeout = datetime.timedelta(seconds=group.timeout())
+        self.pp_ranks: list[int] = []
+        self.dp_ranks: list[int] = []
+        self.pp_group: dist.ProcessGroup | None = None
+        self.dp_group: dist.ProcessGroup | None = None
+        # every rank creates every group, in the same order (torch's rule for new_group)
+        for d in range(cfg.dp):
+            for t in range(cfg.tp):
+                ranks = [cfg.rank_of(d, p, t) for p in range(cfg.pp)]
+                g = dist.new_group(ranks, timeout=timeout)
+                if self.rank in ranks:
+                    self.pp_ranks, self.pp_group = ranks, g
+        for p in range(cfg.pp):
+            for t in range(cfg.tp):
+                ranks = [cfg.rank_of(d, p, t) for d in range(cfg.dp)]
+                g = dist.new_group(ranks, timeout=timeout)
+                if self.rank in ranks:
+                    self.dp_ranks, self.dp_group = ranks, g

@@ -1,0 +1,448 @@
+"""Pipeline-parallel Gluon networks on ``torch.distributed.pipelining``'s schedules.
+
+:func:`parallelize` cuts a network into stages (:mod:`.split`), keeps on each rank only its
+stages' parameters, and returns a :class:`PipelineNet`: ``train_step`` runs one batch through
+PyTorch's schedule (GPipe, 1F1B, interleaved 1F1B, interleaved zero-bubble) with the loss
+*summed* over samples and gradients *not* rescaled by the number of micro-batches, so the
+accumulated gradients equal ``loss_fn(net(x), y).backward()`` over the whole local batch and
+``trainer.step(global_batch)`` gives the single-process update (MXNet's rule).
+
+What crosses the network: activations and gradients (tensors, by torch's stages), and this
+module's own headers as int64 tensors (stage boundary shapes, parameter shapes for
+``save_parameters``).  Nothing is pickled: stage metadata is given to ``PipelineStage``
+statically (torch then never exchanges pickled metadata).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import os
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from .. import autograd
+from ..base import MXNetError
+from ..distributed import group
+from ..gluon.parameter_core import Parameter
+from ..gluon.parameter_dict import ParameterDict
+from ..gluon.serialization import load_named, load_tensors, save_tensors
+from .config import Mesh, ParallelConfig
+from .split import Unit, chain_units, partition, split_at, unit_costs
+
+__all__ = ["parallelize", "PipelineNet", "SCHEDULES"]
+
+SCHEDULES = ("gpipe", "1f1b", "interleaved", "zero_bubble")
+
+_DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.float64, torch.int64, torch.int32,
+           torch.uint8, torch.int8, torch.bool)
+_MAX_DIMS = 8
+
+
+class _Stage(torch.nn.Module):
+    """A run of consecutive units; its forward feeds each unit's output to the next."""
+
+    def __init__(self, units: Sequence[Unit]) -> None:
+        super().__init__()
+        self.paths = [u.path for u in units]
+        self.units = torch.nn.ModuleList([u.block for u in units])
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for u in self.units:
+            x = u(x)
+        return x
+
+    def named_gluon_params(self) -> dict[str, Parameter]:
+        from ..gluon.block import _structural_params
+
+        out: dict[str, Parameter] = {}
+        for path, u in zip(self.paths, self.units):
+            out.update(_structural_params(u, path))
+        return out
+
+
+def _header(shape: Sequence[int], dtype: torch.dtype) -> torch.Tensor:
+    if len(shape) > _MAX_DIMS:
+        raise MXNetError(f"pipeline: a stage boundary tensor has {len(shape)} dimensions "
+                         f"(at most {_MAX_DIMS})")
+    if dtype not in _DTYPES:
+        raise MXNetError(f"pipeline: stage boundary dtype {dtype} is not supported ({_DTYPES})")
+    h = torch.zeros(2 + _MAX_DIMS, dtype=torch.int64)
+    h[0], h[1] = _DTYPES.index(dtype), len(shape)
+    h[2:2 + len(shape)] = torch.tensor(list(shape), dtype=torch.int64)
+    return h
+
+
+def _unheader(h: torch.Tensor) -> tuple[tuple[int, ...], torch.dtype]:
+    code, nd = int(h[0]), int(h[1])
+    if not (0 <= code < len(_DTYPES) and 0 <= nd <= _MAX_DIMS):
+        raise MXNetError(f"pipeline: received a malformed shape header {h.tolist()} "
+                         "(do the peers run different code?)")
+    return tuple(int(v) for v in h[2:2 + nd]), _DTYPES[code]
+
+
+def _fingerprint(named: dict[str, Parameter]) -> torch.Tensor:
+    """[structure digest, value digest] of a network's parameters (identical on agreeing ranks)."""
+    desc = repr([(k, tuple(p.shape or ()), str(p.dtype)) for k, p in named.items()]).encode()
+    s = int.from_bytes(hashlib.blake2b(desc, digest_size=7).digest(), "little")
+    h = hashlib.blake2b(digest_size=7)
+    for p in named.values():
+        if p._data is not None:
+            h.update(p._data[0].detach().to("cpu", torch.float64).contiguous().numpy().tobytes())
+    v = int.from_bytes(h.digest(), "little")
+    return torch.tensor([s, v], dtype=torch.int64)
+
+
+class PipelineNet:
+    """A network split into pipeline stages across the ranks of a :class:`ParallelConfig` mesh."""
+
+    def __init__(self, net: Any, cfg: ParallelConfig, micro_batches: int, schedule: str,
+                 split_points: Sequence[str] | None, stages_per_rank: int, sample_input: torch.Tensor | None,
+                 kvstore: Any) -> None:
+        if schedule not in SCHEDULES:
+            raise MXNetError(f"parallelize: unknown schedule {schedule!r}; use one of {SCHEDULES}")
+        if not isinstance(micro_batches, int) or micro_batches < 1:
+            raise MXNetError(f"parallelize: micro_batches must be a positive integer, got {micro_batches!r}")
+        looped = schedule in ("interleaved", "zero_bubble")
+        if not looped and stages_per_rank != 1:
+            raise MXNetError(f"parallelize: stages_per_rank={stages_per_rank} needs schedule 'interleaved' "
+                             f"or 'zero_bubble' ({schedule!r} runs one stage per rank)")
+        if stages_per_rank < 1:
+            raise MXNetError(f"parallelize: stages_per_rank must be >= 1, got {stages_per_rank}")
+        self.net = net
+        self.cfg = cfg
+        self.micro_batches = micro_batches
+        self.schedule = schedule
+        self.mesh = Mesh(cfg)
+        pp = cfg.pp
+        self.num_stages = pp * stages_per_rank
+        self._check_same_model(net)
+
+        units = chain_units(net, sample_input)
+        if split_points is not None:
+            starts = split_at(units, list(split_points), self.num_stages)
+        else:
+            costs = self._agreed_costs(units, sample_input)
+            starts = partition(costs, self.num_stages)
+        bounds = list(zip(starts, starts[1:] + [len(units)]))
+        self.stage_paths = [[u.path for u in units[a:b]] for a, b in bounds]
+        # looped placement: stage s on pipeline rank s % pp (torch's convention)
+        self.stages = [s for s in range(self.num_stages) if s % pp == self.mesh.pp_rank]
+        self._modules = {s: _Stage(units[bounds[s][0]:bounds[s][1]]) for s in self.stages}
+        self._full_meta = self._describe(units, bounds)
+        self._check_no_sharing()
+        self._release_others(units, bounds)
+        first = next(iter(self._own_params().values()), None)
+        have = first is not None and first._data is not None
+        self.device = first.data().device if have else torch.device("cpu")  # type: ignore[union-attr]
+        self._runs: dict[Any, Any] = {}
+        self._loss_fn: Callable[..., Any] | None = None
+        self._kvstore = self._make_store(kvstore)
+
+    # ---- description -------------------------------------------------------------------
+    @property
+    def dp_rank(self) -> int:
+        return self.mesh.dp_rank
+
+    @property
+    def pp_rank(self) -> int:
+        return self.mesh.pp_rank
+
+    @property
+    def stage(self) -> int:
+        """The (first) pipeline stage this rank runs."""
+        return self.stages[0]
+
+    @property
+    def kvstore(self) -> Any:
+        """The data-parallel group's store (sums gradients over the ranks holding this stage)."""
+        return self._kvstore
+
+    def collect_params(self, select: str | None = None) -> ParameterDict:
+        """This rank's parameters, under the names the whole ``net.collect_params()`` gives them."""
+        own = {id(p) for p in self._own_params().values()}
+        out = ParameterDict()
+        for name, p in self.net.collect_params(select).items():
+            if id(p) in own:
+                out[name] = p
+        return out
+
+    def param_bytes(self) -> int:
+        """Bytes of parameters this rank holds."""
+        return sum(d.numel() * d.element_size() for p in self._own_params().values() for d in (p._data or []))
+
+    def __repr__(self) -> str:
+        return (f"PipelineNet({type(self.net).__name__}, dp={self.cfg.dp}, pp={self.cfg.pp}, "
+                f"schedule={self.schedule!r}, micro_batches={self.micro_batches}, stages={self.stages} of "
+                f"{self.num_stages}: {[self.stage_paths[s] for s in self.stages]})")
+
+    # ---- set-up ------------------------------------------------------------------------
+    def _check_same_model(self, net: Any) -> None:
+        mine = _fingerprint(net._collect_params_with_prefix())
+        every = [torch.empty_like(mine) for _ in range(self.cfg.world_size)]
+        dist.all_gather(every, mine)
+        for r, fp in enumerate(every):
+            if int(fp[0]) != int(every[0][0]):
+                raise MXNetError(f"parallelize: rank {r}'s network has other layers or shapes than rank 0's: "
+                                 "build the same network on every rank")
+            if int(fp[1]) != int(every[0][1]):
+                raise MXNetError(f"parallelize: rank {r}'s parameters differ from rank 0's: initialize "
+                                 "with the same seed (mx.random.seed / torch.manual_seed) on every rank, or "
+                                 "load the same parameter file, before parallelize")
+
+    def _agreed_costs(self, units: list[Unit], sample: torch.Tensor | None) -> list[float]:
+        """Per-unit costs measured on rank 0 and broadcast, so every rank splits alike."""
+        if sample is not None:
+            if self.mesh.rank == 0:
+                costs = torch.tensor(unit_costs(units, sample), dtype=torch.float64)
+            else:
+                costs = torch.zeros(len(units), dtype=torch.float64)
+            dist.broadcast(costs, src=0)
+            return costs.tolist()
+        # no sample: parameter counts (a layer without parameters counts as a small one)
+        from ..gluon.block import _structural_params
+
+        out = []
+        for u in units:
+            n = sum(math.prod(p.shape or ()) for p in _structural_params(u.block).values() if p.shape)
+            out.append(float(max(n, 1)))
+        return out
+
+    def _describe(self, units: list[Unit], bounds: list[tuple[int, int]]) -> list[tuple[int, str, Parameter]]:
+        out = []
+        for s, (a, b) in enumerate(bounds):
+            for name, p in _Stage(units[a:b]).named_gluon_params().items():
+                out.append((s, name, p))
+        return out
+
+    def _check_no_sharing(self) -> None:
+        where: dict[int, tuple[int, str]] = {}
+        for s, name, p in self._full_meta:
+            if id(p) in where and where[id(p)][0] != s:
+                raise MXNetError(f"parallelize: parameter {name!r} is used by stages {where[id(p)][0]} and "
+                                 f"{s} ({where[id(p)][1]!r}); pipeline stages cannot share parameters: "
+                                 "choose split points that keep its users in one stage")
+            where[id(p)] = (s, name)
+
+    def _release_others(self, units: list[Unit], bounds: list[tuple[int, int]]) -> None:
+        """Drop the data of other stages' parameters (their shapes stay): the memory is this rank's share."""
+        own = {id(p) for p in self._own_params().values()}
+        self._shapes = {name: (tuple(p.shape or ()), p._dtype) for _, name, p in self._full_meta}
+        for _, _, p in self._full_meta:
+            if id(p) not in own and p._data is not None:
+                p._data = None
+                p._deferred = None
+                p._sync_owners()
+
+    def _own_params(self) -> dict[str, Parameter]:
+        out: dict[str, Parameter] = {}
+        for s in self.stages:
+            out.update(self._modules[s].named_gluon_params())
+        return out
+
+    def _make_store(self, kvstore: Any) -> Any:
+        if kvstore is None:
+            return None
+        if not isinstance(kvstore, str):
+            raise MXNetError("parallelize: kvstore must be a store type name ('horovod', 'allreduce') "
+                             "or None")
+        from ..kvstore.allreduce.store import AllreduceKVStore
+
+        if kvstore not in ("horovod", "allreduce"):
+            raise MXNetError(f"parallelize: kvstore {kvstore!r} is not available for pipelines yet; "
+                             "use 'horovod'")
+        return AllreduceKVStore(kvstore, process_group=self.mesh.dp_group)  # type: ignore[call-arg]
+
+    # ---- the pipeline runs -------------------------------------------------------------
+    def _owner(self, stage: int) -> int:
+        """Global rank running ``stage`` in this rank's pipeline."""
+        return self.mesh.pp_ranks[stage % self.cfg.pp]
+
+    def _relay_shapes(self, mb_shape: tuple[int, ...], dtype: torch.dtype) -> dict[int, Any]:
+        """Each stage's input and output (shape, dtype) for one micro-batch; no pickles on the wire.
+
+        The owner of stage s receives its input's header from stage s-1's owner, runs its stage on
+        zeros (no gradients, inference behaviour: running statistics stay), and sends its output's
+        header on; the last output's header is then broadcast to the whole pipeline.
+        """
+        metas: dict[int, Any] = {}
+        prev: tuple[tuple[int, ...], torch.dtype] = (mb_shape, dtype)
+        for s in range(self.num_stages):
+            mine = s in self._modules
+            if s > 0 and mine and self._owner(s - 1) != self.mesh.rank:
+                h = torch.zeros(2 + _MAX_DIMS, dtype=torch.int64)
+                dist.recv(h, src=self._owner(s - 1), group=self.mesh.pp_group)
+                prev = _unheader(h)
+            if mine:
+                with torch.no_grad(), autograd.predict_mode():
+                    out = self._modules[s](torch.zeros(prev[0], dtype=prev[1], device=self.device))
+                if not isinstance(out, torch.Tensor):
+                    raise MXNetError(f"pipeline: stage {s} ({self.stage_paths[s]}) returns "
+                                     f"{type(out).__name__}, not one tensor; choose other split points")
+                metas[s] = (prev, (tuple(out.shape), out.dtype))
+                prev = (tuple(out.shape), out.dtype)
+                if s + 1 < self.num_stages and self._owner(s + 1) != self.mesh.rank:
+                    dist.send(_header(*prev), dst=self._owner(s + 1), group=self.mesh.pp_group)
+        last = self.num_stages - 1
+        h = _header(*metas[last][1]) if last in metas else torch.zeros(2 + _MAX_DIMS, dtype=torch.int64)
+        dist.broadcast(h, src=self._owner(last), group=self.mesh.pp_group)
+        self._out_meta = _unheader(h)
+        return metas
+
+    def _run(self, x: torch.Tensor, n_micro: int, train: bool) -> Any:
+        from torch.distributed.pipelining import PipelineStage
+        from torch.distributed.pipelining.schedules import (
+            Schedule1F1B,
+            ScheduleGPipe,
+            ScheduleInterleaved1F1B,
+            ScheduleInterleavedZeroBubble,
+        )
+
+        mb_shape = (x.shape[0] // n_micro, *x.shape[1:])
+        key = (mb_shape, x.dtype, n_micro, train)
+        if key in self._runs:
+            return self._runs[key]
+        metas = self._relay_shapes(mb_shape, x.dtype)
+        stages: list[Any] = []
+        for s in self.stages:
+            (ishape, idt), (oshape, odt) = metas[s]
+            # torch reads requires_grad from these examples: received activations need gradients
+            # (their owner waits for them) except the net's input
+            grad_in = train and s > 0 and idt.is_floating_point
+            stages.append(PipelineStage(
+                self._modules[s], s, self.num_stages, self.device,
+                input_args=torch.empty(ishape, dtype=idt, device=self.device, requires_grad=grad_in),
+                output_args=torch.empty(oshape, dtype=odt, device=self.device,
+                                        requires_grad=train and odt.is_floating_point),
+                group=self.mesh.pp_group))
+        loss = self._loss_sum if train else None
+        sched: Any
+        if self.schedule == "gpipe":
+            sched = ScheduleGPipe(stages[0], n_micro, loss_fn=loss, scale_grads=False)
+        elif self.schedule == "1f1b":
+            sched = Schedule1F1B(stages[0], n_micro, loss_fn=loss, scale_grads=False)
+        elif self.schedule == "interleaved":
+            sched = ScheduleInterleaved1F1B(stages, n_micro, loss_fn=loss, scale_grads=False)
+        else:
+            sched = ScheduleInterleavedZeroBubble(stages, n_micro, loss_fn=loss, scale_grads=False)
+        self._runs[key] = sched
+        return sched
+
+    def _loss_sum(self, out: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        assert self._loss_fn is not None
+        loss = self._loss_fn(out, target)
+        return loss.sum() if loss.dim() else loss
+
+    def _step(self, sched: Any, x: torch.Tensor, y: torch.Tensor | None, train: bool) -> Any:
+        first, last = 0 in self.stages, (self.num_stages - 1) in self.stages
+        args = (x,) if first else ()
+        kw: dict[str, Any] = {}
+        losses: list[torch.Tensor] = []
+        if last and train:
+            kw = {"target": y, "losses": losses}
+        try:
+            out = sched.step(*args, **kw) if train else sched.eval(*args)
+        except (RuntimeError, dist.DistBackendError) as e:
+            raise MXNetError(f"pipeline rank {self.mesh.rank} (stage(s) {self.stages}): the schedule failed: "
+                             f"{group.explain(e)}") from e
+        return out, losses
+
+    def train_step(self, x: torch.Tensor, y: torch.Tensor, loss_fn: Callable[..., Any]) -> float:
+        """Forward and backward of this rank's share of a batch through the pipeline.
+
+        Gradients accumulate into this rank's parameters (summed over micro-batches, as one
+        backward of the whole batch would); returns the batch's mean loss on every rank.
+        """
+        n = self._check_batch(x, y)
+        self._loss_fn = loss_fn
+        sched = self._run(x, self.micro_batches, train=True)
+        with autograd.record():
+            _, losses = self._step(sched, x.to(self.device), y.to(self.device), train=True)
+        last = self.num_stages - 1
+        total = torch.zeros(1, dtype=torch.float64)
+        if last in self.stages:
+            total[0] = float(sum(float(v.detach()) for v in losses))
+        dist.broadcast(total, src=self._owner(last), group=self.mesh.pp_group)
+        return float(total[0]) / n
+
+    def _check_batch(self, x: torch.Tensor, y: torch.Tensor | None) -> int:
+        if not isinstance(x, torch.Tensor):
+            raise MXNetError(f"pipeline: the input must be one tensor, got {type(x).__name__}")
+        n = int(x.shape[0])
+        if n % self.micro_batches:
+            raise MXNetError(f"pipeline: micro_batches={self.micro_batches} does not divide the local batch "
+                             f"of {n} samples: use a batch size that is a multiple of it (or drop the last "
+                             "partial batch: DataLoader(last_batch='discard'))")
+        if y is not None and int(y.shape[0]) != n:
+            raise MXNetError(f"pipeline: {n} inputs but {int(y.shape[0])} labels")
+        return n
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        """Inference through the pipeline; the output is returned on every rank of it."""
+        n = int(x.shape[0])
+        n_micro = self.micro_batches if n % self.micro_batches == 0 else 1
+        sched = self._run(x, n_micro, train=False)
+        with torch.no_grad(), autograd.predict_mode():
+            out, _ = self._step(sched, x.to(self.device), None, train=False)
+        shape, dtype = self._out_meta
+        last = self.num_stages - 1
+        if last not in self.stages:
+            out = torch.empty((n, *shape[1:]), dtype=dtype, device=self.device)
+        else:
+            out = out.contiguous()
+        dist.broadcast(out, src=self._owner(last), group=self.mesh.pp_group)
+        return out
+
+    # ---- parameters files --------------------------------------------------------------
+    def save_parameters(self, filename: str) -> None:
+        """Write the whole (unpartitioned) model, as ``net.save_parameters`` would; call on every rank.
+
+        The first rank of each stage sends its parameters to rank 0, which writes the file
+        atomically; every rank returns once it is written.
+        """
+        world = self.mesh.rank
+        cfg = self.cfg
+        order = sorted(self._full_meta, key=lambda t: (t[0], t[1]))
+        if world == 0:
+            arrays: dict[str, torch.Tensor] = {}
+            for s, name, p in order:
+                src = cfg.rank_of(0, s % cfg.pp, 0)
+                if src == 0:
+                    arrays[name] = p._reduce().detach().cpu()
+                else:
+                    shape, dtype = self._shapes[name]
+                    buf = torch.empty(shape, dtype=dtype)
+                    dist.recv(buf, src=src)
+                    arrays[name] = buf
+            save_tensors(os.fspath(filename), arrays)
+        elif self.mesh.dp_rank == 0 and self.mesh.tp_rank == 0:
+            for s, _name, p in order:
+                if s in self._modules:
+                    dist.send(p._reduce().detach().cpu().contiguous(), dst=0)
+        group.barrier()
+
+    def load_parameters(self, filename: str, allow_missing: bool = False, ignore_extra: bool = True) -> None:
+        """Read this rank's stages' parameters from a whole-model file (from ``save_parameters`` of a
+        pipeline with any ``pp``, or of the plain network)."""
+        arrays = load_tensors(os.fspath(filename))
+        load_named(self._own_params(), arrays, repr(os.fspath(filename)), allow_missing=allow_missing,
+                   ignore_extra=ignore_extra)
+
+
+def parallelize(net: Any, cfg: ParallelConfig, micro_batches: int = 1, schedule: str = "1f1b",
+                split_points: Sequence[str] | None = None, stages_per_rank: int = 1,
+                sample_input: torch.Tensor | None = None, kvstore: Any = "horovod") -> PipelineNet:
+    """Split ``net`` into ``cfg.pp * stages_per_rank`` pipeline stages over the job's ranks.
+
+    Every rank calls it with the same, identically initialized network (checked).  With
+    ``split_points=None`` stages are balanced by the forward+backward time of each layer measured
+    on ``sample_input`` (one micro-batch) on rank 0, or by parameter counts without a sample;
+    ``split_points`` names the first layer of each stage after the first.  The other stages'
+    parameters are released on each rank (``net`` keeps their shapes only: save with
+    ``pnet.save_parameters`` and load into a fresh network to use it whole).
+    """
+    return PipelineNet(net, cfg, micro_batches, schedule, split_points, stages_per_rank, sample_input,
+                       kvstore)

@@ -1,0 +1,140 @@
+"""Rank functions of tests/test_pipeline.py (importable by the ranks that run_workers starts)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+GLOBAL_BATCH = 16
+IN, OUT = 8, 4
+
+
+def build_mlp(seed: int = 0) -> Any:
+    import mxtorch as mx
+    from mxtorch.gluon import nn
+
+    torch.manual_seed(seed)
+    net = nn.HybridSequential()
+    net.add(nn.Dense(16, activation="relu", in_units=IN), nn.Dense(16, activation="tanh", in_units=16),
+            nn.Dense(16, activation="relu", in_units=16), nn.Dense(12, activation="tanh", in_units=16),
+            nn.Dense(12, activation="relu", in_units=12), nn.Dropout(0.0), nn.Dense(OUT, in_units=12))
+    net.initialize(mx.init.Xavier())
+    return net
+
+
+def data() -> tuple[torch.Tensor, torch.Tensor]:
+    g = torch.Generator().manual_seed(7)
+    x = torch.randn(GLOBAL_BATCH, IN, generator=g)
+    return x, torch.randint(0, OUT, (GLOBAL_BATCH,), generator=g).float()
+
+
+def reference(steps: int = 5) -> dict[str, Any]:
+    """Single-process training on the global batch: parameters after ``steps`` and the output after."""
+    from mxtorch import autograd, gluon
+
+    net = build_mlp()
+    x, y = data()
+    tr = gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.1, "momentum": 0.9})
+    loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
+    losses = []
+    for _ in range(steps):
+        with autograd.record():
+            loss = loss_fn(net(x), y)
+        loss.backward()
+        tr.step(GLOBAL_BATCH)
+        losses.append(float(loss.detach().mean()))
+    return {"params": {k: p.data().detach().clone() for k, p in net._collect_params_with_prefix().items()},
+            "out": net(x).detach(), "losses": losses}
+
+
+def train(dp: int, pp: int, schedule: str, micro: int, stages_per_rank: int, path: str,
+          steps: int = 5) -> dict[str, Any]:
+    """Pipelined training of build_mlp on this dp rank's share; saves to ``path``; infers on the batch."""
+    from mxtorch import gluon, parallel
+
+    net = build_mlp()
+    x, y = data()
+    pnet = parallel.parallelize(net, parallel.ParallelConfig(dp=dp, pp=pp), micro_batches=micro,
+                                schedule=schedule, stages_per_rank=stages_per_rank,
+                                kvstore="horovod" if dp > 1 else None)
+    share = GLOBAL_BATCH // dp
+    mine = slice(pnet.dp_rank * share, (pnet.dp_rank + 1) * share)
+    xs, ys = x[mine], y[mine]
+    tr = gluon.Trainer(pnet.collect_params(), "sgd", {"learning_rate": 0.1, "momentum": 0.9},
+                       kvstore=pnet.kvstore)
+    loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
+    losses = []
+    for _ in range(steps):
+        losses.append(pnet.train_step(xs, ys, loss_fn))
+        tr.step(GLOBAL_BATCH)
+    pnet.save_parameters(path)
+    out = pnet(x)
+    return {"losses": losses, "out": out, "stages": pnet.stages, "dp_rank": pnet.dp_rank,
+            "pp_rank": pnet.pp_rank, "n_params": len(pnet.collect_params()), "bytes": pnet.param_bytes()}
+
+
+def train_all_schedules(path_prefix: str) -> dict[str, Any]:
+    """pp=2 on two ranks: every schedule (the looped ones with two stages per rank)."""
+    out = {}
+    runs = [("gpipe", 4, 1), ("1f1b", 4, 1), ("interleaved", 4, 2), ("zero_bubble", 4, 2)]
+    for schedule, micro, spr in runs:
+        out[schedule] = train(1, 2, schedule, micro, spr, f"{path_prefix}-{schedule}.params")
+    return out
+
+
+def load_into_other_pp(path: str, pp: int) -> torch.Tensor:
+    """A fresh net (other seed), parallelized with ``pp`` stages, loads ``path``; its inference output."""
+    from mxtorch import parallel
+
+    net = build_mlp(seed=0)
+    pnet = parallel.parallelize(net, parallel.ParallelConfig(pp=pp), micro_batches=2, schedule="gpipe",
+                                kvstore=None)
+    pnet.load_parameters(path)
+    return pnet(data()[0])
+
+
+def errors() -> dict[str, str]:
+    """The clear errors (two ranks): a world that does not match, a batch that does not divide, seeds."""
+    import mxtorch as mx
+    from mxtorch import gluon, parallel
+
+    out: dict[str, str] = {}
+    try:
+        parallel.parallelize(build_mlp(), parallel.ParallelConfig(dp=1, pp=3))
+    except mx.MXNetError as e:
+        out["world"] = str(e)
+    pnet = parallel.parallelize(build_mlp(), parallel.ParallelConfig(pp=2), micro_batches=3, kvstore=None)
+    try:
+        x, y = data()
+        pnet.train_step(x, y, gluon.loss.SoftmaxCrossEntropyLoss())
+    except mx.MXNetError as e:
+        out["micro"] = str(e)
+    try:
+        parallel.parallelize(build_mlp(seed=pnet.pp_rank), parallel.ParallelConfig(pp=2), kvstore=None)
+    except mx.MXNetError as e:
+        out["seed"] = str(e)
+    return out
+
+
+def resnet_one_step() -> float:
+    """A model-zoo resnet18_v1 (thumbnail, 10 classes) pipelined over two ranks trains one step."""
+    import mxtorch as mx
+    from mxtorch import gluon, parallel
+
+    torch.manual_seed(0)
+    net = mx.gluon.model_zoo.vision.get_model("resnet18_v1", classes=10, thumbnail=True)
+    net.initialize(mx.init.Xavier())
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(4, 3, 32, 32, generator=g)
+    y = torch.randint(0, 10, (4,), generator=g).float()
+    net(x)
+    pnet = parallel.parallelize(net, parallel.ParallelConfig(pp=2), micro_batches=2, schedule="1f1b",
+                                sample_input=x[:2], kvstore=None)
+    tr = gluon.Trainer(pnet.collect_params(), "sgd", {"learning_rate": 0.05})
+    before = {k: p.data().detach().clone() for k, p in pnet.collect_params().items()}
+    loss = pnet.train_step(x, y, gluon.loss.SoftmaxCrossEntropyLoss())
+    tr.step(4)
+    changed = sum(not torch.equal(before[k], p.data()) for k, p in pnet.collect_params().items())
+    assert changed > 0, "no parameter changed"
+    return loss
