@@ -138,3 +138,27 @@ def resnet_one_step() -> float:
     changed = sum(not torch.equal(before[k], p.data()) for k, p in pnet.collect_params().items())
     assert changed > 0, "no parameter changed"
     return loss
+
+
+def die_mid_pipeline(report: str) -> None:
+    """Rank 1 is killed (SIGKILL) during the third step; rank 0 writes what it saw to ``report``."""
+    import os
+    import signal
+    import time
+
+    from mxtorch import gluon, parallel
+
+    pnet = parallel.parallelize(build_mlp(), parallel.ParallelConfig(pp=2), micro_batches=2, kvstore=None)
+    x, y = data()
+    loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
+    for step in range(5):
+        if step == 2 and pnet.pp_rank == 1:
+            time.sleep(0.5)  # rank 0 is waiting for this stage's gradients by now
+            os.kill(os.getpid(), signal.SIGKILL)
+        t0 = time.monotonic()
+        try:
+            pnet.train_step(x, y, loss_fn)
+        except Exception as e:
+            with open(report, "w") as f:
+                f.write(f"{time.monotonic() - t0:.2f}\n{type(e).__name__}: {e}")
+            raise

@@ -1,0 +1,150 @@
+"""Pipeline parallelism (mxtorch.parallel) with real processes over gloo on 127.0.0.1.
+
+Each pipelined run trains an MLP for 5 SGD-momentum steps on its share of a global batch and
+is compared with single-process training of the same network on that global batch
+(tests/pipeline_workers.py): parameters (through the saved whole-model file), inference output
+and losses.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import pytest
+import torch
+
+from mxtorch.base import MXNetError
+from mxtorch.gluon.serialization import load_tensors
+from mxtorch.parallel import ParallelConfig
+from mxtorch.parallel.split import Unit, chain_units, partition, split_at
+
+sys.path.insert(0, os.path.dirname(__file__))
+import pipeline_workers as w  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def ref():
+    return w.reference()
+
+
+def check_against(ref, path, result):
+    got = load_tensors(path)
+    assert set(got) == set(ref["params"])
+    for k, v in ref["params"].items():
+        torch.testing.assert_close(got[k], v, rtol=0, atol=1e-5, msg=lambda m, k=k: f"{k}: {m}")
+    torch.testing.assert_close(result["out"], ref["out"], rtol=0, atol=1e-5)
+    assert result["losses"] == pytest.approx(ref["losses"], abs=1e-5)
+
+
+def test_every_schedule_on_two_stages_matches_one_process(run_ranks, tmp_path, ref):
+    prefix = str(tmp_path / "pp2")
+    r0, r1 = run_ranks(w.train_all_schedules, 2, prefix, timeout=240)
+    for schedule in ("gpipe", "1f1b", "interleaved", "zero_bubble"):
+        for r in (r0, r1):
+            check_against(ref, f"{prefix}-{schedule}.params", r[schedule])
+    assert r0["1f1b"]["stages"] == [0] and r1["1f1b"]["stages"] == [1]
+    assert r0["interleaved"]["stages"] == [0, 2] and r1["interleaved"]["stages"] == [1, 3]
+    # each rank holds only its stages' parameters
+    total = r0["gpipe"]["bytes"] + r1["gpipe"]["bytes"]
+    assert total == sum(v.numel() * 4 for v in ref["params"].values())
+    assert 0 < r0["gpipe"]["bytes"] < total
+
+
+def test_data_times_pipeline_and_reload_into_four_stages(run_ranks, tmp_path, ref):
+    """dp=2 x pp=2 (the dp group's store sums gradients), then the file loads into pp=4."""
+    path = str(tmp_path / "dp2pp2.params")
+    res = run_ranks(w.train, 4, 2, 2, "1f1b", 2, 1, path, timeout=240)
+    # rank = pp_rank * dp + dp_rank
+    assert [(r["dp_rank"], r["pp_rank"]) for r in res] == [(0, 0), (1, 0), (0, 1), (1, 1)]
+    for r in res:
+        torch.testing.assert_close(r["out"], ref["out"], rtol=0, atol=1e-5)
+    check_against(ref, path, {"out": res[0]["out"], "losses": ref["losses"]})
+    outs = run_ranks(w.load_into_other_pp, 4, path, 4, timeout=240)
+    for o in outs:
+        torch.testing.assert_close(o, ref["out"], rtol=0, atol=1e-5)
+
+
+def test_clear_errors(run_ranks):
+    e0, e1 = run_ranks(w.errors, 2, timeout=120)
+    for e in (e0, e1):
+        assert "dp*pp*tp = 3" in e["world"] and "has 2" in e["world"]
+        assert "does not divide the local batch of 16" in e["micro"]
+        assert "parameters differ from rank 0's" in e["seed"]
+
+
+def test_model_zoo_resnet_trains_one_step_pipelined(run_ranks):
+    l0, l1 = run_ranks(w.resnet_one_step, 2, timeout=240)
+    assert l0 == l1 and l0 > 0
+
+
+# ---- splitting (no processes) ------------------------------------------------------------------
+
+
+def test_partition_balances_the_slowest_stage():
+    assert partition([1, 1, 1, 1], 2) == [0, 2]
+    assert partition([5, 1, 1, 1, 1, 1], 2) == [0, 1]
+    assert partition([2, 2, 2, 1, 1, 1, 1, 1, 1], 3) == [0, 2, 5]
+    with pytest.raises(MXNetError, match="only 2 layers"):
+        partition([1, 1], 3)
+
+
+def test_chain_units_and_split_points():
+    import mxtorch as mx
+    from mxtorch.gluon import nn
+
+    net = w.build_mlp()
+    units = chain_units(net)
+    assert [u.path for u in units] == ["0", "1", "2", "3", "4", "5", "6"]
+    assert split_at(units, ["3"], 2) == [0, 3]
+    with pytest.raises(MXNetError, match="not a layer of the chain"):
+        split_at(units, ["9"], 2)
+    with pytest.raises(MXNetError, match="2 stages need 1"):
+        split_at(units, ["1", "2"], 2)
+    zoo = mx.gluon.model_zoo.vision.get_model("resnet18_v1", classes=10, thumbnail=True)
+    paths = [u.path for u in chain_units(zoo)]
+    assert paths[0].startswith("features.") and paths[-1] == "output"
+
+    class Residual(nn.HybridBlock):
+        def __init__(self):
+            super().__init__()
+            self.a, self.b = nn.Dense(4, in_units=4), nn.Dense(4, in_units=4)
+
+        def forward(self, x):
+            return self.b(self.a(x)) + x
+
+    class Chain(Residual):
+        def forward(self, x):
+            return self.b(self.a(x))
+
+    with pytest.raises(MXNetError, match="sample_input"):
+        chain_units(Residual())
+    r = Residual()
+    r.initialize()
+    with pytest.raises(MXNetError, match="computes more"):
+        chain_units(r, torch.randn(2, 4))
+    c = Chain()
+    c.initialize()
+    assert [u.path for u in chain_units(c, torch.randn(2, 4))] == ["a", "b"]
+    assert isinstance(chain_units(c, torch.randn(2, 4))[0], Unit)
+
+
+def test_parallel_config_layout():
+    cfg = ParallelConfig(dp=2, pp=3)
+    assert cfg.world_size == 6
+    want = [(0, 0, 0), (1, 0, 0), (0, 1, 0), (1, 1, 0), (0, 2, 0), (1, 2, 0)]
+    assert [cfg.coords(r) for r in range(6)] == want
+    assert all(cfg.rank_of(*cfg.coords(r)) == r for r in range(6))
+    with pytest.raises(ValueError, match="positive integer"):
+        ParallelConfig(dp=0)
+
+
+def test_a_dead_stage_ends_the_pipeline_and_is_named(run_ranks, tmp_path):
+    from mxtorch.distributed.testing import WorkerFailed
+
+    report = tmp_path / "rank0.txt"
+    with pytest.raises(WorkerFailed):
+        run_ranks(w.die_mid_pipeline, 2, str(report), timeout=120, env={"MXTORCH_DIST_TIMEOUT": "60"})
+    seconds, text = report.read_text().split("\n", 1)
+    assert float(seconds) < 30, text
+    assert "MXNetError" in text and "rank 1" in text, text
