@@ -110,6 +110,10 @@ class PipelineNet:
         if not looped and stages_per_rank != 1:
             raise MXNetError(f"parallelize: stages_per_rank={stages_per_rank} needs schedule 'interleaved' "
                              f"or 'zero_bubble' ({schedule!r} runs one stage per rank)")
+        if schedule != "gpipe" and micro_batches < cfg.pp:
+            raise MXNetError(f"parallelize: schedule {schedule!r} needs at least as many micro-batches "
+                             f"as pipeline ranks (micro_batches={micro_batches}, pp={cfg.pp}); raise "
+                             "micro_batches or use schedule='gpipe'")
         if stages_per_rank < 1:
             raise MXNetError(f"parallelize: stages_per_rank must be >= 1, got {stages_per_rank}")
         self.net = net
