@@ -148,3 +148,21 @@ def test_a_dead_stage_ends_the_pipeline_and_is_named(run_ranks, tmp_path):
     seconds, text = report.read_text().split("\n", 1)
     assert float(seconds) < 30, text
     assert "MXNetError" in text and "rank 1" in text, text
+
+
+def test_mxtorch_train_pipelined_saves_the_whole_model(tmp_path):
+    """`mxtorch train --pp 2` starts two workers, trains the MLP pipelined and saves one whole-model file."""
+    import json
+
+    import mxtorch as mx
+    from mxtorch.cli.main import main
+
+    out = tmp_path / "run"
+    rc = main(["train", "--pp", "2", "--micro-batches", "4", "--schedule", "gpipe", "--model", "mlp",
+               "--data-root", mx.gluon.data.vision.EMBEDDED_FASHION_MNIST_ROOT, "--epochs", "1",
+               "--batch-size", "128", "--lr", "0.1", "--output", str(out), "--no-progress"])
+    assert rc == 0
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["pipeline"]["pp"] == 2 and metrics["final_test_acc"] > 0.6
+    net = mx.gluon.model_zoo.vision.get_model("mlp", classes=10)
+    net.load_parameters(str(out / "model.params"))  # the plain network loads the pipelined run's file

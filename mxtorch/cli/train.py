@@ -21,7 +21,7 @@ import json
 import os
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from ..checkpoint_io import atomic_write_text
@@ -66,6 +66,10 @@ class TrainConfig:
     output: str = "runs/train"
     progress: bool = True
     threads: int = 0
+    pp: int = 1
+    dp: int = 0
+    micro_batches: int = 4
+    schedule: str = "1f1b"
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -118,6 +122,14 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--output", default=d.output, help="folder for model.params and metrics.json")
     p.add_argument("--no-progress", dest="progress", action="store_false")
     p.add_argument("--threads", type=int, default=d.threads, help="torch intra-op threads (0: default)")
+    p.add_argument("--pp", type=int, default=d.pp,
+                   help="pipeline stages (mxtorch.parallel): the job has dp*pp worker processes")
+    p.add_argument("--dp", type=int, default=d.dp,
+                   help="data-parallel replicas of the pipeline (0: workers/pp)")
+    p.add_argument("--micro-batches", type=int, default=d.micro_batches,
+                   help="micro-batches per step and data-parallel rank (with --pp)")
+    p.add_argument("--schedule", default=d.schedule, choices=("gpipe", "1f1b", "interleaved", "zero_bubble"),
+                   help="pipeline schedule (with --pp)")
     return p
 
 
@@ -437,8 +449,120 @@ def run(args: argparse.Namespace) -> int:
         raise SystemExit(f"--compression {cfg.compression} compresses what workers send each other: add "
                          "--workers 2 (or more) and --kvstore horovod (or allreduce, or dist_sync with "
                          "--servers 1)")
+    if cfg.pp > 1 or cfg.dp > 1:
+        if cfg.pp < 1 or cfg.dp < 0 or cfg.micro_batches < 1:
+            raise SystemExit("--pp and --micro-batches must be >= 1, --dp >= 0")
+        world = launched_world_size() or cfg.workers
+        dp = cfg.dp or max(world // cfg.pp, 1)
+        if launched_world_size() is None and cfg.workers == 1:
+            cfg.workers = dp * cfg.pp
+            given = getattr(args, "argv", None)
+            pargv: list[str] = list(given) if given is not None else sys.argv[1:]
+            return _run_workers(replace(cfg, kvstore="horovod"), [*pargv, "--workers", str(cfg.workers)])
+        if dp * cfg.pp != world:
+            raise SystemExit(f"--dp {dp} x --pp {cfg.pp} = {dp * cfg.pp} processes, but the job has {world}: "
+                             f"launch dp*pp workers (--workers {dp * cfg.pp})")
     if (cfg.workers > 1 or cfg.servers) and launched_world_size() is None:
         argv = getattr(args, "argv", None)
         return _run_workers(cfg, list(argv) if argv is not None else sys.argv[1:])
+    if cfg.pp > 1 or cfg.dp > 1:
+        train_pipelined(cfg)
+        return 0
     train(cfg)
     return 0
+
+
+def train_pipelined(cfg: TrainConfig, log: Any = None) -> dict[str, Any]:
+    """``train`` with the network cut into ``cfg.pp`` pipeline stages (mxtorch.parallel) and ``dp``
+    data-parallel replicas of the pipeline; every rank runs this, rank 0 prints and writes files."""
+    import torch
+
+    import mxtorch as mx
+
+    from .. import distributed, parallel
+    from ..gluon import Trainer, loss, model_zoo
+    from ..gluon.data import DataLoader, SplitSampler
+    from ..gluon.data.vision import transforms
+    from ..progress import ProgressBar
+
+    info = distributed.init()
+    dp = cfg.dp or info.world_size // cfg.pp
+    lead = info.rank == 0
+
+    def say(msg: str) -> None:
+        if lead:
+            print(msg, file=log or sys.stdout, flush=True)
+
+    if cfg.threads > 0:
+        torch.set_num_threads(cfg.threads)
+    if cfg.batch_size % (dp * cfg.micro_batches):
+        raise SystemExit(f"--batch-size {cfg.batch_size} must be divisible by dp x micro-batches = "
+                         f"{dp} x {cfg.micro_batches}")
+    mx.random.seed(cfg.seed)
+    train_set, test_set, data_desc = load_datasets(cfg)
+    say(f"data: {data_desc}")
+    to_tensor = transforms.ToTensor()
+    pcfg = parallel.ParallelConfig(dp=dp, pp=cfg.pp)
+    dp_rank = pcfg.coords(info.rank)[0]
+    sampler = SplitSampler(len(train_set), dp, dp_rank, even_size=True, seed=cfg.seed)
+    local = cfg.batch_size // dp
+    train_loader = DataLoader(train_set.transform_first(to_tensor), batch_size=local, sampler=sampler,
+                              last_batch="discard", num_workers=cfg.num_workers)
+    test_loader = DataLoader(test_set.transform_first(to_tensor), batch_size=max(cfg.batch_size, 256),
+                             shuffle=False, last_batch="keep", num_workers=cfg.num_workers)
+    net = model_zoo.vision.get_model(cfg.model, classes=100 if cfg.dataset == "cifar100" else 10)
+    net.initialize(mx.init.Xavier(magnitude=2.24))
+    sample = next(iter(train_loader))[0][: local // cfg.micro_batches]
+    with mx.autograd.predict_mode():
+        net(sample)  # finishes deferred shapes alike on every rank (same seed)
+    pnet = parallel.parallelize(net, pcfg, micro_batches=cfg.micro_batches, schedule=cfg.schedule,
+                                stages_per_rank=2 if cfg.schedule in ("interleaved", "zero_bubble") else 1,
+                                sample_input=sample, kvstore="horovod" if dp > 1 else None)
+    opt_params: dict[str, Any] = {"learning_rate": cfg.lr, "wd": cfg.wd}
+    if cfg.lr_schedule == "cosine":
+        opt_params["lr_scheduler"] = mx.lr_scheduler.CosineScheduler(
+            max_update=max(cfg.epochs * len(train_loader), 1), base_lr=cfg.lr)
+    if cfg.optimizer.lower() in ("sgd", "nag", "signum", "lars"):
+        opt_params["momentum"] = cfg.momentum
+    trainer = Trainer(pnet.collect_params(), cfg.optimizer, opt_params, kvstore=pnet.kvstore)
+    loss_fn = loss.SoftmaxCrossEntropyLoss()
+    say(f"model: {cfg.model}  pipeline: dp={dp} x pp={cfg.pp}, {cfg.schedule}, {cfg.micro_batches} "
+        f"micro-batches  stages: {pnet.stage_paths[0][0]}..{pnet.stage_paths[-1][-1]} in {pnet.num_stages}  "
+        f"optimizer: {cfg.optimizer}  batch: {cfg.batch_size}  epochs: {cfg.epochs}")
+    history = []
+    t_start = time.perf_counter()
+    for epoch in range(cfg.epochs):
+        sampler.set_epoch(epoch)
+        bar = ProgressBar(len(train_loader), desc=f"epoch {epoch + 1}/{cfg.epochs}",
+                          enabled=cfg.progress and lead)
+        loss_sum, n_seen = 0.0, 0
+        for data, label in train_loader:
+            loss_sum += pnet.train_step(data, label, loss_fn) * data.shape[0]
+            trainer.step(cfg.batch_size)  # the global batch: the dp store sums (MXNet's rule)
+            n_seen += data.shape[0]
+            bar.update(1, samples=data.shape[0] * dp, loss=loss_sum / n_seen)
+        bar.close()
+        correct = count = 0
+        for data, label in test_loader:  # every rank takes part: the pipeline runs on all of them
+            out = pnet(data)
+            correct += int((out.argmax(1) == label.to(out.device).long()).sum())
+            count += int(label.shape[0])
+        rec = {"epoch": epoch + 1, "train_loss": loss_sum / max(n_seen, 1),
+               "test_acc": correct / max(count, 1), "seconds": bar.elapsed,
+               "samples_per_sec": n_seen * dp / max(bar.elapsed, 1e-9)}
+        history.append(rec)
+        say(f"epoch {epoch + 1}: train loss {rec['train_loss']:.4f}  test acc {rec['test_acc']:.4f}  "
+            f"{rec['samples_per_sec']:,.0f} samples/s  {rec['seconds']:.1f}s")
+    result = {"config": asdict(cfg), "data": data_desc, "epochs": history,
+              "final_test_acc": history[-1]["test_acc"] if history else None,
+              "total_seconds": time.perf_counter() - t_start, "workers": info.world_size,
+              "pipeline": {"dp": dp, "pp": cfg.pp, "schedule": cfg.schedule, "stages": pnet.stage_paths},
+              "torch": torch.__version__, "mxtorch": mx.__version__}
+    os.makedirs(cfg.output, exist_ok=True)
+    params_path = os.path.join(cfg.output, "model.params")
+    pnet.save_parameters(params_path)  # every rank: the stages meet in one whole-model file
+    if lead:
+        result["params_file"] = params_path
+        atomic_write_text(os.path.join(cfg.output, "metrics.json"), json.dumps(result, indent=2))
+        say(f"final held-out accuracy: {result['final_test_acc']:.4f}; saved {params_path} (the whole model)")
+    return result
