@@ -3,6 +3,10 @@
 There is no server and no stored value: ``pushpull`` sums a key's value over every worker
 (and over the list of local values, if several) and ``broadcast`` copies rank 0's value to
 every worker, as MXNet's horovod store does.  Each worker then runs the optimizer itself.
+``process_group=pg`` (a ``torch.distributed`` subgroup, e.g. the data-parallel replicas of
+one pipeline stage) confines every collective of the store to ``pg``: "every worker" above
+means every rank of ``pg``, "rank 0" its first rank, and ``rank``/``num_workers`` are the
+rank within ``pg`` and its size.
 ``'nccl'`` insists on CUDA and NCCL; the other names use gloo for CPU tensors and NCCL for
 CUDA tensors when the GPUs allow.
 

@@ -25,11 +25,14 @@ class _PayloadExchange:
     and its all-gather launched asynchronously at once; :meth:`finish` launches the rest and
     waits for all; :meth:`gathered` returns every rank's copy of a key's parts.  With
     ``summed`` the buckets are all-reduced (summed in their dtype) instead, and
-    :meth:`gathered` returns one list: the sums.
+    :meth:`gathered` returns one list: the sums.  ``group``: the process group of the
+    ``world`` workers (None: torch's default group).
     """
 
-    def __init__(self, world: int, bucket_bytes: int = PAYLOAD_BUCKET_BYTES, summed: bool = False) -> None:
+    def __init__(self, world: int, bucket_bytes: int = PAYLOAD_BUCKET_BYTES, summed: bool = False,
+                 group: Any = None) -> None:
         self.world = world
+        self.group = group
         self.bucket_bytes = bucket_bytes
         self.summed = summed
         self.open: dict[tuple[torch.dtype, torch.device], _PayloadBucket] = {}
@@ -57,10 +60,10 @@ class _PayloadExchange:
             # in place: a one-part bucket's part becomes the sum (payloads are only decompressed
             # after the exchange, so nothing needs the local one any more)
             bucket.received = [flat]
-            bucket.work = dist.all_reduce(flat, op=dist.ReduceOp.SUM, async_op=True)
+            bucket.work = dist.all_reduce(flat, op=dist.ReduceOp.SUM, group=self.group, async_op=True)
         else:
             bucket.received = [torch.empty_like(flat) for _ in range(self.world)]
-            bucket.work = dist.all_gather(bucket.received, flat, async_op=True)
+            bucket.work = dist.all_gather(bucket.received, flat, group=self.group, async_op=True)
         bucket.flat = flat  # kept alive until the gather is done
         self.launched.append(bucket)
 

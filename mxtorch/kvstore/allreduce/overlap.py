@@ -65,6 +65,7 @@ class _GradientSync:
     def __init__(self, store: AllreduceKVStore, params: list[GradientSource], bucket_bytes: int,
                  hook: bool) -> None:
         self.store = store
+        self.group = store._comm.group  # the store's process group (None: the world)
         self.bucket_bytes = bucket_bytes
         self.signature = _signature(params)
         views = [_grad_view(p) for p in params]
@@ -83,7 +84,8 @@ class _GradientSync:
             items: list[tuple[Key, tuple[int, ...], torch.dtype]] = [
                 (i, tuple(ts[0].shape), ts[0].dtype) for i, ts in enumerate(self.copies)]
             if items:
-                _agree("gradient synchronization", items, store.rank, _meta_device(self.copies[0][0]))
+                _agree("gradient synchronization", items, store._comm,
+                       _meta_device(self.copies[0][0], store._comm.backend))
         if self.hooked:
             for i, ts in enumerate(self.copies):
                 self.handles.append(ts[0].register_post_accumulate_grad_hook(self._make_hook(i)))
@@ -188,7 +190,7 @@ class _GradientSync:
 
     def _launch(self, b: _Bucket) -> None:
         if self.store.num_workers > 1:
-            b.work = dist.all_reduce(b.flat, op=dist.ReduceOp.SUM, async_op=True)
+            b.work = dist.all_reduce(b.flat, op=dist.ReduceOp.SUM, group=self.group, async_op=True)
         else:
             b.work = _Done()
         self.next_launch = b.index + 1
@@ -224,11 +226,11 @@ class _GradientSync:
             except RuntimeError as e:
                 names = [self.names[i] for i in b.members]
                 shown = ", ".join(names[:6]) + (", ..." if len(names) > 6 else "")
+                comm = self.store._comm
                 raise KVStoreError(
-                    f"rank {self.store.rank} of {self.store.num_workers}: all-reduce of gradient bucket "
-                    f"{b.index} ({len(names)} parameters: {shown}) failed: {group.explain(e)}. A peer "
-                    f"process died, hangs, or trains different parameters (timeout {group.timeout():g} s, "
-                    "MXTORCH_DIST_TIMEOUT); check the other ranks' logs"
+                    f"{comm.where()}: all-reduce of gradient bucket {b.index} ({len(names)} parameters: "
+                    f"{shown}) failed: {group.explain(e)}. A peer process died, hangs, or trains different "
+                    f"parameters (timeout {comm.timeout_hint()}); check the other ranks' logs"
                 ) from e
             b.work = _Done()
 

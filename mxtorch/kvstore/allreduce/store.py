@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import datetime
 import math
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -11,7 +13,7 @@ import torch.distributed as dist
 
 from ... import compression
 from ...distributed import group
-from ...distributed.env import DistributedConfigError
+from ...distributed.env import DistributedConfigError, DistributedError
 from ...nd import sparse
 from ..base import Capability, Key, KVStoreBase, KVStoreError, Value, register_factory
 from ..local import _key_list, _row_sparse_sum, _tensors, _write
@@ -24,7 +26,7 @@ from .buffers import (
     _plan,
     _sum_buffer,
 )
-from .collectives import _agree, _broadcast, _meta_device, _reduce
+from .collectives import _agree, _Comm, _meta_device
 from .compressed import _all_reduce_share, _PayloadExchange
 from .overlap import GradientSource, _GradientSync
 
@@ -34,9 +36,18 @@ class AllreduceKVStore(KVStoreBase):
 
     Creating it joins the process group (:func:`mxtorch.distributed.init`), so the process
     must have been launched as part of a job (``mxtorch launch``, torchrun, mpirun, srun).
+
+    ``process_group`` (a ``torch.distributed`` group this process belongs to, from
+    ``dist.new_group`` or a DeviceMesh dimension's ``get_group()``) confines the store to that
+    group's ranks, e.g. the data-parallel replicas of one pipeline stage: every collective
+    runs on it, ``rank``/``num_workers`` are the rank within the group and its size, and
+    ``broadcast``/``init`` copy the value of the group's first rank.  None: the whole job.
+    Create the group with the job's timeout (``timeout=datetime.timedelta(seconds=
+    mxtorch.distributed.timeout())``): torch's default for new groups is 30 minutes.
     """
 
-    def __init__(self, name: str = "allreduce", backend: str | None = None) -> None:
+    def __init__(self, name: str = "allreduce", backend: str | None = None,
+                 process_group: Any = None) -> None:
         self._type = name
         if name == "nccl":
             if not (torch.cuda.is_available() and dist.is_nccl_available()):
@@ -51,6 +62,9 @@ class AllreduceKVStore(KVStoreBase):
             self._info = group.init(backend)
         except DistributedConfigError as e:
             raise DistributedConfigError(f"KVStore {name!r}: {e}") from e
+        self._comm = (_Comm.world(self._info.rank, self._info.world_size) if process_group is None
+                      else _Comm.of(process_group))
+        self._pg = self._comm.group
         self._verified: dict[Key, tuple[tuple[int, ...], torch.dtype]] = {}
         self._grad_sync: _GradientSync | None = None
         self._hooks_wanted = False
@@ -66,11 +80,18 @@ class AllreduceKVStore(KVStoreBase):
 
     @property
     def rank(self) -> int:
-        return self._info.rank
+        """This worker's rank in the store's process group (the job's rank without one)."""
+        return self._comm.rank
 
     @property
     def num_workers(self) -> int:
-        return self._info.world_size
+        """The number of workers in the store's process group (the job's size without one)."""
+        return self._comm.size
+
+    @property
+    def process_group(self) -> Any:
+        """The ``torch.distributed`` process group the store's collectives run on (None: the job's)."""
+        return self._pg
 
     @property
     def local_rank(self) -> int:
@@ -102,7 +123,7 @@ class AllreduceKVStore(KVStoreBase):
 
     # ---- the KVStore interface ---------------------------------------------------------
     def init(self, key: Key | Sequence[Key], value: Value | Sequence[Value]) -> None:
-        """Give every worker rank 0's value, in place (nothing is stored)."""
+        """Give every worker rank 0's value (the group's first rank's), in place (nothing is stored)."""
         self.broadcast(key, value, out=value)
 
     def push(self, key: Key | Sequence[Key], value: Value | Sequence[Value], priority: int = 0) -> None:
@@ -144,7 +165,7 @@ class AllreduceKVStore(KVStoreBase):
             for k, srcs, dsts in self._operands(keys, values, outs):
                 jobs.append(_Job.of(k, _sum_buffer(srcs, dsts), dsts))
             self._verify("pushpull", [(j.key, j.buf) for j in jobs])
-            self._run("pushpull", jobs, _reduce)
+            self._run("pushpull", jobs, self._comm.reduce)
 
     def _operands(self, keys: list[Key], values: list[Any],
                   outs: list[Any]) -> list[tuple[Key, list[torch.Tensor], list[torch.Tensor]]]:
@@ -183,13 +204,13 @@ class AllreduceKVStore(KVStoreBase):
             if getattr(comp, "collective", False):
                 self._collective_pushpull(locals_)
                 return
-            exchange = _PayloadExchange(world, summed=summed) if world > 1 else None
+            exchange = _PayloadExchange(world, summed=summed, group=self._pg) if world > 1 else None
             compressed: list[tuple[torch.Tensor, list[torch.Tensor], Any, Any, list[Any]]] = []
             try:
                 for k, local, dsts in locals_:
                     if not local.is_floating_point():
                         if world > 1:
-                            self._run("pushpull", [_Job.of(k, (local, None), [])], _reduce)
+                            self._run("pushpull", [_Job.of(k, (local, None), [])], self._comm.reduce)
                         for d in dsts:
                             d.copy_(local)
                         continue
@@ -228,7 +249,7 @@ class AllreduceKVStore(KVStoreBase):
                                         * _all_reduce_share(world))
             if world == 1 or not tensors:
                 return tensors
-            exchange = _PayloadExchange(world, summed=True)
+            exchange = _PayloadExchange(world, summed=True, group=self._pg)
             slots = exchange.add(tensors)
             try:
                 exchange.finish()
@@ -242,7 +263,7 @@ class AllreduceKVStore(KVStoreBase):
                 total = next(sums)
             else:
                 if world > 1:
-                    self._run("pushpull", [_Job.of(k, (local, None), [])], _reduce)
+                    self._run("pushpull", [_Job.of(k, (local, None), [])], self._comm.reduce)
                 total = local
             for d in dsts:
                 d.copy_(total)
@@ -278,9 +299,9 @@ class AllreduceKVStore(KVStoreBase):
         world = self.num_workers
         parts = [sparse.row_sparse_parts(t) for t in local]
         counts = torch.tensor([ids.numel() for ids, _ in parts], dtype=torch.int64,
-                              device=_meta_device(local[0]))
+                              device=_meta_device(local[0], self._comm.backend))
         every = [torch.empty_like(counts) for _ in range(world)]
-        dist.all_gather(every, counts)
+        dist.all_gather(every, counts, group=self._pg)
         n = torch.stack(every).tolist()  # n[rank][key]: rows that rank holds
         groups: dict[tuple[torch.dtype, torch.device], list[int]] = {}
         for j, (_, rows) in enumerate(parts):
@@ -299,8 +320,8 @@ class AllreduceKVStore(KVStoreBase):
                 rows_buf[:row_len[self.rank]] = torch.cat([parts[j][1].reshape(-1) for j in members])
             all_ids = [torch.empty_like(ids_buf) for _ in range(world)]
             all_rows = [torch.empty_like(rows_buf) for _ in range(world)]
-            dist.all_gather(all_ids, ids_buf)
-            dist.all_gather(all_rows, rows_buf)
+            dist.all_gather(all_ids, ids_buf, group=self._pg)
+            dist.all_gather(all_rows, rows_buf, group=self._pg)
             got_ids: dict[int, list[torch.Tensor]] = {j: [] for j in members}
             got_rows: dict[int, list[torch.Tensor]] = {j: [] for j in members}
             for r in range(world):
@@ -317,7 +338,8 @@ class AllreduceKVStore(KVStoreBase):
 
     def broadcast(self, key: Key | Sequence[Key], value: Value | Sequence[Value],
                   out: Value | Sequence[Value], priority: int = 0) -> None:
-        """Copy rank 0's ``value`` into ``out`` (a tensor or list) on every worker."""
+        """Copy rank 0's ``value`` (the process group's first rank's) into ``out`` (a tensor or list) on
+        every worker."""
         keys, values, _ = _key_list(key, value)
         outs = _key_list(key, out)[1]
         jobs: list[_Job] = []
@@ -329,10 +351,32 @@ class AllreduceKVStore(KVStoreBase):
                 _check_same(k, [src], dsts, src)
                 jobs.append(_Job.of(k, _broadcast_buffer(src, dsts, self.rank), dsts))
             self._verify("broadcast", [(j.key, j.buf) for j in jobs])
-            self._run("broadcast", jobs, _broadcast)
+            self._run("broadcast", jobs, self._comm.broadcast)
 
     def barrier(self) -> None:
-        group.barrier()
+        """Wait until every worker of the store's process group reaches this point."""
+        if self._pg is None:
+            group.barrier()
+            return
+        if self.num_workers == 1:
+            return
+        comm = self._comm
+        seconds = comm.timeout()
+        start = time.monotonic()
+        try:
+            if comm.backend == "gloo":  # names the ranks that did not arrive
+                dist.monitored_barrier(group=self._pg, timeout=datetime.timedelta(seconds=seconds),
+                                       wait_all_ranks=True)
+            else:
+                work = dist.barrier(group=self._pg, async_op=True)
+                if work is not None:
+                    work.wait(timeout=datetime.timedelta(seconds=seconds))
+        except RuntimeError as e:
+            raise DistributedError(
+                f"{comm.where()}: barrier failed after {time.monotonic() - start:.1f} s "
+                f"(limit {seconds:g} s): {group.explain(e)}. Some rank of the group did not reach it: it "
+                "crashed, hangs, or runs different code; check the other ranks' logs"
+            ) from e
 
     def close(self) -> None:
         """Remove gradient hooks; the process group itself stays up until exit (shared)."""
@@ -392,7 +436,8 @@ class AllreduceKVStore(KVStoreBase):
         if not new:
             return
         if self.num_workers > 1:
-            _agree(op, [(k, tuple(t.shape), t.dtype) for k, t in new], self.rank, _meta_device(new[0][1]))
+            _agree(op, [(k, tuple(t.shape), t.dtype) for k, t in new], self._comm,
+                   _meta_device(new[0][1], self._comm.backend))
         for k, t in new:
             self._verified[k] = (tuple(t.shape), t.dtype)
 
@@ -426,9 +471,9 @@ class AllreduceKVStore(KVStoreBase):
     def _peer_error(self, op: str, keys: Sequence[Any], e: BaseException) -> KVStoreError:
         shown = ", ".join(repr(k) for k in list(keys)[:8]) + (", ..." if len(keys) > 8 else "")
         return KVStoreError(
-            f"rank {self.rank} of {self.num_workers}: {op} of key(s) {shown} failed: {group.explain(e)}. A "
-            f"peer process died, hangs, or did not call {op} with the same keys within the timeout "
-            f"({group.timeout():g} s, MXTORCH_DIST_TIMEOUT); check the other ranks' logs"
+            f"{self._comm.where()}: {op} of key(s) {shown} failed: {group.explain(e)}. A peer process died, "
+            f"hangs, or did not call {op} with the same keys within the timeout "
+            f"({self._comm.timeout_hint()}); check the other ranks' logs"
         )
 
 
