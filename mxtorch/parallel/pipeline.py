@@ -110,17 +110,17 @@ class PipelineNet:
         if not looped and stages_per_rank != 1:
             raise MXNetError(f"parallelize: stages_per_rank={stages_per_rank} needs schedule 'interleaved' "
                              f"or 'zero_bubble' ({schedule!r} runs one stage per rank)")
-        if schedule != "gpipe" and micro_batches < cfg.pp:
-            raise MXNetError(f"parallelize: schedule {schedule!r} needs at least as many micro-batches "
-                             f"as pipeline ranks (micro_batches={micro_batches}, pp={cfg.pp}); raise "
-                             "micro_batches or use schedule='gpipe'")
         if stages_per_rank < 1:
             raise MXNetError(f"parallelize: stages_per_rank must be >= 1, got {stages_per_rank}")
         self.net = net
         self.cfg = cfg
         self.micro_batches = micro_batches
         self.schedule = schedule
-        self.mesh = Mesh(cfg)
+        self.mesh = Mesh(cfg)  # checks the world size first: the most basic mistake
+        if schedule != "gpipe" and micro_batches < cfg.pp:
+            raise MXNetError(f"parallelize: schedule {schedule!r} needs at least as many micro-batches "
+                             f"as pipeline ranks (micro_batches={micro_batches}, pp={cfg.pp}); raise "
+                             "micro_batches or use schedule='gpipe'")
         pp = cfg.pp
         self.num_stages = pp * stages_per_rank
         self._check_same_model(net)
@@ -258,7 +258,7 @@ class PipelineNet:
         if kvstore not in ("horovod", "allreduce"):
             raise MXNetError(f"parallelize: kvstore {kvstore!r} is not available for pipelines yet; "
                              "use 'horovod'")
-        return AllreduceKVStore(kvstore, process_group=self.mesh.dp_group)  # type: ignore[call-arg]
+        return AllreduceKVStore(kvstore, process_group=self.mesh.dp_group)
 
     # ---- the pipeline runs -------------------------------------------------------------
     def _owner(self, stage: int) -> int:
@@ -436,7 +436,7 @@ class PipelineNet:
                    ignore_extra=ignore_extra)
 
 
-def parallelize(net: Any, cfg: ParallelConfig, micro_batches: int = 1, schedule: str = "1f1b",
+def parallelize(net: Any, cfg: ParallelConfig, micro_batches: int | None = None, schedule: str = "1f1b",
                 split_points: Sequence[str] | None = None, stages_per_rank: int = 1,
                 sample_input: torch.Tensor | None = None, kvstore: Any = "horovod") -> PipelineNet:
     """Split ``net`` into ``cfg.pp * stages_per_rank`` pipeline stages over the job's ranks.
@@ -446,7 +446,10 @@ def parallelize(net: Any, cfg: ParallelConfig, micro_batches: int = 1, schedule:
     on ``sample_input`` (one micro-batch) on rank 0, or by parameter counts without a sample;
     ``split_points`` names the first layer of each stage after the first.  The other stages'
     parameters are released on each rank (``net`` keeps their shapes only: save with
-    ``pnet.save_parameters`` and load into a fresh network to use it whole).
+    ``pnet.save_parameters`` and load into a fresh network to use it whole).  ``micro_batches``
+    defaults to ``cfg.pp``, the fewest the 1F1B schedules accept.
     """
+    if micro_batches is None:
+        micro_batches = cfg.pp
     return PipelineNet(net, cfg, micro_batches, schedule, split_points, stages_per_rank, sample_input,
                        kvstore)
