@@ -162,3 +162,54 @@ def die_mid_pipeline(report: str) -> None:
             with open(report, "w") as f:
                 f.write(f"{time.monotonic() - t0:.2f}\n{type(e).__name__}: {e}")
             raise
+
+
+def amp_and_grad_add() -> dict[str, Any]:
+    """pp=2: AMP (bf16, loss scaling) with an overflow on stage 1 only; then grad_req='add' over two
+    batches."""
+    from mxtorch import amp, gluon, parallel
+    from mxtorch.amp import LossScaler
+
+    out: dict[str, Any] = {}
+    amp.init("bfloat16")
+    try:
+        pnet = parallel.parallelize(build_mlp(), parallel.ParallelConfig(pp=2), micro_batches=4, kvstore=None)
+        tr = gluon.Trainer(pnet.collect_params(), "sgd", {"learning_rate": 0.1, "momentum": 0.9})
+        scaler = amp.init_trainer(tr, LossScaler(init_scale=2.0 ** 8))
+        x, y = data()
+        loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
+        try:
+            pnet.train_step(x, y, loss_fn)
+        except Exception as e:
+            out["no_trainer"] = str(e)
+        losses = []
+        for _ in range(3):
+            losses.append(pnet.train_step(x, y, loss_fn, trainer=tr))
+            tr.step(GLOBAL_BATCH)
+        before = [p.data().detach().clone() for p in pnet.collect_params().values()]
+        handle = None
+        if pnet.pp_rank == 1:  # an overflow during backward on one stage only: both must skip the step
+            first = next(iter(pnet.collect_params().values())).data()
+            handle = first.register_hook(lambda g: g * float("inf"))
+        pnet.train_step(x, y, loss_fn, trainer=tr)
+        if handle is not None:
+            handle.remove()
+        tr.step(GLOBAL_BATCH)
+        now = [p.data() for p in pnet.collect_params().values()]
+        out["unchanged"] = all(torch.equal(b, a) for b, a in zip(before, now))
+        out["scale"] = scaler.loss_scale
+        out["losses"] = losses
+    finally:
+        amp.reset()
+    # grad_req='add': two local batches accumulate, one step of their sum equals one step on both
+    pnet = parallel.parallelize(build_mlp(), parallel.ParallelConfig(pp=2), micro_batches=2, kvstore=None)
+    params = pnet.collect_params()
+    params.setattr("grad_req", "add")
+    tr = gluon.Trainer(params, "sgd", {"learning_rate": 0.1})
+    x, y = data()
+    half = GLOBAL_BATCH // 2
+    pnet.train_step(x[:half], y[:half], gluon.loss.SoftmaxCrossEntropyLoss())
+    pnet.train_step(x[half:], y[half:], gluon.loss.SoftmaxCrossEntropyLoss())
+    tr.step(GLOBAL_BATCH)
+    out["add"] = {k: p.data().detach().clone() for k, p in pnet._own_params().items()}
+    return out

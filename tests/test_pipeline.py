@@ -166,3 +166,27 @@ def test_mxtorch_train_pipelined_saves_the_whole_model(tmp_path):
     assert metrics["pipeline"]["pp"] == 2 and metrics["final_test_acc"] > 0.6
     net = mx.gluon.model_zoo.vision.get_model("mlp", classes=10)
     net.load_parameters(str(out / "model.params"))  # the plain network loads the pipelined run's file
+
+
+def test_amp_overflow_on_one_stage_skips_everywhere_and_grad_add_accumulates(run_ranks):
+    from mxtorch import autograd, gluon
+
+    r0, r1 = run_ranks(w.amp_and_grad_add, 2, timeout=180)
+    for r in (r0, r1):
+        assert "trainer=trainer" in r["no_trainer"]
+        assert r["unchanged"] and r["scale"] == 2.0 ** 7  # both stages skipped, both halved the scale
+        assert r["losses"][-1] < r["losses"][0]
+    assert r0["losses"] == r1["losses"]
+    # grad_req='add' reference: one plain step on the whole batch
+    net = w.build_mlp()
+    x, y = w.data()
+    tr = gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.1})
+    with autograd.record():
+        loss = gluon.loss.SoftmaxCrossEntropyLoss()(net(x), y)
+    loss.backward()
+    tr.step(w.GLOBAL_BATCH)
+    ref = {k: p.data().detach() for k, p in net._collect_params_with_prefix().items()}
+    got = {**r0["add"], **r1["add"]}
+    assert set(got) == set(ref)
+    for k, v in ref.items():
+        torch.testing.assert_close(got[k], v, rtol=0, atol=1e-5)

@@ -234,6 +234,13 @@ class LossScalingHook:
         self.unscaled: str | None = None  # who divided this step's gradients: "user" or "reduce"
         self.last_overflow = False
         self._overflow_before_reduce: bool | None = None
+        self._forced_overflow = False
+
+    def force_overflow(self) -> None:
+        """Make the coming step count as an overflow (skipped, scale lowered) whatever this rank's
+        gradients hold: for jobs whose ranks hold different parameters (pipeline stages), which
+        agree on an overflow among themselves before ``Trainer.step``."""
+        self._forced_overflow = True
 
     def before_reduce(self, trainer: Any, grads: list[torch.Tensor]) -> bool:
         """With a compressing store: unscale and check this worker's gradients, agree with the
@@ -259,7 +266,8 @@ class LossScalingHook:
         the update) on overflow, else the factor that unscales the gradients."""
         unscaled, self.unscaled = self.unscaled, None
         early, self._overflow_before_reduce = self._overflow_before_reduce, None
-        overflow = True if early else self.scaler.has_overflow(grads)
+        forced, self._forced_overflow = self._forced_overflow, False
+        overflow = True if (early or forced) else self.scaler.has_overflow(grads)
         used = self.scaler.loss_scale  # the scale this step's gradients carry, before the policy changes it
         self.scaler.update_scale(overflow)
         self.last_overflow = overflow
@@ -277,6 +285,7 @@ class LossScalingHook:
         self.scaler.load_state_dict(state["loss_scaler"])
         self.unscaled = None
         self._overflow_before_reduce = None
+        self._forced_overflow = False
 
 
 def _hook_of(trainer: Any) -> LossScalingHook:

@@ -144,6 +144,7 @@ class PipelineNet:
         self.device = first.data().device if have else torch.device("cpu")  # type: ignore[union-attr]
         self._runs: dict[Any, Any] = {}
         self._loss_fn: Callable[..., Any] | None = None
+        self._loss_scale = 1.0
         self._kvstore = self._make_store(kvstore)
 
     # ---- description -------------------------------------------------------------------
@@ -338,7 +339,10 @@ class PipelineNet:
     def _loss_sum(self, out: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
         assert self._loss_fn is not None
         loss = self._loss_fn(out, target)
-        return loss.sum() if loss.dim() else loss
+        loss = loss.sum() if loss.dim() else loss
+        if self._loss_scale != 1.0:  # AMP: in float32 (a float16 loss times 2**16 overflows by itself)
+            loss = loss.float() * self._loss_scale
+        return loss
 
     def _step(self, sched: Any, x: torch.Tensor, y: torch.Tensor | None, train: bool) -> Any:
         first, last = 0 in self.stages, (self.num_stages - 1) in self.stages
@@ -354,21 +358,43 @@ class PipelineNet:
                              f"{group.explain(e)}") from e
         return out, losses
 
-    def train_step(self, x: torch.Tensor, y: torch.Tensor, loss_fn: Callable[..., Any]) -> float:
+    def train_step(self, x: torch.Tensor, y: torch.Tensor, loss_fn: Callable[..., Any],
+                   trainer: Any = None) -> float:
         """Forward and backward of this rank's share of a batch through the pipeline.
 
         Gradients accumulate into this rank's parameters (summed over micro-batches, as one
-        backward of the whole batch would); returns the batch's mean loss on every rank.
+        backward of the whole batch would); returns the batch's mean loss on every rank.  With
+        AMP (``amp.init_trainer(trainer)``) pass ``trainer``: the loss is multiplied by its loss
+        scale, and the ranks agree on an overflow, so that every stage skips the same steps and
+        keeps the same scale.
         """
+        from ..amp.amp import LossScalingHook
+
         n = self._check_batch(x, y)
+        hook = getattr(trainer, "update_hook", None) if trainer is not None else None
+        amp_hook = hook if isinstance(hook, LossScalingHook) else None
+        if amp_hook is None:
+            from .. import amp
+
+            if amp.is_initialized() and trainer is None:
+                raise MXNetError("pipeline: AMP is on: pass the Trainer (train_step(x, y, loss_fn, "
+                                 "trainer=trainer)) so that the loss is scaled and stages agree on overflows")
         self._loss_fn = loss_fn
+        self._loss_scale = amp_hook.scaler.loss_scale if amp_hook is not None else 1.0
         sched = self._run(x, self.micro_batches, train=True)
         with autograd.record():
             _, losses = self._step(sched, x.to(self.device), y.to(self.device), train=True)
         last = self.num_stages - 1
         total = torch.zeros(1, dtype=torch.float64)
         if last in self.stages:
-            total[0] = float(sum(float(v.detach()) for v in losses))
+            total[0] = float(sum(float(v.detach()) for v in losses)) / self._loss_scale
+        if amp_hook is not None:  # every rank of the job skips the step if any rank overflowed
+            grads = [d.grad for p in self._own_params().values() for d in (p._data or [])
+                     if d.grad is not None]
+            flag = torch.tensor([int(amp_hook.scaler.has_overflow(grads))], dtype=torch.int64)
+            dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+            if int(flag[0]):
+                amp_hook.force_overflow()
         dist.broadcast(total, src=self._owner(last), group=self.mesh.pp_group)
         return float(total[0]) / n
 
