@@ -49,13 +49,13 @@ def reference(steps: int = 5) -> dict[str, Any]:
 
 
 def train(dp: int, pp: int, schedule: str, micro: int, stages_per_rank: int, path: str,
-          steps: int = 5) -> dict[str, Any]:
+          steps: int = 5, tp: int = 1) -> dict[str, Any]:
     """Pipelined training of build_mlp on this dp rank's share; saves to ``path``; infers on the batch."""
     from mxtorch import gluon, parallel
 
     net = build_mlp()
     x, y = data()
-    pnet = parallel.parallelize(net, parallel.ParallelConfig(dp=dp, pp=pp), micro_batches=micro,
+    pnet = parallel.parallelize(net, parallel.ParallelConfig(dp=dp, pp=pp, tp=tp), micro_batches=micro,
                                 schedule=schedule, stages_per_rank=stages_per_rank,
                                 kvstore="horovod" if dp > 1 else None)
     share = GLOBAL_BATCH // dp
@@ -71,7 +71,8 @@ def train(dp: int, pp: int, schedule: str, micro: int, stages_per_rank: int, pat
     pnet.save_parameters(path)
     out = pnet(x)
     return {"losses": losses, "out": out, "stages": pnet.stages, "dp_rank": pnet.dp_rank,
-            "pp_rank": pnet.pp_rank, "n_params": len(pnet.collect_params()), "bytes": pnet.param_bytes()}
+            "pp_rank": pnet.pp_rank, "n_params": len(pnet.collect_params()), "bytes": pnet.param_bytes(),
+            "plan": pnet.tp_plan}
 
 
 def train_all_schedules(path_prefix: str) -> dict[str, Any]:
@@ -213,3 +214,49 @@ def amp_and_grad_add() -> dict[str, Any]:
     tr.step(GLOBAL_BATCH)
     out["add"] = {k: p.data().detach().clone() for k, p in pnet._own_params().items()}
     return out
+
+
+def build_convnet(seed: int = 0) -> Any:
+    import mxtorch as mx
+    from mxtorch.gluon import nn
+
+    torch.manual_seed(seed)
+    net = nn.HybridSequential()
+    net.add(nn.Conv2D(4, kernel_size=3, in_channels=1, activation="relu"), nn.MaxPool2D(2),
+            nn.Flatten(), nn.Dense(16, activation="relu", in_units=36), nn.Dense(OUT, in_units=16))
+    net.initialize(mx.init.Xavier())
+    return net
+
+
+def image_data() -> tuple[torch.Tensor, torch.Tensor]:
+    g = torch.Generator().manual_seed(3)
+    return torch.randn(8, 1, 8, 8, generator=g), torch.randint(0, OUT, (8,), generator=g).float()
+
+
+def convnet_reference(steps: int = 5) -> dict[str, torch.Tensor]:
+    from mxtorch import autograd, gluon
+
+    net = build_convnet()
+    x, y = image_data()
+    tr = gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.1, "momentum": 0.9})
+    for _ in range(steps):
+        with autograd.record():
+            loss = gluon.loss.SoftmaxCrossEntropyLoss()(net(x), y)
+        loss.backward()
+        tr.step(8)
+    return {k: p.data().detach().clone() for k, p in net._collect_params_with_prefix().items()}
+
+
+def train_convnet_tp(path: str, steps: int = 5) -> dict[str, Any]:
+    """The convnet with tp=2 (its Dense pair split, the convolution replicated), saved to ``path``."""
+    from mxtorch import gluon, parallel
+
+    pnet = parallel.parallelize(build_convnet(), parallel.ParallelConfig(tp=2), micro_batches=2,
+                                schedule="gpipe", kvstore=None)
+    x, y = image_data()
+    tr = gluon.Trainer(pnet.collect_params(), "sgd", {"learning_rate": 0.1, "momentum": 0.9})
+    for _ in range(steps):
+        pnet.train_step(x, y, gluon.loss.SoftmaxCrossEntropyLoss())
+        tr.step(8)
+    pnet.save_parameters(path)
+    return {"plan": pnet.tp_plan}

@@ -190,3 +190,33 @@ def test_amp_overflow_on_one_stage_skips_everywhere_and_grad_add_accumulates(run
     assert set(got) == set(ref)
     for k, v in ref.items():
         torch.testing.assert_close(got[k], v, rtol=0, atol=1e-5)
+
+
+# ---- tensor parallelism -------------------------------------------------------------------------
+
+
+def test_tensor_parallel_mlp_and_convnet_match_one_process(run_ranks, tmp_path, ref):
+    path = str(tmp_path / "tp2.params")
+    r0, r1 = run_ranks(w.train, 2, 1, 1, "gpipe", 2, 1, path, 5, 2, timeout=180)
+    assert r0["plan"] == {"0": "colwise", "1": "rowwise", "2": "colwise", "3": "rowwise", "4": "colwise",
+                          "6": "rowwise"}
+    for r in (r0, r1):
+        check_against(ref, path, r)
+    full = sum(v.numel() * 4 for v in ref["params"].values())
+    assert r0["bytes"] <= 0.55 * full and r1["bytes"] <= 0.55 * full
+    cpath = str(tmp_path / "conv-tp2.params")
+    c0, _ = run_ranks(w.train_convnet_tp, 2, cpath, timeout=180)
+    assert c0["plan"] == {"3": "colwise", "4": "rowwise"}
+    got = load_tensors(cpath)
+    for k, v in w.convnet_reference().items():
+        torch.testing.assert_close(got[k], v, rtol=0, atol=1e-5, msg=lambda m, k=k: f"{k}: {m}")
+
+
+@pytest.mark.slow
+def test_data_pipeline_tensor_3d_on_eight_processes(run_ranks, tmp_path, ref):
+    """dp=2 x pp=2 x tp=2: eight processes train to the single-process parameters."""
+    path = str(tmp_path / "3d.params")
+    res = run_ranks(w.train, 8, 2, 2, "1f1b", 2, 1, path, 5, 2, timeout=600)
+    for r in res:
+        torch.testing.assert_close(r["out"], ref["out"], rtol=0, atol=1e-5)
+    check_against(ref, path, {"out": res[0]["out"], "losses": ref["losses"]})

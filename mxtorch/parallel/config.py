@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import datetime
 from dataclasses import dataclass
+from typing import Any
 
 import torch.distributed as dist
 
@@ -56,8 +57,10 @@ class Mesh:
     """This rank's place in a :class:`ParallelConfig` and its process groups (made by every rank).
 
     ``pp_group``: the ranks holding the stages of this rank's pipeline (same dp and tp rank);
-    ``dp_group``: the ranks holding the same stage (same pp and tp rank).  Both carry the job's
-    timeout (``MXTORCH_DIST_TIMEOUT``), so a dead peer ends a send/recv instead of hanging.
+    ``dp_group``: the ranks holding the same stage (same pp and tp rank); ``tp_group``: the ranks
+    sharing the layers of one stage (same dp and pp rank), with ``tp_mesh`` its 1-D DeviceMesh for
+    DTensor.  All carry the job's timeout (``MXTORCH_DIST_TIMEOUT``), so a dead peer ends a
+    send/recv instead of hanging.
     """
 
     def __init__(self, cfg: ParallelConfig) -> None:
@@ -69,8 +72,6 @@ class Mesh:
                 f"(mxtorch launch -n {cfg.world_size} ...) or change the config so that it multiplies to "
                 f"{info.world_size}"
             )
-        if cfg.tp != 1:
-            raise MXNetError("ParallelConfig: tensor parallelism (tp > 1) is not available yet; use tp=1")
         self.cfg = cfg
         self.rank = info.rank
         self.dp_rank, self.pp_rank, self.tp_rank = cfg.coords(info.rank)
@@ -79,6 +80,8 @@ class Mesh:
         self.dp_ranks: list[int] = []
         self.pp_group: dist.ProcessGroup | None = None
         self.dp_group: dist.ProcessGroup | None = None
+        self.tp_ranks: list[int] = []
+        self.tp_group: dist.ProcessGroup | None = None
         # every rank creates every group, in the same order (torch's rule for new_group)
         for d in range(cfg.dp):
             for t in range(cfg.tp):
@@ -92,3 +95,19 @@ class Mesh:
                 g = dist.new_group(ranks, timeout=timeout)
                 if self.rank in ranks:
                     self.dp_ranks, self.dp_group = ranks, g
+        for d in range(cfg.dp):
+            for p in range(cfg.pp):
+                ranks = [cfg.rank_of(d, p, t) for t in range(cfg.tp)]
+                g = dist.new_group(ranks, timeout=timeout)
+                if self.rank in ranks:
+                    self.tp_ranks, self.tp_group = ranks, g
+        self._tp_mesh: Any = None
+
+    def tp_mesh(self, device_type: str) -> Any:
+        """The tensor-parallel group as a 1-D ``DeviceMesh`` (made once)."""
+        if self._tp_mesh is None:
+            from torch.distributed.device_mesh import DeviceMesh
+
+            assert self.tp_group is not None
+            self._tp_mesh = DeviceMesh.from_group(self.tp_group, device_type, mesh_dim_names=("tp",))
+        return self._tp_mesh

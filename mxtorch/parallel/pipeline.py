@@ -32,6 +32,7 @@ from ..gluon.parameter_dict import ParameterDict
 from ..gluon.serialization import load_named, load_tensors, save_tensors
 from .config import Mesh, ParallelConfig
 from .split import Unit, chain_units, partition, split_at, unit_costs
+from .tensor import ShardInfo, auto_plan, check_plan, gather_full, shard_units
 
 __all__ = ["parallelize", "PipelineNet", "SCHEDULES"]
 
@@ -96,12 +97,40 @@ def _fingerprint(named: dict[str, Parameter]) -> torch.Tensor:
     return torch.tensor([s, v], dtype=torch.int64)
 
 
+def _pair_spans(units: Sequence[Unit], plan: dict[str, str]) -> list[tuple[int, int]]:
+    """(first, last) unit index of each column -> row tensor-parallel pair."""
+    spans = []
+    start = None
+    for i, u in enumerate(units):
+        style = plan.get(u.path)
+        if style == "colwise":
+            start = i
+        elif style == "rowwise" and start is not None:
+            spans.append((start, i))
+            start = None
+    return spans
+
+
+def _atoms(n: int, spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """[start, end) runs of units that cannot be cut: each pair span, and every other unit alone."""
+    out = []
+    i = 0
+    for a, b in spans + [(n, n)]:
+        while i < a:
+            out.append((i, i + 1))
+            i += 1
+        if a < n:
+            out.append((a, b + 1))
+            i = b + 1
+    return out
+
+
 class PipelineNet:
     """A network split into pipeline stages across the ranks of a :class:`ParallelConfig` mesh."""
 
     def __init__(self, net: Any, cfg: ParallelConfig, micro_batches: int, schedule: str,
                  split_points: Sequence[str] | None, stages_per_rank: int, sample_input: torch.Tensor | None,
-                 kvstore: Any) -> None:
+                 kvstore: Any, tp_plan: Any = "auto") -> None:
         if schedule not in SCHEDULES:
             raise MXNetError(f"parallelize: unknown schedule {schedule!r}; use one of {SCHEDULES}")
         if not isinstance(micro_batches, int) or micro_batches < 1:
@@ -126,11 +155,19 @@ class PipelineNet:
         self._check_same_model(net)
 
         units = chain_units(net, sample_input)
+        plan = self._tp_plan(units, tp_plan)
+        spans = _pair_spans(units, plan)  # a column/row pair stays in one stage
         if split_points is not None:
             starts = split_at(units, list(split_points), self.num_stages)
+            for a, b in spans:
+                if any(a < st <= b for st in starts):
+                    raise MXNetError(f"parallelize: a split point falls inside the tensor-parallel pair "
+                                     f"{units[a].path!r}..{units[b].path!r}: split before or after it")
         else:
             costs = self._agreed_costs(units, sample_input)
-            starts = partition(costs, self.num_stages)
+            atoms = _atoms(len(units), spans)
+            cut = partition([sum(costs[i] for i in range(a, b)) for a, b in atoms], self.num_stages)
+            starts = [atoms[i][0] for i in cut]
         bounds = list(zip(starts, starts[1:] + [len(units)]))
         self.stage_paths = [[u.path for u in units[a:b]] for a, b in bounds]
         # looped placement: stage s on pipeline rank s % pp (torch's convention)
@@ -142,6 +179,12 @@ class PipelineNet:
         first = next(iter(self._own_params().values()), None)
         have = first is not None and first._data is not None
         self.device = first.data().device if have else torch.device("cpu")  # type: ignore[union-attr]
+        self.tp_plan = plan
+        self._shards: dict[int, ShardInfo] = {}
+        if cfg.tp > 1:
+            mine = [u for s in self.stages for u in units[bounds[s][0]:bounds[s][1]]]
+            self._shards = shard_units(mine, plan, self.mesh.tp_mesh(self.device.type), cfg.tp,
+                                       self.mesh.tp_rank)
         self._runs: dict[Any, Any] = {}
         self._loss_fn: Callable[..., Any] | None = None
         self._loss_scale = 1.0
@@ -197,6 +240,22 @@ class PipelineNet:
                 raise MXNetError(f"parallelize: rank {r}'s parameters differ from rank 0's: initialize "
                                  "with the same seed (mx.random.seed / torch.manual_seed) on every rank, or "
                                  "load the same parameter file, before parallelize")
+
+    def _tp_plan(self, units: list[Unit], tp_plan: Any) -> dict[str, str]:
+        if self.cfg.tp == 1:
+            return {}
+        if tp_plan is None or tp_plan == "auto":
+            plan = auto_plan(units, self.cfg.tp)
+            if not plan:
+                raise MXNetError(f"parallelize: tp={self.cfg.tp} but the network has no pair of Dense layers "
+                                 "to split (column -> row); give tp_plan={name: style} or use tp=1")
+        elif isinstance(tp_plan, dict):
+            plan = {str(k): str(v) for k, v in tp_plan.items()}
+        else:
+            raise MXNetError(f"parallelize: tp_plan must be 'auto' or a dict {{layer: style}}, "
+                             f"got {tp_plan!r}")
+        check_plan(units, plan)
+        return plan
 
     def _agreed_costs(self, units: list[Unit], sample: torch.Tensor | None) -> list[float]:
         """Per-unit costs measured on rank 0 and broadcast, so every rank splits alike."""
@@ -436,12 +495,19 @@ class PipelineNet:
         world = self.mesh.rank
         cfg = self.cfg
         order = sorted(self._full_meta, key=lambda t: (t[0], t[1]))
+        whole: dict[str, torch.Tensor] = {}
+        if self.mesh.dp_rank == 0:  # whole tensors of this rank's stages (tensor-parallel shards gathered)
+            for s, name, p in order:
+                if s in self._modules:
+                    t = p._reduce().detach().cpu()
+                    info = self._shards.get(id(p))
+                    whole[name] = gather_full(t, info, self.mesh.tp_group) if info is not None else t
         if world == 0:
             arrays: dict[str, torch.Tensor] = {}
-            for s, name, p in order:
+            for s, name, _p in order:
                 src = cfg.rank_of(0, s % cfg.pp, 0)
                 if src == 0:
-                    arrays[name] = p._reduce().detach().cpu()
+                    arrays[name] = whole[name]
                 else:
                     shape, dtype = self._shapes[name]
                     buf = torch.empty(shape, dtype=dtype)
@@ -449,22 +515,31 @@ class PipelineNet:
                     arrays[name] = buf
             save_tensors(os.fspath(filename), arrays)
         elif self.mesh.dp_rank == 0 and self.mesh.tp_rank == 0:
-            for s, _name, p in order:
+            for s, name, _p in order:
                 if s in self._modules:
-                    dist.send(p._reduce().detach().cpu().contiguous(), dst=0)
+                    dist.send(whole[name].contiguous(), dst=0)
         group.barrier()
 
     def load_parameters(self, filename: str, allow_missing: bool = False, ignore_extra: bool = True) -> None:
         """Read this rank's stages' parameters from a whole-model file (from ``save_parameters`` of a
         pipeline with any ``pp``, or of the plain network)."""
         arrays = load_tensors(os.fspath(filename))
-        load_named(self._own_params(), arrays, repr(os.fspath(filename)), allow_missing=allow_missing,
+        own = self._own_params()
+        for name, p in own.items():  # tensor-parallel layers take their shard of the whole tensor
+            info = self._shards.get(id(p))
+            if info is not None and name in arrays:
+                if tuple(arrays[name].shape) != info.full_shape:
+                    raise MXNetError(f"load_parameters: {name!r} in {os.fspath(filename)!r} has shape "
+                                     f"{tuple(arrays[name].shape)}, the model's is {info.full_shape}")
+                arrays[name] = info.local(arrays[name])
+        load_named(own, arrays, repr(os.fspath(filename)), allow_missing=allow_missing,
                    ignore_extra=ignore_extra)
 
 
 def parallelize(net: Any, cfg: ParallelConfig, micro_batches: int | None = None, schedule: str = "1f1b",
                 split_points: Sequence[str] | None = None, stages_per_rank: int = 1,
-                sample_input: torch.Tensor | None = None, kvstore: Any = "horovod") -> PipelineNet:
+                sample_input: torch.Tensor | None = None, kvstore: Any = "horovod",
+                tp_plan: Any = "auto") -> PipelineNet:
     """Split ``net`` into ``cfg.pp * stages_per_rank`` pipeline stages over the job's ranks.
 
     Every rank calls it with the same, identically initialized network (checked).  With
@@ -473,9 +548,11 @@ def parallelize(net: Any, cfg: ParallelConfig, micro_batches: int | None = None,
     ``split_points`` names the first layer of each stage after the first.  The other stages'
     parameters are released on each rank (``net`` keeps their shapes only: save with
     ``pnet.save_parameters`` and load into a fresh network to use it whole).  ``micro_batches``
-    defaults to ``cfg.pp``, the fewest the 1F1B schedules accept.
+    defaults to ``cfg.pp``, the fewest the 1F1B schedules accept.  With ``cfg.tp > 1`` each stage's
+    Dense pairs are split over the tensor-parallel ranks (:mod:`.tensor`): ``tp_plan='auto'``
+    (Megatron's column -> row pairing) or ``{layer path: 'colwise'|'rowwise'|'replicate'}``.
     """
     if micro_batches is None:
         micro_batches = cfg.pp
     return PipelineNet(net, cfg, micro_batches, schedule, split_points, stages_per_rank, sample_input,
-                       kvstore)
+                       kvstore, tp_plan)
