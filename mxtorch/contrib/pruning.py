@@ -1,0 +1,636 @@
+"""Pruning of Gluon networks: magnitude, random and structured masks, a gradual schedule, and
+:func:`compact`, which turns structured masks into a physically smaller network.
+
+::
+
+    from mxtorch.contrib import pruning
+    pruner = pruning.Pruner(method="l1")                # "l1" | "l2" | "random" | "structured"
+    net = pruner.apply(net, sparsity=0.7)               # one shot: the same net, masked
+    pruner = pruning.Pruner(method="l1", schedule="polynomial", sparsity=0.8, begin_step=100,
+                            end_epoch=3, steps_per_epoch=len(loader), frequency=50)
+    net = pruner.apply(net)                             # nothing is pruned before begin_step
+    ... trainer.step(batch_size); pruner.step()         # after every Trainer step
+    pruning.sparsity(net)                               # {parameter name: fraction of zeros, "total": ...}
+    small = pruning.compact(net, sample_input)          # structured masks: fewer channels
+
+What is pruned: the weights of ``nn.Dense`` and ``nn.Conv*D`` layers (``select``, a regular
+expression on the parameters' full names, narrows it).  ``l1``/``l2``/``random`` zero single
+weights, per layer (``scope="layer"``: every layer reaches the sparsity) or over all of them at
+once (``scope="global"``); for single weights L1 and L2 rank alike (|w| and w² have the same
+order).  ``structured`` zeros whole output channels -- filters of a convolution, rows of a Dense
+-- ranked by their L1 or L2 norm (``norm=``), in every such layer but the network's last (its
+outputs are the network's); the channel's bias and the BatchNorm that follows it in a
+``Sequential`` (gamma, beta and running mean) are masked with it, so that the channel's output
+is exactly zero and :func:`compact` can remove it.
+
+How masks stay applied.  Each masked parameter copy gets a gradient hook that zeroes the masked
+entries of its gradient as backward produces it, i.e. before any reduction: every store
+(``local``, ``horovod`` with its backward-time reduction, ``dist_sync``) sums masked gradients.
+When masks change, the masked entries of the weights and of the Trainer's optimizer states
+(momentum, Adam's moments, multi-precision master weights) are set to zero.  A zero weight with
+a zero gradient and zero optimizer state stays exactly zero through SGD (momentum, weight decay
+``wd * w = 0``), NAG, Adam and the other updates, so a pruned weight is zero after every
+``trainer.step`` -- ``pruner.step()`` advances the schedule and writes the masks again (values
+loaded by ``load_parameters`` included).  A Trainer whose local store updates the weights
+(several contexts) gets the masked values through ``Parameter.set_data`` (the store restarts,
+its optimizer states with it).  Parameter servers that run the optimizer
+(``dist_sync``/``dist_async`` with ``update_on_kvstore``) keep pruned weights at zero when the
+masks exist before the Trainer is made (the servers start from masked weights and receive
+masked gradients); changing masks afterwards is refused with an error there.
+
+Distributed training: masks are decided from the weights, which every worker of a synchronous
+store holds identically, with deterministic ranking (a stable sort; ``random`` draws from its
+own generator seeded by ``seed``), so every worker decides the same masks without
+communication (tested on 2 workers under ``horovod``).
+
+Checkpoints: ``save_parameters`` writes the zeros; :meth:`Pruner.state_dict` (plain tensors
+and numbers, loadable with ``torch.load(..., weights_only=True)``) holds the masks and the
+step, and :meth:`Pruner.load_state_dict` restores them after ``apply`` in a new process.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import re
+import weakref
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import torch
+
+from ..base import MXNetError
+from ..gluon import nn
+from ..gluon.block import Block
+from ..gluon.nn.conv_layers import _Conv, _GlobalPool, _Pool
+from ..gluon.parameter import Parameter
+
+__all__ = ["Pruner", "sparsity", "compact", "METHODS", "SCHEDULES"]
+
+METHODS = ("l1", "l2", "random", "structured")
+SCHEDULES = (None, "polynomial")
+_STATE_FORMAT = "mxtorch.contrib.pruning.Pruner/1"
+
+
+def _is_layer(block: Any) -> bool:
+    return isinstance(block, (nn.Dense, _Conv))
+
+
+def _channel_layer(block: Any) -> bool:
+    """A layer whose output channels are dim 0 of its weight (plain convolutions and Dense)."""
+    return isinstance(block, nn.Dense) or (isinstance(block, _Conv) and not block._transpose
+                                           and block._groups == 1)
+
+
+def _layers(net: Block) -> list[tuple[str, Any]]:
+    """(attribute path, block) of every Dense/Conv layer, in registration order, once each."""
+    out: list[tuple[str, Any]] = []
+    seen: set[int] = set()
+    for path, m in net.named_modules():
+        if _is_layer(m) and id(m) not in seen:
+            seen.add(id(m))
+            out.append((path, m))
+    return out
+
+
+def _weight(layer: Any) -> Parameter:
+    w = layer.weight
+    if w._data is None:
+        raise MXNetError(f"pruning: the weight {w.name!r} is not initialized yet (its shape is inferred at "
+                         "the first forward pass): run one forward pass before pruning")
+    return w  # type: ignore[no-any-return]
+
+
+def sparsity(net: Block) -> dict[str, float]:
+    """{weight name: fraction of its entries that are exactly zero} for every Dense/Conv layer of
+    ``net`` (initialized ones), and ``"total"``: zeros over all those entries."""
+    out: dict[str, float] = {}
+    zeros = total = 0
+    for _, layer in _layers(net):
+        w = layer.weight
+        if w._data is None:
+            continue
+        d = w._data[0].detach()
+        z = int((d == 0).sum())
+        out[w.name] = z / max(d.numel(), 1)
+        zeros += z
+        total += d.numel()
+    out["total"] = zeros / total if total else 0.0
+    return out
+
+
+def _smallest(score: torch.Tensor, k: int) -> torch.Tensor:
+    """A bool keep-mask of ``score``'s shape with its ``k`` smallest entries False (stable order)."""
+    flat = score.reshape(-1)
+    keep = torch.ones(flat.numel(), dtype=torch.bool)
+    if k > 0:
+        keep[torch.sort(flat, stable=True).indices[:k]] = False
+    return keep.reshape(score.shape)
+
+
+def _mask_tensors(state: Any, mask: torch.Tensor) -> None:
+    """Zero the masked entries of every tensor of ``mask``'s shape inside an optimizer state."""
+    if isinstance(state, torch.Tensor):
+        if tuple(state.shape) == tuple(mask.shape) and state.layout == torch.strided:
+            with torch.no_grad():
+                state.masked_fill_(~mask.to(state.device), 0)
+    elif isinstance(state, (tuple, list)):
+        for s in state:
+            _mask_tensors(s, mask)
+
+
+class _Masked:
+    """One masked parameter: its mask (bool, CPU), per-device copies, and its gradient hooks."""
+
+    def __init__(self, param: Parameter, mask: torch.Tensor) -> None:
+        self.param = param
+        self.mask = mask
+        self._on: dict[torch.device, torch.Tensor] = {}
+        self.hooked: list[tuple[weakref.ref[torch.Tensor], Any]] = []
+
+    def on(self, device: torch.device) -> torch.Tensor:
+        m = self._on.get(device)
+        if m is None:
+            m = self._on[device] = self.mask.to(device)
+        return m
+
+    def set_mask(self, mask: torch.Tensor) -> None:
+        self.mask = mask
+        self._on = {}
+
+    def grad_hook(self) -> Callable[[torch.Tensor], torch.Tensor]:
+        ref = weakref.ref(self)
+
+        def hook(g: torch.Tensor) -> torch.Tensor:
+            me = ref()
+            if me is None or g.layout != torch.strided:
+                return g
+            return g.masked_fill(~me.on(g.device), 0)
+
+        return hook
+
+    def remove_hooks(self) -> None:
+        for _, h in self.hooked:
+            h.remove()
+        self.hooked = []
+
+
+class Pruner:
+    """Decides and keeps pruning masks for one network (see the module docstring).
+
+    ``method``: ``"l1"``/``"l2"`` (magnitude), ``"random"`` or ``"structured"`` (channels ranked by
+    ``norm``, ``"l1"`` or ``"l2"``).  ``schedule=None`` prunes once in :meth:`apply` to
+    ``sparsity``; ``schedule="polynomial"`` is Zhu & Gupta's gradual schedule
+    ``s_t = s_f + (s_i - s_f) * (1 - (t - t0) / (n dt))**3``: nothing is pruned before
+    ``t0 = begin_step``, ``s_i = initial_sparsity`` at ``t0``, the final ``s_f = sparsity`` at step
+    ``end_epoch * steps_per_epoch``, masks updated every ``frequency`` steps in between (the step
+    ``t`` counts :meth:`step` calls).  ``scope``: ``"layer"`` or ``"global"`` (unstructured
+    methods).  ``select``: a regular expression the pruned weights' names must match
+    (``re.match``).  ``seed``: the ``random`` method's generator (the same on every worker).
+    """
+
+    def __init__(self, method: str = "l1", schedule: str | None = None, sparsity: float | None = None,
+                 begin_step: int = 0, end_epoch: int | None = None, steps_per_epoch: int | None = None,
+                 frequency: int = 1, initial_sparsity: float = 0.0, scope: str = "layer", norm: str = "l1",
+                 select: str | None = None, seed: int = 0) -> None:
+        if method not in METHODS:
+            raise MXNetError(f"pruning: unknown method {method!r}; use one of {METHODS}")
+        if schedule not in SCHEDULES:
+            raise MXNetError(f"pruning: unknown schedule {schedule!r}; use one of {SCHEDULES}")
+        if scope not in ("layer", "global"):
+            raise MXNetError(f"pruning: scope must be 'layer' or 'global', got {scope!r}")
+        if method == "structured" and scope != "layer":
+            raise MXNetError("pruning: structured pruning ranks channels within each layer (scope='layer')")
+        if norm not in ("l1", "l2"):
+            raise MXNetError(f"pruning: norm must be 'l1' or 'l2', got {norm!r}")
+        for what, v in (("sparsity", sparsity), ("initial_sparsity", initial_sparsity)):
+            if v is not None and not 0.0 <= float(v) < 1.0:
+                raise MXNetError(f"pruning: {what} must be in [0, 1), got {v!r}")
+        if int(frequency) < 1 or int(begin_step) < 0:
+            raise MXNetError(f"pruning: frequency must be >= 1 and begin_step >= 0, got {frequency!r}, "
+                             f"{begin_step!r}")
+        self.method, self.schedule, self.scope, self.norm = method, schedule, scope, norm
+        self.sparsity = None if sparsity is None else float(sparsity)
+        self.initial_sparsity = float(initial_sparsity)
+        self.begin_step, self.frequency = int(begin_step), int(frequency)
+        self.end_step: int | None = None
+        if schedule == "polynomial":
+            if end_epoch is None or steps_per_epoch is None:
+                raise MXNetError("pruning: schedule='polynomial' needs end_epoch and steps_per_epoch "
+                                 "(the final sparsity is reached at step end_epoch * steps_per_epoch)")
+            self.end_step = int(end_epoch) * int(steps_per_epoch)
+            if self.end_step <= self.begin_step:
+                raise MXNetError(f"pruning: end_epoch * steps_per_epoch = {self.end_step} must be after "
+                                 f"begin_step = {self.begin_step}")
+        self._select = re.compile(select) if select else None
+        self.seed = int(seed)
+        self.num_update = 0
+        self._net: Block | None = None
+        self._masked: dict[str, _Masked] = {}  # structural key ('features.0.weight') -> mask
+        self._random: dict[str, torch.Tensor] = {}
+
+    # ---- the schedule ------------------------------------------------------------------
+    def target_sparsity(self, step: int | None = None) -> float:
+        """The schedule's sparsity at ``step`` (default: now), by the formula (see the class)."""
+        s_f = self.sparsity if self.sparsity is not None else 0.0
+        if self.schedule is None:
+            return s_f
+        assert self.end_step is not None
+        t = self.num_update if step is None else int(step)
+        if t < self.begin_step:
+            return 0.0
+        if t >= self.end_step:
+            return s_f
+        frac = (t - self.begin_step) / (self.end_step - self.begin_step)
+        return s_f + (self.initial_sparsity - s_f) * (1.0 - frac) ** 3
+
+    def _due(self, t: int) -> bool:
+        assert self.end_step is not None
+        return self.begin_step <= t <= self.end_step and (
+            (t - self.begin_step) % self.frequency == 0 or t == self.end_step)
+
+    # ---- attaching -----------------------------------------------------------------------
+    def apply(self, net: Block, sparsity: float | None = None) -> Block:
+        """Attach to ``net`` and return it: one-shot pruning to ``sparsity`` (or the constructor's)
+        now; with a schedule, ``sparsity`` is the final one and pruning starts at ``begin_step``."""
+        if self._net is not None and self._net is not net:
+            raise MXNetError("pruning: this Pruner is attached to another network; make one Pruner per net")
+        if sparsity is not None:
+            if not 0.0 <= float(sparsity) < 1.0:
+                raise MXNetError(f"pruning: sparsity must be in [0, 1), got {sparsity!r}")
+            self.sparsity = float(sparsity)
+        if self.sparsity is None:
+            raise MXNetError("pruning: give the sparsity (Pruner(sparsity=...) or apply(net, sparsity=...))")
+        self._net = net
+        if self.schedule is None:
+            self._prune(self.sparsity)
+        elif self._due(self.num_update):
+            self._prune(self.target_sparsity())
+        return net
+
+    def step(self) -> None:
+        """Count one training step (call it after every ``trainer.step``): update the masks when the
+        schedule says so, and write them into the weights again."""
+        if self._net is None:
+            raise MXNetError("pruning: call pruner.apply(net) before pruner.step()")
+        self.num_update += 1
+        if self.schedule is not None and self._due(self.num_update):
+            self._prune(self.target_sparsity())
+        else:
+            self._enforce(changed=False)
+
+    def remove(self) -> None:
+        """Detach from the network: gradient hooks are removed, the weights keep their zeros."""
+        for m in self._masked.values():
+            m.remove_hooks()
+        self._masked = {}
+        self._net = None
+
+    @property
+    def masks(self) -> dict[str, torch.Tensor]:
+        """{parameter attribute path ('features.0.weight'): bool mask, True = kept} (copies)."""
+        return {k: m.mask.clone() for k, m in self._masked.items()}
+
+    # ---- deciding masks ------------------------------------------------------------------
+    def _keys(self) -> dict[int, str]:
+        assert self._net is not None
+        out: dict[int, str] = {}
+        for k, p in self._net._collect_params_with_prefix().items():
+            out.setdefault(id(p), k)
+        return out
+
+    def _targets(self) -> list[tuple[str, Any]]:
+        assert self._net is not None
+        sel = self._select
+        return [(path, layer) for path, layer in _layers(self._net)
+                if sel is None or sel.match(layer.weight.name)]
+
+    def _prune(self, s: float) -> None:
+        if s <= 0.0 and not self._masked:
+            return
+        keys = self._keys()
+        if self.method == "structured":
+            new = self._structured(s, keys)
+        else:
+            new = self._unstructured(s, keys)
+        for key, (param, mask) in new.items():
+            m = self._masked.get(key)
+            if m is None:
+                self._masked[key] = _Masked(param, mask)
+            else:
+                m.set_mask(mask)
+        self._enforce(changed=True)
+
+    def _score(self, key: str, w: torch.Tensor) -> torch.Tensor:
+        if self.method == "random":
+            r = self._random.get(key)
+            if r is None:
+                gen = torch.Generator().manual_seed(self.seed + len(self._random))
+                r = self._random[key] = torch.rand(w.shape, generator=gen, dtype=torch.float64)
+            score = r.clone()
+        else:
+            score = w.detach().to("cpu", torch.float64).abs()
+        prev = self._masked.get(key)
+        if prev is not None:  # what is pruned stays pruned: the schedule only grows
+            score[~prev.mask] = -math.inf
+        return score
+
+    def _unstructured(self, s: float, keys: dict[int, str]) -> dict[str, tuple[Parameter, torch.Tensor]]:
+        items = []
+        for _, layer in self._targets():
+            p = _weight(layer)
+            key = keys[id(p)]
+            items.append((key, p, self._score(key, p._data[0])))  # type: ignore[index]
+        out: dict[str, tuple[Parameter, torch.Tensor]] = {}
+        if self.scope == "global":
+            flat = torch.cat([sc.reshape(-1) for _, _, sc in items]) if items else torch.zeros(0)
+            keep = _smallest(flat, int(round(s * flat.numel())))
+            start = 0
+            for key, p, sc in items:
+                out[key] = (p, keep[start:start + sc.numel()].reshape(sc.shape))
+                start += sc.numel()
+        else:
+            for key, p, sc in items:
+                out[key] = (p, _smallest(sc, int(round(s * sc.numel()))))
+        return out
+
+    def _structured(self, s: float, keys: dict[int, str]) -> dict[str, tuple[Parameter, torch.Tensor]]:
+        assert self._net is not None
+        targets = self._targets()
+        last = _layers(self._net)[-1][1] if _layers(self._net) else None
+        following = _following_batchnorm(self._net)
+        out: dict[str, tuple[Parameter, torch.Tensor]] = {}
+        for _, layer in targets:
+            if layer is last or not _channel_layer(layer):
+                continue  # the network's outputs, or a layer whose channels are not dim 0
+            p = _weight(layer)
+            key = keys[id(p)]
+            w = p._data[0].detach().to("cpu", torch.float64)  # type: ignore[index]
+            flat = w.reshape(w.shape[0], -1)
+            score = flat.abs().sum(1) if self.norm == "l1" else flat.pow(2).sum(1).sqrt()
+            prev = self._masked.get(key)
+            if prev is not None:
+                score[~prev.mask.reshape(w.shape[0], -1).any(1)] = -math.inf
+            k = min(int(round(s * w.shape[0])), w.shape[0] - 1)  # one channel always stays
+            keep_ch = _smallest(score, k)
+            out[key] = (p, keep_ch.reshape((-1,) + (1,) * (w.dim() - 1)).expand(w.shape).clone())
+            vectors: list[Any] = [layer.bias] if layer.bias is not None else []
+            bn = following.get(id(layer))
+            if bn is not None:
+                vectors += [bn.gamma, bn.beta, bn.running_mean]
+            for v in vectors:
+                if v._data is not None and tuple(v.shape) == (w.shape[0],):
+                    out[keys[id(v)]] = (v, keep_ch.clone())
+        return out
+
+    # ---- keeping masks applied -------------------------------------------------------------
+    def _enforce(self, changed: bool) -> None:
+        """Write the masks into the weights (and, when they changed, the optimizer states), and make
+        sure every copy of a masked parameter carries the gradient hook."""
+        for m in self._masked.values():
+            p = m.param
+            data = p._check()
+            live = [(r, h) for r, h in m.hooked if r() is not None and any(r() is d for d in data)]
+            if len(live) != len(m.hooked):  # copies were replaced (reset_ctx, cast): hook the new ones
+                for r, h in m.hooked:
+                    if (r, h) not in live:
+                        h.remove()
+                m.hooked = live
+            for d in data:
+                if d.requires_grad and not any(r() is d for r, _ in m.hooked):
+                    m.hooked.append((weakref.ref(d), d.register_hook(m.grad_hook())))
+            trainer = p._trainer
+            store_updates = (trainer is not None and trainer._kv_initialized and trainer._update_on_kvstore
+                             and not any(p is q for q in trainer._params_to_init))
+            if store_updates and changed:
+                if trainer._distributed:
+                    raise MXNetError(
+                        f"pruning: the masks of {p.name!r} changed while the parameter servers of "
+                        f"{trainer._kvstore.type!r} update it; prune before creating the Trainer, or "
+                        "create it with update_on_kvstore=False")
+                p.set_data(data[0].detach().masked_fill(~m.on(data[0].device), 0))
+                continue
+            with torch.no_grad():
+                for d in data:
+                    d.masked_fill_(~m.on(d.device), 0)
+            if changed and trainer is not None:
+                idx = trainer._param2idx.get(id(p))
+                for u in trainer._updaters if idx is not None else []:
+                    _mask_tensors(u.states.get(idx), m.mask)
+
+    # ---- checkpoints -------------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        """The step count and the masks (uint8 tensors by parameter attribute path): plain values
+        that ``torch.save``/``torch.load(weights_only=True)`` round-trip."""
+        return {"format": _STATE_FORMAT, "num_update": self.num_update,
+                "masks": {k: m.mask.to(torch.uint8) for k, m in self._masked.items()}}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore :meth:`state_dict` into this Pruner after :meth:`apply` (the network must have
+        the same layout); the masks are written into the weights at once."""
+        if self._net is None:
+            raise MXNetError("pruning: call pruner.apply(net) before load_state_dict")
+        if not isinstance(state, Mapping) or state.get("format") != _STATE_FORMAT:
+            raise MXNetError(f"pruning: not a Pruner state (format {_STATE_FORMAT!r} expected)")
+        params = self._net._collect_params_with_prefix()
+        masks = state["masks"]
+        for k, mask in masks.items():
+            p = params.get(k)
+            if p is None or p._data is None or tuple(p.shape or ()) != tuple(mask.shape):
+                raise MXNetError(f"pruning: the state's mask {k!r} {tuple(mask.shape)} does not fit this "
+                                 "network")
+        for m in self._masked.values():
+            m.remove_hooks()
+        self._masked = {k: _Masked(params[k], mask.to(torch.bool).cpu()) for k, mask in masks.items()}
+        self.num_update = int(state["num_update"])
+        self._enforce(changed=True)
+
+
+def _following_batchnorm(net: Block) -> dict[int, Any]:
+    """{id(layer): the BatchNorm right after it in a Sequential}: the normalisation of its outputs."""
+    out: dict[int, Any] = {}
+    for m in net.modules():
+        if not isinstance(m, nn.Sequential):
+            continue
+        children = list(m.children())
+        for a, b in zip(children, children[1:]):
+            if _is_layer(a) and isinstance(b, nn.BatchNorm):
+                out[id(a)] = b
+    return out
+
+
+# ---- compact ------------------------------------------------------------------------------------
+# Leaves that keep the channel axis and map a zero channel to zero (checked for activations).
+_ACTIVATIONS = (nn.Activation, nn.LeakyReLU, nn.ELU, nn.SELU, nn.GELU, nn.Swish)
+_CHANNELWISE = (*_ACTIVATIONS, nn.Dropout, _Pool, _GlobalPool, nn.Identity)
+
+
+def _leaf(m: torch.nn.Module) -> bool:
+    return _is_layer(m) or isinstance(m, nn.BatchNorm) or not any(True for _ in m.children())
+
+
+def _trace(net: Block, sample_input: torch.Tensor) -> list[tuple[Any, Any, Any]]:
+    """The leaf blocks ``net`` runs on ``sample_input``, in order, with their input and output; an
+    error unless they form one chain (each leaf's input is the previous leaf's output)."""
+    from .. import autograd
+
+    calls: list[tuple[Any, Any, Any]] = []
+    inside: list[torch.nn.Module] = []
+
+    def pre(mod: torch.nn.Module, args: tuple[Any, ...]) -> None:
+        inside.append(mod)
+
+    def post(mod: torch.nn.Module, args: tuple[Any, ...], out: Any) -> None:
+        inside.pop()
+        if not inside:  # outermost leaf only (a Conv's own activation child is part of it)
+            calls.append((mod, args[0] if args else None, out))
+
+    handles = []
+    for m in net.modules():
+        if _leaf(m) and m is not net:
+            handles += [m.register_forward_pre_hook(pre), m.register_forward_hook(post)]
+    try:
+        with autograd.predict_mode(), torch.no_grad():
+            out = net(sample_input)
+    finally:
+        for h in handles:
+            h.remove()
+    if not calls:
+        raise MXNetError("pruning.compact: running the network called no layers (a hybridized, compiled "
+                         "network: call net.hybridize(False) first)")
+    prev: Any = sample_input
+    for i, (mod, x, _) in enumerate(calls):
+        if x is not prev:
+            raise MXNetError(f"pruning.compact: {type(mod).__name__} (layer {i}) does not take the previous "
+                             "layer's output; compact handles networks whose layers form one chain "
+                             "(residual adds and concatenations are not supported)")
+        prev = calls[i][2]
+    if out is not prev:
+        raise MXNetError("pruning.compact: the network's output is not its last layer's output")
+    return calls
+
+
+def _dead_channels(layer: Any, segment: list[Any]) -> torch.Tensor:
+    """Bool per output channel of ``layer``: its value is exactly zero after ``segment`` (the leaves
+    up to the next layer) for every input, so the channel can be removed."""
+    w = layer.weight._data[0].detach()
+    dead = (w.reshape(w.shape[0], -1) == 0).all(1)
+    if layer.bias is not None:
+        dead &= layer.bias._data[0].detach() == 0
+    own = layer._act_fn if isinstance(layer, nn.Dense) else layer.act
+    if own is not None:
+        with torch.no_grad():
+            if not bool((own(torch.zeros(1, 1)) == 0).all()):
+                return torch.zeros_like(dead)
+    for m in segment:
+        if isinstance(m, nn.BatchNorm):
+            beta = m.beta.data().detach()
+            scale = m.gamma.data().detach() if m._scale else torch.ones_like(beta)
+            dead &= (beta == 0) & (scale * m.running_mean.data().detach() == 0)
+        elif isinstance(m, _ACTIVATIONS):
+            with torch.no_grad():
+                if not bool((m(torch.zeros(1, 1)) == 0).all()):
+                    return torch.zeros_like(dead)
+        elif not isinstance(m, (nn.Flatten, *_CHANNELWISE)):
+            return torch.zeros_like(dead)
+    return dead
+
+
+def _shrink(p: Parameter, dim: int, keep: torch.Tensor) -> None:
+    """Keep the entries ``keep`` (indices) of ``p`` along ``dim``, on every context."""
+    data = p._check()
+    new = [d.detach().index_select(dim, keep.to(d.device)).clone() for d in data]
+    p._shape = tuple(new[0].shape)
+    p._set_copies(new, list(p._ctx_list))
+
+
+def _copy_net(net: Block) -> Block:
+    """A deep copy of ``net`` whose parameters belong to the copy (and to no Trainer)."""
+    memo: dict[int, Any] = {}
+    for m in net.modules():  # compiled forwards are rebuilt by the copy, not copied
+        if "_compiled" in m.__dict__:
+            memo[id(m.__dict__["_compiled"])] = None
+    new = copy.deepcopy(net, memo)
+    for p in new.collect_params().values():
+        owners = []
+        for ref, attr in p._owners:
+            old = ref()
+            if old is not None:
+                owners.append((weakref.ref(memo.get(id(old), old)), attr))
+        p._owners = owners
+        p._trainer_ref = None
+        p.__dict__.pop("_var", None)
+    for m in new.modules():
+        if "_compiled" in m.__dict__:
+            object.__setattr__(m, "_compiled", None)
+            object.__setattr__(m, "_trial", None)
+    return new
+
+
+def compact(net: Block, sample_input: torch.Tensor) -> Block:
+    """A copy of ``net`` without the channels structured pruning zeroed: smaller Conv/Dense
+    weights, biases and BatchNorms, and the following layers' inputs cut to match; its outputs
+    equal the masked network's (``net`` itself is unchanged).
+
+    ``sample_input`` is one batch: running it finds the order of the layers, which must form one
+    chain (``HybridSequential`` stacks and blocks such as the model zoo's LeNet/VGG/AlexNet whose
+    forward calls them one after the other; residual adds and concatenations are refused).  A
+    channel is removed when its filter and bias are zero and what follows it up to the next layer
+    keeps a zero channel zero (BatchNorm with zero beta and gamma * running_mean, ReLU-like
+    activations, pooling, dropout, flatten).  Layouts must be channels-first (NCHW).
+    """
+    small = _copy_net(net)
+    calls = _trace(small, sample_input)
+    layer_at = [i for i, (m, _, _) in enumerate(calls) if _is_layer(m)]
+    keep: torch.Tensor | None = None  # alive channel indices of the tensor flowing, None: all
+    for pos, (m, x, _) in enumerate(calls):
+        if _is_layer(m):
+            if isinstance(m, _Conv) and m._channels_last and (keep is not None or pos != layer_at[-1]):
+                raise MXNetError(f"pruning.compact: {m.name} uses layout {m._layout}; only channels-first "
+                                 "layouts are compacted")
+            if keep is not None:
+                if not _channel_layer(m):
+                    raise MXNetError(f"pruning.compact: cannot remove input channels of {m!r} "
+                                     "(grouped or transposed convolution)")
+                if isinstance(m, nn.Dense) and x.dim() > 2:
+                    if not m._flatten:
+                        raise MXNetError(f"pruning.compact: Dense {m.name} with flatten=False on a "
+                                         f"{x.dim()}-d input cannot lose input channels")
+                    keep = _spread(keep, x)
+                _shrink(m.weight, 1, keep)
+                if isinstance(m, _Conv):
+                    m._in_channels = len(keep)
+                else:
+                    m._in_units = len(keep)
+                keep = None
+            if pos == layer_at[-1] or not _channel_layer(m):
+                continue
+            nxt = layer_at[layer_at.index(pos) + 1]
+            dead = _dead_channels(m, [c for c, _, _ in calls[pos + 1:nxt]])
+            if not bool(dead.any()):
+                continue
+            keep = (~dead).nonzero().reshape(-1)
+            _shrink(m.weight, 0, keep)
+            if m.bias is not None:
+                _shrink(m.bias, 0, keep)
+            if isinstance(m, _Conv):
+                m._channels = len(keep)
+            else:
+                m._units = len(keep)
+        elif keep is not None:
+            if isinstance(m, nn.BatchNorm):
+                for v in m._vectors():
+                    _shrink(v, 0, keep)
+                m._in_channels = len(keep)
+            elif isinstance(m, nn.Flatten):
+                keep = _spread(keep, x)
+            elif not isinstance(m, _CHANNELWISE):
+                raise MXNetError(f"pruning.compact: {type(m).__name__} between pruned layers is not known "
+                                 "to keep channels apart; compact cannot remove channels through it")
+    return small
+
+
+def _spread(keep: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """Channel indices of an (N, C, ...) tensor as indices of its (N, C*...) flattening."""
+    per = int(x[0, 0].numel()) if x.dim() > 2 else 1
+    return (keep.reshape(-1, 1) * per + torch.arange(per).reshape(1, -1)).reshape(-1)

@@ -1,0 +1,43 @@
+"""Worker functions for tests/test_pruning.py, run in real processes by ``run_workers``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+
+def gradual_horovod(steps: int) -> dict[str, Any]:
+    """Gradual L1 pruning of a small MLP under the 'horovod' store: every rank starts from its own
+    random weights (the store broadcasts rank 0's) and trains on its own data; returns the masks
+    after every step and the final weights."""
+    torch.set_num_threads(1)
+    import mxtorch as mx
+    from mxtorch import autograd, gluon
+    from mxtorch.contrib import pruning
+    from mxtorch.gluon import nn
+
+    kv = mx.kv.create("horovod")
+    mx.random.seed(100 + kv.rank)  # different initial weights: identical only through the store
+    net = nn.HybridSequential()
+    net.add(nn.Dense(16, activation="relu", in_units=8), nn.Dense(4, in_units=16))
+    net.initialize()
+    trainer = gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.1, "momentum": 0.9,
+                                                          "wd": 1e-3}, kvstore=kv)
+    pruner = pruning.Pruner("l1", schedule="polynomial", sparsity=0.75, begin_step=1, end_epoch=2,
+                            steps_per_epoch=3, frequency=2)
+    pruner.apply(net)
+    loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
+    g = torch.Generator().manual_seed(7 + kv.rank)
+    masks: list[dict[str, torch.Tensor]] = []
+    for _ in range(steps):
+        x = torch.randn(6, 8, generator=g)
+        y = torch.randint(0, 4, (6,), generator=g)
+        with autograd.record():
+            loss = loss_fn(net(x), y)
+        loss.backward()
+        trainer.step(6 * kv.num_workers)
+        pruner.step()
+        masks.append(pruner.masks)
+    weights = {k: p.data().detach().clone() for k, p in net._collect_params_with_prefix().items()}
+    return {"masks": masks, "weights": weights, "sparsity": pruning.sparsity(net)["total"]}
