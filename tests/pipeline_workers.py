@@ -49,7 +49,7 @@ def reference(steps: int = 5) -> dict[str, Any]:
 
 
 def train(dp: int, pp: int, schedule: str, micro: int, stages_per_rank: int, path: str,
-          steps: int = 5, tp: int = 1) -> dict[str, Any]:
+          steps: int = 5, tp: int = 1, ckpt: bool = False) -> dict[str, Any]:
     """Pipelined training of build_mlp on this dp rank's share; saves to ``path``; infers on the batch."""
     from mxtorch import gluon, parallel
 
@@ -57,7 +57,7 @@ def train(dp: int, pp: int, schedule: str, micro: int, stages_per_rank: int, pat
     x, y = data()
     pnet = parallel.parallelize(net, parallel.ParallelConfig(dp=dp, pp=pp, tp=tp), micro_batches=micro,
                                 schedule=schedule, stages_per_rank=stages_per_rank,
-                                kvstore="horovod" if dp > 1 else None)
+                                kvstore="horovod" if dp > 1 else None, checkpoint_activations=ckpt)
     share = GLOBAL_BATCH // dp
     mine = slice(pnet.dp_rank * share, (pnet.dp_rank + 1) * share)
     xs, ys = x[mine], y[mine]
@@ -81,6 +81,7 @@ def train_all_schedules(path_prefix: str) -> dict[str, Any]:
     runs = [("gpipe", 4, 1), ("1f1b", 4, 1), ("interleaved", 4, 2), ("zero_bubble", 4, 2)]
     for schedule, micro, spr in runs:
         out[schedule] = train(1, 2, schedule, micro, spr, f"{path_prefix}-{schedule}.params")
+    out["1f1b_ckpt"] = train(1, 2, "1f1b", 4, 1, f"{path_prefix}-1f1b_ckpt.params", ckpt=True)
     return out
 
 

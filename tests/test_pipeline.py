@@ -40,7 +40,7 @@ def check_against(ref, path, result):
 def test_every_schedule_on_two_stages_matches_one_process(run_ranks, tmp_path, ref):
     prefix = str(tmp_path / "pp2")
     r0, r1 = run_ranks(w.train_all_schedules, 2, prefix, timeout=240)
-    for schedule in ("gpipe", "1f1b", "interleaved", "zero_bubble"):
+    for schedule in ("gpipe", "1f1b", "interleaved", "zero_bubble", "1f1b_ckpt"):
         for r in (r0, r1):
             check_against(ref, f"{prefix}-{schedule}.params", r[schedule])
     assert r0["1f1b"]["stages"] == [0] and r1["1f1b"]["stages"] == [1]
@@ -220,3 +220,72 @@ def test_data_pipeline_tensor_3d_on_eight_processes(run_ranks, tmp_path, ref):
     for r in res:
         torch.testing.assert_close(r["out"], ref["out"], rtol=0, atol=1e-5)
     check_against(ref, path, {"out": res[0]["out"], "losses": ref["losses"]})
+
+
+# ---- the planner --------------------------------------------------------------------------------
+
+
+def _synthetic_costs(n_pairs: int, param_mb: float):
+    from mxtorch.parallel.planner import LayerCost
+
+    costs = []
+    for i in range(2 * n_pairs):
+        costs.append(LayerCost(str(i), fwd_s=1e-4, bwd_s=2e-4, act_bytes=4096.0, out_bytes=4096.0,
+                               param_bytes=int(param_mb * 2**20), fixed_s=1e-4))
+    costs.append(LayerCost(str(2 * n_pairs), 1e-5, 2e-5, 4096.0, 40.0, 41000, 1e-4))
+    return costs
+
+
+def _pair_net(n_pairs: int):
+    from mxtorch.gluon import nn
+
+    net = nn.HybridSequential()
+    for _ in range(n_pairs):
+        net.add(nn.Dense(32, activation="relu", in_units=32), nn.Dense(32, in_units=32))
+    net.add(nn.Dense(10, in_units=32))
+    net.initialize()
+    return net
+
+
+def test_planner_splits_the_model_when_data_parallel_does_not_fit():
+    from mxtorch.parallel import plan
+
+    net, x = _pair_net(4), torch.randn(4, 32)
+    costs = _synthetic_costs(4, param_mb=100.0)  # 800 MiB of parameters: x3 with grads and momentum
+    kw = {"world_size": 4, "batch_size": 64, "bandwidth": "10Gbit", "costs": costs}
+    roomy = plan(net, x, memory_per_device="8GiB", **kw)
+    assert all(p.predicted_memory_bytes <= 8 * 2**30 for p in roomy)
+    assert any(p.config.dp == 4 for p in roomy)
+    tight = plan(net, x, memory_per_device="1GiB", **kw)
+    best = tight[0]
+    assert best.config.pp * best.config.tp > 1 and best.predicted_memory_bytes <= 2**30
+    assert all(p.config.dp < 4 for p in tight)  # pure data parallelism (2.4 GiB) is gone
+    assert tight == sorted(tight, key=lambda p: (p.predicted_step_s, p.predicted_memory_bytes))
+    text = best.explain()
+    assert f"dp={best.config.dp} pp={best.config.pp} tp={best.config.tp}" in text and "beats the next" in text
+    with pytest.raises(MXNetError, match=r"needs [0-9.]+ MiB"):
+        plan(net, x, memory_per_device="100MiB", **kw)
+
+
+def test_planner_memory_model_follows_the_schedules():
+    from mxtorch.parallel import plan
+
+    net, x = _pair_net(4), torch.randn(4, 32)
+    costs = _synthetic_costs(4, param_mb=1.0)
+    plans = plan(net, x, world_size=2, memory_per_device="8GiB", batch_size=64, bandwidth="10Gbit",
+                 costs=costs)
+    by = {(p.config.pp, p.config.tp, p.micro_batches, p.schedule, p.checkpointing): p for p in plans}
+    gpipe, f1b = by[(2, 1, 16, "gpipe", False)], by[(2, 1, 16, "1f1b", False)]
+    assert f1b.memory["activations"] < gpipe.memory["activations"]  # 1F1B holds at most pp micro-batches
+    assert by[(2, 1, 16, "gpipe", True)].memory["activations"] < gpipe.memory["activations"]
+    params = {k: by[k].memory["parameters"] for k in [(1, 2, 1, "none", False), (1, 1, 1, "none", False)]}
+    assert params[(1, 2, 1, "none", False)] < params[(1, 1, 1, "none", False)]
+
+
+def test_parse_sizes():
+    from mxtorch.parallel.planner import parse_bandwidth, parse_bytes
+
+    assert parse_bytes("2GiB") == 2 * 2**30 and parse_bytes("512MB") == 512 * 10**6 and parse_bytes(10) == 10
+    assert parse_bandwidth("10Gbit") == 1.25e9 and parse_bandwidth("1GB") == 1e9
+    with pytest.raises(MXNetError, match="cannot read the size"):
+        parse_bytes("lots")

@@ -6,9 +6,10 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from . import cluster, launch, server, train
+from . import cluster, launch, plan, server, train
 
-_SUBCOMMANDS = {"launch": launch, "train": train, "scheduler": server, "server": server, "cluster": cluster}
+_SUBCOMMANDS = {"launch": launch, "train": train, "scheduler": server, "server": server, "cluster": cluster,
+                "plan": plan}
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -4,10 +4,13 @@
 rank layout); ``parallelize(net, cfg, micro_batches, schedule)`` returns a
 :class:`~.pipeline.PipelineNet` whose ``train_step`` runs PyTorch's pipeline schedules
 (``torch.distributed.pipelining``) and whose ``kvstore`` sums gradients over the data-parallel
-group.  Tensor parallelism (``tp > 1``) is not available yet.
+group, and ``tp > 1`` splits Dense pairs over tensor-parallel ranks (:mod:`.tensor`, on DTensor).
+``plan(net, sample_input, world_size, memory_per_device, batch_size)`` ranks the layouts
+(:mod:`.planner`).
 """
 
 from .config import Mesh, ParallelConfig
 from .pipeline import SCHEDULES, PipelineNet, parallelize
+from .planner import Plan, plan
 
-__all__ = ["ParallelConfig", "Mesh", "parallelize", "PipelineNet", "SCHEDULES"]
+__all__ = ["ParallelConfig", "Mesh", "parallelize", "PipelineNet", "SCHEDULES", "plan", "Plan"]

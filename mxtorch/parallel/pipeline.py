@@ -46,12 +46,20 @@ _MAX_DIMS = 8
 class _Stage(torch.nn.Module):
     """A run of consecutive units; its forward feeds each unit's output to the next."""
 
-    def __init__(self, units: Sequence[Unit]) -> None:
+    def __init__(self, units: Sequence[Unit], checkpoint: bool = False) -> None:
         super().__init__()
         self.paths = [u.path for u in units]
         self.units = torch.nn.ModuleList([u.block for u in units])
+        self.checkpoint = checkpoint
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.checkpoint and torch.is_grad_enabled():
+            # activation checkpointing: keep each layer's input only, recompute its inside in backward
+            from torch.utils.checkpoint import checkpoint
+
+            for u in self.units:
+                x = checkpoint(u, x, use_reentrant=False)
+            return x
         for u in self.units:
             x = u(x)
         return x
@@ -130,7 +138,7 @@ class PipelineNet:
 
     def __init__(self, net: Any, cfg: ParallelConfig, micro_batches: int, schedule: str,
                  split_points: Sequence[str] | None, stages_per_rank: int, sample_input: torch.Tensor | None,
-                 kvstore: Any, tp_plan: Any = "auto") -> None:
+                 kvstore: Any, tp_plan: Any = "auto", checkpoint_activations: bool = False) -> None:
         if schedule not in SCHEDULES:
             raise MXNetError(f"parallelize: unknown schedule {schedule!r}; use one of {SCHEDULES}")
         if not isinstance(micro_batches, int) or micro_batches < 1:
@@ -172,7 +180,8 @@ class PipelineNet:
         self.stage_paths = [[u.path for u in units[a:b]] for a, b in bounds]
         # looped placement: stage s on pipeline rank s % pp (torch's convention)
         self.stages = [s for s in range(self.num_stages) if s % pp == self.mesh.pp_rank]
-        self._modules = {s: _Stage(units[bounds[s][0]:bounds[s][1]]) for s in self.stages}
+        self._modules = {s: _Stage(units[bounds[s][0]:bounds[s][1]], checkpoint_activations)
+                         for s in self.stages}
         self._full_meta = self._describe(units, bounds)
         self._check_no_sharing()
         self._release_others(units, bounds)
@@ -539,7 +548,7 @@ class PipelineNet:
 def parallelize(net: Any, cfg: ParallelConfig, micro_batches: int | None = None, schedule: str = "1f1b",
                 split_points: Sequence[str] | None = None, stages_per_rank: int = 1,
                 sample_input: torch.Tensor | None = None, kvstore: Any = "horovod",
-                tp_plan: Any = "auto") -> PipelineNet:
+                tp_plan: Any = "auto", checkpoint_activations: bool = False) -> PipelineNet:
     """Split ``net`` into ``cfg.pp * stages_per_rank`` pipeline stages over the job's ranks.
 
     Every rank calls it with the same, identically initialized network (checked).  With
@@ -551,8 +560,10 @@ def parallelize(net: Any, cfg: ParallelConfig, micro_batches: int | None = None,
     defaults to ``cfg.pp``, the fewest the 1F1B schedules accept.  With ``cfg.tp > 1`` each stage's
     Dense pairs are split over the tensor-parallel ranks (:mod:`.tensor`): ``tp_plan='auto'``
     (Megatron's column -> row pairing) or ``{layer path: 'colwise'|'rowwise'|'replicate'}``.
+    ``checkpoint_activations=True`` keeps only each layer's input for backward and recomputes the
+    rest (less memory, one more forward).
     """
     if micro_batches is None:
         micro_batches = cfg.pp
     return PipelineNet(net, cfg, micro_batches, schedule, split_points, stages_per_rank, sample_input,
-                       kvstore, tp_plan)
+                       kvstore, tp_plan, checkpoint_activations)

@@ -1,0 +1,370 @@
+"""Choose a parallel layout: enumerate (dp, pp, tp, micro-batches, schedule, activation
+checkpointing), predict each one's memory per device and step time, drop what does not fit, rank
+the rest.
+
+The cost model, and where its numbers come from:
+
+* **per layer, measured once on this machine** (:func:`profile_layers`): forward and backward
+  seconds on ``sample_input`` (scaled linearly to a micro-batch), the bytes autograd saves for
+  backward (activations), the output bytes (what crosses a stage boundary), the parameter bytes.
+* **memory per device** = the stage's parameters, gradients and optimizer states (divided by tp for
+  the layers tensor parallelism splits) + the activations of the micro-batches in flight: all m
+  for GPipe, at most pp for 1F1B; with activation checkpointing only each micro-batch's stage
+  input stays, plus one micro-batch's activations while it is recomputed.
+* **step time** = the pipeline's ``(m + pp - 1)`` slots of the slowest stage's forward+backward
+  per micro-batch (a recomputed forward with checkpointing), + tensor-parallel all-reduces (two per
+  Dense pair per micro-batch, ring cost ``2 (tp-1)/tp`` of the activation) + stage-boundary
+  transfers + the data-parallel all-reduce of the stage's gradients (``2 (dp-1)/dp`` of them), at
+  ``bandwidth`` bytes/s (given, or measured by a short two-process all-reduce probe).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from ..base import MXNetError
+from .config import ParallelConfig
+from .split import Unit, chain_units, partition
+from .tensor import auto_plan
+
+__all__ = ["Plan", "LayerCost", "plan", "profile_layers", "parse_bytes", "parse_bandwidth"]
+
+_UNITS = {"": 1, "b": 1, "k": 1e3, "kb": 1e3, "kib": 2**10, "m": 1e6, "mb": 1e6, "mib": 2**20, "g": 1e9,
+          "gb": 1e9, "gib": 2**30, "t": 1e12, "tb": 1e12, "tib": 2**40}
+
+
+def parse_bytes(value: Any) -> int:
+    """``'2GiB'``, ``'512MB'``, ``1e9`` -> bytes."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return int(value)
+    m = re.fullmatch(r"\s*([0-9.]+)\s*([a-zA-Z]*)\s*", str(value))
+    if not m or m.group(2).lower() not in _UNITS:
+        raise MXNetError(f"plan: cannot read the size {value!r}: write e.g. '16GiB', '512MB' or a number "
+                         "of bytes")
+    return int(float(m.group(1)) * _UNITS[m.group(2).lower()])
+
+
+def parse_bandwidth(value: Any) -> float:
+    """``'10Gbit'`` / ``'1.25GB'`` (per second) / a number of bytes per second -> bytes/s."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    m = re.fullmatch(r"\s*([0-9.]+)\s*([a-zA-Z]*?)(bit|b|B)?(/s|ps)?\s*", str(value))
+    if not m:
+        raise MXNetError(f"plan: cannot read the bandwidth {value!r}: write e.g. '10Gbit', '1.25GB' or "
+                         "bytes/s")
+    scale = {"": 1, "k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12, "ki": 2**10, "mi": 2**20, "gi": 2**30}
+    prefix = m.group(2).lower()
+    if prefix not in scale:
+        raise MXNetError(f"plan: unknown unit prefix in bandwidth {value!r}")
+    n = float(m.group(1)) * scale[prefix]
+    return n / 8 if m.group(3) == "bit" else n
+
+
+@dataclass
+class LayerCost:
+    """One unit of the chain: per-sample costs, and a per-call overhead."""
+
+    path: str
+    fwd_s: float
+    bwd_s: float
+    act_bytes: float
+    out_bytes: float
+    param_bytes: int
+    fixed_s: float = 0.0
+    """Seconds per forward+backward call whatever the batch (kernel launches, Python)."""
+
+
+@dataclass
+class Plan:
+    config: ParallelConfig
+    micro_batches: int
+    schedule: str
+    checkpointing: bool
+    predicted_step_s: float
+    predicted_memory_bytes: int
+    split_points: list[str]
+    breakdown: dict[str, float] = field(default_factory=dict)
+    memory: dict[str, float] = field(default_factory=dict)
+    _runner_up: Plan | None = None
+
+    def explain(self) -> str:
+        c = self.config
+        b, m = self.breakdown, self.memory
+        lines = [
+            f"dp={c.dp} pp={c.pp} tp={c.tp}, {self.micro_batches} micro-batches, {self.schedule}"
+            f"{', activation checkpointing' if self.checkpointing else ''}: predicted step "
+            f"{self.predicted_step_s * 1e3:.1f} ms, {self.predicted_memory_bytes / 2**20:.1f} MiB per device",
+            "  step: " + ", ".join(f"{k} {v * 1e3:.1f} ms" for k, v in b.items() if v > 0),
+            "  memory: " + ", ".join(f"{k} {v / 2**20:.1f} MiB" for k, v in m.items() if v > 0),
+        ]
+        if self.split_points:
+            lines.append(f"  stages start at {self.split_points}")
+        r = self._runner_up
+        if r is not None:
+            rc = r.config
+            keys = set(self.breakdown) | set(r.breakdown)
+            why = max(((k, r.breakdown.get(k, 0.0) - self.breakdown.get(k, 0.0)) for k in keys),
+                      key=lambda t: t[1])
+            ratio = r.predicted_step_s / self.predicted_step_s
+            lines.append(f"  it beats the next best (dp={rc.dp} pp={rc.pp} tp={rc.tp}, {r.micro_batches} "
+                         f"micro-batches, {r.schedule}{', checkpointing' if r.checkpointing else ''}: "
+                         f"{r.predicted_step_s * 1e3:.1f} ms) by {ratio:.2f}x, mostly in {why[0]} "
+                         f"({why[1] * 1e3:+.1f} ms there)")
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        c = self.config
+        return (f"Plan(dp={c.dp}, pp={c.pp}, tp={c.tp}, m={self.micro_batches}, {self.schedule}, "
+                f"ckpt={self.checkpointing}, {self.predicted_step_s * 1e3:.1f} ms, "
+                f"{self.predicted_memory_bytes / 2**20:.1f} MiB)")
+
+
+class _Saved:
+    def __init__(self, skip: set[int]) -> None:
+        self.total = 0
+        self.seen: set[int] = set()
+        self.skip = skip
+
+    def pack(self, t: torch.Tensor) -> torch.Tensor:
+        ptr = t.untyped_storage().data_ptr()
+        if ptr not in self.skip and ptr not in self.seen:
+            self.seen.add(ptr)
+            self.total += t.untyped_storage().nbytes()
+        return t
+
+
+def _time_unit(block: Any, x: torch.Tensor, repeats: int, saved: _Saved | None) -> tuple[float, float, Any]:
+    """The fastest forward and backward seconds of ``block`` on ``x`` (and its output)."""
+    from .. import autograd
+
+    fwd, bwd = [], []
+    y: Any = None
+    for r in range(repeats):
+        inp = x.detach().requires_grad_(x.is_floating_point())
+        t0 = time.perf_counter()
+        if r == 0 and saved is not None:
+            with torch.autograd.graph.saved_tensors_hooks(saved.pack, lambda t: t), autograd.record():
+                y = block(inp)
+        else:
+            with autograd.record():
+                y = block(inp)
+        t1 = time.perf_counter()
+        if y.requires_grad:
+            y.backward(torch.ones_like(y))
+        t2 = time.perf_counter()
+        fwd.append(t1 - t0)
+        bwd.append(t2 - t1)
+    for p in block.parameters():
+        p.grad = None
+    return min(fwd), min(bwd), y
+
+
+def profile_layers(units: Sequence[Unit], sample: torch.Tensor, repeats: int = 5) -> list[LayerCost]:
+    """Per-call and per-sample forward+backward seconds of each layer, its saved activation, output and
+    parameter bytes.  Times are the fastest of ``repeats`` (the least disturbed by other work), on
+    the whole sample and on a quarter of it: the difference gives the per-sample cost, the rest is
+    the per-call overhead that a small micro-batch still pays."""
+    from ..gluon.block import _structural_params
+
+    n = max(int(sample.shape[0]), 1)
+    small = max(n // 4, 1)
+    out: list[LayerCost] = []
+    x = sample
+    for u in units:
+        params = [p for p in _structural_params(u.block).values() if p._data is not None]
+        skip = {d.untyped_storage().data_ptr() for p in params for d in p._data or []}
+        saved = _Saved(skip)
+        f, b, y = _time_unit(u.block, x, repeats, saved)
+        fixed = 0.0
+        per_f, per_b = f / n, b / n
+        if small < n:
+            fs, bs, _ = _time_unit(u.block, x[:small], repeats, None)
+            per_f = max((f - fs) / (n - small), f / n * 0.05)
+            per_b = max((b - bs) / (n - small), b / n * 0.05)
+            fixed = max(0.0, f + b - (per_f + per_b) * n)
+        pbytes = sum(d.numel() * d.element_size() for p in params for d in (p._data or [])[:1])
+        out.append(LayerCost(u.path, per_f, per_b, saved.total / n, y.numel() * y.element_size() / n,
+                             int(pbytes), fixed))
+        x = y.detach()
+    return out
+
+
+def _probe_bandwidth() -> float:
+    """Bytes/s of a 16 MiB all-reduce between two local processes (gloo, loopback)."""
+    from ..distributed.testing import run_workers
+
+    secs = run_workers(_probe_rank, 2, timeout=120)
+    t = max(secs)
+    n = 16 * 2**20
+    return 2 * (2 - 1) / 2 * n / t  # ring all-reduce bytes per rank over the time
+
+
+def _probe_rank() -> float:
+    import torch.distributed as dist
+
+    from ..distributed import group
+
+    group.init()
+    buf = torch.ones(4 * 2**20)
+    dist.all_reduce(buf)
+    t0 = time.perf_counter()
+    for _ in range(3):
+        dist.all_reduce(buf)
+    return (time.perf_counter() - t0) / 3
+
+
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def plan(net: Any, sample_input: torch.Tensor, world_size: int, memory_per_device: Any, batch_size: int,
+         bandwidth: Any = None, optimizer_states: int = 1, micro_batches: Sequence[int] = (1, 2, 4, 8, 16),
+         costs: Sequence[LayerCost] | None = None, latency_s: float = 5e-5) -> list[Plan]:
+    """Every layout of ``world_size`` devices that fits ``memory_per_device``, best first.
+
+    ``sample_input``: a few samples of the input (their per-sample costs are measured on this
+    machine); ``batch_size``: the global batch; ``optimizer_states``: tensors of optimizer state
+    per parameter (SGD momentum 1, Adam 2); ``latency_s``: the fixed cost of one message;
+    ``costs``: per-layer costs measured before (:func:`profile_layers`) instead of measuring now.
+    Raises MXNetError when nothing fits, naming the memory the smallest layout would need.
+    """
+    if world_size < 1 or batch_size < 1:
+        raise MXNetError(f"plan: world_size and batch_size must be >= 1, got {world_size}, {batch_size}")
+    mem = parse_bytes(memory_per_device)
+    units = chain_units(net, sample_input)
+    if costs is None:
+        costs = profile_layers(units, sample_input)
+    bw = parse_bandwidth(bandwidth) if bandwidth is not None else _probe_bandwidth()
+    plans: list[Plan] = []
+    for tp in _divisors(world_size):
+        pairs = auto_plan(units, tp) if tp > 1 else {}
+        if tp > 1 and not pairs:
+            continue
+        for pp in _divisors(world_size // tp):
+            dp = world_size // (tp * pp)
+            if pp > len(units) or batch_size % dp:
+                continue
+            local = batch_size // dp
+            for m in micro_batches:
+                if local % m or (pp == 1 and m > 1):
+                    continue
+                for schedule in (("gpipe", "1f1b") if pp > 1 else ("none",)):
+                    if schedule == "1f1b" and m < pp:
+                        continue
+                    for ckpt in (False, True):
+                        cfg = ParallelConfig(dp=dp, pp=pp, tp=tp)
+                        # stages balanced by time, and (when memory is what limits) by memory
+                        for starts in _splits(units, costs, pairs, pp, tp):
+                            plans.append(_predict(units, costs, pairs, cfg, m, schedule, ckpt, local,
+                                                  (bw, latency_s), optimizer_states, starts))
+    unique: dict[Any, Plan] = {}
+    for p in plans:  # the two splits often agree
+        key = (p.config, p.micro_batches, p.schedule, p.checkpointing, tuple(p.split_points))
+        unique.setdefault(key, p)
+    plans = list(unique.values())
+    fits = [p for p in plans if p.predicted_memory_bytes <= mem]
+    if not fits:
+        need = min(plans, key=lambda p: p.predicted_memory_bytes)
+        raise MXNetError(f"plan: no layout of {world_size} devices fits {mem / 2**20:.1f} MiB per device; "
+                         f"the smallest ({need!r}) needs {need.predicted_memory_bytes / 2**20:.1f} MiB: give "
+                         "more memory per device, more devices, or a smaller batch")
+    fits.sort(key=lambda p: (p.predicted_step_s, p.predicted_memory_bytes))
+    if len(fits) > 1:
+        fits[0]._runner_up = next((p for p in fits[1:] if (p.config, p.micro_batches, p.schedule) !=
+                                   (fits[0].config, fits[0].micro_batches, fits[0].schedule)), fits[1])
+    return fits
+
+
+def _cut(values: Sequence[float], pp: int, spans: list[tuple[int, int]]) -> list[int]:
+    """Stage starts balancing ``values``, never inside a tensor-parallel pair (as parallelize does)."""
+    from .pipeline import _atoms
+
+    atoms = _atoms(len(values), spans)
+    cut = partition([sum(values[a:b]) for a, b in atoms], pp)
+    return [atoms[i][0] for i in cut]
+
+
+def _splits(units: Sequence[Unit], costs: Sequence[LayerCost], pairs: dict[str, str], pp: int,
+            tp: int) -> list[list[int] | None]:
+    """None (balance by time, done per plan) and the split balancing parameter bytes."""
+    from .pipeline import _pair_spans
+
+    if pp == 1:
+        return [None]
+    spans = _pair_spans(units, pairs)
+    return [None, _cut([c.param_bytes / (tp if c.path in pairs else 1) + 1.0 for c in costs], pp, spans)]
+
+
+def _predict(units: Sequence[Unit], costs: Sequence[LayerCost], pairs: dict[str, str], cfg: ParallelConfig,
+             m: int, schedule: str, ckpt: bool, local: int, link: tuple[float, float], opt_states: int,
+             starts: list[int] | None = None) -> Plan:
+    bw, lat = link
+    tp, pp, dp = cfg.tp, cfg.pp, cfg.dp
+    mb = local / m  # samples per micro-batch
+    split = {c.path for c in costs if c.path in pairs}
+
+    def share(c: LayerCost, v: float) -> float:
+        return v / tp if c.path in split else v
+
+    per_unit = [share(c, c.fwd_s + c.bwd_s + (c.fwd_s if ckpt else 0.0)) * mb + c.fixed_s for c in costs]
+    if starts is None:
+        from .pipeline import _pair_spans
+
+        starts = _cut(per_unit, pp, _pair_spans(units, pairs)) if pp > 1 else [0]
+    bounds = list(zip(starts, starts[1:] + [len(costs)]))
+    stage_t = [sum(per_unit[a:b]) for a, b in bounds]
+    ring = 2 * (tp - 1) / tp
+
+    def tp_bytes(a: int, b: int) -> float:
+        """Per sample: each row layer's output (forward), each column layer's input gradient
+        (backward; none for the network's own input)."""
+        total = 0.0
+        for i in range(a, b):
+            style = pairs.get(costs[i].path)
+            if style == "rowwise":
+                total += costs[i].out_bytes
+            elif style == "colwise" and i > 0:
+                total += costs[i - 1].out_bytes
+        return total
+
+    def tp_count(a: int, b: int) -> int:
+        return sum(1 for i in range(a, b) if pairs.get(costs[i].path) == "rowwise"
+                   or (pairs.get(costs[i].path) == "colwise" and i > 0))
+
+    tp_comm = [ring * tp_bytes(a, b) * mb / bw + tp_count(a, b) * lat if tp > 1 else 0.0 for a, b in bounds]
+    slot = max(t + c for t, c in zip(stage_t, tp_comm))
+    compute = sum(stage_t) / len(stage_t) * m if pp > 1 else stage_t[0] * m
+    pipeline = (m + pp - 1) * slot
+    boundary = max((costs[b - 1].out_bytes * mb for a, b in bounds[:-1]), default=0.0)
+    pp_comm = (m + pp - 2) * 2 * (boundary / bw + lat) if pp > 1 else 0.0
+    stage_params = [sum(share(c, c.param_bytes) for c in costs[a:b]) for a, b in bounds]
+    dp_comm = 2 * (dp - 1) / dp * max(stage_params) / bw + lat if dp > 1 else 0.0
+    step = pipeline + pp_comm + dp_comm
+    breakdown = {"compute": compute, "bubble": pipeline - compute, "tensor-parallel all-reduce": 0.0,
+                 "stage transfers": pp_comm, "data-parallel all-reduce": dp_comm}
+    if tp > 1:  # inside the pipeline's slots; shown on its own (and taken out of the bubble)
+        breakdown["tensor-parallel all-reduce"] = max(tp_comm) * m
+        breakdown["bubble"] = max(0.0, pipeline - compute - max(tp_comm) * m)
+    # memory of the busiest stage (the first: in 1F1B it holds the most micro-batches)
+    mem_best = 0.0
+    memory: dict[str, float] = {}
+    for i, (a, b) in enumerate(bounds):
+        params = stage_params[i]
+        in_flight = m if schedule in ("gpipe", "none") else min(m, pp - i)
+        acts = sum(share(c, c.act_bytes) for c in costs[a:b]) * mb
+        inp = (costs[a - 1].out_bytes if a > 0 else 0.0) * mb
+        act_mem = in_flight * inp + acts if ckpt else in_flight * acts
+        total = params * (2 + opt_states) + act_mem
+        if total > mem_best:
+            mem_best = total
+            memory = {"parameters": params, "gradients": params, "optimizer state": params * opt_states,
+                      "activations": act_mem}
+    return Plan(cfg, m, schedule, ckpt, step, int(math.ceil(mem_best)),
+                [costs[a].path for a, _ in bounds[1:]], breakdown, memory)
