@@ -61,15 +61,16 @@ class SavedBytes:
         self.refs: dict[int, int] = {}
 
     def pack(self, t: torch.Tensor) -> Any:
-        ptr = t.untyped_storage().data_ptr()
+        local = getattr(t, "_local_tensor", t)  # a DTensor (tensor parallelism): count its local shard
+        ptr = local.untyped_storage().data_ptr()
         if ptr in self.skip:
-            return _Held(t, None, ptr)
+            return _Held(t, None, ptr, 0)
         if ptr not in self.refs:
             self.refs[ptr] = 0
-            self.live += t.untyped_storage().nbytes()
+            self.live += local.untyped_storage().nbytes()
             self.peak = max(self.peak, self.live)
         self.refs[ptr] += 1
-        return _Held(t, self, ptr)
+        return _Held(t, self, ptr, local.untyped_storage().nbytes())
 
     def unpack(self, h: Any) -> torch.Tensor:
         return h.t
@@ -82,12 +83,12 @@ class SavedBytes:
 
 
 class _Held:
-    def __init__(self, t: torch.Tensor, meter: SavedBytes | None, ptr: int) -> None:
-        self.t, self.meter, self.ptr = t, meter, ptr
+    def __init__(self, t: torch.Tensor, meter: SavedBytes | None, ptr: int, nbytes: int) -> None:
+        self.t, self.meter, self.ptr, self.nbytes = t, meter, ptr, nbytes
 
     def __del__(self) -> None:
         if self.meter is not None:
-            self.meter.release(self.ptr, self.t.untyped_storage().nbytes())
+            self.meter.release(self.ptr, self.nbytes)
 
 
 def _fwd_bwd_seconds(module: torch.nn.Module, x: torch.Tensor, repeats: int = 5) -> float:

@@ -133,10 +133,11 @@ class _Saved:
         self.skip = skip
 
     def pack(self, t: torch.Tensor) -> torch.Tensor:
-        ptr = t.untyped_storage().data_ptr()
+        local = getattr(t, "_local_tensor", t)  # a DTensor: its local shard
+        ptr = local.untyped_storage().data_ptr()
         if ptr not in self.skip and ptr not in self.seen:
             self.seen.add(ptr)
-            self.total += t.untyped_storage().nbytes()
+            self.total += local.untyped_storage().nbytes()
         return t
 
 
@@ -196,28 +197,36 @@ def profile_layers(units: Sequence[Unit], sample: torch.Tensor, repeats: int = 5
     return out
 
 
-def _probe_bandwidth() -> float:
-    """Bytes/s of a 16 MiB all-reduce between two local processes (gloo, loopback)."""
+def _probe_link() -> tuple[float, float]:
+    """(bytes/s, seconds per message) between two local processes (gloo, loopback): a 16 MiB
+    all-reduce for the bandwidth, 4-byte all-reduces for the latency."""
     from ..distributed.testing import run_workers
 
-    secs = run_workers(_probe_rank, 2, timeout=120)
-    t = max(secs)
+    results = run_workers(_probe_rank, 2, timeout=120)
+    big = max(r[0] for r in results)
+    small = max(r[1] for r in results)
     n = 16 * 2**20
-    return 2 * (2 - 1) / 2 * n / t  # ring all-reduce bytes per rank over the time
+    return (2 * (2 - 1) / 2 * n / max(big - small, 1e-9), small)  # ring all-reduce bytes per rank
 
 
-def _probe_rank() -> float:
+def _probe_rank() -> tuple[float, float]:
     import torch.distributed as dist
 
     from ..distributed import group
 
     group.init()
-    buf = torch.ones(4 * 2**20)
+    buf, tiny = torch.ones(4 * 2**20), torch.ones(1)
     dist.all_reduce(buf)
     t0 = time.perf_counter()
     for _ in range(3):
         dist.all_reduce(buf)
-    return (time.perf_counter() - t0) / 3
+    big = (time.perf_counter() - t0) / 3
+    for _ in range(5):
+        dist.all_reduce(tiny)
+    t0 = time.perf_counter()
+    for _ in range(50):
+        dist.all_reduce(tiny)
+    return big, (time.perf_counter() - t0) / 50
 
 
 def _divisors(n: int) -> list[int]:
@@ -226,12 +235,13 @@ def _divisors(n: int) -> list[int]:
 
 def plan(net: Any, sample_input: torch.Tensor, world_size: int, memory_per_device: Any, batch_size: int,
          bandwidth: Any = None, optimizer_states: int = 1, micro_batches: Sequence[int] = (1, 2, 4, 8, 16),
-         costs: Sequence[LayerCost] | None = None, latency_s: float = 5e-5) -> list[Plan]:
+         costs: Sequence[LayerCost] | None = None, latency_s: float | None = None) -> list[Plan]:
     """Every layout of ``world_size`` devices that fits ``memory_per_device``, best first.
 
     ``sample_input``: a few samples of the input (their per-sample costs are measured on this
     machine); ``batch_size``: the global batch; ``optimizer_states``: tensors of optimizer state
-    per parameter (SGD momentum 1, Adam 2); ``latency_s``: the fixed cost of one message;
+    per parameter (SGD momentum 1, Adam 2); ``latency_s``: the fixed cost of one message
+    (with ``bandwidth=None`` both are measured by a short two-process probe; else 50 us);
     ``costs``: per-layer costs measured before (:func:`profile_layers`) instead of measuring now.
     Raises MXNetError when nothing fits, naming the memory the smallest layout would need.
     """
@@ -241,7 +251,11 @@ def plan(net: Any, sample_input: torch.Tensor, world_size: int, memory_per_devic
     units = chain_units(net, sample_input)
     if costs is None:
         costs = profile_layers(units, sample_input)
-    bw = parse_bandwidth(bandwidth) if bandwidth is not None else _probe_bandwidth()
+    if bandwidth is None:
+        bw, probed = _probe_link()
+        lat = probed if latency_s is None else latency_s
+    else:
+        bw, lat = parse_bandwidth(bandwidth), (5e-5 if latency_s is None else latency_s)
     plans: list[Plan] = []
     for tp in _divisors(world_size):
         pairs = auto_plan(units, tp) if tp > 1 else {}
@@ -263,7 +277,7 @@ def plan(net: Any, sample_input: torch.Tensor, world_size: int, memory_per_devic
                         # stages balanced by time, and (when memory is what limits) by memory
                         for starts in _splits(units, costs, pairs, pp, tp):
                             plans.append(_predict(units, costs, pairs, cfg, m, schedule, ckpt, local,
-                                                  (bw, latency_s), optimizer_states, starts))
+                                                  (bw, lat), optimizer_states, starts))
     unique: dict[Any, Plan] = {}
     for p in plans:  # the two splits often agree
         key = (p.config, p.micro_batches, p.schedule, p.checkpointing, tuple(p.split_points))

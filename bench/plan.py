@@ -1,0 +1,149 @@
+"""The planner against measurement: every feasible plan of a 4-process job, predicted vs measured.
+
+``parallel.plan`` ranks the layouts of an MLP of Dense pairs (so that tensor parallelism is
+possible) for 4 devices; then each plan is run for real on this machine (4 processes, gloo,
+127.0.0.1, one thread each) with ``parallel.parallelize`` and the plan's settings.  Printed: each
+plan's predicted and measured step time and peak memory (parameters + gradients + momentum +
+the peak of the activations autograd saves, on the busiest rank), the Spearman rank correlation
+of predicted against measured step times (goal >= 0.8), and how far the predicted best is from
+the measured best (goal: within 10 %).
+
+    python bench/plan.py [--width 512] [--pairs 4] [--batch 128] [--steps 5] [--micro 1,4]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from typing import Any
+
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+sys.path.insert(0, HERE)
+
+
+def build(width: int, pairs: int) -> Any:
+    import mxtorch as mx
+    from mxtorch.gluon import nn
+
+    torch.manual_seed(0)
+    net = nn.HybridSequential()
+    for _ in range(pairs):
+        net.add(nn.Dense(width, activation="relu", in_units=width), nn.Dense(width, in_units=width))
+    net.add(nn.Dense(10, in_units=width))
+    net.initialize(mx.init.Xavier())
+    return net
+
+
+def run_config(width: int, pairs: int, batch: int, steps: int, runs: list[dict]) -> list[dict]:
+    """On every rank of one (dp, pp, tp) job: each plan of ``runs`` for ``steps`` timed steps."""
+    from pipeline import SavedBytes
+
+    from mxtorch import gluon, parallel
+
+    out = []
+    for r in runs:
+        cfg = parallel.ParallelConfig(dp=r["dp"], pp=r["pp"], tp=r["tp"])
+        pnet = parallel.parallelize(build(width, pairs), cfg, micro_batches=r["m"],
+                                    schedule="gpipe" if r["schedule"] == "none" else r["schedule"],
+                                    split_points=r["split_points"] or None, checkpoint_activations=r["ckpt"],
+                                    kvstore="horovod" if r["dp"] > 1 else None)
+        tr = gluon.Trainer(pnet.collect_params(), "sgd", {"learning_rate": 0.01, "momentum": 0.9},
+                           kvstore=pnet.kvstore)
+        local = batch // r["dp"]
+        g = torch.Generator().manual_seed(1 + pnet.dp_rank)
+        x = torch.randn(local, width, generator=g)
+        y = torch.randint(0, 10, (local,), generator=g).float()
+        loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
+        meter = SavedBytes([p.data() for p in pnet.collect_params().values()])
+        times = []
+        for i in range(steps + 2):
+            t0 = time.perf_counter()
+            with torch.autograd.graph.saved_tensors_hooks(meter.pack, meter.unpack):
+                pnet.train_step(x, y, loss_fn)
+            tr.step(batch)
+            if i >= 2:
+                times.append(time.perf_counter() - t0)
+        out.append({"step": statistics.median(times), "memory": pnet.param_bytes() * 3 + meter.peak})
+    return out
+
+
+def spearman(a: list[float], b: list[float]) -> float:
+    def ranks(v: list[float]) -> list[float]:
+        order = sorted(range(len(v)), key=lambda i: v[i])
+        r = [0.0] * len(v)
+        i = 0
+        while i < len(order):
+            j = i
+            while j + 1 < len(order) and v[order[j + 1]] == v[order[i]]:
+                j += 1
+            for k in range(i, j + 1):
+                r[order[k]] = (i + j) / 2
+            i = j + 1
+        return r
+
+    ra, rb = ranks(a), ranks(b)
+    ma, mb = statistics.mean(ra), statistics.mean(rb)
+    cov = sum((x - ma) * (y - mb) for x, y in zip(ra, rb))
+    var = (sum((x - ma) ** 2 for x in ra) * sum((y - mb) ** 2 for y in rb)) ** 0.5
+    return cov / var if var else 0.0
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--width", type=int, default=512)
+    ap.add_argument("--pairs", type=int, default=4)
+    ap.add_argument("--batch", type=int, default=128)
+    ap.add_argument("--steps", type=int, default=5)
+    ap.add_argument("--micro", default="1,4")
+    ap.add_argument("--memory", default="8GiB")
+    args = ap.parse_args()
+    from mxtorch import parallel
+    from mxtorch.distributed.testing import run_workers
+
+    torch.set_num_threads(1)
+    net = build(args.width, args.pairs)
+    sample = torch.randn(16, args.width)
+    plans = parallel.plan(net, sample, world_size=4, memory_per_device=args.memory, batch_size=args.batch,
+                          micro_batches=[int(v) for v in args.micro.split(",")])
+    print(f"torch {torch.__version__}, {os.cpu_count()} cores; {args.pairs} pairs of Dense({args.width}), "
+          f"global batch {args.batch}, 4 processes x 1 thread; {len(plans)} feasible plans")
+    groups: dict[tuple[int, int, int], list[int]] = {}
+    for i, p in enumerate(plans):
+        groups.setdefault((p.config.dp, p.config.pp, p.config.tp), []).append(i)
+    measured: dict[int, dict] = {}
+    for (dp, pp, tp), idx in groups.items():
+        runs = [{"dp": dp, "pp": pp, "tp": tp, "m": plans[i].micro_batches, "schedule": plans[i].schedule,
+                 "ckpt": plans[i].checkpointing, "split_points": plans[i].split_points} for i in idx]
+        path = os.pathsep.join([HERE, os.path.dirname(HERE)])
+        per_rank = run_workers(run_config, 4, args.width, args.pairs, args.batch, args.steps, runs,
+                               timeout=1800, env={"PYTHONPATH": path})
+        for j, i in enumerate(idx):
+            measured[i] = {"step": max(r[j]["step"] for r in per_rank),
+                           "memory": max(r[j]["memory"] for r in per_rank)}
+    print(f"{'#':>3} {'dp':>3} {'pp':>3} {'tp':>3} {'m':>3} {'schedule':<8} {'ckpt':<5} {'pred ms':>8} "
+          f"{'meas ms':>8} {'pred MiB':>9} {'meas MiB':>9}")
+    for i, p in enumerate(plans):
+        c = p.config
+        print(f"{i + 1:>3} {c.dp:>3} {c.pp:>3} {c.tp:>3} {p.micro_batches:>3} {p.schedule:<8} "
+              f"{'yes' if p.checkpointing else 'no':<5} {p.predicted_step_s * 1e3:>8.1f} "
+              f"{measured[i]['step'] * 1e3:>8.1f} {p.predicted_memory_bytes / 2**20:>9.2f} "
+              f"{measured[i]['memory'] / 2**20:>9.2f}")
+    pred = [p.predicted_step_s for p in plans]
+    meas = [measured[i]["step"] for i in range(len(plans))]
+    rho_t = spearman(pred, meas)
+    rho_m = spearman([p.predicted_memory_bytes for p in plans],
+                     [measured[i]["memory"] for i in range(len(plans))])
+    best = min(range(len(plans)), key=lambda i: meas[i])
+    print(f"Spearman rank correlation, step time: {rho_t:.2f} (goal >= 0.8); peak memory: {rho_m:.2f}")
+    print(f"predicted best (#1) measured {meas[0] * 1e3:.1f} ms; measured best (#{best + 1}) "
+          f"{meas[best] * 1e3:.1f} ms: {meas[0] / meas[best] - 1:+.1%} (goal within 10 %)")
+
+
+if __name__ == "__main__":
+    main()
