@@ -289,3 +289,22 @@ def test_parse_sizes():
     assert parse_bandwidth("10Gbit") == 1.25e9 and parse_bandwidth("1GB") == 1e9
     with pytest.raises(MXNetError, match="cannot read the size"):
         parse_bytes("lots")
+
+
+def test_mxtorch_train_plan_auto_trains_with_the_planned_layout(tmp_path):
+    import json
+
+    import mxtorch as mx
+    from mxtorch.cli.main import main
+
+    out = tmp_path / "run"
+    rc = main(["train", "--plan", "auto", "--workers", "2", "--model", "mlp", "--data-root",
+               mx.gluon.data.vision.EMBEDDED_FASHION_MNIST_ROOT, "--epochs", "1", "--batch-size", "128",
+               "--lr", "0.1", "--output", str(out), "--no-progress"])
+    assert rc == 0
+    metrics = json.loads((out / "metrics.json").read_text())
+    layout = metrics["pipeline"]
+    assert layout["planned"] and layout["dp"] * layout["pp"] * layout["tp"] == 2
+    assert metrics["final_test_acc"] > 0.6
+    with pytest.raises(SystemExit, match="--workers N"):
+        main(["train", "--plan", "auto", "--model", "mlp"])

@@ -70,6 +70,8 @@ class TrainConfig:
     dp: int = 0
     micro_batches: int = 4
     schedule: str = "1f1b"
+    plan: str | None = None
+    plan_memory: str = "4GiB"
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -130,6 +132,10 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                    help="micro-batches per step and data-parallel rank (with --pp)")
     p.add_argument("--schedule", default=d.schedule, choices=("gpipe", "1f1b", "interleaved", "zero_bubble"),
                    help="pipeline schedule (with --pp)")
+    p.add_argument("--plan", default=d.plan, choices=("auto",),
+                   help="choose dp x pp x tp, micro-batches and schedule with mxtorch.parallel.plan "
+                        "(needs --workers N or a launched job)")
+    p.add_argument("--plan-memory", default=d.plan_memory, help="memory per device the plan must fit")
     return p
 
 
@@ -449,6 +455,15 @@ def run(args: argparse.Namespace) -> int:
         raise SystemExit(f"--compression {cfg.compression} compresses what workers send each other: add "
                          "--workers 2 (or more) and --kvstore horovod (or allreduce, or dist_sync with "
                          "--servers 1)")
+    if cfg.plan and launched_world_size() is None and cfg.workers < 2:
+        raise SystemExit("--plan auto chooses how to split the job over its processes: add --workers N "
+                         "(N >= 2) or run under mxtorch launch")
+    if cfg.plan and launched_world_size() is None:
+        argv = getattr(args, "argv", None)
+        return _run_workers(cfg, list(argv) if argv is not None else sys.argv[1:])
+    if cfg.plan:
+        train_pipelined(cfg)
+        return 0
     if cfg.pp > 1 or cfg.dp > 1:
         if cfg.pp < 1 or cfg.dp < 0 or cfg.micro_batches < 1:
             raise SystemExit("--pp and --micro-batches must be >= 1, --dp >= 0")
@@ -472,6 +487,49 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+_PLAN_SCHEDULES = ("none", "gpipe", "1f1b")
+
+
+def _agreed_plan(cfg: TrainConfig, info: Any) -> dict[str, Any]:
+    """Rank 0 runs mxtorch.parallel.plan for this job and broadcasts the winner (as integers)."""
+    import torch
+    import torch.distributed as dist
+
+    import mxtorch as mx
+
+    from .. import parallel
+    from ..gluon import model_zoo
+    from ..gluon.data.vision import transforms
+    from ..parallel.split import chain_units
+
+    header = torch.zeros(6 + 16, dtype=torch.int64)
+    mx.random.seed(cfg.seed)
+    net = model_zoo.vision.get_model(cfg.model, classes=100 if cfg.dataset == "cifar100" else 10)
+    net.initialize(mx.init.Xavier(magnitude=2.24))
+    train_set, _, _ = load_datasets(cfg)
+    to_tensor = transforms.ToTensor()
+    sample = torch.stack([to_tensor(train_set[i][0]) for i in range(16)])
+    with mx.autograd.predict_mode():
+        net(sample)
+    units = chain_units(net, sample)
+    if info.rank == 0:
+        plans = parallel.plan(net, sample, world_size=info.world_size, memory_per_device=cfg.plan_memory,
+                              batch_size=cfg.batch_size, bandwidth="8Gbit", micro_batches=(1, 2, 4, 8))
+        best = plans[0]
+        print(f"plan: {len(plans)} layouts fit {cfg.plan_memory}; the winner:\n{best.explain()}", flush=True)
+        paths = [u.path for u in units]
+        starts = [paths.index(p) for p in best.split_points]
+        header[:6] = torch.tensor([best.config.dp, best.config.pp, best.config.tp, best.micro_batches,
+                                   _PLAN_SCHEDULES.index(best.schedule), int(best.checkpointing)])
+        header[6:6 + len(starts)] = torch.tensor(starts, dtype=torch.int64)
+    dist.broadcast(header, src=0)
+    dp, pp, tp, m, sched, ck = (int(v) for v in header[:6])
+    starts = [int(v) for v in header[6:6 + pp - 1]]
+    schedule = "gpipe" if sched == 0 else _PLAN_SCHEDULES[sched]  # one stage: any schedule runs it
+    return {"dp": dp, "pp": pp, "tp": tp, "m": m, "schedule": schedule, "ckpt": bool(ck),
+            "split_points": [units[i].path for i in starts] or None}
+
+
 def train_pipelined(cfg: TrainConfig, log: Any = None) -> dict[str, Any]:
     """``train`` with the network cut into ``cfg.pp`` pipeline stages (mxtorch.parallel) and ``dp``
     data-parallel replicas of the pipeline; every rank runs this, rank 0 prints and writes files."""
@@ -486,8 +544,14 @@ def train_pipelined(cfg: TrainConfig, log: Any = None) -> dict[str, Any]:
     from ..progress import ProgressBar
 
     info = distributed.init()
-    dp = cfg.dp or info.world_size // cfg.pp
     lead = info.rank == 0
+    tp, ckpt, split_points = 1, False, None
+    if cfg.plan:
+        chosen = _agreed_plan(cfg, info)
+        cfg = replace(cfg, pp=chosen["pp"], dp=chosen["dp"], micro_batches=chosen["m"],
+                      schedule=chosen["schedule"])
+        tp, ckpt, split_points = chosen["tp"], chosen["ckpt"], chosen["split_points"]
+    dp = cfg.dp or info.world_size // cfg.pp
 
     def say(msg: str) -> None:
         if lead:
@@ -502,7 +566,7 @@ def train_pipelined(cfg: TrainConfig, log: Any = None) -> dict[str, Any]:
     train_set, test_set, data_desc = load_datasets(cfg)
     say(f"data: {data_desc}")
     to_tensor = transforms.ToTensor()
-    pcfg = parallel.ParallelConfig(dp=dp, pp=cfg.pp)
+    pcfg = parallel.ParallelConfig(dp=dp, pp=cfg.pp, tp=tp)
     dp_rank = pcfg.coords(info.rank)[0]
     sampler = SplitSampler(len(train_set), dp, dp_rank, even_size=True, seed=cfg.seed)
     local = cfg.batch_size // dp
@@ -517,7 +581,8 @@ def train_pipelined(cfg: TrainConfig, log: Any = None) -> dict[str, Any]:
         net(sample)  # finishes deferred shapes alike on every rank (same seed)
     pnet = parallel.parallelize(net, pcfg, micro_batches=cfg.micro_batches, schedule=cfg.schedule,
                                 stages_per_rank=2 if cfg.schedule in ("interleaved", "zero_bubble") else 1,
-                                sample_input=sample, kvstore="horovod" if dp > 1 else None)
+                                sample_input=sample, kvstore="horovod" if dp > 1 else None,
+                                split_points=split_points, checkpoint_activations=ckpt)
     opt_params: dict[str, Any] = {"learning_rate": cfg.lr, "wd": cfg.wd}
     if cfg.lr_schedule == "cosine":
         opt_params["lr_scheduler"] = mx.lr_scheduler.CosineScheduler(
@@ -526,7 +591,7 @@ def train_pipelined(cfg: TrainConfig, log: Any = None) -> dict[str, Any]:
         opt_params["momentum"] = cfg.momentum
     trainer = Trainer(pnet.collect_params(), cfg.optimizer, opt_params, kvstore=pnet.kvstore)
     loss_fn = loss.SoftmaxCrossEntropyLoss()
-    say(f"model: {cfg.model}  pipeline: dp={dp} x pp={cfg.pp}, {cfg.schedule}, {cfg.micro_batches} "
+    say(f"model: {cfg.model}  layout: dp={dp} x pp={cfg.pp} x tp={tp}, {cfg.schedule}, {cfg.micro_batches} "
         f"micro-batches  stages: {pnet.stage_paths[0][0]}..{pnet.stage_paths[-1][-1]} in {pnet.num_stages}  "
         f"optimizer: {cfg.optimizer}  batch: {cfg.batch_size}  epochs: {cfg.epochs}")
     history = []
@@ -556,7 +621,9 @@ def train_pipelined(cfg: TrainConfig, log: Any = None) -> dict[str, Any]:
     result = {"config": asdict(cfg), "data": data_desc, "epochs": history,
               "final_test_acc": history[-1]["test_acc"] if history else None,
               "total_seconds": time.perf_counter() - t_start, "workers": info.world_size,
-              "pipeline": {"dp": dp, "pp": cfg.pp, "schedule": cfg.schedule, "stages": pnet.stage_paths},
+              "pipeline": {"dp": dp, "pp": cfg.pp, "tp": tp, "schedule": cfg.schedule,
+                           "micro_batches": cfg.micro_batches, "stages": pnet.stage_paths,
+                           "tp_plan": pnet.tp_plan, "planned": bool(cfg.plan)},
               "torch": torch.__version__, "mxtorch": mx.__version__}
     os.makedirs(cfg.output, exist_ok=True)
     params_path = os.path.join(cfg.output, "model.params")
