@@ -70,6 +70,7 @@ _SUBMODULES = {
     "base": "mxtorch.base",
     "io": "mxtorch.io",
     "parallel": "mxtorch.parallel",
+    "checkpoint": "mxtorch.checkpoint",
 }
 
 __all__ = [

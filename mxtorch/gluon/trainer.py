@@ -530,6 +530,10 @@ class Trainer:
         compressed: to resume a compressed multi-worker job exactly, every worker saves its own
         file (e.g. ``f"trainer.states.{kv.rank}"``).  Not collective: rank 0 alone may call it.
         """
+        atomic_write_bytes(fname, self._dump_states())
+
+    def _dump_states(self) -> bytes:
+        """The bytes :meth:`save_states` writes (``mxtorch.checkpoint`` stores them too)."""
         self._ensure_kvstore()
         if self._update_on_kvstore:
             assert self._kvstore is not None
@@ -544,7 +548,7 @@ class Trainer:
             compression=None if compressor is None else states_io.compression_section(
                 compressor, kv.rank if kv is not None else 0, kv.num_workers if kv is not None else 1),
             hooks={} if hook is None else {hook.name: hook.state_dict()})
-        atomic_write_bytes(fname, states_io.encode(states))
+        return states_io.encode(states)
 
     def load_states(self, fname: str, strict: bool = True) -> None:
         """Load states saved by :meth:`save_states` (never unpickles; older files holding only the
@@ -560,12 +564,17 @@ class Trainer:
         self._ensure_kvstore()
         with open(fname, "rb") as f:
             raw = f.read()
-        states = states_io.decode(raw, fname)
+        self._restore_states(raw, fname, strict)
+
+    def _restore_states(self, raw: bytes, source: str, strict: bool = True) -> None:
+        """:meth:`load_states` from the file's bytes (``source`` names them in errors)."""
+        self._ensure_kvstore()
+        states = states_io.decode(raw, source)
         compressor = self._compressor()
         hooks = {} if self._update_hook is None else {self._update_hook.name: self._update_hook}
         kv = self._kvstore
         restore_comp, restore_hooks = states_io.check_restorable(
-            states, compressor, hooks, kv.rank if kv is not None else 0, strict, fname)
+            states, compressor, hooks, kv.rank if kv is not None else 0, strict, source)
         if self._update_on_kvstore:
             assert kv is not None
             self._store_optimizer_states(kv, states.optimizer)  # into the optimizer the store was given

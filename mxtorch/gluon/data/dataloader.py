@@ -5,6 +5,7 @@ from __future__ import annotations
 import collections
 import concurrent.futures
 import numbers
+import warnings
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
@@ -12,6 +13,7 @@ import numpy as np
 import torch
 import torch.utils.data
 
+from ...base import MXNetError
 from .dataset import Dataset, SimpleDataset
 from .sampler import BatchSampler, RandomSampler, Sampler, SequentialSampler
 
@@ -99,6 +101,19 @@ class _BatchFetcher(torch.utils.data.Dataset):
         return len(self.dataset)
 
 
+class _PassSampler:
+    """What torch's DataLoader iterates for worker processes: the loader's index batches of a pass."""
+
+    def __init__(self, loader: DataLoader) -> None:
+        self._loader = loader
+
+    def __iter__(self) -> Iterator[Any]:
+        return self._loader._pass_batches()
+
+    def __len__(self) -> int:
+        return len(self._loader)
+
+
 class DataLoader:
     """Loads mini-batches from ``dataset``.
 
@@ -116,6 +131,11 @@ class DataLoader:
     ``auto_reload=True`` (MXNet 1.9) makes the next epoch's iterator as soon as one epoch ends
     (and at construction), so worker processes start loading before the next ``iter()``;
     ``refresh()`` does that by hand and ``clean()`` drops it.  Batches are the same either way.
+
+    :meth:`state_dict` / :meth:`load_state_dict` save and restore the position: passes completed,
+    batches taken from the pass in progress, and the samplers' states (see
+    :mod:`~mxtorch.gluon.data.sampler`).  A restored loader's next pass repeats the saved one and
+    skips the batches already taken (their indices are drawn, nothing is loaded).
     """
 
     def __init__(
@@ -172,8 +192,50 @@ class DataLoader:
         self._executor: concurrent.futures.ThreadPoolExecutor | None = None
         self.auto_reload = bool(auto_reload)
         self._iter: Iterator[Any] | None = None
+        self._epochs = 0  # passes completed
+        self._consumed = 0  # batches handed out by the pass in progress
+        self._skip = 0  # batches the next pass skips (load_state_dict)
+        self._count_from = 0
         if self.auto_reload:
             self.refresh()
+
+    def state_dict(self) -> dict[str, Any]:
+        """The loading position, as a JSON-able dict: ``epoch`` (passes completed), ``batches``
+        (taken from the pass in progress) and the batch sampler's state (``None`` for a sampler
+        without ``state_dict``).
+
+        Exact for ``num_workers=0``, thread pools and worker processes; with worker processes
+        and ``auto_reload`` the next pass's sampler may already have drawn its order."""
+        bs = self._batch_sampler
+        return {"format": "mxtorch.gluon.DataLoader", "version": 1, "epoch": self._epochs,
+                "batches": self._consumed,
+                "sampler": bs.state_dict() if hasattr(bs, "state_dict") else None}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Resume at a position saved by :meth:`state_dict`: the next pass repeats the saved pass
+        and starts after its ``batches`` batches.  Call it before iterating."""
+        if not isinstance(state, dict) or state.get("format") != "mxtorch.gluon.DataLoader":
+            raise MXNetError(f"not a DataLoader state: {state!r:.200}")
+        if state.get("version") != 1:
+            raise MXNetError(f"DataLoader state version {state.get('version')!r} is not one this mxtorch "
+                             "reads (1)")
+        epoch, batches = state.get("epoch"), state.get("batches")
+        for name, v in (("epoch", epoch), ("batches", batches)):
+            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+                raise MXNetError(f"bad DataLoader state: {name} {v!r}")
+        assert isinstance(epoch, int) and isinstance(batches, int)
+        bs, sampler_state = self._batch_sampler, state.get("sampler")
+        if sampler_state is not None and hasattr(bs, "load_state_dict"):
+            bs.load_state_dict(sampler_state, replay=batches > 0)
+        elif batches > 0:
+            warnings.warn(f"this DataLoader's batch sampler ({type(bs).__name__}) has no state_dict/"
+                          f"load_state_dict: the resumed pass skips {batches} batches of a new order, which "
+                          "equals the saved one only if the sampler is deterministic", stacklevel=2)
+        self._epochs, self._skip, self._count_from = epoch, batches, batches
+        if self._iter is not None:  # a pass prefetched before the position was known
+            self._iter = None
+            if self.auto_reload:
+                self.refresh()
 
     def refresh(self) -> None:
         """Start loading an epoch now; the next ``iter()`` continues from it."""
@@ -193,8 +255,27 @@ class DataLoader:
 
     def __iter__(self) -> Iterator[Any]:
         if self._iter is None and not self.auto_reload:
-            return self._new_iter()
-        return self._reloading_iter()
+            return self._counting(self._new_iter())
+        return self._counting(self._reloading_iter())
+
+    def _counting(self, it: Iterator[Any]) -> Iterator[Any]:
+        """``it``, counting the batches handed out (for :meth:`state_dict`)."""
+        self._consumed, self._count_from = self._count_from, 0
+        for batch in it:
+            self._consumed += 1  # counted before the caller works on it: a checkpoint then includes it
+            yield batch
+        self._consumed = 0
+        self._epochs += 1
+
+    def _pass_batches(self) -> Iterator[Any]:
+        """The batch sampler's index batches, less the ones a restored position skips (a generator:
+        nothing happens before the first batch is asked for; torch's iterator makes and drops one)."""
+        skip, self._skip = self._skip, 0
+        it = iter(self._batch_sampler)
+        for _ in range(skip):
+            if next(it, None) is None:
+                return
+        yield from it
 
     def _reloading_iter(self) -> Iterator[Any]:
         it = self._iter if self._iter is not None else self._new_iter()
@@ -212,7 +293,7 @@ class DataLoader:
 
     def _iter_same_process(self) -> Iterator[Any]:
         fetch = self._fetcher.__getitem__
-        for indices in self._batch_sampler:
+        for indices in self._pass_batches():
             # One intra-op thread while loading: a batch's ops are small, and torch's thread pool
             # costs far more than it gains on them whenever the cores are busy (measured: an
             # epoch of Fashion-MNIST took 3.4 s instead of 0.1 s with 2 threads on 2 loaded cores).
@@ -232,7 +313,7 @@ class DataLoader:
                 max_workers=self._num_workers, thread_name_prefix="mxtorch-dataloader"
             )
         pending: collections.deque[concurrent.futures.Future[Any]] = collections.deque()
-        indices_iter = iter(self._batch_sampler)
+        indices_iter = self._pass_batches()
         window = max(self._prefetch, self._num_workers)
         try:
             for indices in indices_iter:
@@ -254,7 +335,7 @@ class DataLoader:
             self._torch_loader = torch.utils.data.DataLoader(
                 self._fetcher,
                 batch_size=None,
-                sampler=self._batch_sampler,  # type: ignore[arg-type]
+                sampler=_PassSampler(self),  # type: ignore[arg-type]
                 collate_fn=_identity,
                 num_workers=self._num_workers,
                 pin_memory=self._pin_memory,
@@ -262,7 +343,15 @@ class DataLoader:
                 prefetch_factor=max(1, -(-self._prefetch // self._num_workers)),
                 persistent_workers=True,
             )
-        return iter(self._torch_loader)
+        if self._skip == 0:
+            return iter(self._torch_loader)
+        # a replayed pass (load_state_dict): torch's iterator draws its workers' base seed from the
+        # global generator, which the interrupted pass did before the checkpoint; do not draw twice
+        rng = torch.get_rng_state()
+        try:
+            return iter(self._torch_loader)
+        finally:
+            torch.set_rng_state(rng)
 
     def __del__(self) -> None:
         executor = getattr(self, "_executor", None)

@@ -3,10 +3,17 @@
 Random draws come from torch's global generator (``torch.manual_seed`` makes them repeatable),
 except :class:`SplitSampler`, which shuffles with its own seed so that every worker of a
 distributed job draws the same permutation.
+
+The built-in samplers have ``state_dict()`` / ``load_state_dict(state, replay=False)``: JSON-able
+dicts that :meth:`DataLoader.state_dict` (and so :mod:`mxtorch.checkpoint`) saves.  A state
+describes the pass in progress (or last started); ``replay=True`` makes the next pass repeat it
+exactly (same order, same rollover leftovers) without drawing from torch's global generator, so a
+job resumed in the middle of an epoch sees the batches the uninterrupted job would have seen.
 """
 
 from __future__ import annotations
 
+import base64
 import math
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
@@ -14,6 +21,8 @@ from typing import Any
 import numpy as np
 import torch
 import torch.utils.data
+
+from ...base import MXNetError
 
 __all__ = [
     "Sampler",
@@ -34,6 +43,16 @@ def _check_int(name: str, value: Any, minimum: int) -> int:
     if value < minimum:
         raise ValueError(f"{name} must be an int >= {minimum}, got {value!r}")
     return int(value)
+
+
+def _check_state(sampler: Any, state: Any) -> dict[str, Any]:
+    """``state`` checked to be a state dict of ``sampler``'s class."""
+    name = type(sampler).__name__
+    if not isinstance(state, dict) or state.get("type") != name:
+        got = state.get("type") if isinstance(state, dict) else type(state).__name__
+        raise MXNetError(f"cannot load the state of a {got!r} sampler into a {name}: the data loader must be "
+                         "built as it was when the state was saved")
+    return state
 
 
 class Sampler(torch.utils.data.Sampler):
@@ -63,22 +82,60 @@ class SequentialSampler(Sampler):
     def __len__(self) -> int:
         return self._length
 
+    def state_dict(self) -> dict[str, Any]:
+        """This sampler's order depends on nothing but its arguments: the state is its type."""
+        return {"type": type(self).__name__}
+
+    def load_state_dict(self, state: dict[str, Any], replay: bool = False) -> None:
+        _check_state(self, state)
+
     def __repr__(self) -> str:
         return f"SequentialSampler(length={self._length}, start={self._start})"
 
 
 class RandomSampler(Sampler):
-    """A fresh random permutation of ``[0, length)`` on every pass (torch's global generator)."""
+    """A fresh random permutation of ``[0, length)`` on every pass (torch's global generator).
+
+    Each pass remembers the generator state it drew from (a few KB), which is what
+    :meth:`state_dict` saves: a replayed pass draws the same permutation from a private generator.
+    """
 
     def __init__(self, length: int) -> None:
         super().__init__()
         self._length = _check_int("length", length, 0)
+        self._pass_rng: torch.Tensor | None = None  # the global generator's state the last pass drew from
+        self._replay: torch.Tensor | None = None
 
     def __iter__(self) -> Iterator[int]:
+        if self._replay is not None:
+            gen = torch.Generator()
+            gen.set_state(self._replay)
+            self._pass_rng, self._replay = self._replay, None
+            return iter(torch.randperm(self._length, generator=gen).tolist())
+        self._pass_rng = torch.get_rng_state()
         return iter(torch.randperm(self._length).tolist())
 
     def __len__(self) -> int:
         return self._length
+
+    def state_dict(self) -> dict[str, Any]:
+        rng = None if self._pass_rng is None else base64.b64encode(self._pass_rng.numpy().tobytes()).decode()
+        return {"type": "RandomSampler", "length": self._length, "pass_rng": rng}
+
+    def load_state_dict(self, state: dict[str, Any], replay: bool = False) -> None:
+        """``replay``: the next pass repeats the saved one (torch's global generator is not used)."""
+        _check_state(self, state)
+        if not replay:
+            self._replay = None
+            return
+        if state.get("length") != self._length:
+            raise MXNetError(f"cannot replay a RandomSampler pass over {state.get('length')} samples on "
+                             f"one of {self._length}: the dataset changed")
+        rng = state.get("pass_rng")
+        if not isinstance(rng, str):
+            raise MXNetError("this RandomSampler state has no pass to replay (no pass had started)")
+        raw = bytearray(base64.b64decode(rng))
+        self._replay = torch.frombuffer(raw, dtype=torch.uint8).clone()
 
     def __repr__(self) -> str:
         return f"RandomSampler(length={self._length})"
@@ -99,6 +156,13 @@ class FilterSampler(Sampler):
     def __len__(self) -> int:
         return len(self._indices)
 
+    def state_dict(self) -> dict[str, Any]:
+        """This sampler's order depends on nothing but its arguments: the state is its type."""
+        return {"type": type(self).__name__}
+
+    def load_state_dict(self, state: dict[str, Any], replay: bool = False) -> None:
+        _check_state(self, state)
+
 
 class BatchSampler(Sampler):
     """Groups the indices of ``sampler`` into lists of ``batch_size``.
@@ -116,9 +180,15 @@ class BatchSampler(Sampler):
             raise ValueError(f"last_batch must be one of {list(_LAST_BATCH_MODES)}, got {last_batch!r}")
         self._last_batch = last_batch
         self._prev: list[Any] = []
+        self._pass_prev: list[Any] = []  # the rollover leftovers the pass in progress started with
+        self._replay_prev: list[Any] | None = None
 
     def __iter__(self) -> Iterator[list[Any]]:
-        batch, self._prev = self._prev, []
+        if self._replay_prev is not None:
+            batch, self._replay_prev, self._prev = self._replay_prev, None, []
+        else:
+            batch, self._prev = self._prev, []
+        self._pass_prev = list(batch)
         for i in self._sampler:
             batch.append(i)
             if len(batch) == self._batch_size:
@@ -137,6 +207,26 @@ class BatchSampler(Sampler):
         if self._last_batch == "discard":
             return n // self._batch_size
         return (len(self._prev) + n) // self._batch_size
+
+    def state_dict(self) -> dict[str, Any]:
+        """The rollover leftovers (for the next pass and the one in progress) and the inner
+        sampler's state (``None`` when it has no ``state_dict``)."""
+        inner = self._sampler.state_dict() if hasattr(self._sampler, "state_dict") else None
+        return {"type": "BatchSampler", "batch_size": self._batch_size, "last_batch": self._last_batch,
+                "prev": [int(i) for i in self._prev], "pass_prev": [int(i) for i in self._pass_prev],
+                "sampler": inner}
+
+    def load_state_dict(self, state: dict[str, Any], replay: bool = False) -> None:
+        _check_state(self, state)
+        if (state.get("batch_size"), state.get("last_batch")) != (self._batch_size, self._last_batch):
+            raise MXNetError(f"cannot load a BatchSampler state of batch_size={state.get('batch_size')}, "
+                             f"last_batch={state.get('last_batch')!r} into one of "
+                             f"batch_size={self._batch_size}, last_batch={self._last_batch!r}")
+        inner = state.get("sampler")
+        if inner is not None and hasattr(self._sampler, "load_state_dict"):
+            self._sampler.load_state_dict(inner, replay=replay)
+        self._prev = [int(i) for i in state.get("prev", [])]
+        self._replay_prev = [int(i) for i in state.get("pass_prev", [])] if replay else None
 
     def __repr__(self) -> str:
         return (
@@ -166,6 +256,13 @@ class IntervalSampler(Sampler):
         if self._rollover:
             return self._length
         return (self._length + self._interval - 1) // self._interval
+
+    def state_dict(self) -> dict[str, Any]:
+        """This sampler's order depends on nothing but its arguments: the state is its type."""
+        return {"type": type(self).__name__}
+
+    def load_state_dict(self, state: dict[str, Any], replay: bool = False) -> None:
+        _check_state(self, state)
 
     def __repr__(self) -> str:
         return f"IntervalSampler(length={self._length}, interval={self._interval}, rollover={self._rollover})"
@@ -220,6 +317,8 @@ class SplitSampler(Sampler):
         self._interleave = bool(interleave)
         self._epoch = 0
         self._epoch_set = False
+        self._pass_epoch: int | None = None  # the epoch of the pass in progress (or last started)
+        self._replay_epoch: int | None = None
         self._positions = self._part_positions()
 
     def _part_positions(self) -> torch.Tensor:
@@ -248,8 +347,14 @@ class SplitSampler(Sampler):
         return self._epoch
 
     def __iter__(self) -> Iterator[int]:
+        advance = not self._epoch_set
+        if self._replay_epoch is not None:  # load_state_dict(replay=True): the saved pass again
+            epoch, self._replay_epoch, advance = self._replay_epoch, None, False
+        else:
+            epoch = self._epoch
+        self._pass_epoch = epoch
         if self._shuffle:
-            gen = torch.Generator().manual_seed(_mix_seed(self._seed, self._epoch))
+            gen = torch.Generator().manual_seed(_mix_seed(self._seed, epoch))
             order = torch.randperm(self._length, generator=gen)
             idx = order[self._positions]
         else:
@@ -259,12 +364,46 @@ class SplitSampler(Sampler):
             idx = idx.repeat(self._repeat)
             if gen is not None:
                 idx = idx[torch.randperm(len(idx), generator=gen)]
-        if not self._epoch_set:
+        if advance:
             self._epoch += 1
         return iter(idx.tolist())
 
     def __len__(self) -> int:
         return len(self._positions) * self._repeat
+
+    def _layout(self) -> dict[str, Any]:
+        return {"length": self._length, "num_parts": self._num_parts, "part_index": self._part_index,
+                "even_size": self._even_size, "repeat": self._repeat, "shuffle": self._shuffle,
+                "seed": self._seed, "interleave": self._interleave}
+
+    def state_dict(self) -> dict[str, Any]:
+        """The epoch counter and the epoch of the pass in progress, with the sampler's arguments."""
+        return {"type": "SplitSampler", "epoch": self._epoch, "epoch_set": self._epoch_set,
+                "pass_epoch": self._pass_epoch, **self._layout()}
+
+    def load_state_dict(self, state: dict[str, Any], replay: bool = False) -> None:
+        """Take the epoch counter; ``replay``: the next pass repeats the saved pass in progress.
+
+        Replaying needs the same split (length, parts, part, seed ...): a position in one
+        worker's share of another split means nothing, and such a state raises MXNetError.
+        """
+        _check_state(self, state)
+        epoch = state.get("epoch")
+        if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 0:
+            raise MXNetError(f"bad SplitSampler state: epoch {epoch!r}")
+        if replay:
+            saved = {k: state.get(k) for k in self._layout()}
+            if saved != self._layout():
+                diff = ", ".join(f"{k}: saved {saved[k]!r}, now {v!r}" for k, v in self._layout().items()
+                                 if saved[k] != v)
+                raise MXNetError(f"cannot resume a SplitSampler pass in the middle on another split "
+                                 f"({diff}); re-sharding a data position onto another world size is not "
+                                 "supported")
+            if not isinstance(state.get("pass_epoch"), int):
+                raise MXNetError("this SplitSampler state has no pass to replay (no pass had started)")
+        self._epoch = epoch
+        self._epoch_set = bool(state.get("epoch_set"))
+        self._replay_epoch = int(state["pass_epoch"]) if replay else None
 
     def __repr__(self) -> str:
         return (
