@@ -197,16 +197,17 @@ def profile_layers(units: Sequence[Unit], sample: torch.Tensor, repeats: int = 5
     return out
 
 
-def _probe_link() -> tuple[float, float]:
-    """(bytes/s, seconds per message) between two local processes (gloo, loopback): a 16 MiB
-    all-reduce for the bandwidth, 4-byte all-reduces for the latency."""
+def _probe_link(world_size: int = 2) -> tuple[float, float]:
+    """(bytes/s, seconds per message) of all-reduces among ``world_size`` (2 to 8) local processes
+    (gloo, loopback): 16 MiB for the bandwidth, 4 bytes for the latency."""
     from ..distributed.testing import run_workers
 
-    results = run_workers(_probe_rank, 2, timeout=120)
+    n_procs = min(max(world_size, 2), 8)
+    results = run_workers(_probe_rank, n_procs, timeout=120)
     big = max(r[0] for r in results)
     small = max(r[1] for r in results)
     n = 16 * 2**20
-    return (2 * (2 - 1) / 2 * n / max(big - small, 1e-9), small)  # ring all-reduce bytes per rank
+    return (2 * (n_procs - 1) / n_procs * n / max(big - small, 1e-9), small)  # ring bytes per rank
 
 
 def _probe_rank() -> tuple[float, float]:
@@ -235,14 +236,17 @@ def _divisors(n: int) -> list[int]:
 
 def plan(net: Any, sample_input: torch.Tensor, world_size: int, memory_per_device: Any, batch_size: int,
          bandwidth: Any = None, optimizer_states: int = 1, micro_batches: Sequence[int] = (1, 2, 4, 8, 16),
-         costs: Sequence[LayerCost] | None = None, latency_s: float | None = None) -> list[Plan]:
+         costs: Sequence[LayerCost] | None = None, latency_s: float | None = None,
+         compute_scale: float = 1.0) -> list[Plan]:
     """Every layout of ``world_size`` devices that fits ``memory_per_device``, best first.
 
     ``sample_input``: a few samples of the input (their per-sample costs are measured on this
     machine); ``batch_size``: the global batch; ``optimizer_states``: tensors of optimizer state
     per parameter (SGD momentum 1, Adam 2); ``latency_s``: the fixed cost of one message
     (with ``bandwidth=None`` both are measured by a short two-process probe; else 50 us);
-    ``costs``: per-layer costs measured before (:func:`profile_layers`) instead of measuring now.
+    ``costs``: per-layer costs measured before (:func:`profile_layers`) instead of measuring now;
+    ``compute_scale``: how much slower a device of the job computes than this process did while
+    profiling (e.g. ``world_size / cores`` for a job of processes sharing this machine's cores).
     Raises MXNetError when nothing fits, naming the memory the smallest layout would need.
     """
     if world_size < 1 or batch_size < 1:
@@ -251,8 +255,11 @@ def plan(net: Any, sample_input: torch.Tensor, world_size: int, memory_per_devic
     units = chain_units(net, sample_input)
     if costs is None:
         costs = profile_layers(units, sample_input)
+    if compute_scale != 1.0:
+        costs = [LayerCost(c.path, c.fwd_s * compute_scale, c.bwd_s * compute_scale, c.act_bytes, c.out_bytes,
+                           c.param_bytes, c.fixed_s * compute_scale) for c in costs]
     if bandwidth is None:
-        bw, probed = _probe_link()
+        bw, probed = _probe_link(world_size)
         lat = probed if latency_s is None else latency_s
     else:
         bw, lat = parse_bandwidth(bandwidth), (5e-5 if latency_s is None else latency_s)
