@@ -51,8 +51,8 @@ def test_every_schedule_on_two_stages_matches_one_process(run_ranks, tmp_path, r
     assert 0 < r0["gpipe"]["bytes"] < total
 
 
-def test_data_times_pipeline_and_reload_into_four_stages(run_ranks, tmp_path, ref):
-    """dp=2 x pp=2 (the dp group's store sums gradients), then the file loads into pp=4."""
+def test_data_times_pipeline_and_four_stages(run_ranks, tmp_path, ref):
+    """dp=2 x pp=2 (the dp group's store sums gradients), the file loads into pp=4, pp=4 trains alike."""
     path = str(tmp_path / "dp2pp2.params")
     res = run_ranks(w.train, 4, 2, 2, "1f1b", 2, 1, path, timeout=240)
     # rank = pp_rank * dp + dp_rank
@@ -63,6 +63,12 @@ def test_data_times_pipeline_and_reload_into_four_stages(run_ranks, tmp_path, re
     outs = run_ranks(w.load_into_other_pp, 4, path, 4, timeout=240)
     for o in outs:
         torch.testing.assert_close(o, ref["out"], rtol=0, atol=1e-5)
+    # four stages train to the same parameters too
+    path4 = str(tmp_path / "pp4.params")
+    res4 = run_ranks(w.train, 4, 1, 4, "1f1b", 4, 1, path4, timeout=240)
+    assert [r["stages"] for r in res4] == [[0], [1], [2], [3]]
+    for r in res4:
+        check_against(ref, path4, r)
 
 
 def test_clear_errors(run_ranks):
