@@ -12,6 +12,14 @@ workers, and worker 0 evaluates, prints and saves.  ``--compression 2bit`` (or `
 ``fp16``, ``bf16``, ``topk``, ``powersgd``) compresses the gradients the workers exchange.
 ``--servers M --kvstore dist_sync`` (or ``dist_async``) adds M parameter servers and a
 scheduler, and the optimizer runs on the servers.
+
+``--prune l1 --sparsity 0.8`` (or ``l2``, ``random``, ``structured``) prunes the network
+gradually while it trains (:mod:`mxtorch.contrib.pruning`, Zhu & Gupta's polynomial schedule
+from ``--prune-begin-step`` to the end of ``--prune-end-epoch``); metrics.json reports the final
+``"sparsity"`` and model.params holds the zeros.  ``--init-from FILE`` starts from the
+parameters of a saved network (those whose name and shape match; a new output layer keeps its
+fresh values), and ``--freeze REGEX`` keeps the parameters whose full name (or attribute path)
+matches fixed.
 """
 
 from __future__ import annotations
@@ -19,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 import time
 from dataclasses import asdict, dataclass, field, replace
@@ -28,6 +37,7 @@ from ..checkpoint_io import atomic_write_text
 
 DATASETS = ("fashion-mnist", "mnist", "cifar10", "cifar100")
 COMPRESSIONS = ("2bit", "1bit", "fp16", "bf16", "topk", "powersgd")
+PRUNE_METHODS = ("l1", "l2", "random", "structured")
 _COMPRESSION_OPTIONS = {"threshold": ("2bit", "1bit"), "ratio": ("topk",), "rank": ("powersgd",),
                         "residual_limit": ("2bit",)}
 """Which --compression-* option each compression type takes."""
@@ -72,6 +82,13 @@ class TrainConfig:
     schedule: str = "1f1b"
     plan: str | None = None
     plan_memory: str = "4GiB"
+    prune: str | None = None
+    sparsity: float | None = None
+    prune_begin_step: int = 0
+    prune_end_epoch: int | None = None
+    prune_frequency: int | None = None
+    init_from: str | None = None
+    freeze: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -136,6 +153,25 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                    help="choose dp x pp x tp, micro-batches and schedule with mxtorch.parallel.plan "
                         "(needs --workers N or a launched job)")
     p.add_argument("--plan-memory", default=d.plan_memory, help="memory per device the plan must fit")
+    p.add_argument("--prune", default=d.prune, choices=PRUNE_METHODS,
+                   help="prune gradually while training (mxtorch.contrib.pruning): l1/l2 magnitude or random "
+                        "single weights per layer, or structured (whole channels ranked by their L1 norm)")
+    p.add_argument("--sparsity", type=float, default=d.sparsity,
+                   help="with --prune: the final fraction of zero weights in each pruned layer, e.g. 0.8")
+    p.add_argument("--prune-begin-step", type=int, default=d.prune_begin_step,
+                   help="with --prune: the training step at which pruning starts (default 0)")
+    p.add_argument("--prune-end-epoch", type=int, default=d.prune_end_epoch,
+                   help="with --prune: the epoch at whose end the final sparsity is reached (default: the "
+                        "one before the last, so the last epoch trains the pruned net; 1 with --epochs 1)")
+    p.add_argument("--prune-frequency", type=int, default=d.prune_frequency,
+                   help="with --prune: update the masks every this many steps (default: 20 updates in all)")
+    p.add_argument("--init-from", default=d.init_from, metavar="PATH",
+                   help="start from the parameters in PATH (save_parameters' file, e.g. another run's "
+                        "model.params): those whose name and shape match are loaded, the others (a new "
+                        "output layer for another class count) keep their initial values")
+    p.add_argument("--freeze", default=d.freeze, metavar="REGEX",
+                   help="do not train the parameters whose full name ('mlp0_dense0_weight') or attribute "
+                        "path ('features.1.weight') matches REGEX (re.match; grad_req='null')")
     return p
 
 
@@ -278,6 +314,138 @@ def _sum_over_workers(kv: Any, key: str, values: list[float]) -> list[float]:
     return [float(v) for v in t]
 
 
+def check_pruning_and_transfer(cfg: TrainConfig) -> None:
+    """Refuse inconsistent --prune/--sparsity/--prune-*/--init-from/--freeze options (SystemExit)."""
+    if cfg.prune is None:
+        given = {"--sparsity": cfg.sparsity is not None, "--prune-begin-step": cfg.prune_begin_step != 0,
+                 "--prune-end-epoch": cfg.prune_end_epoch is not None,
+                 "--prune-frequency": cfg.prune_frequency is not None}
+        named = [flag for flag, on in given.items() if on]
+        if named:
+            raise SystemExit(f"{named[0]} needs --prune METHOD ({', '.join(PRUNE_METHODS)})")
+    else:
+        if cfg.prune not in PRUNE_METHODS:
+            raise SystemExit(f"--prune {cfg.prune!r}: use one of {', '.join(PRUNE_METHODS)}")
+        if cfg.sparsity is None:
+            raise SystemExit(f"--prune {cfg.prune} needs --sparsity S: the final fraction of zero weights "
+                             "in each pruned layer, e.g. --sparsity 0.8")
+        if not 0.0 <= cfg.sparsity < 1.0:
+            raise SystemExit(f"--sparsity must be in [0, 1), got {cfg.sparsity}")
+        if cfg.prune_begin_step < 0:
+            raise SystemExit(f"--prune-begin-step must be >= 0, got {cfg.prune_begin_step}")
+        if cfg.prune_end_epoch is not None and not 1 <= cfg.prune_end_epoch <= cfg.epochs:
+            raise SystemExit(f"--prune-end-epoch must be between 1 and --epochs {cfg.epochs}, got "
+                             f"{cfg.prune_end_epoch}")
+        if cfg.prune_frequency is not None and cfg.prune_frequency < 1:
+            raise SystemExit(f"--prune-frequency must be >= 1, got {cfg.prune_frequency}")
+        if "async" in cfg.kvstore.lower():
+            raise SystemExit(f"--prune with --kvstore {cfg.kvstore}: asynchronous parameter servers update "
+                             "the weights themselves, so masks cannot change during training there; use "
+                             "--kvstore dist_sync, horovod or allreduce")
+    if (cfg.prune or cfg.init_from or cfg.freeze) and (cfg.pp > 1 or cfg.dp > 1 or cfg.plan):
+        raise SystemExit("--prune, --init-from and --freeze apply to data-parallel training, not to the "
+                         "pipelined job (--pp, --dp, --plan)")
+    if cfg.init_from is not None and not os.path.isfile(cfg.init_from):
+        raise SystemExit(f"--init-from {cfg.init_from}: no such file")
+    if cfg.freeze is not None:
+        try:
+            re.compile(cfg.freeze)
+        except re.error as e:
+            raise SystemExit(f"--freeze {cfg.freeze!r}: not a regular expression ({e})") from None
+
+
+def load_pretrained(net: Any, path: str, ctx: list[Any]) -> dict[str, Any]:
+    """Copy the parameters of ``path`` (a ``save_parameters`` file) whose attribute path and shape
+    match ``net``'s into ``net`` (shapes must be known); the others keep their values.  Returns
+    what was loaded, kept (with the shapes that differ) and ignored."""
+    from ..base import MXNetError
+    from ..gluon.serialization import load_named, load_tensors
+
+    try:
+        arrays = load_tensors(path)
+    except (MXNetError, OSError, ValueError, RuntimeError) as e:
+        raise SystemExit(f"--init-from {path}: cannot read it: {e}") from None
+    params = net._collect_params_with_prefix()
+    if not any(k in params for k in arrays):
+        raise SystemExit(f"--init-from {path}: none of its {len(arrays)} parameters "
+                         f"({sorted(arrays)[:4]} ...) is one of this model's ({list(params)[:4]} ...): "
+                         "give a file written by save_parameters for a network of the same layout, e.g. "
+                         "the model.params of another `mxtorch train` run")
+    differ = {k: (tuple(a.shape), tuple(params[k].shape)) for k, a in arrays.items()
+              if k in params and tuple(a.shape) != tuple(params[k].shape)}
+    use = {k: a for k, a in arrays.items() if k in params and k not in differ}
+    try:
+        load_named(params, use, repr(path), ctx=ctx, allow_missing=True, ignore_extra=True, cast_dtype=True)
+    except MXNetError as e:
+        raise SystemExit(f"--init-from {path}: {e}") from None
+    return {"path": path, "loaded": list(use), "kept": [k for k in params if k not in use],
+            "shape_differs": {k: {"file": list(f), "model": list(m)} for k, (f, m) in differ.items()},
+            "ignored": [k for k in arrays if k not in params]}
+
+
+def freeze_parameters(net: Any, pattern: str) -> list[str]:
+    """Set grad_req='null' on the parameters whose full name or attribute path matches ``pattern``
+    (``re.match``); returns their full names."""
+    rx = re.compile(pattern)
+    by_name = net.collect_params()
+    paths: dict[int, list[str]] = {}
+    for path, p in net._collect_params_with_prefix().items():
+        paths.setdefault(id(p), []).append(path)
+    chosen = [name for name, p in by_name.items()
+              if rx.match(name) or any(rx.match(k) for k in paths.get(id(p), []))]
+    if not chosen:
+        raise SystemExit(f"--freeze {pattern!r} matches no parameter: the full names are "
+                         f"{list(by_name)[:4]} ..., the attribute paths "
+                         f"{list(net._collect_params_with_prefix())[:4]} ...")
+    if len(chosen) == len(by_name):
+        raise SystemExit(f"--freeze {pattern!r} matches every parameter: nothing would be trained")
+    for name in chosen:
+        by_name[name].grad_req = "null"
+    return chosen
+
+
+def make_pruner(cfg: TrainConfig, steps_per_epoch: int) -> Any:
+    """The gradual Pruner of ``--prune`` (polynomial schedule) for ``steps_per_epoch`` steps an epoch."""
+    from ..contrib import pruning
+
+    end_epoch = cfg.prune_end_epoch if cfg.prune_end_epoch is not None else max(cfg.epochs - 1, 1)
+    end_step = end_epoch * steps_per_epoch
+    if end_step <= cfg.prune_begin_step:
+        raise SystemExit(f"--prune-begin-step {cfg.prune_begin_step} is not before the end of pruning: "
+                         f"epoch {end_epoch} ends at step {end_step} ({steps_per_epoch} steps an epoch)")
+    frequency = cfg.prune_frequency or max((end_step - cfg.prune_begin_step) // 20, 1)
+    assert cfg.prune is not None
+    return pruning.Pruner(cfg.prune, schedule="polynomial", sparsity=cfg.sparsity,
+                          begin_step=cfg.prune_begin_step, end_epoch=end_epoch,
+                          steps_per_epoch=steps_per_epoch, frequency=frequency, seed=cfg.seed)
+
+
+def pruning_report(net: Any, pruner: Any, sample: Any) -> dict[str, Any]:
+    """What metrics.json says about the pruning: the schedule, parameter counts and, for
+    structured pruning, the parameters left after :func:`mxtorch.contrib.pruning.compact`."""
+    from ..base import MXNetError
+    from ..contrib import pruning
+
+    def learned(block: Any) -> list[Any]:  # BatchNorm's running statistics are not counted
+        return [p for p in block.collect_params().values()
+                if p._data is not None and not p.name.endswith(("running_mean", "running_var"))]
+
+    total = sum(p._data[0].numel() for p in learned(net))
+    nonzero = sum(int((p._data[0] != 0).sum()) for p in learned(net))
+    out: dict[str, Any] = {"method": pruner.method, "target_sparsity": pruner.sparsity,
+                           "begin_step": pruner.begin_step, "end_step": pruner.end_step,
+                           "frequency": pruner.frequency, "steps": pruner.num_update,
+                           "parameters": total, "nonzero_parameters": nonzero}
+    if pruner.method == "structured":
+        try:
+            small = pruning.compact(net, sample)
+            out["compact_parameters"] = sum(p._data[0].numel() for p in learned(small))
+        except MXNetError as e:
+            out["compact_parameters"] = None
+            out["compact_error"] = str(e)
+    return out
+
+
 def train(cfg: TrainConfig, log: Any = None) -> dict[str, Any]:
     """Run the training job described by ``cfg``; returns the metrics that are also saved.
 
@@ -297,9 +465,13 @@ def train(cfg: TrainConfig, log: Any = None) -> dict[str, Any]:
     from ..gluon.utils import split_and_load
     from ..progress import ProgressBar
 
+    check_pruning_and_transfer(cfg)
     kv = _join_job(cfg)
     rank, n_workers = (kv.rank, kv.num_workers) if kv is not None else (0, 1)
     lead = rank == 0
+    if cfg.prune and kv is not None and kv.is_capable(mx.kv.KVStoreBase.ASYNC):
+        raise SystemExit(f"--prune with the asynchronous store {kv.type!r}: its servers update the weights "
+                         "themselves, so masks cannot change during training; use dist_sync or horovod")
 
     def say(msg: str) -> None:
         if lead:
@@ -326,8 +498,40 @@ def train(cfg: TrainConfig, log: Any = None) -> dict[str, Any]:
     classes = 100 if cfg.dataset == "cifar100" else 10
     net = model_zoo.vision.get_model(cfg.model, classes=classes)
     net.initialize(mx.init.Xavier(magnitude=2.24), ctx=ctx)
-    if cfg.hybridize:
+    # --init-from/--freeze/--prune need the parameters' shapes: prepare() runs at the first batch,
+    # whose forward pass finishes them with the same random draws as a plain run's first step.
+    pending = cfg.prune is not None or cfg.init_from is not None or cfg.freeze is not None
+    if cfg.hybridize and not pending:
         net.hybridize()
+    pruner: Any = None
+    transfer: dict[str, Any] = {}
+    sample: Any = None
+
+    def prepare(x: Any) -> None:
+        nonlocal pruner, sample
+        with torch.no_grad(), autograd.predict_mode():
+            net(x)
+        sample = x[:2]
+        if cfg.init_from is not None:
+            info = transfer["init_from"] = load_pretrained(net, cfg.init_from, ctx)
+            kept = ", ".join(f"{k} (file {tuple(v['file'])}, model {tuple(v['model'])})"
+                             for k, v in info["shape_differs"].items())
+            say(f"init: {len(info['loaded'])} of {len(info['loaded']) + len(info['kept'])} parameters from "
+                f"{cfg.init_from}" + (f"; other shapes, kept as initialized: {kept}" if kept else "")
+                + (f"; not in the file: {[k for k in info['kept'] if k not in info['shape_differs']]}"
+                   if len(info["kept"]) > len(info["shape_differs"]) else ""))
+        if cfg.freeze is not None:
+            frozen = transfer["frozen"] = freeze_parameters(net, cfg.freeze)
+            say(f"frozen ({len(frozen)}): {', '.join(frozen)}")
+        if cfg.hybridize:
+            net.hybridize()
+        if cfg.prune is not None:
+            pruner = make_pruner(cfg, len(train_loader))
+            pruner.apply(net)
+            say(f"pruning: {cfg.prune} to sparsity {cfg.sparsity} from step {pruner.begin_step} to step "
+                f"{pruner.end_step} (end of epoch {pruner.end_step // len(train_loader)}), masks updated "
+                f"every {pruner.frequency} steps")
+
     opt_params: dict[str, Any] = {"learning_rate": cfg.lr, "wd": cfg.wd}
     if cfg.lr_schedule == "cosine":
         # An asynchronous parameter server updates once per worker's push, not once per step.
@@ -342,8 +546,11 @@ def train(cfg: TrainConfig, log: Any = None) -> dict[str, Any]:
                          "--workers 2 (or more) and --kvstore horovod, allreduce, dist_sync or dist_async "
                          "(with --servers 1 or more)"
                          + (f", not --kvstore {cfg.kvstore}" if kv is not None else ""))
+    # pruning changes masks during training: the workers (not a store) update, so that the
+    # optimizer states the masks zero are the ones in use (a parameter server refuses mask changes)
     trainer = Trainer(net.collect_params(), cfg.optimizer, opt_params,
-                      kvstore=kv if kv is not None else cfg.kvstore, compression_params=comp)
+                      kvstore=kv if kv is not None else cfg.kvstore, compression_params=comp,
+                      update_on_kvstore=False if cfg.prune else None)
     # the training statistics must not go through the gradient compressor (a parameter server's
     # statistics go through the process group instead: see _sum_over_workers)
     stats_kv = mx.kv.create(kv.type) if comp is not None and not kv.is_capable(kv.OPTIMIZER) else kv
@@ -372,6 +579,9 @@ def train(cfg: TrainConfig, log: Any = None) -> dict[str, Any]:
         for data, label in train_loader:
             parts = split_and_load(data, ctx)
             labels = split_and_load(label, ctx)
+            if pending:
+                pending = False
+                prepare(parts[0])
             with autograd.record():
                 outs = [net(x) for x in parts]
                 losses = [loss_fn(o, y) for o, y in zip(outs, labels)]
@@ -382,6 +592,8 @@ def train(cfg: TrainConfig, log: Any = None) -> dict[str, Any]:
                 for l in losses:
                     l.backward()
             trainer.step(data.shape[0] * n_workers)  # the global batch: stores sum over workers (MXNet)
+            if pruner is not None:
+                pruner.step()  # advances the schedule; masks stay written into the weights
             loss_sum += sum(float(l.detach().sum()) for l in losses)
             acc.update(labels, [o.detach() for o in outs])
             n_seen += data.shape[0]
@@ -396,13 +608,29 @@ def train(cfg: TrainConfig, log: Any = None) -> dict[str, Any]:
         test_acc = evaluate(net, test_loader, ctx) if lead else float("nan")
         rec = {"epoch": epoch + 1, "train_loss": train_loss, "train_acc": train_acc, "test_acc": test_acc,
                "seconds": bar.elapsed, "samples_per_sec": rate}
+        if pruner is not None:
+            from ..contrib import pruning
+
+            rec["sparsity"] = pruning.sparsity(net)["total"]
         history.append(rec)
         say(f"epoch {epoch + 1}: train loss {rec['train_loss']:.4f}  train acc {rec['train_acc']:.4f}  "
-            f"test acc {test_acc:.4f}  {rec['samples_per_sec']:,.0f} samples/s  {rec['seconds']:.1f}s")
+            f"test acc {test_acc:.4f}  {rec['samples_per_sec']:,.0f} samples/s  {rec['seconds']:.1f}s"
+            + (f"  sparsity {rec['sparsity']:.3f}" if pruner is not None else ""))
     total = time.perf_counter() - t_start
     result = {"config": asdict(cfg), "data": data_desc, "epochs": history,
               "final_test_acc": history[-1]["test_acc"] if history else None, "total_seconds": total,
               "workers": n_workers, "torch": torch.__version__, "mxtorch": mx.__version__}
+    if pruner is not None:  # what model.params holds: the weights with the masks' zeros
+        from ..contrib import pruning
+
+        sp, report = pruning.sparsity(net), pruning_report(net, pruner, sample)
+        result["sparsity"], result["pruning"] = sp, report
+        say(f"sparsity: {sp['total']:.4f} of the Dense/Conv weights are zero; "
+            f"{report['nonzero_parameters']:,} of {report['parameters']:,} parameters are non-zero"
+            + (f"; compacted: {report['compact_parameters']:,} parameters" if report.get("compact_parameters")
+               else ""))
+    if transfer:
+        result["transfer"] = transfer
     if comp is not None:  # payload bytes this worker (worker 0 in the saved file) sent to its peers
         result["compression"] = {"params": comp, "wire_bytes_sent": int(getattr(kv, "wire_bytes_sent", 0))}
     if not lead:
@@ -451,6 +679,7 @@ def run(args: argparse.Namespace) -> int:
     cfg = _config_from_args(args)
     if cfg.epochs < 1 or cfg.batch_size < 1 or cfg.workers < 1 or cfg.servers < 0:
         raise SystemExit("--epochs, --batch-size and --workers must be >= 1, --servers >= 0")
+    check_pruning_and_transfer(cfg)
     if compression_params(cfg) is not None and cfg.workers < 2 and launched_world_size() is None:
         raise SystemExit(f"--compression {cfg.compression} compresses what workers send each other: add "
                          "--workers 2 (or more) and --kvstore horovod (or allreduce, or dist_sync with "
