@@ -18,7 +18,6 @@ import os
 import statistics
 import sys
 import time
-from typing import Any
 
 import torch
 
@@ -27,22 +26,10 @@ sys.path.insert(0, os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 
 
-def build(width: int, pairs: int) -> Any:
-    import mxtorch as mx
-    from mxtorch.gluon import nn
-
-    torch.manual_seed(0)
-    net = nn.HybridSequential()
-    for _ in range(pairs):
-        net.add(nn.Dense(width, activation="relu", in_units=width), nn.Dense(width, in_units=width))
-    net.add(nn.Dense(10, in_units=width))
-    net.initialize(mx.init.Xavier())
-    return net
-
-
 def run_config(width: int, pairs: int, batch: int, steps: int, runs: list[dict]) -> list[dict]:
     """On every rank of one (dp, pp, tp) job: each plan of ``runs`` for ``steps`` timed steps."""
     from pipeline import SavedBytes
+    from tensor_parallel import build
 
     from mxtorch import gluon, parallel
 
@@ -103,6 +90,8 @@ def main() -> None:
     ap.add_argument("--micro", default="1,4")
     ap.add_argument("--memory", default="8GiB")
     args = ap.parse_args()
+    from tensor_parallel import build
+
     from mxtorch import parallel
     from mxtorch.distributed.testing import run_workers
 

@@ -76,32 +76,27 @@ class Mesh:
         self.rank = info.rank
         self.dp_rank, self.pp_rank, self.tp_rank = cfg.coords(info.rank)
         timeout = datetime.timedelta(seconds=group.timeout())
-        self.pp_ranks: list[int] = []
-        self.dp_ranks: list[int] = []
-        self.pp_group: dist.ProcessGroup | None = None
-        self.dp_group: dist.ProcessGroup | None = None
-        self.tp_ranks: list[int] = []
-        self.tp_group: dist.ProcessGroup | None = None
         # every rank creates every group, in the same order (torch's rule for new_group)
-        for d in range(cfg.dp):
-            for t in range(cfg.tp):
-                ranks = [cfg.rank_of(d, p, t) for p in range(cfg.pp)]
-                g = dist.new_group(ranks, timeout=timeout)
-                if self.rank in ranks:
-                    self.pp_ranks, self.pp_group = ranks, g
-        for p in range(cfg.pp):
-            for t in range(cfg.tp):
-                ranks = [cfg.rank_of(d, p, t) for d in range(cfg.dp)]
-                g = dist.new_group(ranks, timeout=timeout)
-                if self.rank in ranks:
-                    self.dp_ranks, self.dp_group = ranks, g
-        for d in range(cfg.dp):
-            for p in range(cfg.pp):
-                ranks = [cfg.rank_of(d, p, t) for t in range(cfg.tp)]
-                g = dist.new_group(ranks, timeout=timeout)
-                if self.rank in ranks:
-                    self.tp_ranks, self.tp_group = ranks, g
+        self.pp_ranks, self.pp_group = self._groups(
+            lambda d, t: [cfg.rank_of(d, p, t) for p in range(cfg.pp)], cfg.dp, cfg.tp, timeout)
+        self.dp_ranks, self.dp_group = self._groups(
+            lambda p, t: [cfg.rank_of(d, p, t) for d in range(cfg.dp)], cfg.pp, cfg.tp, timeout)
+        self.tp_ranks, self.tp_group = self._groups(
+            lambda d, p: [cfg.rank_of(d, p, t) for t in range(cfg.tp)], cfg.dp, cfg.pp, timeout)
         self._tp_mesh: Any = None
+
+    def _groups(self, members: Any, n_a: int, n_b: int,
+                timeout: datetime.timedelta) -> tuple[list[int], dist.ProcessGroup]:
+        """Create the group ``members(a, b)`` for every a < n_a, b < n_b; return this rank's."""
+        mine: tuple[list[int], dist.ProcessGroup] | None = None
+        for a in range(n_a):
+            for b in range(n_b):
+                ranks = members(a, b)
+                g = dist.new_group(ranks, timeout=timeout)
+                if self.rank in ranks:
+                    mine = (ranks, g)
+        assert mine is not None
+        return mine
 
     def tp_mesh(self, device_type: str) -> Any:
         """The tensor-parallel group as a 1-D ``DeviceMesh`` (made once)."""
