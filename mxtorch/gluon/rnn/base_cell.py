@@ -7,7 +7,7 @@ tensors as given by ``cell.begin_state(batch_size)``.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -153,12 +153,14 @@ def _activation(act: Any) -> Callable[[Tensor], Tensor]:
     raise TypeError(f"activation must be a name such as 'tanh' or a callable, got {act!r}")
 
 
-def _check_states(cell: RecurrentCell, states: Any, batch_size: int) -> list[Tensor]:
+def _check_states(cell: Any, states: Any, batch_size: int) -> list[Tensor]:
+    """``states`` (one tensor or a list) checked against ``cell.state_info(batch_size)``."""
     if isinstance(states, Tensor):
         states = [states]
     if not isinstance(states, (list, tuple)):
         raise TypeError(
-            f"{type(cell).__name__}: states must be a list of tensors, got {type(states).__name__}"
+            f"{type(cell).__name__}: states must be a tensor or a list of tensors, got "
+            f"{type(states).__name__}"
         )
     info = cell.state_info(batch_size)
     if len(states) != len(info):
@@ -169,6 +171,17 @@ def _check_states(cell: RecurrentCell, states: Any, batch_size: int) -> list[Ten
                 f"{type(cell).__name__}: invalid state shape {tuple(s.shape)}, expected {tuple(i['shape'])}"
             )
     return list(states)
+
+
+class _Unroll(NamedTuple):
+    """The arguments of ``RecurrentCell.unroll``, in its order."""
+
+    length: int
+    inputs: Sequenceish
+    begin_state: Sequence[Tensor] | None
+    layout: str
+    merge_outputs: bool | None
+    valid_length: Any
 
 
 # ---- base classes --------------------------------------------------------------------------
@@ -205,6 +218,12 @@ class RecurrentCell(Block):
                 f"{type(self).__name__} is wrapped by a modifier cell (e.g. ZoneoutCell): "
                 "call begin_state() on the modifier cell instead"
             )
+        return self._begin_state(batch_size, func, kwargs)
+
+    def _begin_state(
+        self, batch_size: int, func: Callable[..., Tensor], kwargs: dict[str, Any]
+    ) -> list[Tensor]:
+        """``begin_state`` once the cell is known not to be wrapped; containers override this one."""
         states = []
         for info in self.state_info(batch_size):
             self._init_counter += 1
@@ -231,11 +250,15 @@ class RecurrentCell(Block):
         past a sample's length are zero and the returned states are those of its last valid step.
         """
         self.reset()
-        steps, axis, batch_size = _format_sequence(length, inputs, layout, False)
+        return self._unroll(_Unroll(length, inputs, begin_state, layout, merge_outputs, valid_length))
+
+    def _unroll(self, u: _Unroll) -> tuple[Sequenceish, list[Tensor]]:
+        """``unroll`` after the step counters are reset; subclasses override this one."""
+        steps, axis, batch_size = _format_sequence(u.length, u.inputs, u.layout, False)
         states = (
-            list(begin_state) if begin_state is not None else self._default_begin_state(steps, batch_size)
+            list(u.begin_state) if u.begin_state is not None else self._default_begin_state(steps, batch_size)
         )
-        vl = None if valid_length is None else _lengths_tensor(valid_length, batch_size, steps[0].device)
+        vl = None if u.valid_length is None else _lengths_tensor(u.valid_length, batch_size, steps[0].device)
         outputs: list[Tensor] = []
         all_states: list[list[Tensor]] = []
         for x in steps:
@@ -247,7 +270,7 @@ class RecurrentCell(Block):
         if vl is not None:
             states = [_sequence_last(s, vl) for s in zip(*all_states)]
             result = _mask_sequence(outputs, len(steps), vl, axis)
-        result, _, _ = _format_sequence(length, result, layout, merge_outputs)
+        result, _, _ = _format_sequence(u.length, result, u.layout, u.merge_outputs)
         return result, states
 
     def __call__(self, inputs: Any, states: Any = None, *args: Any, **kwargs: Any) -> Any:

@@ -41,22 +41,29 @@ __all__ = [
 
 
 class _GatedCell(HybridRecurrentCell):
-    """Shared parameters of RNN/LSTM/GRU cells: i2h/h2h weights and biases."""
+    """Shared parameters of RNN/LSTM/GRU cells: i2h/h2h weights and biases.
+
+    The keyword arguments are those of LSTMCell and GRUCell; ``recurrent_size`` is the width of
+    the recurrent input (the projection size of LSTMPCell, else ``hidden_size``).
+    """
 
     _gates = 1
 
     def __init__(
         self,
         hidden_size: int,
-        i2h_weight_initializer: Any,
-        h2h_weight_initializer: Any,
-        i2h_bias_initializer: Any,
-        h2h_bias_initializer: Any,
-        input_size: int,
-        recurrent_size: int | None,
-        dtype: Any,
-        prefix: str | None,
-        params: Any,
+        i2h_weight_initializer: Any = None,
+        h2h_weight_initializer: Any = None,
+        i2h_bias_initializer: Any = "zeros",
+        h2h_bias_initializer: Any = "zeros",
+        input_size: int = 0,
+        *,
+        activation: Any = "tanh",
+        recurrent_activation: Any = "sigmoid",
+        dtype: Any = "float32",
+        prefix: str | None = None,
+        params: Any = None,
+        recurrent_size: int | None = None,
     ) -> None:
         super().__init__(prefix, params)
         if int(hidden_size) <= 0:
@@ -67,28 +74,24 @@ class _GatedCell(HybridRecurrentCell):
             raise ValueError(f"{type(self).__name__}: input_size must be >= 0, got {input_size!r}")
         self._hidden_size = int(hidden_size)
         self._input_size = int(input_size)
+        self._activation, self._recurrent_activation = activation, recurrent_activation
+        self._act = _activation(activation)
+        self._rec_act = _activation(recurrent_activation)
         rows = self._gates * self._hidden_size
         rec = self._hidden_size if recurrent_size is None else int(recurrent_size)
-        self.i2h_weight = self.params.get(
-            "i2h_weight",
-            shape=(rows, self._input_size),
-            dtype=dtype,
-            init=i2h_weight_initializer,
-            allow_deferred_init=True,
-        )
-        self.h2h_weight = self.params.get(
-            "h2h_weight",
-            shape=(rows, rec),
-            dtype=dtype,
-            init=h2h_weight_initializer,
-            allow_deferred_init=True,
-        )
-        self.i2h_bias = self.params.get(
-            "i2h_bias", shape=(rows,), dtype=dtype, init=i2h_bias_initializer, allow_deferred_init=True
-        )
-        self.h2h_bias = self.params.get(
-            "h2h_bias", shape=(rows,), dtype=dtype, init=h2h_bias_initializer, allow_deferred_init=True
-        )
+
+        def param(name: str, shape: tuple[int, ...], init: Any) -> Any:
+            return self.params.get(name, shape=shape, dtype=dtype, init=init, allow_deferred_init=True)
+
+        self.i2h_weight = param("i2h_weight", (rows, self._input_size), i2h_weight_initializer)
+        self.h2h_weight = param("h2h_weight", (rows, rec), h2h_weight_initializer)
+        self.i2h_bias = param("i2h_bias", (rows,), i2h_bias_initializer)
+        self.h2h_bias = param("h2h_bias", (rows,), h2h_bias_initializer)
+
+    @staticmethod
+    def _nc_states(batch_size: int, *widths: int) -> list[dict[str, Any]]:
+        """``state_info`` for states of shape (batch_size, width), one per width."""
+        return [{"shape": (batch_size, w), "__layout__": "NC"} for w in widths]
 
     def _alias(self) -> str:
         return type(self).__name__.lower().replace("cell", "")
@@ -142,16 +145,14 @@ class RNNCell(_GatedCell):
             i2h_bias_initializer,
             h2h_bias_initializer,
             input_size,
-            None,
-            dtype,
-            prefix,
-            params,
+            activation=activation,
+            dtype=dtype,
+            prefix=prefix,
+            params=params,
         )
-        self._activation = activation
-        self._act = _activation(activation)
 
     def state_info(self, batch_size: int = 0) -> list[dict[str, Any]]:
-        return [{"shape": (batch_size, self._hidden_size), "__layout__": "NC"}]
+        return self._nc_states(batch_size, self._hidden_size)
 
     def forward(self, inputs: Tensor, states: list[Tensor]) -> tuple[Tensor, list[Tensor]]:
         wi, wh, bi, bh = self._weights(inputs)
@@ -166,46 +167,16 @@ class RNNCell(_GatedCell):
 
 
 class LSTMCell(_GatedCell):
-    """LSTM cell; gates in MXNet order (input, forget, cell, output); states ``[h, c]``."""
+    """LSTM cell; gates in MXNet order (input, forget, cell, output); states ``[h, c]``.
+
+    Arguments: ``hidden_size``, the four initializers, ``input_size``; keyword-only
+    ``activation`` ('tanh'), ``recurrent_activation`` ('sigmoid'), ``dtype``, ``prefix``, ``params``.
+    """
 
     _gates = 4
 
-    def __init__(
-        self,
-        hidden_size: int,
-        i2h_weight_initializer: Any = None,
-        h2h_weight_initializer: Any = None,
-        i2h_bias_initializer: Any = "zeros",
-        h2h_bias_initializer: Any = "zeros",
-        input_size: int = 0,
-        *,
-        activation: Any = "tanh",
-        recurrent_activation: Any = "sigmoid",
-        dtype: Any = "float32",
-        prefix: str | None = None,
-        params: Any = None,
-    ) -> None:
-        super().__init__(
-            hidden_size,
-            i2h_weight_initializer,
-            h2h_weight_initializer,
-            i2h_bias_initializer,
-            h2h_bias_initializer,
-            input_size,
-            None,
-            dtype,
-            prefix,
-            params,
-        )
-        self._activation, self._recurrent_activation = activation, recurrent_activation
-        self._act = _activation(activation)
-        self._rec_act = _activation(recurrent_activation)
-
     def state_info(self, batch_size: int = 0) -> list[dict[str, Any]]:
-        return [
-            {"shape": (batch_size, self._hidden_size), "__layout__": "NC"},
-            {"shape": (batch_size, self._hidden_size), "__layout__": "NC"},
-        ]
+        return self._nc_states(batch_size, self._hidden_size, self._hidden_size)
 
     def forward(self, inputs: Tensor, states: list[Tensor]) -> tuple[Tensor, list[Tensor]]:
         wi, wh, bi, bh = self._weights(inputs)
@@ -223,43 +194,13 @@ class GRUCell(_GatedCell):
     """GRU cell; gates in MXNet order (reset, update, new); states ``[h]``.
 
     ``n = act(W_in x + b_in + r * (W_hn h + b_hn))``, ``h' = (1 - z) * n + z * h``.
+    Arguments as LSTMCell's.
     """
 
     _gates = 3
 
-    def __init__(
-        self,
-        hidden_size: int,
-        i2h_weight_initializer: Any = None,
-        h2h_weight_initializer: Any = None,
-        i2h_bias_initializer: Any = "zeros",
-        h2h_bias_initializer: Any = "zeros",
-        input_size: int = 0,
-        *,
-        activation: Any = "tanh",
-        recurrent_activation: Any = "sigmoid",
-        dtype: Any = "float32",
-        prefix: str | None = None,
-        params: Any = None,
-    ) -> None:
-        super().__init__(
-            hidden_size,
-            i2h_weight_initializer,
-            h2h_weight_initializer,
-            i2h_bias_initializer,
-            h2h_bias_initializer,
-            input_size,
-            None,
-            dtype,
-            prefix,
-            params,
-        )
-        self._activation, self._recurrent_activation = activation, recurrent_activation
-        self._act = _activation(activation)
-        self._rec_act = _activation(recurrent_activation)
-
     def state_info(self, batch_size: int = 0) -> list[dict[str, Any]]:
-        return [{"shape": (batch_size, self._hidden_size), "__layout__": "NC"}]
+        return self._nc_states(batch_size, self._hidden_size)
 
     def forward(self, inputs: Tensor, states: list[Tensor]) -> tuple[Tensor, list[Tensor]]:
         wi, wh, bi, bh = self._weights(inputs)
@@ -309,10 +250,10 @@ class LSTMPCell(_GatedCell):
             i2h_bias_initializer,
             h2h_bias_initializer,
             input_size,
-            int(projection_size),
-            dtype,
-            prefix,
-            params,
+            dtype=dtype,
+            prefix=prefix,
+            params=params,
+            recurrent_size=int(projection_size),
         )
         self._projection_size = int(projection_size)
         self.h2r_weight = self.params.get(
@@ -327,10 +268,7 @@ class LSTMPCell(_GatedCell):
         return "lstmp"
 
     def state_info(self, batch_size: int = 0) -> list[dict[str, Any]]:
-        return [
-            {"shape": (batch_size, self._projection_size), "__layout__": "NC"},
-            {"shape": (batch_size, self._hidden_size), "__layout__": "NC"},
-        ]
+        return self._nc_states(batch_size, self._projection_size, self._hidden_size)
 
     def forward(self, inputs: Tensor, states: list[Tensor]) -> tuple[Tensor, list[Tensor]]:
         wi, wh, bi, bh = self._weights(inputs)

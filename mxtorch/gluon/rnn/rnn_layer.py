@@ -19,7 +19,7 @@ from ... import autograd
 from ...base import MXNetError
 from ..block import HybridBlock
 from ..parameter_core import Parameter
-from .base_cell import create_state
+from .base_cell import _check_states, create_state
 
 __all__ = ["RNN", "LSTM", "GRU"]
 
@@ -158,25 +158,6 @@ class _RNNLayer(HybridBlock):
                 f"for input_size={first.shape[1]}"
             )
 
-    def _check_states(self, states: Any, batch_size: int) -> list[Tensor]:
-        if isinstance(states, Tensor):
-            states = [states]
-        if not isinstance(states, (list, tuple)):
-            raise TypeError(
-                f"{type(self).__name__}: states must be a tensor or a list of tensors, got "
-                f"{type(states).__name__}"
-            )
-        info = self.state_info(batch_size)
-        if len(states) != len(info):
-            raise ValueError(f"{type(self).__name__} expects {len(info)} state tensor(s), got {len(states)}")
-        for s, i in zip(states, info):
-            if tuple(s.shape) != tuple(i["shape"]):
-                raise ValueError(
-                    f"{type(self).__name__}: invalid recurrent state shape {tuple(s.shape)}, "
-                    f"expected {tuple(i['shape'])}"
-                )
-        return list(states)
-
     def forward(
         self, inputs: Tensor, states: Any = None, sequence_length: Any = None
     ) -> Tensor | tuple[Tensor, list[Tensor]]:
@@ -199,7 +180,7 @@ class _RNNLayer(HybridBlock):
         if skip_states:
             states = self.begin_state(batch_size, device=inputs.device, dtype=inputs.dtype)
         else:
-            states = self._check_states(states, batch_size)
+            states = _check_states(self, states, batch_size)
         self._infer_input_size(inputs.shape[2])
         weights: list[Tensor] = [self._param(n).data() for n in self._flat_names]
         if self._clip is not None:

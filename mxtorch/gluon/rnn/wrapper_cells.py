@@ -20,6 +20,7 @@ from .base_cell import (
     _lengths_tensor,
     _mask_sequence,
     _reverse_sequence,
+    _Unroll,
 )
 
 
@@ -43,14 +44,9 @@ class SequentialRNNCell(RecurrentCell):
     def state_info(self, batch_size: int = 0) -> list[dict[str, Any]]:
         return [i for c in self._cells() for i in c.state_info(batch_size)]
 
-    def begin_state(
-        self, batch_size: int = 0, func: Callable[..., Tensor] = torch.zeros, **kwargs: Any
+    def _begin_state(
+        self, batch_size: int, func: Callable[..., Tensor], kwargs: dict[str, Any]
     ) -> list[Tensor]:
-        if self._modified:
-            raise MXNetError(
-                f"{type(self).__name__} is wrapped by a modifier cell: call begin_state() on "
-                "the modifier cell instead"
-            )
         return [s for c in self._cells() for s in c.begin_state(batch_size, func=func, **kwargs)]
 
     def _split_states(self, states: Sequence[Tensor], batch_size: int) -> list[list[Tensor]]:
@@ -75,28 +71,18 @@ class SequentialRNNCell(RecurrentCell):
             next_states.extend(st)
         return inputs, next_states
 
-    def unroll(
-        self,
-        length: int,
-        inputs: Sequenceish,
-        begin_state: Sequence[Tensor] | None = None,
-        layout: str = "NTC",
-        merge_outputs: bool | None = None,
-        valid_length: Any = None,
-    ) -> tuple[Sequenceish, list[Tensor]]:
-        self.reset()
+    def _unroll(self, u: _Unroll) -> tuple[Sequenceish, list[Tensor]]:
         cells = self._cells()
         if not cells:
             raise MXNetError(f"{type(self).__name__} is empty: add() cells first")
-        inputs, _, batch_size = _format_sequence(length, inputs, layout, None)
+        inputs, _, batch_size = _format_sequence(u.length, u.inputs, u.layout, None)
+        begin_state = u.begin_state
         if begin_state is None:
             begin_state = self._default_begin_state(inputs, batch_size)
         next_states: list[Tensor] = []
         for i, (cell, st) in enumerate(zip(cells, self._split_states(begin_state, batch_size))):
-            merge = merge_outputs if i == len(cells) - 1 else None
-            inputs, st = cell.unroll(
-                length, inputs, begin_state=st, layout=layout, merge_outputs=merge, valid_length=valid_length
-            )
+            merge = u.merge_outputs if i == len(cells) - 1 else None
+            inputs, st = cell.unroll(u.length, inputs, st, u.layout, merge, u.valid_length)
             next_states.extend(st)
         return inputs, next_states
 
@@ -147,27 +133,11 @@ class DropoutCell(HybridRecurrentCell):
     def forward(self, inputs: Tensor, states: list[Tensor]) -> tuple[Tensor, list[Tensor]]:
         return self._drop(inputs), list(states or [])
 
-    def unroll(
-        self,
-        length: int,
-        inputs: Sequenceish,
-        begin_state: Sequence[Tensor] | None = None,
-        layout: str = "NTC",
-        merge_outputs: bool | None = None,
-        valid_length: Any = None,
-    ) -> tuple[Sequenceish, list[Tensor]]:
-        self.reset()
-        inputs, _, _ = _format_sequence(length, inputs, layout, merge_outputs)
+    def _unroll(self, u: _Unroll) -> tuple[Sequenceish, list[Tensor]]:
+        inputs, _, _ = _format_sequence(u.length, u.inputs, u.layout, u.merge_outputs)
         if isinstance(inputs, Tensor):
-            return self._drop(inputs), list(begin_state or [])
-        return super().unroll(
-            length,
-            inputs,
-            begin_state=begin_state,
-            layout=layout,
-            merge_outputs=merge_outputs,
-            valid_length=valid_length,
-        )
+            return self._drop(inputs), list(u.begin_state or [])
+        return super()._unroll(u._replace(inputs=inputs))
 
     def __repr__(self) -> str:
         return f"DropoutCell(rate={self._rate}, axes={self._axes})"
@@ -193,14 +163,9 @@ class ModifierCell(HybridRecurrentCell):
     def state_info(self, batch_size: int = 0) -> list[dict[str, Any]]:
         return self.base_cell.state_info(batch_size)
 
-    def begin_state(
-        self, batch_size: int = 0, func: Callable[..., Tensor] = torch.zeros, **kwargs: Any
+    def _begin_state(
+        self, batch_size: int, func: Callable[..., Tensor], kwargs: dict[str, Any]
     ) -> list[Tensor]:
-        if self._modified:
-            raise MXNetError(
-                f"{type(self).__name__} is wrapped by another modifier cell: call begin_state() "
-                "on the outer cell instead"
-            )
         self.base_cell._modified = False
         try:
             return self.base_cell.begin_state(batch_size, func=func, **kwargs)
@@ -263,36 +228,21 @@ class ResidualCell(ModifierCell):
         output, states = self.base_cell(inputs, states)
         return output + inputs, states
 
-    def unroll(
-        self,
-        length: int,
-        inputs: Sequenceish,
-        begin_state: Sequence[Tensor] | None = None,
-        layout: str = "NTC",
-        merge_outputs: bool | None = None,
-        valid_length: Any = None,
-    ) -> tuple[Sequenceish, list[Tensor]]:
-        self.reset()
-        if begin_state is None:
-            fmt, _, batch_size = _format_sequence(length, inputs, layout, None)
-            begin_state = self._default_begin_state(fmt, batch_size)
+    def _unroll(self, u: _Unroll) -> tuple[Sequenceish, list[Tensor]]:
+        if u.begin_state is None:
+            fmt, _, batch_size = _format_sequence(u.length, u.inputs, u.layout, None)
+            u = u._replace(begin_state=self._default_begin_state(fmt, batch_size))
         self.base_cell._modified = False
         try:
-            outputs, states = self.base_cell.unroll(
-                length,
-                inputs,
-                begin_state=begin_state,
-                layout=layout,
-                merge_outputs=merge_outputs,
-                valid_length=valid_length,
-            )
+            outputs, states = self.base_cell.unroll(*u)
         finally:
             self.base_cell._modified = True
         merged = isinstance(outputs, Tensor)
-        ins, axis, batch_size = _format_sequence(length, inputs, layout, merged)
-        if valid_length is not None:
+        ins, axis, batch_size = _format_sequence(u.length, u.inputs, u.layout, merged)
+        if u.valid_length is not None:
             ref = ins if isinstance(ins, Tensor) else ins[0]
-            ins = _mask_sequence(ins, length, _lengths_tensor(valid_length, batch_size, ref.device), axis)
+            vl = _lengths_tensor(u.valid_length, batch_size, ref.device)
+            ins = _mask_sequence(ins, u.length, vl, axis)
         if merged:
             return outputs + ins, states  # type: ignore[operator]
         return [o + i for o, i in zip(outputs, ins)], states
@@ -319,31 +269,17 @@ class BidirectionalCell(HybridRecurrentCell):
     def state_info(self, batch_size: int = 0) -> list[dict[str, Any]]:
         return self.l_cell.state_info(batch_size) + self.r_cell.state_info(batch_size)
 
-    def begin_state(
-        self, batch_size: int = 0, func: Callable[..., Tensor] = torch.zeros, **kwargs: Any
+    def _begin_state(
+        self, batch_size: int, func: Callable[..., Tensor], kwargs: dict[str, Any]
     ) -> list[Tensor]:
-        if self._modified:
-            raise MXNetError(
-                "BidirectionalCell is wrapped by a modifier cell: call begin_state() on it instead"
-            )
-        return self.l_cell.begin_state(batch_size, func=func, **kwargs) + self.r_cell.begin_state(
-            batch_size, func=func, **kwargs
-        )
+        l_states = self.l_cell.begin_state(batch_size, func=func, **kwargs)
+        return l_states + self.r_cell.begin_state(batch_size, func=func, **kwargs)
 
-    def unroll(
-        self,
-        length: int,
-        inputs: Sequenceish,
-        begin_state: Sequence[Tensor] | None = None,
-        layout: str = "NTC",
-        merge_outputs: bool | None = None,
-        valid_length: Any = None,
-    ) -> tuple[Sequenceish, list[Tensor]]:
-        self.reset()
-        steps, axis, batch_size = _format_sequence(length, inputs, layout, False)
-        vl = None if valid_length is None else _lengths_tensor(valid_length, batch_size, steps[0].device)
+    def _unroll(self, u: _Unroll) -> tuple[Sequenceish, list[Tensor]]:
+        steps, axis, batch_size = _format_sequence(u.length, u.inputs, u.layout, False)
+        vl = None if u.valid_length is None else _lengths_tensor(u.valid_length, batch_size, steps[0].device)
         states = (
-            list(begin_state) if begin_state is not None else self._default_begin_state(steps, batch_size)
+            list(u.begin_state) if u.begin_state is not None else self._default_begin_state(steps, batch_size)
         )
         n_l = len(self.l_cell.state_info(batch_size))
         if len(states) != n_l + len(self.r_cell.state_info(batch_size)):
@@ -351,16 +287,12 @@ class BidirectionalCell(HybridRecurrentCell):
                 f"BidirectionalCell expects {len(self.state_info(batch_size))} state tensor(s), "
                 f"got {len(states)}"
             )
-        l_out, l_states = self.l_cell.unroll(
-            length, steps, begin_state=states[:n_l], layout=layout, merge_outputs=False, valid_length=vl
-        )
+        l_out, l_states = self.l_cell.unroll(u.length, steps, states[:n_l], u.layout, False, vl)
         r_in = _reverse_sequence(steps, len(steps), vl, axis)
-        r_out, r_states = self.r_cell.unroll(
-            length, r_in, begin_state=states[n_l:], layout=layout, merge_outputs=False, valid_length=vl
-        )
+        r_out, r_states = self.r_cell.unroll(u.length, r_in, states[n_l:], u.layout, False, vl)
         r_out = _reverse_sequence(r_out, len(steps), vl, axis)
         outputs: Sequenceish = [torch.cat([lo, ro], dim=-1) for lo, ro in zip(l_out, r_out)]
-        outputs, _, _ = _format_sequence(length, outputs, layout, bool(merge_outputs))
+        outputs, _, _ = _format_sequence(u.length, outputs, u.layout, bool(u.merge_outputs))
         return outputs, list(l_states) + list(r_states)
 
     def __repr__(self) -> str:
