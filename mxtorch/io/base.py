@@ -159,3 +159,34 @@ class DataIter:
     def getpad(self) -> int:
         """The number of filler examples at the end of the current batch."""
         return 0
+
+
+class BatchIter(DataIter):
+    """A DataIter whose ``iter_next`` builds the whole DataBatch and keeps it in ``current_batch``;
+    ``next`` and the ``get*`` accessors read that batch."""
+
+    current_batch: DataBatch | None = None
+
+    def _current(self) -> DataBatch:
+        if self.current_batch is None:
+            raise RuntimeError(
+                f"{type(self).__name__}: there is no current batch; call iter_next() (or next()) first"
+            )
+        return self.current_batch
+
+    def next(self) -> DataBatch:
+        if not self.iter_next():
+            raise StopIteration
+        return self._current()
+
+    def getdata(self) -> list[Any]:
+        return list(self._current().data or [])
+
+    def getlabel(self) -> list[Any]:
+        return list(self._current().label or [])
+
+    def getindex(self) -> Any:
+        return self._current().index
+
+    def getpad(self) -> int:
+        return int(self._current().pad or 0)

@@ -36,7 +36,7 @@ import numpy as np
 import torch
 
 from ..base import MXNetError
-from .base import DataBatch, DataDesc, DataIter
+from .base import BatchIter, DataBatch, DataDesc
 
 __all__ = ["CSVIter"]
 
@@ -133,7 +133,7 @@ def _parse_rows(files: list[Path], width: int, dtype: type, what: str, shape: tu
     return np.concatenate(blocks, axis=0)
 
 
-class CSVIter(DataIter):
+class CSVIter(BatchIter):
     """Iterates over the rows of a CSV file (or a directory of them); see the module docstring.
 
     ``batch_size`` is required, as in MXNet.  ``data_name`` / ``label_name`` name the arrays in
@@ -198,7 +198,7 @@ class CSVIter(DataIter):
         self._pos = 0
         self._num_overflow = 0
         self._pad = 0
-        self._batch: DataBatch | None = None
+        self.current_batch: DataBatch | None = None
         self.provide_data = [DataDesc(data_name, (self.batch_size,) + self.data_shape, self.dtype)]
         self.provide_label = [DataDesc(label_name, self._label_batch_shape, self.dtype)]
 
@@ -208,7 +208,7 @@ class CSVIter(DataIter):
             self._pos = 0
         else:
             self._num_overflow = 0
-        self._batch = None
+        self.current_batch = None
 
     def _take(self, top: int, count: int) -> None:
         end = self._pos + count
@@ -218,7 +218,7 @@ class CSVIter(DataIter):
         self._pos = end
 
     def iter_next(self) -> bool:
-        self._batch = None
+        self.current_batch = None
         if self._num_overflow:
             return False  # the epoch ended by wrapping round; reset() starts the next one
         bs, n = self.batch_size, self.num_data
@@ -233,7 +233,7 @@ class CSVIter(DataIter):
                 self._take(top, bs - top)
                 self._num_overflow = bs - top
             self._pad = bs - top
-        self._batch = DataBatch(
+        self.current_batch = DataBatch(
             data=[torch.from_numpy(self._buf_data.reshape((bs,) + self.data_shape).copy())],
             label=[torch.from_numpy(self._buf_label.reshape(self._label_batch_shape).copy())],
             pad=self._pad,
@@ -242,25 +242,3 @@ class CSVIter(DataIter):
             provide_label=self.provide_label,
         )
         return True
-
-    def _current(self) -> DataBatch:
-        if self._batch is None:
-            raise RuntimeError("CSVIter: there is no current batch; call iter_next() (or next()) first")
-        return self._batch
-
-    def next(self) -> DataBatch:
-        if not self.iter_next():
-            raise StopIteration
-        return self._current()
-
-    def getdata(self) -> list[Any]:
-        return list(self._current().data or [])
-
-    def getlabel(self) -> list[Any]:
-        return list(self._current().label or [])
-
-    def getindex(self) -> Any:
-        return self._current().index
-
-    def getpad(self) -> int:
-        return int(self._current().pad or 0)

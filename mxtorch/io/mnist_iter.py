@@ -27,7 +27,7 @@ import torch
 
 from ..base import MXNetError
 from ..gluon.data.vision.datasets import EMBEDDED_FASHION_MNIST_ROOT, read_idx
-from .base import DataBatch, DataDesc, DataIter
+from .base import BatchIter, DataBatch, DataDesc
 
 __all__ = ["MNISTIter", "EMBEDDED_FASHION_MNIST_ROOT", "mxnet_shuffle_order"]
 
@@ -89,7 +89,7 @@ def _part(count: int, num_parts: int, part_index: int) -> tuple[int, int]:
     return start, end
 
 
-class MNISTIter(DataIter):
+class MNISTIter(BatchIter):
     """Iterates over MNIST-format image and label files; see the module docstring."""
 
     def __init__(
@@ -139,7 +139,7 @@ class MNISTIter(DataIter):
         self.flat = bool(flat)
         self._sample_shape: tuple[int, ...] = (rows * cols,) if self.flat else (1, rows, cols)
         self._loc = 0
-        self._batch: DataBatch | None = None
+        self.current_batch: DataBatch | None = None
         self.provide_data = [DataDesc(data_name, (self.batch_size,) + self._sample_shape, np.float32)]
         self.provide_label = [DataDesc(label_name, (self.batch_size,), np.float32)]
         if not silent:
@@ -149,17 +149,17 @@ class MNISTIter(DataIter):
     def reset(self) -> None:
         """Back to the first example (the shuffled order stays the same, as in MXNet)."""
         self._loc = 0
-        self._batch = None
+        self.current_batch = None
 
     def iter_next(self) -> bool:
-        self._batch = None
+        self.current_batch = None
         bs = self.batch_size
         if self._loc + bs > self.num_data:
             return False
         s = slice(self._loc, self._loc + bs)
         self._loc += bs
         pixels = torch.from_numpy(self._images[s].reshape((bs,) + self._sample_shape).astype(np.float32))
-        self._batch = DataBatch(
+        self.current_batch = DataBatch(
             data=[pixels * (1.0 / 256.0)],
             label=[torch.from_numpy(self._labels[s].astype(np.float32))],
             pad=0,
@@ -168,25 +168,3 @@ class MNISTIter(DataIter):
             provide_label=self.provide_label,
         )
         return True
-
-    def _current(self) -> DataBatch:
-        if self._batch is None:
-            raise RuntimeError("MNISTIter: there is no current batch; call iter_next() (or next()) first")
-        return self._batch
-
-    def next(self) -> DataBatch:
-        if not self.iter_next():
-            raise StopIteration
-        return self._current()
-
-    def getdata(self) -> list[Any]:
-        return list(self._current().data or [])
-
-    def getlabel(self) -> list[Any]:
-        return list(self._current().label or [])
-
-    def getindex(self) -> Any:
-        return self._current().index
-
-    def getpad(self) -> int:
-        return 0

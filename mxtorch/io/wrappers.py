@@ -11,12 +11,12 @@ import numpy as np
 import torch
 
 from .._dtype import to_torch_dtype
-from .base import DataBatch, DataDesc, DataIter, numpy_dtype
+from .base import BatchIter, DataBatch, DataDesc, DataIter, numpy_dtype
 
 __all__ = ["ResizeIter", "PrefetchingIter", "DataLoaderIter"]
 
 
-class ResizeIter(DataIter):
+class ResizeIter(BatchIter):
     """Makes ``data_iter`` give exactly ``size`` batches per epoch.
 
     When ``data_iter`` runs out it is reset and read on; when ``size`` batches have been given
@@ -60,28 +60,6 @@ class ResizeIter(DataIter):
                 ) from None
         self.cur += 1
         return True
-
-    def _current(self) -> DataBatch:
-        if self.current_batch is None:
-            raise RuntimeError("ResizeIter: there is no current batch; call iter_next() (or next()) first")
-        return self.current_batch
-
-    def next(self) -> DataBatch:
-        if not self.iter_next():
-            raise StopIteration
-        return self._current()
-
-    def getdata(self) -> list[Any]:
-        return list(self._current().data or [])
-
-    def getlabel(self) -> list[Any]:
-        return list(self._current().label or [])
-
-    def getindex(self) -> Any:
-        return self._current().index
-
-    def getpad(self) -> int:
-        return int(self._current().pad or 0)
 
 
 class _Prefetcher:
@@ -128,7 +106,7 @@ class _Prefetcher:
                 t.join()
 
 
-class PrefetchingIter(DataIter):
+class PrefetchingIter(BatchIter):
     """Reads the next batch of each of ``iters`` in background threads while the current one is
     used, and joins them into one batch (data and labels concatenated in the order of ``iters``).
 
@@ -242,29 +220,6 @@ class PrefetchingIter(DataIter):
         for ev in st.taken:
             ev.set()
         return True
-
-    def _current(self) -> DataBatch:
-        if self.current_batch is None:
-            raise RuntimeError("PrefetchingIter: there is no current batch; call iter_next() (or next()) "
-                               "first")
-        return self.current_batch
-
-    def next(self) -> DataBatch:
-        if not self.iter_next():
-            raise StopIteration
-        return self._current()
-
-    def getdata(self) -> list[Any]:
-        return list(self._current().data or [])
-
-    def getlabel(self) -> list[Any]:
-        return list(self._current().label or [])
-
-    def getindex(self) -> Any:
-        return self._current().index
-
-    def getpad(self) -> int:
-        return int(self._current().pad or 0)
 
 
 def _as_batch_tensor(x: Any, what: str) -> torch.Tensor:
