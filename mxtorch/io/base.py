@@ -28,6 +28,14 @@ def numpy_dtype(dtype: Any) -> Any:
     return np.dtype(dtype).type
 
 
+def check_kwargs(owner: str, kwargs: dict[str, Any], ignored: Iterable[str]) -> None:
+    """Raise TypeError for keyword arguments of ``owner`` other than the ``ignored`` ones
+    (MXNet options that have no effect here)."""
+    unknown = sorted(set(kwargs) - set(ignored))
+    if unknown:
+        raise TypeError(f"{owner} got unexpected argument(s) {unknown}")
+
+
 class DataDesc(namedtuple("DataDesc", ["name", "shape"])):
     """``(name, shape)`` of one input or output, with ``dtype`` (default ``np.float32``) and
     ``layout`` (default ``'NCHW'``; the position of ``N`` is the batch axis) as attributes.

@@ -36,7 +36,7 @@ import numpy as np
 import torch
 
 from ..base import MXNetError
-from .base import BatchIter, DataBatch, DataDesc
+from .base import BatchIter, DataBatch, DataDesc, check_kwargs
 
 __all__ = ["CSVIter"]
 
@@ -153,9 +153,7 @@ class CSVIter(BatchIter):
         label_name: str = "softmax_label",
         **kwargs: Any,
     ) -> None:
-        unknown = sorted(set(kwargs) - set(_IGNORED_KWARGS))
-        if unknown:
-            raise TypeError(f"CSVIter got unexpected argument(s) {unknown}")
+        check_kwargs("CSVIter", kwargs, _IGNORED_KWARGS)
         if batch_size is None:
             raise ValueError("CSVIter: batch_size is required")
         if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:

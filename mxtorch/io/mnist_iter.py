@@ -27,7 +27,7 @@ import torch
 
 from ..base import MXNetError
 from ..gluon.data.vision.datasets import EMBEDDED_FASHION_MNIST_ROOT, read_idx
-from .base import BatchIter, DataBatch, DataDesc
+from .base import BatchIter, DataBatch, DataDesc, check_kwargs
 
 __all__ = ["MNISTIter", "EMBEDDED_FASHION_MNIST_ROOT", "mxnet_shuffle_order"]
 
@@ -107,9 +107,7 @@ class MNISTIter(BatchIter):
         label_name: str = "softmax_label",
         **kwargs: Any,
     ) -> None:
-        unknown = sorted(set(kwargs) - set(_IGNORED_KWARGS))
-        if unknown:
-            raise TypeError(f"MNISTIter got unexpected argument(s) {unknown}")
+        check_kwargs("MNISTIter", kwargs, _IGNORED_KWARGS)
         if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
             raise ValueError(f"MNISTIter: batch_size must be a positive int, got {batch_size!r}")
         if not isinstance(num_parts, (int, np.integer)) or num_parts < 1:
