@@ -450,7 +450,10 @@ class AvgPool3D(_Pool):
 
 
 class _GlobalPool(HybridBlock):
-    """Pools over all spatial axes; the output keeps them with size 1, as MXNet does."""
+    """Pools over all spatial axes; the output keeps them with size 1, as MXNet does.
+
+    ``layout`` defaults to channels first (NCW, NCHW or NCDHW by ``_ndim``).
+    """
 
     _ndim = 2
     _type = "max"
@@ -482,17 +485,11 @@ class GlobalMaxPool1D(_GlobalPool):
 
     _ndim, _type = 1, "max"
 
-    def __init__(self, layout: str = "NCW", prefix: str | None = None, params: Any = None) -> None:
-        super().__init__(layout, prefix, params)
-
 
 class GlobalMaxPool2D(_GlobalPool):
     """Maximum over (H, W): (N, C, H, W) -> (N, C, 1, 1)."""
 
     _ndim, _type = 2, "max"
-
-    def __init__(self, layout: str = "NCHW", prefix: str | None = None, params: Any = None) -> None:
-        super().__init__(layout, prefix, params)
 
 
 class GlobalMaxPool3D(_GlobalPool):
@@ -500,17 +497,11 @@ class GlobalMaxPool3D(_GlobalPool):
 
     _ndim, _type = 3, "max"
 
-    def __init__(self, layout: str = "NCDHW", prefix: str | None = None, params: Any = None) -> None:
-        super().__init__(layout, prefix, params)
-
 
 class GlobalAvgPool1D(_GlobalPool):
     """Mean over the width: (N, C, W) -> (N, C, 1)."""
 
     _ndim, _type = 1, "avg"
-
-    def __init__(self, layout: str = "NCW", prefix: str | None = None, params: Any = None) -> None:
-        super().__init__(layout, prefix, params)
 
 
 class GlobalAvgPool2D(_GlobalPool):
@@ -518,17 +509,11 @@ class GlobalAvgPool2D(_GlobalPool):
 
     _ndim, _type = 2, "avg"
 
-    def __init__(self, layout: str = "NCHW", prefix: str | None = None, params: Any = None) -> None:
-        super().__init__(layout, prefix, params)
-
 
 class GlobalAvgPool3D(_GlobalPool):
     """Mean over (D, H, W): (N, C, D, H, W) -> (N, C, 1, 1, 1)."""
 
     _ndim, _type = 3, "avg"
-
-    def __init__(self, layout: str = "NCDHW", prefix: str | None = None, params: Any = None) -> None:
-        super().__init__(layout, prefix, params)
 
 
 # ---- padding and pixel shuffle ---------------------------------------------------------------
