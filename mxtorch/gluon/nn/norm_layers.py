@@ -84,9 +84,27 @@ class _Affine(HybridBlock):
             raise MXNetError(f"{type(self).__name__}: input shape {tuple(x.shape)} has {channels} entries on "
                              f"the {what} axis, but the layer was built for in_channels={shape[0]}")
 
+    def _prepare(self, channels: int, x: torch.Tensor, what: str) -> None:
+        """Check the input's size on the normalized axis; infer deferred shapes from it."""
+        self._check_size(channels, x, what)
+        if any(p._data is None for p in self._vectors()):
+            self._infer(channels)
+
+    def _set_axis(self, axis: Any, epsilon: Any) -> None:
+        name = type(self).__name__
+        if not _is_int(axis):
+            raise TypeError(f"{name}: axis must be an int, got {axis!r}")
+        self._axis = int(axis)
+        self._epsilon = _check_epsilon(epsilon, name)
+
     def _in_repr(self) -> int | None:
         shape = self.gamma.shape
         return shape[0] if shape and shape[0] > 0 else None
+
+    def _repr(self, what: str) -> str:
+        """``Name(eps=..., <what>, center=..., scale=..., in_channels=...)``."""
+        return (f"{type(self).__name__}(eps={self._epsilon}, {what}, center={self._center}, "
+                f"scale={self._scale}, in_channels={self._in_repr()})")
 
 
 class BatchNorm(_Affine):
@@ -151,9 +169,7 @@ class BatchNorm(_Affine):
         _check_tensor(x, name, 2)
         axis = _norm_axis(self._axis, x, name)
         c = int(x.shape[axis])
-        self._check_size(c, x, f"channel (axis={self._axis})")
-        if self.gamma._data is None or self.running_mean._data is None:
-            self._infer(c)
+        self._prepare(c, x, f"channel (axis={self._axis})")
         if axis != 1:
             x = x.movedim(axis, 1)
         gamma = self.gamma.data() if self._scale else None
@@ -253,18 +269,13 @@ class LayerNorm(_Affine):
                  prefix: str | None = None, params: Any = None) -> None:
         super().__init__(center, scale, beta_initializer, gamma_initializer, in_channels, False,
                          prefix, params)
-        if not _is_int(axis):
-            raise TypeError(f"LayerNorm: axis must be an int, got {axis!r}")
-        self._axis = int(axis)
-        self._epsilon = _check_epsilon(epsilon, "LayerNorm")
+        self._set_axis(axis, epsilon)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         _check_tensor(x, "LayerNorm", 1)
         axis = _norm_axis(self._axis, x, "LayerNorm")
         c = int(x.shape[axis])
-        self._check_size(c, x, f"normalized (axis={self._axis})")
-        if self.gamma._data is None or self.beta._data is None:
-            self._infer(c)
+        self._prepare(c, x, f"normalized (axis={self._axis})")
         last = axis == x.dim() - 1
         if not last:
             x = x.movedim(axis, -1)
@@ -272,8 +283,7 @@ class LayerNorm(_Affine):
         return out if last else out.movedim(-1, axis)
 
     def __repr__(self) -> str:
-        return (f"LayerNorm(eps={self._epsilon}, axis={self._axis}, center={self._center}, "
-                f"scale={self._scale}, in_channels={self._in_repr()})")
+        return self._repr(f"axis={self._axis}")
 
 
 class GroupNorm(_Affine):
@@ -302,14 +312,11 @@ class GroupNorm(_Affine):
         if c % self._num_groups:
             raise MXNetError(f"GroupNorm: the channel axis (size {c}) of input shape {tuple(x.shape)} "
                              f"must be divisible by num_groups={self._num_groups}")
-        self._check_size(c, x, "channel (axis=1)")
-        if self.gamma._data is None or self.beta._data is None:
-            self._infer(c)
+        self._prepare(c, x, "channel (axis=1)")
         return F.group_norm(x, self._num_groups, self.gamma.data(), self.beta.data(), self._epsilon)
 
     def __repr__(self) -> str:
-        return (f"GroupNorm(eps={self._epsilon}, num_groups={self._num_groups}, center={self._center}, "
-                f"scale={self._scale}, in_channels={self._in_repr()})")
+        return self._repr(f"num_groups={self._num_groups}")
 
 
 class InstanceNorm(_Affine):
@@ -324,10 +331,7 @@ class InstanceNorm(_Affine):
                  prefix: str | None = None, params: Any = None) -> None:
         super().__init__(center, scale, beta_initializer, gamma_initializer, in_channels, False,
                          prefix, params)
-        if not _is_int(axis):
-            raise TypeError(f"InstanceNorm: axis must be an int, got {axis!r}")
-        self._axis = int(axis)
-        self._epsilon = _check_epsilon(epsilon, "InstanceNorm")
+        self._set_axis(axis, epsilon)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         _check_tensor(x, "InstanceNorm", 3)
@@ -335,14 +339,11 @@ class InstanceNorm(_Affine):
         if axis == 0:
             raise MXNetError("InstanceNorm: axis must not be the batch axis 0, got axis=0")
         c = int(x.shape[axis])
-        self._check_size(c, x, f"channel (axis={self._axis})")
-        if self.gamma._data is None or self.beta._data is None:
-            self._infer(c)
+        self._prepare(c, x, f"channel (axis={self._axis})")
         if axis != 1:
             x = x.movedim(axis, 1)
         out = F.instance_norm(x, weight=self.gamma.data(), bias=self.beta.data(), eps=self._epsilon)
         return out.movedim(1, axis) if axis != 1 else out
 
     def __repr__(self) -> str:
-        return (f"InstanceNorm(eps={self._epsilon}, axis={self._axis}, center={self._center}, "
-                f"scale={self._scale}, in_channels={self._in_repr()})")
+        return self._repr(f"axis={self._axis}")
