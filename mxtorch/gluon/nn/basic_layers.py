@@ -169,17 +169,22 @@ class Identity(HybridBlock):
         return x
 
 
+def _nd_function(name: str, layer: str) -> Callable[..., Any]:
+    """The ``mxtorch.nd`` function called ``name`` (for Lambda/HybridLambda given a name)."""
+    from ... import nd
+
+    if not hasattr(nd, name):
+        raise MXNetError(f"{layer}: mxtorch.nd has no function named {name!r}")
+    return getattr(nd, name)  # type: ignore[no-any-return]
+
+
 class Lambda(Block):
     """Wraps a function (or the name of an ``mxtorch.nd`` function) as a block."""
 
     def __init__(self, function: str | Callable[..., Any], prefix: str | None = None) -> None:
         super().__init__(prefix)
         if isinstance(function, str):
-            from ... import nd
-
-            if not hasattr(nd, function):
-                raise MXNetError(f"Lambda: mxtorch.nd has no function named {function!r}")
-            function = getattr(nd, function)
+            function = _nd_function(function, "Lambda")
         if not callable(function):
             raise TypeError(f"Lambda expects a callable or a function name, got {function!r}")
         self._func = function
@@ -199,10 +204,7 @@ class HybridLambda(HybridBlock):
         from ... import nd
 
         if isinstance(function, str):
-            if not hasattr(nd, function):
-                raise MXNetError(f"HybridLambda: mxtorch.nd has no function named {function!r}")
-            fn = getattr(nd, function)
-            self._func: Callable[..., Any] = fn
+            self._func: Callable[..., Any] = _nd_function(function, "HybridLambda")
         elif callable(function):
             self._func = lambda *a: function(nd, *a)
             self._name = getattr(function, "__name__", "lambda")
