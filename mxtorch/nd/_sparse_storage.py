@@ -215,19 +215,26 @@ def row_sparse_parts(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 # ---- argument coercion ---------------------------------------------------------------------
 
 
+def _numpy_numbers(obj: Any, must: str, bad_kinds: str) -> np.ndarray:
+    """``obj`` as a contiguous numpy array; TypeError ``must`` when it is not numbers (object dtype
+    or a dtype kind in ``bad_kinds``)."""
+    try:
+        arr = np.asarray(obj)
+    except (TypeError, ValueError) as e:
+        raise TypeError(f"{must}, got {type(obj).__name__}: {e}") from e
+    if arr.dtype == object or arr.dtype.kind in bad_kinds:
+        raise TypeError(f"{must}, got {obj!r}")
+    return np.ascontiguousarray(arr)
+
+
 def _values(obj: Any, what: str, dtype: Any, device: torch.device) -> torch.Tensor:
     """``obj`` as a tensor on ``device``: float32 unless ``dtype`` is given or a tensor has its own."""
     if isinstance(obj, torch.Tensor):
         if _is_sparse(obj):
             raise TypeError(f"{what} must be a dense array, got a sparse tensor ({obj.layout})")
         return obj.detach().to(device=device, dtype=dtype_of(dtype, obj.dtype), copy=True)
-    try:
-        arr = np.asarray(obj)
-    except (TypeError, ValueError) as e:
-        raise TypeError(f"{what} must be an array of numbers, got {type(obj).__name__}: {e}") from e
-    if arr.dtype == object or arr.dtype.kind in "USV":
-        raise TypeError(f"{what} must be an array of numbers, got {obj!r}")
-    return torch.from_numpy(np.ascontiguousarray(arr)).to(device=device, dtype=dtype_of(dtype))
+    arr = _numpy_numbers(obj, f"{what} must be an array of numbers", "USV")
+    return torch.from_numpy(arr).to(device=device, dtype=dtype_of(dtype))
 
 
 def _ids(obj: Any, what: str, device: torch.device) -> torch.Tensor:
@@ -237,13 +244,8 @@ def _ids(obj: Any, what: str, device: torch.device) -> torch.Tensor:
             raise TypeError(f"{what} must be a dense 1-D array of integers, got a sparse tensor")
         t = obj.detach().to(device)
     else:
-        try:
-            arr = np.asarray(obj)
-        except (TypeError, ValueError) as e:
-            raise TypeError(f"{what} must be a 1-D array of integers, got {type(obj).__name__}: {e}") from e
-        if arr.dtype == object or arr.dtype.kind in "USVb":
-            raise TypeError(f"{what} must be a 1-D array of integers, got {obj!r}")
-        t = torch.from_numpy(np.ascontiguousarray(arr)).to(device)
+        arr = _numpy_numbers(obj, f"{what} must be a 1-D array of integers", "USVb")
+        t = torch.from_numpy(arr).to(device)
     if t.dim() == 0:
         t = t.reshape(1)
     if t.dim() != 1:
@@ -294,11 +296,7 @@ def row_sparse_array(arg1: Any, shape: Any = None, ctx: CtxLike = None, dtype: A
     """
     device = device_of(ctx)
     if isinstance(arg1, torch.Tensor) and _is_sparse(arg1):
-        src = arg1.detach().to(device=device, dtype=dtype_of(dtype, arg1.dtype))
-        out = tostype(src, "row_sparse")
-        out = out.clone() if out is src else out
-        _check_given_shape(out, shape, "row_sparse_array")
-        return _finish(out, ctx)
+        return _finish(_convert_sparse(arg1, "row_sparse", shape, dtype, device, "row_sparse_array"), ctx)
     if _is_shape(arg1):
         return _finish(_empty_rsp(as_shape(arg1), dtype_of(dtype), device), ctx)
     if isinstance(arg1, tuple) and len(arg1) == 2:
@@ -330,6 +328,17 @@ def row_sparse_array(arg1: Any, shape: Any = None, ctx: CtxLike = None, dtype: A
     return _finish(tostype(dense, "row_sparse"), ctx)
 
 
+def _convert_sparse(
+    src: torch.Tensor, stype: str, shape: Any, dtype: Any, device: torch.device, op: str
+) -> torch.Tensor:
+    """A sparse tensor as a new ``stype`` array on ``device`` (always a copy)."""
+    src = src.detach().to(device=device, dtype=dtype_of(dtype, src.dtype))
+    out = tostype(src, stype)
+    out = out.clone() if out is src else out
+    _check_given_shape(out, shape, op)
+    return out
+
+
 def _check_given_shape(t: torch.Tensor, shape: Any, op: str) -> None:
     if shape is not None and tuple(t.shape) != as_shape(shape, f"{op}: shape"):
         raise ValueError(f"{op}: the source has shape {tuple(t.shape)} but shape={tuple(as_shape(shape))} "
@@ -350,11 +359,7 @@ def csr_matrix(arg1: Any, shape: Any = None, ctx: CtxLike = None, dtype: Any = N
     """
     device = device_of(ctx)
     if isinstance(arg1, torch.Tensor) and _is_sparse(arg1):
-        src = arg1.detach().to(device=device, dtype=dtype_of(dtype, arg1.dtype))
-        out = tostype(src, "csr")
-        out = out.clone() if out is src else out
-        _check_given_shape(out, shape, "csr_matrix")
-        return _finish(out, ctx)
+        return _finish(_convert_sparse(arg1, "csr", shape, dtype, device, "csr_matrix"), ctx)
     if hasattr(arg1, "tocsr") and not isinstance(arg1, torch.Tensor):  # a scipy.sparse matrix
         m = arg1.tocsr(copy=True)
         m.sum_duplicates()
