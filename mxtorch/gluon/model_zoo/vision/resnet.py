@@ -6,6 +6,7 @@ Mappings in Deep Residual Networks" (v2).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -181,7 +182,46 @@ def _add_stages(features: nn.HybridSequential, block: Any, layers: list[int], ch
 # ---- networks ------------------------------------------------------------------------------
 
 
-class ResNetV1(HybridBlock):
+def _stem(width: int, thumbnail: bool) -> list[HybridBlock]:
+    """The ImageNet stem (7x7/2 convolution, BN, ReLU, 3x3/2 max-pool), or one 3x3 convolution."""
+    if thumbnail:
+        return [_conv3x3(width, 1, 0)]
+    return [nn.Conv2D(width, kernel_size=7, strides=2, padding=3, use_bias=False),
+            nn.BatchNorm(), nn.Activation("relu"), nn.MaxPool2D(pool_size=3, strides=2, padding=1)]
+
+
+def _data_norm() -> HybridBlock:
+    """The v2 networks' input normalization: a BatchNorm without scale and shift."""
+    return nn.BatchNorm(scale=False, center=False)
+
+
+def _v2_tail() -> list[HybridBlock]:
+    return [nn.BatchNorm(), nn.Activation("relu"), nn.GlobalAvgPool2D(), nn.Flatten()]
+
+
+class _ResNet(HybridBlock):
+    """``features``: ``stem()``'s layers, the residual stages, ``tail()``'s layers; ``output``: Dense.
+
+    ``stem`` and ``tail`` are called inside the name scope, so that their layers get MXNet's names.
+    """
+
+    def __init__(self, block: Any, layers: list[int], channels: list[int], classes: int, last_gamma: bool,
+                 stem: Callable[[], list[HybridBlock]], tail: Callable[[], list[HybridBlock]],
+                 **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        _check_layout(layers, channels)
+        with self.name_scope():
+            self.features = nn.HybridSequential(prefix="")
+            self.features.add(*stem())
+            _add_stages(self.features, block, layers, channels, last_gamma)
+            self.features.add(*tail())
+            self.output = nn.Dense(classes, in_units=channels[-1])
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.output(self.features(x))
+
+
+class ResNetV1(_ResNet):
     """ResNet v1: ``features`` (stem, residual stages, global average pool) and ``output`` (Dense).
 
     ``block`` is BasicBlockV1 or BottleneckV1, ``layers`` the units per stage and ``channels``
@@ -191,25 +231,11 @@ class ResNetV1(HybridBlock):
 
     def __init__(self, block: Any, layers: list[int], channels: list[int], classes: int = 1000,
                  thumbnail: bool = False, last_gamma: bool = False, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        _check_layout(layers, channels)
-        with self.name_scope():
-            self.features = nn.HybridSequential(prefix="")
-            if thumbnail:
-                self.features.add(_conv3x3(channels[0], 1, 0))
-            else:
-                self.features.add(nn.Conv2D(channels[0], kernel_size=7, strides=2, padding=3, use_bias=False),
-                                  nn.BatchNorm(), nn.Activation("relu"),
-                                  nn.MaxPool2D(pool_size=3, strides=2, padding=1))
-            _add_stages(self.features, block, layers, channels, last_gamma)
-            self.features.add(nn.GlobalAvgPool2D())
-            self.output = nn.Dense(classes, in_units=channels[-1])
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.output(self.features(x))
+        super().__init__(block, layers, channels, classes, last_gamma,
+                         lambda: _stem(channels[0], thumbnail), lambda: [nn.GlobalAvgPool2D()], **kwargs)
 
 
-class ResNetV2(HybridBlock):
+class ResNetV2(_ResNet):
     """ResNet v2 (pre-activation); same arguments as :class:`ResNetV1`, with the V2 units.
 
     The input first goes through a BatchNorm without scale and shift (data normalization);
@@ -218,59 +244,27 @@ class ResNetV2(HybridBlock):
 
     def __init__(self, block: Any, layers: list[int], channels: list[int], classes: int = 1000,
                  thumbnail: bool = False, last_gamma: bool = False, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        _check_layout(layers, channels)
-        with self.name_scope():
-            self.features = nn.HybridSequential(prefix="")
-            self.features.add(nn.BatchNorm(scale=False, center=False))
-            if thumbnail:
-                self.features.add(_conv3x3(channels[0], 1, 0))
-            else:
-                self.features.add(nn.Conv2D(channels[0], kernel_size=7, strides=2, padding=3, use_bias=False),
-                                  nn.BatchNorm(), nn.Activation("relu"),
-                                  nn.MaxPool2D(pool_size=3, strides=2, padding=1))
-            _add_stages(self.features, block, layers, channels, last_gamma)
-            self.features.add(nn.BatchNorm(), nn.Activation("relu"), nn.GlobalAvgPool2D(), nn.Flatten())
-            self.output = nn.Dense(classes, in_units=channels[-1])
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.output(self.features(x))
+        super().__init__(block, layers, channels, classes, last_gamma,
+                         lambda: [_data_norm(), *_stem(channels[0], thumbnail)], _v2_tail, **kwargs)
 
 
-class CIFARResNetV1(HybridBlock):
+class CIFARResNetV1(_ResNet):
     """ResNet v1 for 32x32 images: 3x3 stem (conv → BN → ReLU), then 3 stages (16/32/64 wide)."""
 
     def __init__(self, block: Any, layers: list[int], channels: list[int], classes: int = 10,
                  last_gamma: bool = False, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        _check_layout(layers, channels)
-        with self.name_scope():
-            self.features = nn.HybridSequential(prefix="")
-            self.features.add(_conv3x3(channels[0], 1, 0), nn.BatchNorm(), nn.Activation("relu"))
-            _add_stages(self.features, block, layers, channels, last_gamma)
-            self.features.add(nn.GlobalAvgPool2D())
-            self.output = nn.Dense(classes, in_units=channels[-1])
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.output(self.features(x))
+        super().__init__(block, layers, channels, classes, last_gamma,
+                         lambda: [_conv3x3(channels[0], 1, 0), nn.BatchNorm(), nn.Activation("relu")],
+                         lambda: [nn.GlobalAvgPool2D()], **kwargs)
 
 
-class CIFARResNetV2(HybridBlock):
+class CIFARResNetV2(_ResNet):
     """Pre-activation ResNet for 32x32 images (input BatchNorm, 3x3 stem, 3 stages)."""
 
     def __init__(self, block: Any, layers: list[int], channels: list[int], classes: int = 10,
                  last_gamma: bool = False, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        _check_layout(layers, channels)
-        with self.name_scope():
-            self.features = nn.HybridSequential(prefix="")
-            self.features.add(nn.BatchNorm(scale=False, center=False), _conv3x3(channels[0], 1, 0))
-            _add_stages(self.features, block, layers, channels, last_gamma)
-            self.features.add(nn.BatchNorm(), nn.Activation("relu"), nn.GlobalAvgPool2D(), nn.Flatten())
-            self.output = nn.Dense(classes, in_units=channels[-1])
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.output(self.features(x))
+        super().__init__(block, layers, channels, classes, last_gamma,
+                         lambda: [_data_norm(), _conv3x3(channels[0], 1, 0)], _v2_tail, **kwargs)
 
 
 # ---- specifications and constructors -------------------------------------------------------
