@@ -20,6 +20,12 @@ from ``--prune-begin-step`` to the end of ``--prune-end-epoch``); metrics.json r
 parameters of a saved network (those whose name and shape match; a new output layer keeps its
 fresh values), and ``--freeze REGEX`` keeps the parameters whose full name (or attribute path)
 matches fixed.
+
+``--checkpoint-dir URI --checkpoint-every N`` saves a checkpoint (:mod:`mxtorch.checkpoint`:
+parameters, trainer and optimizer states incl. a parameter server's, compression residuals,
+every RNG, the data position, the epoch's running statistics) every N steps, in the background,
+to a folder or any fsspec URI; ``--resume`` continues from the newest good one, so that a job
+killed mid-epoch and run again with ``--resume`` ends with the model.params of an uninterrupted run.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ import argparse
 import json
 import os
 import re
+import signal
 import sys
 import time
 from dataclasses import asdict, dataclass, field, replace
@@ -89,6 +96,10 @@ class TrainConfig:
     prune_frequency: int | None = None
     init_from: str | None = None
     freeze: str | None = None
+    checkpoint_dir: str | None = None
+    checkpoint_every: int | None = None
+    checkpoint_keep: int = 3
+    resume: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -172,6 +183,17 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--freeze", default=d.freeze, metavar="REGEX",
                    help="do not train the parameters whose full name ('mlp0_dense0_weight') or attribute "
                         "path ('features.1.weight') matches REGEX (re.match; grad_req='null')")
+    p.add_argument("--checkpoint-dir", default=d.checkpoint_dir, metavar="URI",
+                   help="save checkpoints (mxtorch.checkpoint) under this folder or fsspec URI (file://, "
+                        "s3://bucket/run with s3fs, ...) to resume the job exactly with --resume")
+    p.add_argument("--checkpoint-every", type=int, default=d.checkpoint_every, metavar="N",
+                   help="with --checkpoint-dir: save every N training steps (default: once an epoch); "
+                        "written in the background")
+    p.add_argument("--checkpoint-keep", type=int, default=d.checkpoint_keep, metavar="K",
+                   help="with --checkpoint-dir: keep the last K checkpoints (default 3)")
+    p.add_argument("--resume", action="store_true",
+                   help="with --checkpoint-dir: continue from its newest good checkpoint (from the start "
+                        "when there is none)")
     return p
 
 
@@ -312,6 +334,52 @@ def _sum_over_workers(kv: Any, key: str, values: list[float]) -> list[float]:
     else:
         kv.pushpull(key, t, out=t)
     return [float(v) for v in t]
+
+
+def check_checkpointing(cfg: TrainConfig) -> None:
+    """Refuse inconsistent --checkpoint-*/--resume options (SystemExit)."""
+    if cfg.checkpoint_dir is None:
+        if cfg.resume or cfg.checkpoint_every is not None:
+            flag = "--resume" if cfg.resume else "--checkpoint-every"
+            raise SystemExit(f"{flag} needs --checkpoint-dir URI")
+        return
+    if cfg.checkpoint_every is not None and cfg.checkpoint_every < 1:
+        raise SystemExit(f"--checkpoint-every must be >= 1, got {cfg.checkpoint_every}")
+    if cfg.checkpoint_keep < 1:
+        raise SystemExit(f"--checkpoint-keep must be >= 1, got {cfg.checkpoint_keep}")
+    if cfg.pp > 1 or cfg.dp > 1 or cfg.plan:
+        raise SystemExit("--checkpoint-dir applies to data-parallel training, not yet to the pipelined job "
+                         "(--pp, --dp, --plan)")
+    if cfg.prune is not None:
+        raise SystemExit("--checkpoint-dir with --prune: the pruning masks are not checkpointed yet")
+
+
+def _epoch_stats(stats_kv: Any, rank: int, n_workers: int, values: list[float]) -> list[list[float]]:
+    """Every worker's ``values`` (the same count on each), indexed by rank (a sum of one-hot slots)."""
+    if n_workers == 1:
+        return [list(values)]
+    k = len(values)
+    slots = [0.0] * (k * n_workers)
+    slots[rank * k:(rank + 1) * k] = values
+    total = _sum_over_workers(stats_kv, "checkpoint_stats", slots)
+    return [total[r * k:(r + 1) * k] for r in range(n_workers)]
+
+
+def _test_kill_hook(step: int, ckpt: Any, kv: Any) -> None:
+    """TEST-ONLY hook: with ``MXTORCH_TEST_KILL_AT_STEP=k`` in the environment, every worker
+    SIGKILLs its own process right after training step ``k``, once the checkpoint of an earlier
+    step is committed (saves are waited for, then the workers meet at a barrier).  The tests of
+    exact resume use it to kill a run mid-epoch deterministically; nothing else sets it."""
+    at = os.environ.get("MXTORCH_TEST_KILL_AT_STEP")
+    if not at or int(at) != step:
+        return
+    ckpt.wait()
+    if not any(s < step for s in ckpt.list()):
+        raise SystemExit(f"MXTORCH_TEST_KILL_AT_STEP={at}: no checkpoint before step {step} to resume from")
+    if kv is not None:
+        kv.barrier()
+    sys.stdout.flush()
+    os.kill(os.getpid(), signal.SIGKILL)
 
 
 def check_pruning_and_transfer(cfg: TrainConfig) -> None:
@@ -466,6 +534,7 @@ def train(cfg: TrainConfig, log: Any = None) -> dict[str, Any]:
     from ..progress import ProgressBar
 
     check_pruning_and_transfer(cfg)
+    check_checkpointing(cfg)
     kv = _join_job(cfg)
     rank, n_workers = (kv.rank, kv.num_workers) if kv is not None else (0, 1)
     lead = rank == 0
@@ -560,18 +629,53 @@ def train(cfg: TrainConfig, log: Any = None) -> dict[str, Any]:
         amp.init({"bf16": "bfloat16", "fp16": "float16"}[cfg.amp])
         amp.init_trainer(trainer)
     loss_fn = loss.SoftmaxCrossEntropyLoss()
+    ckpt: Any = None
+    start_step, resumed = 0, {}
+    if cfg.checkpoint_dir is not None:
+        from ..checkpoint import CheckpointError, CheckpointManager
+
+        ckpt = CheckpointManager(cfg.checkpoint_dir, keep_last=cfg.checkpoint_keep,
+                                 every_n_steps=cfg.checkpoint_every or len(train_loader), async_save=True)
+        if cfg.resume and ckpt.list():
+            # restoring needs the parameters' shapes: a forward pass on two training images (its
+            # random draws do not count: the checkpoint's RNG states are restored last).  Without
+            # a checkpoint nothing runs here, so that the run draws as one without --resume does.
+            x = split_and_load(torch.stack([to_tensor(train_set[i][0]) for i in range(2)]), ctx)[0]
+            if pending:
+                pending = False
+                prepare(x)
+            else:
+                with torch.no_grad(), autograd.predict_mode():
+                    net(x)
+            try:  # the newest good checkpoint (a corrupt one is skipped with a warning)
+                start_step = ckpt.restore(net=net, trainer=trainer, loader=train_loader)
+            except CheckpointError as e:
+                raise SystemExit(f"--resume: {e}") from None
+            resumed = dict(ckpt.extra)
+            at = int(resumed.get("epoch", 0))
+            say(f"resumed from checkpoint step {start_step} under {cfg.checkpoint_dir} (epoch {at + 1}, "
+                f"batch {start_step - at * len(train_loader)} of {len(train_loader)})")
+        elif cfg.resume:
+            say(f"--resume: no checkpoint under {cfg.checkpoint_dir} yet: starting from the beginning")
     shown = {k: v for k, v in opt_params.items() if k != "lr_scheduler"}
     say(f"model: {cfg.model}  contexts: {ctx}  optimizer: {cfg.optimizer} {shown} ({cfg.lr_schedule} lr)  "
         f"batch: {cfg.batch_size}  epochs: {cfg.epochs}"
         + (f"  workers: {n_workers} x {cfg.batch_size // n_workers} ({kv.type} kvstore)" if kv else "")
         + (f"  amp: {cfg.amp}" if cfg.amp else "")
         + (f"  compression: {comp}" if comp else ""))
-    history = []
+    history: list[dict[str, Any]] = list(resumed.get("history", []))
+    step = start_step  # training steps done
+    first_epoch = int(resumed.get("epoch", 0)) if start_step else 0
     t_start = time.perf_counter()
-    for epoch in range(cfg.epochs):
+    for epoch in range(first_epoch, cfg.epochs):
         acc = mx.metric.Accuracy()
         loss_sum = 0.0
         n_seen = 0
+        stats = resumed.get("stats") or []
+        if start_step and epoch == first_epoch and len(stats) == n_workers:  # the epoch in progress
+            loss_sum, correct, seen = stats[rank]
+            n_seen = int(seen)
+            acc.sum_metric, acc.num_inst = int(correct), n_seen
         if sampler is not None:
             sampler.set_epoch(epoch)
         bar = ProgressBar(len(train_loader), desc=f"epoch {epoch + 1}/{cfg.epochs}",
@@ -598,6 +702,14 @@ def train(cfg: TrainConfig, log: Any = None) -> dict[str, Any]:
             acc.update(labels, [o.detach() for o in outs])
             n_seen += data.shape[0]
             bar.update(1, samples=data.shape[0], loss=loss_sum / n_seen, acc=acc.get()[1])
+            step += 1
+            if ckpt is not None:
+                if ckpt.should_save(step):  # with this epoch's running statistics of every worker
+                    ckpt.save(step, net=net, trainer=trainer, loader=train_loader, epoch=epoch,
+                              stats=_epoch_stats(stats_kv, rank, n_workers,
+                                                 [loss_sum, float(acc.sum_metric), float(n_seen)]),
+                              history=history)
+                _test_kill_hook(step, ckpt, kv)
         bar.close()
         train_loss, train_acc, rate = loss_sum / max(n_seen, 1), acc.get()[1], bar.rate
         if kv is not None:  # the whole job's loss, accuracy and throughput, not one shard's
@@ -616,6 +728,8 @@ def train(cfg: TrainConfig, log: Any = None) -> dict[str, Any]:
         say(f"epoch {epoch + 1}: train loss {rec['train_loss']:.4f}  train acc {rec['train_acc']:.4f}  "
             f"test acc {test_acc:.4f}  {rec['samples_per_sec']:,.0f} samples/s  {rec['seconds']:.1f}s"
             + (f"  sparsity {rec['sparsity']:.3f}" if pruner is not None else ""))
+    if ckpt is not None:
+        ckpt.wait()  # the last background write (raises what it raised)
     total = time.perf_counter() - t_start
     result = {"config": asdict(cfg), "data": data_desc, "epochs": history,
               "final_test_acc": history[-1]["test_acc"] if history else None, "total_seconds": total,
@@ -631,6 +745,10 @@ def train(cfg: TrainConfig, log: Any = None) -> dict[str, Any]:
                else ""))
     if transfer:
         result["transfer"] = transfer
+    if ckpt is not None:
+        result["checkpoint"] = {"dir": cfg.checkpoint_dir, "every_steps": ckpt.every_n_steps,
+                                "resumed_from_step": start_step, "steps": ckpt.list(),
+                                "last_save": ckpt.last_save}
     if comp is not None:  # payload bytes this worker (worker 0 in the saved file) sent to its peers
         result["compression"] = {"params": comp, "wire_bytes_sent": int(getattr(kv, "wire_bytes_sent", 0))}
     if not lead:
@@ -680,6 +798,7 @@ def run(args: argparse.Namespace) -> int:
     if cfg.epochs < 1 or cfg.batch_size < 1 or cfg.workers < 1 or cfg.servers < 0:
         raise SystemExit("--epochs, --batch-size and --workers must be >= 1, --servers >= 0")
     check_pruning_and_transfer(cfg)
+    check_checkpointing(cfg)
     if compression_params(cfg) is not None and cfg.workers < 2 and launched_world_size() is None:
         raise SystemExit(f"--compression {cfg.compression} compresses what workers send each other: add "
                          "--workers 2 (or more) and --kvstore horovod (or allreduce, or dist_sync with "
