@@ -96,7 +96,19 @@ class BottleneckV1(HybridBlock):
         return F.relu(out + residual)
 
 
-class BasicBlockV2(HybridBlock):
+class _PreActUnit(HybridBlock):
+    """What the v2 units share: BN → ReLU on the input, which also feeds the 1x1 shortcut if any."""
+
+    bn1: nn.BatchNorm
+    downsample: nn.Conv2D | None
+
+    def _pre_activation(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The activated input and the residual (``x`` itself, or the shortcut of the activated input)."""
+        act = F.relu(self.bn1(x))
+        return act, x if self.downsample is None else self.downsample(act)
+
+
+class BasicBlockV2(_PreActUnit):
     """Pre-activation basic unit: BN → ReLU → 3x3 conv, twice; the shortcut is a plain 1x1 conv."""
 
     def __init__(self, channels: int, stride: int, downsample: bool = False, in_channels: int = 0,
@@ -106,23 +118,18 @@ class BasicBlockV2(HybridBlock):
         self.conv1 = _conv3x3(channels, stride, in_channels)
         self.bn2 = _bn(last_gamma)
         self.conv2 = _conv3x3(channels, 1, channels)
-        self.downsample: nn.Conv2D | None = None
-        if downsample:
-            self.downsample = nn.Conv2D(channels, kernel_size=1, strides=stride, use_bias=False,
-                                        in_channels=in_channels)
+        self.downsample = (nn.Conv2D(channels, kernel_size=1, strides=stride, use_bias=False,
+                                     in_channels=in_channels) if downsample else None)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        residual = x
-        x = F.relu(self.bn1(x))
-        if self.downsample is not None:
-            residual = self.downsample(x)
+        x, residual = self._pre_activation(x)
         x = self.conv1(x)
         x = F.relu(self.bn2(x))
         x = self.conv2(x)
         return x + residual
 
 
-class BottleneckV2(HybridBlock):
+class BottleneckV2(_PreActUnit):
     """Pre-activation bottleneck: (BN → ReLU → conv) for 1x1, 3x3 (stride), 1x1 convolutions."""
 
     def __init__(self, channels: int, stride: int, downsample: bool = False, in_channels: int = 0,
@@ -135,16 +142,11 @@ class BottleneckV2(HybridBlock):
         self.conv2 = _conv3x3(mid, stride, mid)
         self.bn3 = _bn(last_gamma)
         self.conv3 = nn.Conv2D(channels, kernel_size=1, strides=1, use_bias=False)
-        self.downsample: nn.Conv2D | None = None
-        if downsample:
-            self.downsample = nn.Conv2D(channels, kernel_size=1, strides=stride, use_bias=False,
-                                        in_channels=in_channels)
+        self.downsample = (nn.Conv2D(channels, kernel_size=1, strides=stride, use_bias=False,
+                                     in_channels=in_channels) if downsample else None)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        residual = x
-        x = F.relu(self.bn1(x))
-        if self.downsample is not None:
-            residual = self.downsample(x)
+        x, residual = self._pre_activation(x)
         x = self.conv1(x)
         x = self.conv2(F.relu(self.bn2(x)))
         x = self.conv3(F.relu(self.bn3(x)))
