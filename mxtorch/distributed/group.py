@@ -160,19 +160,28 @@ def barrier(timeout: float | None = None) -> None:
     seconds = g.timeout if timeout is None else _check_timeout(timeout)
     if g.info.world_size == 1:
         return
+    barrier_on(None, g.backend, seconds, f"rank {g.info.rank} of {g.info.world_size}", "Some rank")
+
+
+def barrier_on(pg: Any, backend: str | None, seconds: float, where: str, who: str) -> None:
+    """Barrier of process group ``pg`` (None: the default one) with a ``seconds`` limit.
+
+    On gloo it is monitored (a time-out names the ranks that did not arrive).  A failure raises
+    :class:`DistributedError` starting with ``where``; ``who`` names the ranks waited for.
+    """
     start = time.monotonic()
     try:
-        if g.backend == "gloo":
-            dist.monitored_barrier(timeout=datetime.timedelta(seconds=seconds), wait_all_ranks=True)
+        if backend == "gloo":
+            dist.monitored_barrier(group=pg, timeout=datetime.timedelta(seconds=seconds), wait_all_ranks=True)
         else:
-            work = dist.barrier(async_op=True)
+            work = dist.barrier(group=pg, async_op=True)
             if work is not None:
                 work.wait(timeout=datetime.timedelta(seconds=seconds))
     except RuntimeError as e:
         raise DistributedError(
-            f"rank {g.info.rank} of {g.info.world_size}: barrier failed after {time.monotonic() - start:.1f} "
-            f"s (limit {seconds:g} s): {explain(e)}. Some rank did not reach it: it crashed, hangs, or runs "
-            "different code; check the other ranks' logs"
+            f"{where}: barrier failed after {time.monotonic() - start:.1f} s (limit {seconds:g} s): "
+            f"{explain(e)}. {who} did not reach it: it crashed, hangs, or runs different code; check the "
+            "other ranks' logs"
         ) from e
 
 

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import datetime
 import math
-import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -13,7 +11,7 @@ import torch.distributed as dist
 
 from ... import compression
 from ...distributed import group
-from ...distributed.env import DistributedConfigError, DistributedError
+from ...distributed.env import DistributedConfigError
 from ...nd import sparse
 from ..base import Capability, Key, KVStoreBase, KVStoreError, Value, register_factory
 from ..local import _key_list, _row_sparse_sum, _tensors, _write
@@ -361,22 +359,7 @@ class AllreduceKVStore(KVStoreBase):
         if self.num_workers == 1:
             return
         comm = self._comm
-        seconds = comm.timeout()
-        start = time.monotonic()
-        try:
-            if comm.backend == "gloo":  # names the ranks that did not arrive
-                dist.monitored_barrier(group=self._pg, timeout=datetime.timedelta(seconds=seconds),
-                                       wait_all_ranks=True)
-            else:
-                work = dist.barrier(group=self._pg, async_op=True)
-                if work is not None:
-                    work.wait(timeout=datetime.timedelta(seconds=seconds))
-        except RuntimeError as e:
-            raise DistributedError(
-                f"{comm.where()}: barrier failed after {time.monotonic() - start:.1f} s "
-                f"(limit {seconds:g} s): {group.explain(e)}. Some rank of the group did not reach it: it "
-                "crashed, hangs, or runs different code; check the other ranks' logs"
-            ) from e
+        group.barrier_on(self._pg, comm.backend, comm.timeout(), comm.where(), "Some rank of the group")
 
     def close(self) -> None:
         """Remove gradient hooks; the process group itself stays up until exit (shared)."""
