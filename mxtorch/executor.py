@@ -47,6 +47,19 @@ def _as_tensor(v: Any, device: torch.device, what: str) -> torch.Tensor:
     raise TypeError(f"{what} must be an NDArray (torch.Tensor) or numpy array, got {type(v).__name__}")
 
 
+Shape = tuple[int, ...]
+
+
+def _copy_into(dst: torch.Tensor, value: Any, what: str, mismatch: Callable[[Shape, Shape], str]) -> None:
+    """Copy ``value`` (a tensor or numpy array) into ``dst``; MXNetError ``mismatch(got, want)``
+    when the shapes differ."""
+    src = _as_tensor(value, dst.device, what)
+    if tuple(src.shape) != tuple(dst.shape):
+        raise MXNetError(mismatch(tuple(src.shape), tuple(dst.shape)))
+    with torch.no_grad():
+        dst.copy_(src)
+
+
 def _arrays(
     given: Any, names: list[str], what: str, device: torch.device, required: bool
 ) -> list[torch.Tensor | None]:
@@ -262,15 +275,15 @@ class Executor:
         for k, v in kwargs.items():
             if k not in self._arg_names:
                 raise MXNetError(f"forward: {k!r} is not an argument of the symbol ({self._arg_names})")
-            dst = self.arg_arrays[self._arg_names.index(k)]
-            src = _as_tensor(v, dst.device, f"forward({k}=...)")
-            if tuple(src.shape) != tuple(dst.shape):
-                raise MXNetError(
-                    f"forward: {k!r} has shape {tuple(src.shape)} but was bound with shape "
-                    f"{tuple(dst.shape)}; use reshape() to bind other shapes"
-                )
-            with torch.no_grad():
-                dst.copy_(src)
+            _copy_into(
+                self.arg_arrays[self._arg_names.index(k)],
+                v,
+                f"forward({k}=...)",
+                lambda got, want, k=k: (  # type: ignore[misc]
+                    f"forward: {k!r} has shape {got} but was bound with shape {want}; "
+                    "use reshape() to bind other shapes"
+                ),
+            )
         plan = self._plan
         vals: list[Any] = [None] * plan.nslots
         nargs = len(self.arg_arrays)
@@ -364,15 +377,14 @@ class Executor:
                         f"copy_params_from: {what} has {k!r}, which the executor does not have; "
                         "pass allow_extra_params=True to skip it"
                     )
-                dst = arrays[names.index(k)]
-                t = _as_tensor(v, dst.device, f"{what}[{k!r}]")
-                if tuple(t.shape) != tuple(dst.shape):
-                    raise MXNetError(
-                        f"copy_params_from: {k!r} has shape {tuple(t.shape)}, the executor's "
-                        f"array {tuple(dst.shape)}"
-                    )
-                with torch.no_grad():
-                    dst.copy_(t)
+                _copy_into(
+                    arrays[names.index(k)],
+                    v,
+                    f"{what}[{k!r}]",
+                    lambda got, want, k=k: (  # type: ignore[misc]
+                        f"copy_params_from: {k!r} has shape {got}, the executor's array {want}"
+                    ),
+                )
 
     def reshape(
         self, partial_shaping: bool = False, allow_up_sizing: bool = False, **kwargs: Any
