@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import ast
 import threading
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 __all__ = ["NameManager", "Prefix", "AttrScope", "HIDDEN_KEYS", "attr_string", "parse_attr"]
 
@@ -18,14 +19,47 @@ __all__ = ["NameManager", "Prefix", "AttrScope", "HIDDEN_KEYS", "attr_string", "
 HIDDEN_KEYS = ("ctx_group", "lr_mult", "wd_mult", "force_mirroring", "mirror_stage", "profiler_scope")
 
 _local = threading.local()
+_S = TypeVar("_S")
 
 
-class NameManager:
+def _current(slot: str, make: Callable[[], _S]) -> _S:
+    """This thread's scope in ``slot``, made by ``make()`` the first time."""
+    cur = getattr(_local, slot, None)
+    if cur is None:
+        cur = make()
+        setattr(_local, slot, cur)
+    return cur  # type: ignore[no-any-return]
+
+
+_T = TypeVar("_T", bound="_ThreadScope")
+
+
+class _ThreadScope:
+    """``with scope:`` makes it this thread's current one (kept in ``_local.<_slot>``) until the end."""
+
+    _slot = ""
+    _old: Any = None
+
+    @staticmethod
+    def current() -> Any:
+        raise NotImplementedError
+
+    def __enter__(self: _T) -> _T:
+        self._old = self.current()
+        setattr(_local, self._slot, self)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        setattr(_local, self._slot, self._old)
+
+
+class NameManager(_ThreadScope):
     """Gives unnamed nodes MXNet's automatic names; ``with NameManager():`` starts fresh counters."""
+
+    _slot = "name_manager"
 
     def __init__(self) -> None:
         self._counter: dict[str, int] = {}
-        self._old: NameManager | None = None
 
     def get(self, name: str | None, hint: str) -> str:
         if name:
@@ -34,20 +68,9 @@ class NameManager:
         self._counter[hint] = n + 1
         return f"{hint}{n}"
 
-    def __enter__(self) -> NameManager:
-        self._old = NameManager.current()
-        _local.name_manager = self
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        _local.name_manager = self._old
-
     @staticmethod
     def current() -> NameManager:
-        cur = getattr(_local, "name_manager", None)
-        if cur is None:
-            cur = _local.name_manager = NameManager()
-        return cur  # type: ignore[no-any-return]
+        return _current(NameManager._slot, NameManager)
 
 
 class Prefix(NameManager):
@@ -61,8 +84,10 @@ class Prefix(NameManager):
         return self._prefix + super().get(name, hint)
 
 
-class AttrScope:
+class AttrScope(_ThreadScope):
     """``with mx.AttrScope(ctx_group='dev1'):`` gives every node created inside these attributes."""
+
+    _slot = "attr_scope"
 
     def __init__(self, **kwargs: Any) -> None:
         for k, v in kwargs.items():
@@ -72,7 +97,6 @@ class AttrScope:
                     "attributes as strings); pass str(value)"
                 )
         self._attr = dict(kwargs)
-        self._old: AttrScope | None = None
 
     def get(self, attr: dict[str, str] | None) -> dict[str, str]:
         """The scope's attributes updated with ``attr`` (``attr`` wins)."""
@@ -82,22 +106,12 @@ class AttrScope:
         return out
 
     def __enter__(self) -> AttrScope:
-        self._old = AttrScope.current()
-        merged = dict(self._old._attr)
-        merged.update(self._attr)
-        self._attr = merged
-        _local.attr_scope = self
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        _local.attr_scope = self._old
+        self._attr = {**AttrScope.current()._attr, **self._attr}
+        return super().__enter__()
 
     @staticmethod
     def current() -> AttrScope:
-        cur = getattr(_local, "attr_scope", None)
-        if cur is None:
-            cur = _local.attr_scope = AttrScope()
-        return cur  # type: ignore[no-any-return]
+        return _current(AttrScope._slot, AttrScope)
 
 
 def attr_string(value: Any) -> str:
