@@ -306,8 +306,10 @@ class KLDivLoss(Loss):
         return _batch_sum(_apply_weighting(loss, self._weight, sample_weight), self._batch_axis)
 
 
-class HingeLoss(Loss):
-    """SVM hinge loss ``L = mean_i max(0, margin - pred_i * label_i)``, labels in {-1, 1}."""
+class _Hinge(Loss):
+    """``max(0, margin - pred * label)``, squared when ``_squared``; labels in {-1, 1}."""
+
+    _squared = False
 
     def __init__(self, margin: float = 1, weight: float | None = None, batch_axis: int = 0,
                  **kwargs: Any) -> None:
@@ -317,21 +319,19 @@ class HingeLoss(Loss):
     def forward(self, pred: Tensor, label: Tensor, sample_weight: Any = None) -> Tensor:
         label = _reshape_like(label, pred)
         loss = torch.relu(self._margin - pred * label)
+        if self._squared:
+            loss = loss.square()
         return _batch_mean(_apply_weighting(loss, self._weight, sample_weight), self._batch_axis)
 
 
-class SquaredHingeLoss(Loss):
+class HingeLoss(_Hinge):
+    """SVM hinge loss ``L = mean_i max(0, margin - pred_i * label_i)``, labels in {-1, 1}."""
+
+
+class SquaredHingeLoss(_Hinge):
     """Soft-margin loss ``L = mean_i max(0, margin - pred_i * label_i)^2``, labels in {-1, 1}."""
 
-    def __init__(self, margin: float = 1, weight: float | None = None, batch_axis: int = 0,
-                 **kwargs: Any) -> None:
-        super().__init__(weight, batch_axis, **kwargs)
-        self._margin = margin
-
-    def forward(self, pred: Tensor, label: Tensor, sample_weight: Any = None) -> Tensor:
-        label = _reshape_like(label, pred)
-        loss = torch.relu(self._margin - pred * label).square()
-        return _batch_mean(_apply_weighting(loss, self._weight, sample_weight), self._batch_axis)
+    _squared = True
 
 
 class LogisticLoss(Loss):
