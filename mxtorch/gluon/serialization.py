@@ -11,7 +11,7 @@ import torch
 
 from ..base import MXNetError
 from ..checkpoint_io import atomic_write_bytes
-from ..nd.mxnet_format import is_mxnet_file, read_mxnet, write_mxnet
+from ..nd.mxnet_format import read_mxnet_file, write_mxnet
 from .parameter_core import Parameter
 
 __all__ = ["save_tensors", "load_tensors", "load_named"]
@@ -48,18 +48,14 @@ def load_tensors(filename: str | os.PathLike[str]) -> dict[str, torch.Tensor]:
     from safetensors.torch import load_file
 
     filename = os.fspath(filename)
-    if not os.path.isfile(filename):
-        raise MXNetError(f"parameter file {filename!r} does not exist")
-    with open(filename, "rb") as fh:
-        head = fh.read(16)
-        if is_mxnet_file(head):
-            arrays = read_mxnet(head + fh.read(), repr(filename))
-            if isinstance(arrays, list):
-                if arrays:
-                    raise MXNetError(f"parameter file {filename!r} is an MXNet file of {len(arrays)} unnamed "
-                                     "arrays (saved from a list); parameters need a dict of names to arrays")
-                return {}
-            return arrays
+    arrays = read_mxnet_file(filename, f"parameter file {filename!r} does not exist")
+    if isinstance(arrays, list):
+        if arrays:
+            raise MXNetError(f"parameter file {filename!r} is an MXNet file of {len(arrays)} unnamed "
+                             "arrays (saved from a list); parameters need a dict of names to arrays")
+        return {}
+    if arrays is not None:
+        return arrays
     try:
         return load_file(filename)
     except Exception as e:  # safetensors raises its own error types for bad headers

@@ -15,7 +15,7 @@ import torch
 
 from ..base import MXNetError
 from ..checkpoint_io import atomic_write_bytes
-from .mxnet_format import is_mxnet_file, read_mxnet, write_mxnet
+from .mxnet_format import is_mxnet_file, read_mxnet, read_mxnet_file, write_mxnet
 
 __all__ = ["save", "load", "load_frombuffer"]
 
@@ -75,12 +75,9 @@ def load(fname: str | os.PathLike[str]) -> list[torch.Tensor] | dict[str, torch.
     from safetensors import safe_open
 
     name = os.fspath(fname)
-    if not os.path.isfile(name):
-        raise MXNetError(f"load: file {name!r} does not exist")
-    with open(name, "rb") as fh:
-        head = fh.read(16)
-        if is_mxnet_file(head):
-            return read_mxnet(head + fh.read(), repr(name))
+    arrays = read_mxnet_file(name, f"load: file {name!r} does not exist")
+    if arrays is not None:
+        return arrays
     try:
         with safe_open(name, framework="pt", device="cpu") as f:
             meta = f.metadata()

@@ -24,6 +24,7 @@ and an array saved without a shape as an empty float32 tensor of shape (0,).
 
 from __future__ import annotations
 
+import os
 import struct
 from collections.abc import Mapping, Sequence
 
@@ -209,6 +210,18 @@ def _check_sparse_shapes(r: _Reader, kind: str, shape: tuple[int, ...], sshape: 
         raise r.fail(f"{what} ({kind}) has shape {shape}, storage shape {sshape} and index shapes {ashapes}; "
                      f"expected {want}", at)
     return sshape
+
+
+def read_mxnet_file(path: str, missing: str) -> Arrays | None:
+    """The arrays of the MXNet NDArray file ``path``; None when it is in another format (safetensors).
+
+    A file that does not exist raises MXNetError ``missing``.
+    """
+    if not os.path.isfile(path):
+        raise MXNetError(missing)
+    with open(path, "rb") as fh:
+        head = fh.read(16)
+        return read_mxnet(head + fh.read(), repr(path)) if is_mxnet_file(head) else None
 
 
 def read_mxnet(data: bytes, source: str) -> Arrays:
