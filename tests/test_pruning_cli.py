@@ -50,7 +50,20 @@ def test_prune_l1_reports_sparsity_and_saves_zeros(tmp_path, capsys):
     # an 80% sparse MLP still learns in one epoch (the dense one reaches ~0.68 here)
     assert metrics["final_test_acc"] > 0.6
     text = capsys.readouterr().out
-    assert "pruning: l1 to sparsity 0.8" in text and "sparsity: 0.8000" in text
+    assert "pruning: l1 (layer) to sparsity 0.8" in text and "sparsity: 0.8000" in text
+
+
+@pytest.mark.timeout(60)
+def test_prune_global_scope(tmp_path):
+    """One threshold over all weights: 80% in all, the small output layer keeps more of its weights."""
+    out = tmp_path / "run"
+    assert main([*BASE, "--output", str(out), "--prune", "l1", "--sparsity", "0.8",
+                 "--prune-scope", "global"]) == 0
+    metrics = json.loads((out / "metrics.json").read_text())
+    sp = metrics["sparsity"]
+    assert sp["total"] == pytest.approx(0.8, abs=1e-4) and metrics["pruning"]["scope"] == "global"
+    per_layer = sorted(v for k, v in sp.items() if k != "total")
+    assert per_layer[0] < 0.75 and per_layer[-1] > 0.8
 
 
 @pytest.mark.timeout(60)
@@ -181,6 +194,9 @@ def test_bad_flags(tmp_path):
 
     refused("--sparsity", "0.8", match="needs --prune")
     refused("--prune-begin-step", "3", match="needs --prune")
+    refused("--prune-scope", "global", match="needs --prune")
+    refused("--prune", "structured", "--sparsity", "0.5", "--prune-scope", "global",
+            match="within each layer")
     refused("--prune", "l1", match="needs --sparsity")
     refused("--prune", "l1", "--sparsity", "1.0", match=r"in \[0, 1\)")
     refused("--prune", "l1", "--sparsity", "0.5", "--prune-end-epoch", "2", match="between 1 and --epochs 1")

@@ -94,6 +94,7 @@ class TrainConfig:
     prune_begin_step: int = 0
     prune_end_epoch: int | None = None
     prune_frequency: int | None = None
+    prune_scope: str = "layer"
     init_from: str | None = None
     freeze: str | None = None
     checkpoint_dir: str | None = None
@@ -176,6 +177,9 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                         "one before the last, so the last epoch trains the pruned net; 1 with --epochs 1)")
     p.add_argument("--prune-frequency", type=int, default=d.prune_frequency,
                    help="with --prune: update the masks every this many steps (default: 20 updates in all)")
+    p.add_argument("--prune-scope", default=d.prune_scope, choices=("layer", "global"),
+                   help="with --prune l1/l2/random: every layer reaches the sparsity (layer, default) or one "
+                        "threshold over all pruned weights (global: small layers lose fewer)")
     p.add_argument("--init-from", default=d.init_from, metavar="PATH",
                    help="start from the parameters in PATH (save_parameters' file, e.g. another run's "
                         "model.params): those whose name and shape match are loaded, the others (a new "
@@ -387,7 +391,8 @@ def check_pruning_and_transfer(cfg: TrainConfig) -> None:
     if cfg.prune is None:
         given = {"--sparsity": cfg.sparsity is not None, "--prune-begin-step": cfg.prune_begin_step != 0,
                  "--prune-end-epoch": cfg.prune_end_epoch is not None,
-                 "--prune-frequency": cfg.prune_frequency is not None}
+                 "--prune-frequency": cfg.prune_frequency is not None,
+                 "--prune-scope global": cfg.prune_scope != "layer"}
         named = [flag for flag, on in given.items() if on]
         if named:
             raise SystemExit(f"{named[0]} needs --prune METHOD ({', '.join(PRUNE_METHODS)})")
@@ -406,6 +411,11 @@ def check_pruning_and_transfer(cfg: TrainConfig) -> None:
                              f"{cfg.prune_end_epoch}")
         if cfg.prune_frequency is not None and cfg.prune_frequency < 1:
             raise SystemExit(f"--prune-frequency must be >= 1, got {cfg.prune_frequency}")
+        if cfg.prune_scope not in ("layer", "global"):
+            raise SystemExit(f"--prune-scope must be layer or global, got {cfg.prune_scope!r}")
+        if cfg.prune == "structured" and cfg.prune_scope != "layer":
+            raise SystemExit("--prune structured ranks channels within each layer: --prune-scope global "
+                             "applies to l1, l2 and random")
         if "async" in cfg.kvstore.lower():
             raise SystemExit(f"--prune with --kvstore {cfg.kvstore}: asynchronous parameter servers update "
                              "the weights themselves, so masks cannot change during training there; use "
@@ -485,7 +495,8 @@ def make_pruner(cfg: TrainConfig, steps_per_epoch: int) -> Any:
     assert cfg.prune is not None
     return pruning.Pruner(cfg.prune, schedule="polynomial", sparsity=cfg.sparsity,
                           begin_step=cfg.prune_begin_step, end_epoch=end_epoch,
-                          steps_per_epoch=steps_per_epoch, frequency=frequency, seed=cfg.seed)
+                          steps_per_epoch=steps_per_epoch, frequency=frequency, scope=cfg.prune_scope,
+                          seed=cfg.seed)
 
 
 def pruning_report(net: Any, pruner: Any, sample: Any) -> dict[str, Any]:
@@ -500,7 +511,7 @@ def pruning_report(net: Any, pruner: Any, sample: Any) -> dict[str, Any]:
 
     total = sum(p._data[0].numel() for p in learned(net))
     nonzero = sum(int((p._data[0] != 0).sum()) for p in learned(net))
-    out: dict[str, Any] = {"method": pruner.method, "target_sparsity": pruner.sparsity,
+    out: dict[str, Any] = {"method": pruner.method, "scope": pruner.scope, "target_sparsity": pruner.sparsity,
                            "begin_step": pruner.begin_step, "end_step": pruner.end_step,
                            "frequency": pruner.frequency, "steps": pruner.num_update,
                            "parameters": total, "nonzero_parameters": nonzero}
@@ -597,9 +608,9 @@ def train(cfg: TrainConfig, log: Any = None) -> dict[str, Any]:
         if cfg.prune is not None:
             pruner = make_pruner(cfg, len(train_loader))
             pruner.apply(net)
-            say(f"pruning: {cfg.prune} to sparsity {cfg.sparsity} from step {pruner.begin_step} to step "
-                f"{pruner.end_step} (end of epoch {pruner.end_step // len(train_loader)}), masks updated "
-                f"every {pruner.frequency} steps")
+            say(f"pruning: {cfg.prune} ({cfg.prune_scope}) to sparsity {cfg.sparsity} from step "
+                f"{pruner.begin_step} to step {pruner.end_step} (end of epoch "
+                f"{pruner.end_step // len(train_loader)}), masks updated every {pruner.frequency} steps")
 
     opt_params: dict[str, Any] = {"learning_rate": cfg.lr, "wd": cfg.wd}
     if cfg.lr_schedule == "cosine":
