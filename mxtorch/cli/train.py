@@ -33,18 +33,26 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
-import signal
 import sys
 import time
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from ..checkpoint_io import atomic_write_text
+from .train_extras import (
+    PRUNE_METHODS,
+    _epoch_stats,
+    _test_kill_hook,
+    check_checkpointing,
+    check_pruning_and_transfer,
+    freeze_parameters,
+    load_pretrained,
+    make_pruner,
+    pruning_report,
+)
 
 DATASETS = ("fashion-mnist", "mnist", "cifar10", "cifar100")
 COMPRESSIONS = ("2bit", "1bit", "fp16", "bf16", "topk", "powersgd")
-PRUNE_METHODS = ("l1", "l2", "random", "structured")
 _COMPRESSION_OPTIONS = {"threshold": ("2bit", "1bit"), "ratio": ("topk",), "rank": ("powersgd",),
                         "residual_limit": ("2bit",)}
 """Which --compression-* option each compression type takes."""
@@ -338,191 +346,6 @@ def _sum_over_workers(kv: Any, key: str, values: list[float]) -> list[float]:
     else:
         kv.pushpull(key, t, out=t)
     return [float(v) for v in t]
-
-
-def check_checkpointing(cfg: TrainConfig) -> None:
-    """Refuse inconsistent --checkpoint-*/--resume options (SystemExit)."""
-    if cfg.checkpoint_dir is None:
-        if cfg.resume or cfg.checkpoint_every is not None:
-            flag = "--resume" if cfg.resume else "--checkpoint-every"
-            raise SystemExit(f"{flag} needs --checkpoint-dir URI")
-        return
-    if cfg.checkpoint_every is not None and cfg.checkpoint_every < 1:
-        raise SystemExit(f"--checkpoint-every must be >= 1, got {cfg.checkpoint_every}")
-    if cfg.checkpoint_keep < 1:
-        raise SystemExit(f"--checkpoint-keep must be >= 1, got {cfg.checkpoint_keep}")
-    if cfg.pp > 1 or cfg.dp > 1 or cfg.plan:
-        raise SystemExit("--checkpoint-dir applies to data-parallel training, not yet to the pipelined job "
-                         "(--pp, --dp, --plan)")
-    if cfg.prune is not None:
-        raise SystemExit("--checkpoint-dir with --prune: the pruning masks are not checkpointed yet")
-
-
-def _epoch_stats(stats_kv: Any, rank: int, n_workers: int, values: list[float]) -> list[list[float]]:
-    """Every worker's ``values`` (the same count on each), indexed by rank (a sum of one-hot slots)."""
-    if n_workers == 1:
-        return [list(values)]
-    k = len(values)
-    slots = [0.0] * (k * n_workers)
-    slots[rank * k:(rank + 1) * k] = values
-    total = _sum_over_workers(stats_kv, "checkpoint_stats", slots)
-    return [total[r * k:(r + 1) * k] for r in range(n_workers)]
-
-
-def _test_kill_hook(step: int, ckpt: Any, kv: Any) -> None:
-    """TEST-ONLY hook: with ``MXTORCH_TEST_KILL_AT_STEP=k`` in the environment, every worker
-    SIGKILLs its own process right after training step ``k``, once the checkpoint of an earlier
-    step is committed (saves are waited for, then the workers meet at a barrier).  The tests of
-    exact resume use it to kill a run mid-epoch deterministically; nothing else sets it."""
-    at = os.environ.get("MXTORCH_TEST_KILL_AT_STEP")
-    if not at or int(at) != step:
-        return
-    ckpt.wait()
-    if not any(s < step for s in ckpt.list()):
-        raise SystemExit(f"MXTORCH_TEST_KILL_AT_STEP={at}: no checkpoint before step {step} to resume from")
-    if kv is not None:
-        kv.barrier()
-    sys.stdout.flush()
-    os.kill(os.getpid(), signal.SIGKILL)
-
-
-def check_pruning_and_transfer(cfg: TrainConfig) -> None:
-    """Refuse inconsistent --prune/--sparsity/--prune-*/--init-from/--freeze options (SystemExit)."""
-    if cfg.prune is None:
-        given = {"--sparsity": cfg.sparsity is not None, "--prune-begin-step": cfg.prune_begin_step != 0,
-                 "--prune-end-epoch": cfg.prune_end_epoch is not None,
-                 "--prune-frequency": cfg.prune_frequency is not None,
-                 "--prune-scope global": cfg.prune_scope != "layer"}
-        named = [flag for flag, on in given.items() if on]
-        if named:
-            raise SystemExit(f"{named[0]} needs --prune METHOD ({', '.join(PRUNE_METHODS)})")
-    else:
-        if cfg.prune not in PRUNE_METHODS:
-            raise SystemExit(f"--prune {cfg.prune!r}: use one of {', '.join(PRUNE_METHODS)}")
-        if cfg.sparsity is None:
-            raise SystemExit(f"--prune {cfg.prune} needs --sparsity S: the final fraction of zero weights "
-                             "in each pruned layer, e.g. --sparsity 0.8")
-        if not 0.0 <= cfg.sparsity < 1.0:
-            raise SystemExit(f"--sparsity must be in [0, 1), got {cfg.sparsity}")
-        if cfg.prune_begin_step < 0:
-            raise SystemExit(f"--prune-begin-step must be >= 0, got {cfg.prune_begin_step}")
-        if cfg.prune_end_epoch is not None and not 1 <= cfg.prune_end_epoch <= cfg.epochs:
-            raise SystemExit(f"--prune-end-epoch must be between 1 and --epochs {cfg.epochs}, got "
-                             f"{cfg.prune_end_epoch}")
-        if cfg.prune_frequency is not None and cfg.prune_frequency < 1:
-            raise SystemExit(f"--prune-frequency must be >= 1, got {cfg.prune_frequency}")
-        if cfg.prune_scope not in ("layer", "global"):
-            raise SystemExit(f"--prune-scope must be layer or global, got {cfg.prune_scope!r}")
-        if cfg.prune == "structured" and cfg.prune_scope != "layer":
-            raise SystemExit("--prune structured ranks channels within each layer: --prune-scope global "
-                             "applies to l1, l2 and random")
-        if "async" in cfg.kvstore.lower():
-            raise SystemExit(f"--prune with --kvstore {cfg.kvstore}: asynchronous parameter servers update "
-                             "the weights themselves, so masks cannot change during training there; use "
-                             "--kvstore dist_sync, horovod or allreduce")
-    if (cfg.prune or cfg.init_from or cfg.freeze) and (cfg.pp > 1 or cfg.dp > 1 or cfg.plan):
-        raise SystemExit("--prune, --init-from and --freeze apply to data-parallel training, not to the "
-                         "pipelined job (--pp, --dp, --plan)")
-    if cfg.init_from is not None and not os.path.isfile(cfg.init_from):
-        raise SystemExit(f"--init-from {cfg.init_from}: no such file")
-    if cfg.freeze is not None:
-        try:
-            re.compile(cfg.freeze)
-        except re.error as e:
-            raise SystemExit(f"--freeze {cfg.freeze!r}: not a regular expression ({e})") from None
-
-
-def load_pretrained(net: Any, path: str, ctx: list[Any]) -> dict[str, Any]:
-    """Copy the parameters of ``path`` (a ``save_parameters`` file) whose attribute path and shape
-    match ``net``'s into ``net`` (shapes must be known); the others keep their values.  Returns
-    what was loaded, kept (with the shapes that differ) and ignored."""
-    from ..base import MXNetError
-    from ..gluon.serialization import load_named, load_tensors
-
-    try:
-        arrays = load_tensors(path)
-    except (MXNetError, OSError, ValueError, RuntimeError) as e:
-        raise SystemExit(f"--init-from {path}: cannot read it: {e}") from None
-    params = net._collect_params_with_prefix()
-    if not any(k in params for k in arrays):
-        raise SystemExit(f"--init-from {path}: none of its {len(arrays)} parameters "
-                         f"({sorted(arrays)[:4]} ...) is one of this model's ({list(params)[:4]} ...): "
-                         "give a file written by save_parameters for a network of the same layout, e.g. "
-                         "the model.params of another `mxtorch train` run")
-    differ = {k: (tuple(a.shape), tuple(params[k].shape)) for k, a in arrays.items()
-              if k in params and tuple(a.shape) != tuple(params[k].shape)}
-    use = {k: a for k, a in arrays.items() if k in params and k not in differ}
-    try:
-        load_named(params, use, repr(path), ctx=ctx, allow_missing=True, ignore_extra=True, cast_dtype=True)
-    except MXNetError as e:
-        raise SystemExit(f"--init-from {path}: {e}") from None
-    return {"path": path, "loaded": list(use), "kept": [k for k in params if k not in use],
-            "shape_differs": {k: {"file": list(f), "model": list(m)} for k, (f, m) in differ.items()},
-            "ignored": [k for k in arrays if k not in params]}
-
-
-def freeze_parameters(net: Any, pattern: str) -> list[str]:
-    """Set grad_req='null' on the parameters whose full name or attribute path matches ``pattern``
-    (``re.match``); returns their full names."""
-    rx = re.compile(pattern)
-    by_name = net.collect_params()
-    paths: dict[int, list[str]] = {}
-    for path, p in net._collect_params_with_prefix().items():
-        paths.setdefault(id(p), []).append(path)
-    chosen = [name for name, p in by_name.items()
-              if rx.match(name) or any(rx.match(k) for k in paths.get(id(p), []))]
-    if not chosen:
-        raise SystemExit(f"--freeze {pattern!r} matches no parameter: the full names are "
-                         f"{list(by_name)[:4]} ..., the attribute paths "
-                         f"{list(net._collect_params_with_prefix())[:4]} ...")
-    if len(chosen) == len(by_name):
-        raise SystemExit(f"--freeze {pattern!r} matches every parameter: nothing would be trained")
-    for name in chosen:
-        by_name[name].grad_req = "null"
-    return chosen
-
-
-def make_pruner(cfg: TrainConfig, steps_per_epoch: int) -> Any:
-    """The gradual Pruner of ``--prune`` (polynomial schedule) for ``steps_per_epoch`` steps an epoch."""
-    from ..contrib import pruning
-
-    end_epoch = cfg.prune_end_epoch if cfg.prune_end_epoch is not None else max(cfg.epochs - 1, 1)
-    end_step = end_epoch * steps_per_epoch
-    if end_step <= cfg.prune_begin_step:
-        raise SystemExit(f"--prune-begin-step {cfg.prune_begin_step} is not before the end of pruning: "
-                         f"epoch {end_epoch} ends at step {end_step} ({steps_per_epoch} steps an epoch)")
-    frequency = cfg.prune_frequency or max((end_step - cfg.prune_begin_step) // 20, 1)
-    assert cfg.prune is not None
-    return pruning.Pruner(cfg.prune, schedule="polynomial", sparsity=cfg.sparsity,
-                          begin_step=cfg.prune_begin_step, end_epoch=end_epoch,
-                          steps_per_epoch=steps_per_epoch, frequency=frequency, scope=cfg.prune_scope,
-                          seed=cfg.seed)
-
-
-def pruning_report(net: Any, pruner: Any, sample: Any) -> dict[str, Any]:
-    """What metrics.json says about the pruning: the schedule, parameter counts and, for
-    structured pruning, the parameters left after :func:`mxtorch.contrib.pruning.compact`."""
-    from ..base import MXNetError
-    from ..contrib import pruning
-
-    def learned(block: Any) -> list[Any]:  # BatchNorm's running statistics are not counted
-        return [p for p in block.collect_params().values()
-                if p._data is not None and not p.name.endswith(("running_mean", "running_var"))]
-
-    total = sum(p._data[0].numel() for p in learned(net))
-    nonzero = sum(int((p._data[0] != 0).sum()) for p in learned(net))
-    out: dict[str, Any] = {"method": pruner.method, "scope": pruner.scope, "target_sparsity": pruner.sparsity,
-                           "begin_step": pruner.begin_step, "end_step": pruner.end_step,
-                           "frequency": pruner.frequency, "steps": pruner.num_update,
-                           "parameters": total, "nonzero_parameters": nonzero}
-    if pruner.method == "structured":
-        try:
-            small = pruning.compact(net, sample)
-            out["compact_parameters"] = sum(p._data[0].numel() for p in learned(small))
-        except MXNetError as e:
-            out["compact_parameters"] = None
-            out["compact_error"] = str(e)
-    return out
 
 
 def train(cfg: TrainConfig, log: Any = None) -> dict[str, Any]:
