@@ -3,8 +3,8 @@ ThreadedMotoServer on 127.0.0.1; never the internet): the CLI's ``--checkpoint-d
 killed mid-epoch and resumed gives the model.params of an uninterrupted run; a corrupt file in the
 bucket is refused naming it and ``restore`` falls back to the previous checkpoint.
 
-Needs the optional packages: ``pip install -e .[s3,test]`` (s3fs; moto with its server); the
-tests are skipped without them."""
+Needs the optional packages: ``pip install -c constraints-cpu.txt -e .[s3,s3test]`` (s3fs; moto
+with its server); the tests are skipped without them (the test command does not install them)."""
 
 from __future__ import annotations
 
@@ -18,8 +18,8 @@ import pytest
 import torch
 
 pytest.importorskip("s3fs", reason="s3fs is not installed (pip install -e .[s3])")
-pytest.importorskip("moto.server", reason="moto's server is not installed (pip install -e .[test])")
-pytest.importorskip("flask", reason="moto's server needs flask (pip install -e .[test])")
+pytest.importorskip("moto.server", reason="moto's server is not installed (pip install -e .[s3test])")
+pytest.importorskip("flask", reason="moto's server needs flask (pip install -e .[s3test])")
 
 import mxtorch as mx  # noqa: E402
 from mxtorch import autograd, gluon  # noqa: E402

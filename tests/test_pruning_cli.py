@@ -129,7 +129,7 @@ def test_prune_on_two_contexts(tmp_path):
 
 
 @pytest.mark.timeout(90)
-@pytest.mark.parametrize("store", ["horovod", "dist_sync"])
+@pytest.mark.parametrize("store", ["horovod", pytest.param("dist_sync", marks=pytest.mark.slow)])
 def test_prune_with_two_workers(tmp_path, store):
     out = tmp_path / "run"
     extra = ["--servers", "1"] if store == "dist_sync" else []
