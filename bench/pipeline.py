@@ -23,6 +23,7 @@ bubble and speed-up include that contention.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import statistics
 import sys
@@ -107,6 +108,23 @@ def _fwd_bwd_seconds(module: torch.nn.Module, x: torch.Tensor, repeats: int = 5)
     return statistics.median(times[1:])
 
 
+def median_step(pnet: Any, trainer: Any, x: torch.Tensor, y: torch.Tensor, loss_fn: Any, batch: int,
+                steps: int, meter: SavedBytes | None = None) -> float:
+    """Median seconds of ``steps`` pipelined training steps after two warm-up ones; ``meter``
+    (when given) counts the activations autograd saves meanwhile."""
+    times = []
+    for i in range(steps + 2):
+        hooks = (torch.autograd.graph.saved_tensors_hooks(meter.pack, meter.unpack) if meter is not None
+                 else contextlib.nullcontext())
+        t0 = time.perf_counter()
+        with hooks:
+            pnet.train_step(x, y, loss_fn)
+        trainer.step(batch)
+        if i >= 2:
+            times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
 def rank_run(p: int, schedule: str, ms: list[int], layers: int, width: int, mb: int,
              steps: int) -> list[dict]:
     from mxtorch import gluon, parallel
@@ -128,15 +146,7 @@ def rank_run(p: int, schedule: str, ms: list[int], layers: int, width: int, mb: 
         y = torch.randint(0, 10, (m * mb,), generator=g).float()
         tr = gluon.Trainer(pnet.collect_params(), "sgd", {"learning_rate": 0.01})
         meter = SavedBytes([p.data() for p in pnet.collect_params().values()])
-        times = []
-        for i in range(steps + 2):
-            t0 = time.perf_counter()
-            with torch.autograd.graph.saved_tensors_hooks(meter.pack, meter.unpack):
-                pnet.train_step(x, y, loss_fn)
-            tr.step(m * mb)
-            if i >= 2:
-                times.append(time.perf_counter() - t0)
-        step = statistics.median(times)
+        step = median_step(pnet, tr, x, y, loss_fn, m * mb, steps, meter)
         results.append({"m": m, "step": step, "busy": busy, "act_peak": meter.peak,
                         "param_bytes": pnet.param_bytes()})
     del net

@@ -17,7 +17,6 @@ import argparse
 import os
 import statistics
 import sys
-import time
 
 import torch
 
@@ -28,7 +27,7 @@ sys.path.insert(0, HERE)
 
 def run_config(width: int, pairs: int, batch: int, steps: int, runs: list[dict]) -> list[dict]:
     """On every rank of one (dp, pp, tp) job: each plan of ``runs`` for ``steps`` timed steps."""
-    from pipeline import SavedBytes
+    from pipeline import SavedBytes, median_step
     from tensor_parallel import build
 
     from mxtorch import gluon, parallel
@@ -48,15 +47,8 @@ def run_config(width: int, pairs: int, batch: int, steps: int, runs: list[dict])
         y = torch.randint(0, 10, (local,), generator=g).float()
         loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
         meter = SavedBytes([p.data() for p in pnet.collect_params().values()])
-        times = []
-        for i in range(steps + 2):
-            t0 = time.perf_counter()
-            with torch.autograd.graph.saved_tensors_hooks(meter.pack, meter.unpack):
-                pnet.train_step(x, y, loss_fn)
-            tr.step(batch)
-            if i >= 2:
-                times.append(time.perf_counter() - t0)
-        out.append({"step": statistics.median(times), "memory": pnet.param_bytes() * 3 + meter.peak})
+        step = median_step(pnet, tr, x, y, loss_fn, batch, steps, meter)
+        out.append({"step": step, "memory": pnet.param_bytes() * 3 + meter.peak})
     return out
 
 

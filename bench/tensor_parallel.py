@@ -71,19 +71,15 @@ def rank_run(width: int, pairs: int, batch: int, steps: int) -> dict[str, Any]:
                                 schedule="gpipe", kvstore=None)
     tr = gluon.Trainer(pnet.collect_params(), "sgd", {"learning_rate": 0.01})
     x, y = data(batch, width)
+    from pipeline import median_step
+
     loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
-    times = []
-    for i in range(steps + 2):
-        t0 = time.perf_counter()
-        pnet.train_step(x, y, loss_fn)
-        tr.step(batch)
-        if i >= 2:
-            times.append(time.perf_counter() - t0)
+    step = median_step(pnet, tr, x, y, loss_fn, batch, steps)
     meter = CollectiveBytes()
     with meter:
         pnet.train_step(x, y, loss_fn)
     tr.step(batch)
-    return {"step": statistics.median(times), "ops": meter.ops, "param_bytes": pnet.param_bytes(),
+    return {"step": step, "ops": meter.ops, "param_bytes": pnet.param_bytes(),
             "plan": pnet.tp_plan}
 
 
