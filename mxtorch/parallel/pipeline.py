@@ -25,6 +25,8 @@ import torch
 import torch.distributed as dist
 
 from .. import autograd
+from ..amp.amp import LossScalingHook
+from ..amp.amp import is_initialized as amp_is_initialized
 from ..base import MXNetError
 from ..distributed import group
 from ..gluon.parameter_core import Parameter
@@ -182,6 +184,9 @@ class PipelineNet:
         self.stages = [s for s in range(self.num_stages) if s % pp == self.mesh.pp_rank]
         self._modules = {s: _Stage(units[bounds[s][0]:bounds[s][1]], checkpoint_activations)
                          for s in self.stages}
+        self._own: dict[str, Parameter] = {}
+        for s in self.stages:
+            self._own.update(self._modules[s].named_gluon_params())
         self._full_meta = self._describe(units, bounds)
         self._check_no_sharing()
         self._release_others(units, bounds)
@@ -311,10 +316,8 @@ class PipelineNet:
                 p._sync_owners()
 
     def _own_params(self) -> dict[str, Parameter]:
-        out: dict[str, Parameter] = {}
-        for s in self.stages:
-            out.update(self._modules[s].named_gluon_params())
-        return out
+        """This rank's stages' parameters by attribute path (the same objects for the job's life)."""
+        return self._own
 
     def _make_store(self, kvstore: Any) -> Any:
         if kvstore is None:
@@ -436,15 +439,11 @@ class PipelineNet:
         scale, and the ranks agree on an overflow, so that every stage skips the same steps and
         keeps the same scale.
         """
-        from ..amp.amp import LossScalingHook
-
         n = self._check_batch(x, y)
         hook = getattr(trainer, "update_hook", None) if trainer is not None else None
         amp_hook = hook if isinstance(hook, LossScalingHook) else None
         if amp_hook is None:
-            from .. import amp
-
-            if amp.is_initialized() and trainer is None:
+            if amp_is_initialized() and trainer is None:
                 raise MXNetError("pipeline: AMP is on: pass the Trainer (train_step(x, y, loss_fn, "
                                  "trainer=trainer)) so that the loss is scaled and stages agree on overflows")
         self._loss_fn = loss_fn
