@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import gc
+import weakref
+
 import numpy as np
 import pytest
 import torch
@@ -422,3 +425,23 @@ def test_dataloader_auto_reload_refresh_clean(num_workers: int) -> None:
     dl.refresh()
     first, second = iter(dl), iter(dl)
     assert [b.tolist() for b in first] == [b.tolist() for b in second] == [[[0.0], [1.0]], [[2.0], [3.0]]]
+
+
+def test_dropped_loader_lets_its_worker_processes_exit_cleanly() -> None:
+    # A loader in a reference cycle is freed by the garbage collector, which closes its worker
+    # queues before torch's iterator can send the workers their stop: each worker then cost a 5 s
+    # join timeout. So a dropped loader must be freed at once, by reference counting.
+    dl = DataLoader(SimpleDataset(np.arange(7, dtype=np.float32)), batch_size=3, num_workers=2)
+    assert [b.tolist() for b in dl] == [[0.0, 1.0, 2.0], [3.0, 4.0, 5.0], [6.0]]
+    workers = list(dl._torch_loader._iterator._workers)  # type: ignore[union-attr]
+    assert len(workers) == 2 and all(w.is_alive() for w in workers)
+    ref = weakref.ref(dl)
+    gc.disable()
+    try:
+        del dl
+        assert ref() is None, "the DataLoader is kept alive by a reference cycle"
+    finally:
+        gc.enable()
+    for w in workers:
+        w.join(timeout=30)
+    assert [w.exitcode for w in workers] == [0, 0]

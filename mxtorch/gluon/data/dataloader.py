@@ -6,6 +6,7 @@ import collections
 import concurrent.futures
 import numbers
 import warnings
+import weakref
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
@@ -105,13 +106,22 @@ class _PassSampler:
     """What torch's DataLoader iterates for worker processes: the loader's index batches of a pass."""
 
     def __init__(self, loader: DataLoader) -> None:
-        self._loader = loader
+        # A weak reference: a strong one would put the loader, torch's iterator and its worker
+        # queues in one reference cycle, and the garbage collector closes those queues before the
+        # iterator's shutdown can tell the workers to stop: each worker then cost its 5 s join timeout.
+        self._loader = weakref.ref(loader)
+
+    def _target(self) -> DataLoader:
+        loader = self._loader()
+        if loader is None:
+            raise RuntimeError("the DataLoader of these worker processes was garbage-collected")
+        return loader
 
     def __iter__(self) -> Iterator[Any]:
-        return self._loader._pass_batches()
+        return self._target()._pass_batches()
 
     def __len__(self) -> int:
-        return len(self._loader)
+        return len(self._target())
 
 
 class DataLoader:
