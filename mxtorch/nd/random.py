@@ -7,7 +7,9 @@ parameters' dtype and device.  With number parameters and no ``shape`` the resul
 
 from __future__ import annotations
 
+import inspect
 import math
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -74,34 +76,96 @@ def _setup(
     return ps, out_shape, dt, device
 
 
-def uniform(
-    low: Any = 0.0,
-    high: Any = 1.0,
-    shape: Any = None,
-    dtype: Any = None,
-    ctx: CtxLike = None,
-    out: Tensor | None = None,
-    **kwargs: Any,
-) -> Tensor:
-    """Samples from U[low, high)."""
-    (lo, hi), oshape, dt, dev = _setup((low, high), shape, dtype, ctx)
-    u = torch.rand(oshape, dtype=lo.dtype, device=dev)
-    return _finish((lo + (hi - lo) * u).to(dt), out, ctx)
+_P = inspect.Parameter
 
 
-def normal(
-    loc: Any = 0.0,
-    scale: Any = 1.0,
-    shape: Any = None,
-    dtype: Any = None,
-    ctx: CtxLike = None,
-    out: Tensor | None = None,
-    **kwargs: Any,
-) -> Tensor:
-    """Samples from N(loc, scale**2)."""
-    (mu, sd), oshape, dt, dev = _setup((loc, scale), shape, dtype, ctx)
-    z = torch.randn(oshape, dtype=mu.dtype, device=dev)
-    return _finish((mu + sd * z).to(dt), out, ctx)
+def _sampler(name: str, doc: str, draw: Callable[..., Tensor], **defaults: Any) -> Callable[..., Tensor]:
+    """The sampler ``name(<parameters>, shape=None, dtype=None, ctx=None, out=None, **kwargs)``.
+
+    ``defaults`` names the distribution's parameters in MXNet's order with their defaults.
+    ``draw(*params, shape=, device=)`` gets them broadcast to the result's shape in the working
+    dtype (float32, or float64) and returns the samples; they are cast to the result dtype and
+    written to ``out`` where one is given.  Other keyword arguments (MXNet's ``name=``) are ignored.
+    """
+    signature = inspect.Signature(
+        [
+            *(_P(p, _P.POSITIONAL_OR_KEYWORD, default=d) for p, d in defaults.items()),
+            *(_P(p, _P.POSITIONAL_OR_KEYWORD, default=None) for p in ("shape", "dtype", "ctx", "out")),
+            _P("kwargs", _P.VAR_KEYWORD),
+        ]
+    )
+
+    def sample(*args: Any, **kwargs: Any) -> Tensor:
+        bound = signature.bind(*args, **kwargs)
+        bound.apply_defaults()
+        arg = bound.arguments
+        params = tuple(arg[p] for p in defaults)
+        tensors, shape, dtype, device = _setup(params, arg["shape"], arg["dtype"], arg["ctx"])
+        return _finish(draw(*tensors, shape=shape, device=device).to(dtype), arg["out"], arg["ctx"])
+
+    sample.__name__ = sample.__qualname__ = name
+    sample.__doc__ = doc
+    sample.__signature__ = signature  # type: ignore[attr-defined]
+    return sample
+
+
+def _gamma(a: Tensor) -> Tensor:
+    return torch._standard_gamma(a.contiguous())
+
+
+def _generalized_negative_binomial(mu: Tensor, alpha: Tensor, **_: Any) -> Tensor:
+    safe = torch.where(alpha > 0, alpha, torch.ones_like(alpha))
+    lam = torch.where(alpha > 0, _gamma(1.0 / safe) * safe * mu, mu)
+    return torch.poisson(lam)
+
+
+uniform = _sampler(
+    "uniform",
+    "Samples from U[low, high).",
+    lambda low, high, shape, device: low + (high - low) * torch.rand(shape, dtype=low.dtype, device=device),
+    low=0.0,
+    high=1.0,
+)
+normal = _sampler(
+    "normal",
+    "Samples from N(loc, scale**2).",
+    lambda loc, scale, shape, device: loc + scale * torch.randn(shape, dtype=loc.dtype, device=device),
+    loc=0.0,
+    scale=1.0,
+)
+exponential = _sampler(
+    "exponential",
+    "Samples from the exponential distribution with mean ``scale`` (rate 1/scale).",
+    lambda scale, shape, device: scale * torch.empty(shape, dtype=scale.dtype, device=device).exponential_(),
+    scale=1.0,
+)
+gamma = _sampler(
+    "gamma",
+    "Samples from Gamma(shape=alpha, scale=beta).",
+    lambda alpha, beta, **_: _gamma(alpha) * beta,
+    alpha=1.0,
+    beta=1.0,
+)
+poisson = _sampler(
+    "poisson",
+    "Samples from Poisson(lam) (as floats unless ``dtype`` says otherwise).",
+    lambda lam, **_: torch.poisson(lam.contiguous()),
+    lam=1.0,
+)
+negative_binomial = _sampler(
+    "negative_binomial",
+    "Failures before the k-th success with success probability p.",
+    lambda k, p, **_: torch.poisson(_gamma(k) * (1.0 - p) / p),
+    k=1,
+    p=1.0,
+)
+generalized_negative_binomial = _sampler(
+    "generalized_negative_binomial",
+    "Negative binomial with mean ``mu`` and dispersion ``alpha`` (alpha=0 is Poisson(mu)).",
+    _generalized_negative_binomial,
+    mu=1.0,
+    alpha=1.0,
+)
 
 
 def randn(
@@ -134,80 +198,6 @@ def randint(
     oshape = as_shape(shape) if shape is not None else (1,)
     t = torch.randint(int(low), int(high), oshape or (1,), dtype=dtype_of(dtype), device=device_of(ctx))
     return _finish(t, out, ctx)
-
-
-def exponential(
-    scale: Any = 1.0,
-    shape: Any = None,
-    dtype: Any = None,
-    ctx: CtxLike = None,
-    out: Tensor | None = None,
-    **kwargs: Any,
-) -> Tensor:
-    """Samples from the exponential distribution with mean ``scale`` (rate 1/scale)."""
-    (sc,), oshape, dt, dev = _setup((scale,), shape, dtype, ctx)
-    e = torch.empty(oshape, dtype=sc.dtype, device=dev).exponential_(1.0)
-    return _finish((e * sc).to(dt), out, ctx)
-
-
-def gamma(
-    alpha: Any = 1.0,
-    beta: Any = 1.0,
-    shape: Any = None,
-    dtype: Any = None,
-    ctx: CtxLike = None,
-    out: Tensor | None = None,
-    **kwargs: Any,
-) -> Tensor:
-    """Samples from Gamma(shape=alpha, scale=beta)."""
-    (a, b), _, dt, _ = _setup((alpha, beta), shape, dtype, ctx)
-    g = torch._standard_gamma(a.contiguous())
-    return _finish((g * b).to(dt), out, ctx)
-
-
-def poisson(
-    lam: Any = 1.0,
-    shape: Any = None,
-    dtype: Any = None,
-    ctx: CtxLike = None,
-    out: Tensor | None = None,
-    **kwargs: Any,
-) -> Tensor:
-    """Samples from Poisson(lam) (as floats unless ``dtype`` says otherwise)."""
-    (rate,), _, dt, _ = _setup((lam,), shape, dtype, ctx)
-    return _finish(torch.poisson(rate.contiguous()).to(dt), out, ctx)
-
-
-def negative_binomial(
-    k: Any = 1,
-    p: Any = 1.0,
-    shape: Any = None,
-    dtype: Any = None,
-    ctx: CtxLike = None,
-    out: Tensor | None = None,
-    **kwargs: Any,
-) -> Tensor:
-    """Failures before the k-th success with success probability p."""
-    (kk, pp), _, dt, _ = _setup((k, p), shape, dtype, ctx)
-    lam = torch._standard_gamma(kk.contiguous()) * (1.0 - pp) / pp
-    return _finish(torch.poisson(lam).to(dt), out, ctx)
-
-
-def generalized_negative_binomial(
-    mu: Any = 1.0,
-    alpha: Any = 1.0,
-    shape: Any = None,
-    dtype: Any = None,
-    ctx: CtxLike = None,
-    out: Tensor | None = None,
-    **kwargs: Any,
-) -> Tensor:
-    """Negative binomial with mean ``mu`` and dispersion ``alpha`` (alpha=0 is Poisson(mu))."""
-    (m, a), _, dt, _ = _setup((mu, alpha), shape, dtype, ctx)
-    safe_a = torch.where(a > 0, a, torch.ones_like(a))
-    lam = torch._standard_gamma((1.0 / safe_a).contiguous()) * safe_a * m
-    lam = torch.where(a > 0, lam, m)
-    return _finish(torch.poisson(lam).to(dt), out, ctx)
 
 
 def multinomial(
