@@ -101,7 +101,13 @@ class LRScheduler:
         return _int("num_update", num_update, 0)
 
     def __call__(self, num_update: int) -> float:
-        """The learning rate after ``num_update`` updates."""
+        """The learning rate after ``num_update`` updates: the warmup's, then :meth:`_after_warmup`'s."""
+        n = self._check_num_update(num_update)
+        if n < self.warmup_steps:
+            return self.get_warmup_lr(n)
+        return self._after_warmup(n)
+
+    def _after_warmup(self, n: int) -> float:
         raise NotImplementedError(f"{type(self).__name__} must implement __call__(num_update)")
 
     def __repr__(self) -> str:
@@ -139,10 +145,7 @@ class FactorScheduler(LRScheduler):
         self.factor = _factor(factor)
         self.stop_factor_lr = _real("stop_factor_lr", stop_factor_lr, lo=0.0)
 
-    def __call__(self, num_update: int) -> float:
-        n = self._check_num_update(num_update)
-        if n < self.warmup_steps:
-            return self.get_warmup_lr(n)
+    def _after_warmup(self, n: int) -> float:
         decays = max(0, (n - 1) // self.step)
         if decays == 0:
             return self.base_lr
@@ -199,10 +202,7 @@ class MultiFactorScheduler(LRScheduler):
         self.step = steps
         self.factor = _factor(factor)
 
-    def __call__(self, num_update: int) -> float:
-        n = self._check_num_update(num_update)
-        if n < self.warmup_steps:
-            return self.get_warmup_lr(n)
+    def _after_warmup(self, n: int) -> float:
         passed = sum(1 for s in self.step if n > s)
         return self.base_lr * self.factor**passed
 
@@ -233,10 +233,7 @@ class _DecayToFinal(LRScheduler):
     def _shape(self, progress: float) -> float:
         raise NotImplementedError
 
-    def __call__(self, num_update: int) -> float:
-        n = self._check_num_update(num_update)
-        if n < self.warmup_steps:
-            return self.get_warmup_lr(n)
+    def _after_warmup(self, n: int) -> float:
         if n >= self.max_update:
             return self.final_lr
         progress = float(n - self.warmup_steps) / float(self.max_steps)
