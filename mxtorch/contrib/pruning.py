@@ -34,14 +34,23 @@ a zero gradient and zero optimizer state stays exactly zero through SGD (momentu
 loaded by ``load_parameters`` included).  A Trainer whose local store updates the weights
 (several contexts) gets the masked values through ``Parameter.set_data`` (the store restarts,
 its optimizer states with it).  Parameter servers that run the optimizer
-(``dist_sync``/``dist_async`` with ``update_on_kvstore``) keep pruned weights at zero when the
-masks exist before the Trainer is made (the servers start from masked weights and receive
-masked gradients); changing masks afterwards is refused with an error there.
+(``dist_sync``/``dist_async`` with ``update_on_kvstore``) receive masked gradients; the entries
+pruned after the Trainer was made may still be non-zero on the servers (their momentum and
+weight decay are the servers'), so the workers' copies are masked again after every pull, in
+``pruner.step()``: call it right after ``trainer.step`` and the weights the network computes
+with, and saves, are zero where pruned.  (Entries masked before the Trainer is made stay
+exactly zero on the servers too: they start from masked weights.)
 
-Distributed training: masks are decided from the weights, which every worker of a synchronous
-store holds identically, with deterministic ranking (a stable sort; ``random`` draws from its
-own generator seeded by ``seed``), so every worker decides the same masks without
-communication (tested on 2 workers under ``horovod``).
+Distributed training: under synchronous stores (``horovod``, ``dist_sync``) masks are decided
+from the weights, which every worker holds identically, with deterministic ranking (a stable
+sort; ``random`` draws from its own generator seeded by ``seed``), so every worker decides the
+same masks without communication.  Under ``dist_async`` the workers' weights differ: rank 0's
+masks are sent to every worker through the servers (``kv.broadcast`` on fresh uint8 keys, a
+collective at every mask change; Pruners must be made in the same order on every worker).
+Masks decided before the Trainer exists (one-shot ``apply``) come from each worker's own
+initial weights: give every worker the same seed, or start the schedule after the first step.
+Tested on 2 workers under ``horovod``, ``dist_sync`` (servers or workers updating) and
+``dist_async``.
 
 Checkpoints: ``save_parameters`` writes the zeros; :meth:`Pruner.state_dict` (plain tensors
 and numbers, loadable with ``torch.load(..., weights_only=True)``) holds the masks and the
@@ -51,6 +60,7 @@ step, and :meth:`Pruner.load_state_dict` restores them after ``apply`` in a new 
 from __future__ import annotations
 
 import copy
+import itertools
 import math
 import re
 import weakref
@@ -70,6 +80,7 @@ __all__ = ["Pruner", "sparsity", "compact", "METHODS", "SCHEDULES"]
 METHODS = ("l1", "l2", "random", "structured")
 SCHEDULES = (None, "polynomial")
 _STATE_FORMAT = "mxtorch.contrib.pruning.Pruner/1"
+_INSTANCES = itertools.count()
 
 
 def _is_layer(block: Any) -> bool:
@@ -228,6 +239,8 @@ class Pruner:
         self._net: Block | None = None
         self._masked: dict[str, _Masked] = {}  # structural key ('features.0.weight') -> mask
         self._random: dict[str, torch.Tensor] = {}
+        self._instance = next(_INSTANCES)  # Pruners are made in the same order on every worker
+        self._broadcasts = 0
 
     # ---- the schedule ------------------------------------------------------------------
     def target_sparsity(self, step: int | None = None) -> float:
@@ -313,6 +326,9 @@ class Pruner:
             new = self._structured(s, keys)
         else:
             new = self._unstructured(s, keys)
+        store = self._async_store(p for p, _ in new.values())
+        if store is not None:
+            new = self._broadcast(store, new)
         for key, (param, mask) in new.items():
             m = self._masked.get(key)
             if m is None:
@@ -320,6 +336,32 @@ class Pruner:
             else:
                 m.set_mask(mask)
         self._enforce(changed=True)
+
+    @staticmethod
+    def _async_store(params: Any) -> Any:
+        """The asynchronous parameter-server store a Trainer of ``params`` uses, or None."""
+        from ..kvstore import base as kvbase
+
+        for p in params:
+            trainer = p._trainer
+            kv = trainer._kvstore if trainer is not None and trainer._kv_initialized else None
+            if kv is not None and trainer._distributed and kvbase.capable(kv, kvbase.Capability.ASYNC):
+                return kv
+        return None
+
+    def _broadcast(self, kv: Any, new: dict[str, tuple[Parameter, torch.Tensor]]
+                   ) -> dict[str, tuple[Parameter, torch.Tensor]]:
+        """Rank 0's masks on every worker: under an asynchronous store the workers' weights differ,
+        so the masks each decided would too.  Fresh keys (this Pruner, this step) carry them through
+        the servers as uint8 (``kv.broadcast``: initialized with rank 0's value, pulled by all)."""
+        self._broadcasts += 1
+        tag = f"mxtorch.pruning/{self._instance}/{self.num_update}.{self._broadcasts}"
+        keys = [f"{tag}/{k}" for k in new]
+        values = [mask.to(torch.uint8) for _, mask in new.values()]
+        outs = [torch.empty_like(v) for v in values]
+        kv.broadcast(keys, values, out=outs)
+        return {k: (param, out.to(torch.bool).reshape(mask.shape))
+                for (k, (param, mask)), out in zip(new.items(), outs)}
 
     def _score(self, key: str, w: torch.Tensor) -> torch.Tensor:
         if self.method == "random":
@@ -402,18 +444,15 @@ class Pruner:
             trainer = p._trainer
             store_updates = (trainer is not None and trainer._kv_initialized and trainer._update_on_kvstore
                              and not any(p is q for q in trainer._params_to_init))
-            if store_updates and changed:
-                if trainer._distributed:
-                    raise MXNetError(
-                        f"pruning: the masks of {p.name!r} changed while the parameter servers of "
-                        f"{trainer._kvstore.type!r} update it; prune before creating the Trainer, or "
-                        "create it with update_on_kvstore=False")
+            if store_updates and changed and not trainer._distributed:
                 p.set_data(data[0].detach().masked_fill(~m.on(data[0].device), 0))
                 continue
+            # (parameter servers that update the weights: the local copies are masked here and again
+            # after every pull, in step(); the servers' optimizer states are theirs)
             with torch.no_grad():
                 for d in data:
                     d.masked_fill_(~m.on(d.device), 0)
-            if changed and trainer is not None:
+            if changed and trainer is not None and not store_updates:
                 idx = trainer._param2idx.get(id(p))
                 for u in trainer._updaters if idx is not None else []:
                     _mask_tensors(u.states.get(idx), m.mask)
