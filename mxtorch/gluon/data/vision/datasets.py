@@ -139,15 +139,26 @@ def read_idx(path: str | os.PathLike[str], ndim: int | None = None, uint8: bool 
 
 class _InMemoryImageDataset(Dataset):
     """Images in one uint8 (N, H, W, C) tensor and int32 labels; ``transform(image, label)``
-    (MXNet's dataset ``transform`` argument) is applied per sample."""
+    (MXNet's dataset ``transform`` argument) is applied per sample.  A subclass reads the
+    ``train`` or test split of ``root`` in :meth:`_read`."""
 
     _data: torch.Tensor
     _label: torch.Tensor
 
-    def __init__(self, transform: Callable[[Any, Any], Any] | None) -> None:
+    def __init__(
+        self,
+        root: str | os.PathLike[str] | None = None,
+        train: bool = True,
+        transform: Callable[[Any, Any], Any] | None = None,
+    ) -> None:
         if transform is not None and not callable(transform):
             raise TypeError(f"transform must be callable or None, got {transform!r}")
         self._transform = transform
+        self._train = bool(train)
+        self._read(root)
+
+    def _read(self, root: str | os.PathLike[str] | None) -> None:
+        raise NotImplementedError
 
     def _set(self, data: np.ndarray, label: np.ndarray) -> None:
         self._data = torch.from_numpy(np.ascontiguousarray(data, dtype=np.uint8))
@@ -192,14 +203,8 @@ class MNIST(_InMemoryImageDataset):
     _folder = "mnist"
     _display = "MNIST"
 
-    def __init__(
-        self,
-        root: str | os.PathLike[str] | None = None,
-        train: bool = True,
-        transform: Callable[[Any, Any], Any] | None = None,
-    ) -> None:
-        super().__init__(transform)
-        self._train = bool(train)
+    def _read(self, root: str | os.PathLike[str] | None) -> None:
+        train = self._train
         prefix = "train" if train else "t10k"
         names = (f"{prefix}-images-idx3-ubyte", f"{prefix}-labels-idx1-ubyte")
         dirs = _candidate_dirs(self._folder, root)
@@ -266,7 +271,6 @@ class _CIFAR(_InMemoryImageDataset):
     _subfolder = ""
     _display = ""
     _label_bytes = 1
-    _train = True
 
     def _load(self, root: str | os.PathLike[str] | None, files: list[str], label_pos: int) -> None:
         tried: list[Path] = []
@@ -297,15 +301,8 @@ class CIFAR10(_CIFAR):
     _subfolder = "cifar-10-batches-bin"
     _display = "CIFAR-10"
 
-    def __init__(
-        self,
-        root: str | os.PathLike[str] | None = None,
-        train: bool = True,
-        transform: Callable[[Any, Any], Any] | None = None,
-    ) -> None:
-        super().__init__(transform)
-        self._train = bool(train)
-        files = [f"data_batch_{i}.bin" for i in range(1, 6)] if train else ["test_batch.bin"]
+    def _read(self, root: str | os.PathLike[str] | None) -> None:
+        files = [f"data_batch_{i}.bin" for i in range(1, 6)] if self._train else ["test_batch.bin"]
         self._load(root, files, 0)
 
 
@@ -328,10 +325,11 @@ class CIFAR100(_CIFAR):
         train: bool = True,
         transform: Callable[[Any, Any], Any] | None = None,
     ) -> None:
-        super().__init__(transform)
-        self._train = bool(train)
         self._fine_label = bool(fine_label)
-        self._load(root, ["train.bin" if train else "test.bin"], 1 if fine_label else 0)
+        super().__init__(root, train, transform)
+
+    def _read(self, root: str | os.PathLike[str] | None) -> None:
+        self._load(root, ["train.bin" if self._train else "test.bin"], 1 if self._fine_label else 0)
 
 
 _IMAGE_EXTS = (".jpg", ".jpeg", ".png")
