@@ -478,53 +478,62 @@ def _factors(n: int, amount: float) -> torch.Tensor:
     return 1.0 + (torch.rand(n, dtype=torch.float32) * 2.0 - 1.0) * amount
 
 
-class RandomBrightness(_Transform):
-    """Multiplies each image by a factor drawn uniformly from ``[1 - brightness, 1 + brightness]``."""
+class _RandomFactor(_Transform):
+    """Transforms each ``(H, W, C)`` image with its own factor ``alpha`` drawn uniformly from
+    ``[1 - amount, 1 + amount]`` (:meth:`_apply`); integer images are rounded and clamped back."""
 
-    def __init__(self, brightness: float) -> None:
-        if brightness < 0:
-            raise ValueError(f"RandomBrightness: brightness must be >= 0, got {brightness!r}")
-        self._amount = float(brightness)
+    _arg = "amount"  # the constructor argument's name, as MXNet spells it
+
+    def __init__(self, amount: float) -> None:
+        if amount < 0:
+            raise ValueError(f"{type(self).__name__}: {self._arg} must be >= 0, got {amount!r}")
+        self._amount = float(amount)
+
+    def _apply(self, work: torch.Tensor, alpha: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
 
     def __call__(self, x: Any) -> torch.Tensor:
-        x = _as_tensor(x, "RandomBrightness")
-        batch = _is_batch(x, "RandomBrightness", "H, W, C")
-        n = x.shape[0] if batch else 1
-        alpha = _factors(n, self._amount).reshape((n, 1, 1, 1) if batch else ())
-        work = x.to(torch.float32) if not x.is_floating_point() else x
-        return _blend_out(x, work * alpha.to(work.dtype))
+        x = _as_tensor(x, type(self).__name__)
+        batch = _is_batch(x, type(self).__name__, "H, W, C")
+        xb = x if batch else x.unsqueeze(0)
+        work = xb.to(torch.float32) if not xb.is_floating_point() else xb
+        alpha = _factors(xb.shape[0], self._amount).to(work.dtype).reshape(-1, 1, 1, 1)
+        out = _blend_out(xb, self._apply(work, alpha))
+        return out if batch else out[0]
 
     def __repr__(self) -> str:
-        return f"RandomBrightness(brightness={self._amount})"
+        return f"{type(self).__name__}({self._arg}={self._amount})"
+
+
+class RandomBrightness(_RandomFactor):
+    """Multiplies each image by a factor drawn uniformly from ``[1 - brightness, 1 + brightness]``."""
+
+    _arg = "brightness"
+
+    def __init__(self, brightness: float) -> None:
+        super().__init__(brightness)
+
+    def _apply(self, work: torch.Tensor, alpha: torch.Tensor) -> torch.Tensor:
+        return work * alpha
 
 
 _LUMA = (0.299, 0.587, 0.114)
 
 
-class RandomContrast(_Transform):
+class RandomContrast(_RandomFactor):
     """Blends each ``(H, W, C)`` image with its mean grey level: ``alpha * x + (1 - alpha) * mean``,
     ``alpha`` drawn uniformly from ``[1 - contrast, 1 + contrast]`` (grey uses the
     0.299/0.587/0.114 luma weights for 3-channel images, the plain mean otherwise)."""
 
-    def __init__(self, contrast: float) -> None:
-        if contrast < 0:
-            raise ValueError(f"RandomContrast: contrast must be >= 0, got {contrast!r}")
-        self._amount = float(contrast)
+    _arg = "contrast"
 
-    def __call__(self, x: Any) -> torch.Tensor:
-        x = _as_tensor(x, "RandomContrast")
-        batch = _is_batch(x, "RandomContrast", "H, W, C")
-        xb = x if batch else x.unsqueeze(0)
-        work = xb.to(torch.float32) if not xb.is_floating_point() else xb
+    def __init__(self, contrast: float) -> None:
+        super().__init__(contrast)
+
+    def _apply(self, work: torch.Tensor, alpha: torch.Tensor) -> torch.Tensor:
         if work.shape[-1] == 3:
             weights = torch.tensor(_LUMA, dtype=work.dtype, device=work.device)
             gray = (work * weights).sum(-1).mean(dim=(1, 2))
         else:
             gray = work.mean(dim=(1, 2, 3))
-        alpha = _factors(xb.shape[0], self._amount).to(work.dtype).reshape(-1, 1, 1, 1)
-        out = work * alpha + (gray.reshape(-1, 1, 1, 1) * (1.0 - alpha))
-        out = _blend_out(xb, out)
-        return out if batch else out[0]
-
-    def __repr__(self) -> str:
-        return f"RandomContrast(contrast={self._amount})"
+        return work * alpha + (gray.reshape(-1, 1, 1, 1) * (1.0 - alpha))
