@@ -320,17 +320,44 @@ class PipelineNet:
         return self._own
 
     def _make_store(self, kvstore: Any) -> Any:
+        from ..kvstore.ps.worker import STORE_NAMES, DistKVStore
+
         if kvstore is None:
             return None
+        if isinstance(kvstore, DistKVStore) or kvstore in STORE_NAMES:
+            return self._server_store(kvstore)
         if not isinstance(kvstore, str):
-            raise MXNetError("parallelize: kvstore must be a store type name ('horovod', 'allreduce') "
-                             "or None")
+            raise MXNetError("parallelize: kvstore must be a store type name ('horovod', 'allreduce', "
+                             "'dist_sync', 'dist_async'), the job's dist store, or None")
         from ..kvstore.allreduce.store import AllreduceKVStore
 
         if kvstore not in ("horovod", "allreduce"):
-            raise MXNetError(f"parallelize: kvstore {kvstore!r} is not available for pipelines yet; "
-                             "use 'horovod'")
+            raise MXNetError(f"parallelize: kvstore {kvstore!r} is not available for pipelines; use "
+                             "'horovod' (allreduce over the stage's data-parallel ranks) or 'dist_sync' "
+                             "(parameter servers)")
         return AllreduceKVStore(kvstore, process_group=self.mesh.dp_group)
+
+    def _server_store(self, kvstore: Any) -> Any:
+        """The parameter servers' store as this stage's data-parallel ranks see it: their own keys
+        (``pp<r>/``, ``tp<t>/`` prefixes), sync rounds over these ranks only (a group view)."""
+        from ..kvstore import create
+        from ..kvstore.ps.worker import DistKVStore
+
+        base = create(kvstore) if isinstance(kvstore, str) else kvstore
+        if not isinstance(base, DistKVStore):
+            raise MXNetError(f"parallelize: kvstore {kvstore!r} did not give a parameter-server store")
+        mine = torch.tensor([base.rank], dtype=torch.int64)
+        if self.cfg.dp > 1:
+            got = [torch.zeros(1, dtype=torch.int64) for _ in range(self.cfg.dp)]
+            dist.all_gather(got, mine, group=self.mesh.dp_group)
+            ranks = [int(t) for t in got]
+        else:
+            ranks = [int(mine)]
+        if len(set(ranks)) != len(ranks):
+            raise MXNetError(f"parallelize: the data-parallel ranks of stage {self.stage} are the same "
+                             f"parameter-server worker(s) {ranks}: start one store worker per process")
+        prefix = f"pp{self.mesh.pp_rank}/" + (f"tp{self.mesh.tp_rank}/" if self.cfg.tp > 1 else "")
+        return base.group_view(ranks, prefix)
 
     # ---- the pipeline runs -------------------------------------------------------------
     def _owner(self, stage: int) -> int:

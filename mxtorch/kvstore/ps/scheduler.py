@@ -9,7 +9,10 @@ It binds a ROUTER on ``DMLC_PS_ROOT_PORT`` and
 2. sends each server its rank (ASSIGN), waits for every server's READY (its address), then
    sends each worker the LAYOUT (its rank, the servers' addresses);
 3. runs worker barriers, the key agreement of ``kv.init`` (KEY_CHECK: the keys, shapes and
-   dtypes of every worker compared with rank 0's), answers NUM_DEAD, and receives heartbeats;
+   dtypes of every worker compared with rank 0's), answers NUM_DEAD, and receives heartbeats.
+   A BARRIER or KEY_CHECK whose JSON names a ``group`` of worker ranks (the store of one
+   pipeline stage's data-parallel ranks) waits for, and compares, the living members of that
+   group only; without one, every living worker;
 4. declares a node dead after ``MXTORCH_PS_DEAD_S`` seconds of silence and broadcasts
    NODE_DEAD to every node.  In dist_sync a dead worker fails every barrier (it can never
    arrive); in dist_async barriers count the living workers only;
@@ -83,8 +86,9 @@ class Scheduler:
         self.by_identity: dict[bytes, _Node] = {}
         self.mode: str | None = None
         self.running = False
-        self.barrier: dict[int, tuple[bytes, int]] = {}  # worker rank -> (identity, request id)
-        self.key_check: dict[int, tuple[bytes, int, list[Any]]] = {}
+        # by worker group (() : every worker): worker rank -> (identity, request id[, keys])
+        self.barrier: dict[tuple[int, ...], dict[int, tuple[bytes, int]]] = {}
+        self.key_check: dict[tuple[int, ...], dict[int, tuple[bytes, int, list[Any]]]] = {}
         self.failures: list[str] = []
 
     # ---- life cycle -----------------------------------------------------------------------
@@ -357,13 +361,15 @@ class Scheduler:
             elif node.role != "worker":
                 raise KVStoreError(f"{node.describe()} sent {msg.command.name}, which only workers send")
             elif msg.command == Command.BARRIER:
-                self.barrier[node.rank] = (identity, msg.request_id)
+                group = self._group(node, msg)
+                self.barrier.setdefault(group, {})[node.rank] = (identity, msg.request_id)
                 self._maybe_release_barrier()
             elif msg.command == Command.KEY_CHECK:
                 keys = (msg.meta or {}).get("keys")
                 if not isinstance(keys, list):
                     raise ProtocolError("malformed KEY_CHECK")
-                self.key_check[node.rank] = (identity, msg.request_id, keys)
+                group = self._group(node, msg)
+                self.key_check.setdefault(group, {})[node.rank] = (identity, msg.request_id, keys)
                 self._maybe_finish_key_check()
             elif msg.command == Command.NUM_DEAD:
                 self._on_num_dead(node, msg)
@@ -400,8 +406,19 @@ class Scheduler:
                 return n
         return None
 
-    def _live_workers(self) -> list[_Node]:
-        return [n for n in self.workers if n.state == "alive"]
+    def _live_workers(self, group: tuple[int, ...] = ()) -> list[_Node]:
+        """The living workers (of ``group``; ``()``: of the job)."""
+        return [n for n in self.workers if n.state == "alive" and (not group or n.rank in group)]
+
+    def _group(self, node: _Node, msg: Message) -> tuple[int, ...]:
+        """The worker group a BARRIER or KEY_CHECK is for (``()``: every worker)."""
+        group = (msg.meta or {}).get("group")
+        if group is None:
+            return ()
+        if not isinstance(group, list) or not all(isinstance(r, int) and 0 <= r < len(self.workers)
+                                                  for r in group) or node.rank not in group:
+            raise ProtocolError(f"malformed worker group {group!r} from {node.describe()}")
+        return tuple(sorted(set(group)))
 
     def _sync_death(self) -> str | None:
         if self.mode != "sync":
@@ -413,53 +430,64 @@ class Scheduler:
                 "in every barrier and round)")
 
     def _maybe_release_barrier(self) -> None:
-        if not self.barrier:
+        for group in list(self.barrier):
+            self._release_barrier(group)
+
+    def _release_barrier(self, group: tuple[int, ...]) -> None:
+        waiting = self.barrier.get(group)
+        if not waiting:
+            self.barrier.pop(group, None)
             return
         failure = self._sync_death()
         if failure is not None:
-            for identity, req in self.barrier.values():
+            for identity, req in waiting.values():
                 self._send(identity, Message(Command.ERROR, req, meta={"message": failure, "code": "dead"}))
-            self.barrier.clear()
+            del self.barrier[group]
             return
-        waiting_for = [n for n in self._live_workers() if n.rank not in self.barrier]
-        if waiting_for:
+        if [n for n in self._live_workers(group) if n.rank not in waiting]:
             return
-        for identity, req in self.barrier.values():
+        for identity, req in waiting.values():
             self._send(identity, Message(Command.BARRIER_DONE, req))
-        self.barrier.clear()
+        del self.barrier[group]
 
     def _maybe_finish_key_check(self) -> None:
-        if not self.key_check:
+        for group in list(self.key_check):
+            self._finish_key_check(group)
+
+    def _finish_key_check(self, group: tuple[int, ...]) -> None:
+        checks = self.key_check.get(group)
+        if not checks:
+            self.key_check.pop(group, None)
             return
         failure = self._sync_death()
         if failure is not None:
-            for identity, req, _ in self.key_check.values():
+            for identity, req, _ in checks.values():
                 self._send(identity, Message(Command.ERROR, req, meta={"message": failure, "code": "dead"}))
-            self.key_check.clear()
+            del self.key_check[group]
             return
-        if any(n.rank not in self.key_check for n in self._live_workers()):
+        if any(n.rank not in checks for n in self._live_workers(group)):
             return
-        ranks = sorted(self.key_check)
+        ranks = sorted(checks)
         ref_rank = ranks[0]
-        ref = self.key_check[ref_rank][2]
+        ref = checks[ref_rank][2]
         problems: dict[int, str] = {}
         for r in ranks[1:]:
-            if _compare_keys(ref, self.key_check[r][2], ref_rank, "") != "":
-                problems[r] = _compare_keys(ref, self.key_check[r][2], ref_rank, f"worker {r}")
+            if _compare_keys(ref, checks[r][2], ref_rank, "") != "":
+                problems[r] = _compare_keys(ref, checks[r][2], ref_rank, f"worker {r}")
         for r in ranks:
-            identity, req, _ = self.key_check[r]
+            identity, req, _ = checks[r]
             if not problems:
                 self._send(identity, Message(Command.ACK, req))
                 continue
             if r in problems:
                 text = "kv.init on this worker differs from rank {}'s: {}".format(
-                    ref_rank, _compare_keys(ref, self.key_check[r][2], ref_rank, f"this worker (rank {r})"))
+                    ref_rank, _compare_keys(ref, checks[r][2], ref_rank, f"this worker (rank {r})"))
             else:
                 text = "kv.init differs between workers: " + "; ".join(problems.values())
             text += (". Every worker must kv.init the same keys with the same shapes and dtypes, in the same "
                      "order")
             self._send(identity, Message(Command.ERROR, req, meta={"message": text, "code": "mismatch"}))
-        self.key_check.clear()
+        del self.key_check[group]
 
     def _on_num_dead(self, node: _Node, msg: Message) -> None:
         m = msg.meta or {}

@@ -9,7 +9,12 @@ scheduler connection) plus a heartbeat thread.  The server
   carries the data, the others' are acknowledged once that data is in, and their shapes and
   dtypes must agree (else ERROR naming the key, the worker and both descriptions);
 * sync mode: sums one push per worker per round, then stores the sum or, with an optimizer
-  (update on kvstore), applies it; async mode: applies every push on arrival;
+  (update on kvstore), applies it; async mode: applies every push on arrival.  A key initialized
+  by a group of workers (INIT's ``workers``: e.g. the data-parallel ranks of one pipeline stage,
+  which alone hold and push that stage's parameters) has its rounds counted over that group: a
+  round completes when every member has pushed once, the group's first rank sends the initial
+  value, and a push from outside the group is an error.  Keys without ``workers`` count every
+  worker of the job (MXNet's rule);
 * answers a PULL once the asking worker's latest push to that slice is in the value;
 * takes row-sparse pushes (row ids + rows, :mod:`.rows`): summed by row, applied lazily to
   the touched rows with an optimizer (:func:`mxtorch.optimizer.sparse.update_rows`), assigned
@@ -335,7 +340,7 @@ class ParameterServer:
         push of a worker that closed its store (that round can never complete)."""
         if not sh.pulls or not sh.round:
             return
-        missing = sorted(w for w in self.closed if w not in sh.round)
+        missing = sorted(w for w in self.closed if w not in sh.round and sh.pushes_key(w))
         if not missing:
             return
         w = missing[0]
@@ -375,8 +380,14 @@ class ParameterServer:
             dtype = P.dtype_from_name(m["dtype"])
             num_shards, offset, numel = int(m["num_shards"]), int(m["offset"]), int(m["numel"])
             kind = str(m.get("kind", "dense"))
+            group = m.get("workers")
+            workers = None if group is None else frozenset(int(w) for w in group)
         except (KeyError, TypeError, ValueError):
             raise ProtocolError("malformed INIT message") from None
+        if workers is not None and (worker not in workers or
+                                    not all(0 <= w < self.num_workers for w in workers)):
+            raise ProtocolError(f"INIT from worker {worker} names the worker group {sorted(workers)}, which "
+                                f"must contain it and only ranks 0..{self.num_workers - 1}")
         if msg.key is None:
             raise ProtocolError("INIT without a key")
         if kind not in ("dense", "row_sparse"):
@@ -385,6 +396,7 @@ class ParameterServer:
         sh = self.shards.get((msg.key, msg.shard))
         if sh is None:
             sh = KeyShard(msg.key, msg.shard, num_shards, shape, dtype, offset, numel, kind)
+            sh.workers = workers
             self.shards[(msg.key, msg.shard)] = sh
         elif (sh.shape, sh.dtype, sh.num_shards, sh.offset, sh.numel, sh.kind) != desc:
             raise KVStoreError(
@@ -392,6 +404,13 @@ class ParameterServer:
                 f"{P.dtype_name(dtype)} (slice {offset}+{numel}), but it already is {sh.kind} shape "
                 f"{sh.shape} {P.dtype_name(sh.dtype)} (slice {sh.offset}+{sh.numel}): every worker must init "
                 "the same keys with the same shapes, dtypes and storage types, in the same order")
+        elif sh.workers != workers:
+            def show(g: frozenset[int] | None) -> str:
+                return "every worker" if g is None else f"workers {sorted(g)}"
+
+            raise KVStoreError(f"{sh.describe()}: worker {worker} initializes it for {show(workers)}, but it "
+                               f"is already the key of {show(sh.workers)}: a key belongs to one group of "
+                               "workers (give each group's keys their own names)")
         if worker in sh.inited_by and sh.value is not None:
             raise KVStoreError(f"{sh.describe()} was already initialized by worker {worker}: init each key "
                                "once")
@@ -474,6 +493,9 @@ class ParameterServer:
                    ack: bool) -> None:
         """Count (sync) or apply (async) the push ``msg`` carries; ACK it (with the version it makes)
         if ``ack``."""
+        if not sh.pushes_key(worker):
+            raise KVStoreError(f"{sh.describe()} belongs to workers {sorted(sh.workers or ())}, which alone "
+                               f"push it; worker {worker} is not one of them")
         grad = self._decode_push(sh, msg, worker)
         # a dense push arrives as the received frame: the value may become it, and pulls re-send it
         frame = msg.frames[0] if isinstance(grad, torch.Tensor) and msg.frames and \
@@ -491,7 +513,7 @@ class ParameterServer:
         target = sh.add_push(worker, grad, frame)
         if ack:
             self._ack(identity, msg, target)
-        while len(sh.round) >= self.num_workers:
+        while len(sh.round) >= sh.round_size(self.num_workers):
             self._apply(sh, *sh.take_round())
             sh.version += 1
             self._answer_pulls(sh)
@@ -569,7 +591,7 @@ class ParameterServer:
         bound = self.staleness.get(pull.worker)
         if bound is None:
             return True
-        others = [sh.pushes.get(w, 0) for w in self.live if w != pull.worker]
+        others = [sh.pushes.get(w, 0) for w in self.live if w != pull.worker and sh.pushes_key(w)]
         return not others or sh.pushes.get(pull.worker, 0) - min(others) <= bound
 
     def _answer(self, sh: KeyShard, pull: PendingPull) -> None:

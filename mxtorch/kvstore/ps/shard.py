@@ -5,8 +5,10 @@ of 1, the key's own shape); a larger key is cut into one contiguous flat slice p
 (shard ``s`` of ``S``, shape ``(numel,)``), at row boundaries when the key was initialized
 row_sparse (``kind == 'row_sparse'``, see :mod:`.rows`).
 
-Sync rounds.  A round completes when every worker has pushed once; a worker that pushes again
-before that is queued for the next round (:meth:`KeyShard.add_push` returns the version the
+Sync rounds.  A round completes when every worker of the key has pushed once (``workers``: the
+ranks that initialized it as a group, e.g. one pipeline stage's data-parallel ranks; None:
+every worker of the job, MXNet's rule); a worker that pushes again before that is queued for
+the next round (:meth:`KeyShard.add_push` returns the version the
 push will be part of).  A push is a dense tensor or :class:`~.rows.Rows` (a row-sparse push);
 dense pushes are summed in fp32 for fp16/bf16 keys (one rounding at the end), in the key's
 dtype otherwise, the first push of a round adopted without a copy; rows are summed by row
@@ -66,6 +68,7 @@ class KeyShard:
     value: torch.Tensor | None = None
     version: int = 0
     owner: int | None = None  # rank whose INIT data filled value
+    workers: frozenset[int] | None = None  # the ranks that push this key (None: every worker)
     inited_by: set[int] = field(default_factory=set)
     init_waiters: list[tuple[bytes, int]] = field(default_factory=list)
     round: set[int] = field(default_factory=set)
@@ -92,6 +95,14 @@ class KeyShard:
     def row(self) -> int:
         """Elements per row of the key."""
         return row_size(self.shape)
+
+    def round_size(self, num_workers: int) -> int:
+        """Pushes that complete a sync round: one per worker of the key."""
+        return num_workers if self.workers is None else len(self.workers)
+
+    def pushes_key(self, worker: int) -> bool:
+        """Whether ``worker`` is one of the ranks that push this key."""
+        return self.workers is None or worker in self.workers
 
     def describe(self) -> str:
         where = "" if self.num_shards == 1 else f" (shard {self.shard} of {self.num_shards})"

@@ -74,13 +74,14 @@ def pack_shards(shards: Iterable[KeyShard]) -> tuple[list[dict[str, Any]], dict[
         tensors[f"value/{i}"] = sh.value
         records.append({"key": P.key_to_json(sh.key), "shard": sh.shard, "num_shards": sh.num_shards,
                         "shape": list(sh.shape), "dtype": P.dtype_name(sh.dtype), "offset": sh.offset,
-                        "numel": sh.numel, "kind": sh.kind, "version": sh.version, "tensor": f"value/{i}"})
+                        "numel": sh.numel, "kind": sh.kind, "version": sh.version, "tensor": f"value/{i}",
+                        "workers": None if sh.workers is None else sorted(sh.workers)})
     return records, tensors
 
 
 def unpack_shards(meta: dict[str, Any], tensors: dict[str, torch.Tensor], num_workers: int) -> list[KeyShard]:
-    """The key slices :func:`pack_shards` described, with their values and versions; every worker
-    counts as having initialized them."""
+    """The key slices :func:`pack_shards` described, with their values, versions and worker sets;
+    every worker of a slice counts as having initialized it."""
     out = []
     for s in meta.get("shards", []):
         sh = KeyShard(P.key_from_json(s["key"]), int(s["shard"]), int(s["num_shards"]),
@@ -88,7 +89,9 @@ def unpack_shards(meta: dict[str, Any], tensors: dict[str, torch.Tensor], num_wo
                       int(s["numel"]), str(s.get("kind", "dense")))
         sh.value = tensors[s["tensor"]].view(sh.value_shape)
         sh.version = int(s["version"])
-        sh.inited_by = set(range(num_workers))
+        group = s.get("workers")
+        sh.workers = None if group is None else frozenset(int(w) for w in group)
+        sh.inited_by = set(range(num_workers)) if sh.workers is None else set(sh.workers)
         out.append(sh)
     return out
 

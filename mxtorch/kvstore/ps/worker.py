@@ -396,6 +396,13 @@ class DistKVStore(KVStoreBase):
         shape, dtype and storage type is accepted, as in MXNet's dist stores, and keeps the
         value the servers hold (a second Trainer on the store starts from the trained weights).
         """
+        self._init(key, value, None)
+
+    def _init(self, key: Key | Sequence[Key], value: Value | Sequence[Value],
+              group: Sequence[int] | None) -> None:
+        """:meth:`init`, collective over the worker ranks ``group`` (None: every worker): the keys
+        then belong to that group, whose sync rounds count its members only, and the group's
+        first rank sends the values (see :meth:`group_view`)."""
         client = self._live()
         keys, values, _ = _key_list(key, value)
         firsts: list[torch.Tensor] = []
@@ -430,20 +437,28 @@ class DistKVStore(KVStoreBase):
         # the scheduler compares these between workers: the storage type decides the placement too
         check = [[P.key_to_json(k), list(t.shape), ("row_sparse " if _is_sparse(t) else "") +
                   P.dtype_name(t.dtype)] for k, t in zip(keys, firsts)]
-        client.request_scheduler(Message(Command.KEY_CHECK, meta={"keys": check}), "KEY_CHECK of kv.init",
+        members = None if group is None else sorted(group)
+        check_meta: dict[str, Any] = {"keys": check}
+        if members is not None:
+            check_meta["group"] = members
+        client.request_scheduler(Message(Command.KEY_CHECK, meta=check_meta), "KEY_CHECK of kv.init",
                                  "another worker has not called kv.init with these keys yet")
         plans = [self._place(k, t) for k, t in zip(keys, firsts)]
+        sender = 0 if members is None else members[0]
         for plan, t in zip(plans, firsts):
-            flat = self._flat(t.to_dense() if _is_sparse(t) else t) if self.rank == 0 else None
+            flat = self._flat(t.to_dense() if _is_sparse(t) else t) if self.rank == sender else None
             for i, (server, off, size) in enumerate(plan.shards):
-                meta = {"shape": list(plan.shape), "dtype": P.dtype_name(plan.dtype),
-                        "num_shards": len(plan.shards), "offset": off, "numel": size, "kind": plan.kind}
+                meta: dict[str, Any] = {"shape": list(plan.shape), "dtype": P.dtype_name(plan.dtype),
+                                        "num_shards": len(plan.shards), "offset": off, "numel": size,
+                                        "kind": plan.kind}
+                if members is not None:
+                    meta["workers"] = members
                 tensors = []
                 if flat is not None:
                     tensors = [flat.view(plan.shape) if len(plan.shards) == 1 else flat.narrow(0, off, size)]
                 client.send(server, Message(Command.INIT, key=plan.key, shard=i, meta=meta, tensors=tensors),
                             functools.partial(plan.operation, "INIT", i),
-                            "rank 0 has not sent the key's value yet")
+                            f"rank {sender} has not sent the key's value yet")
         try:
             client.wait()
         finally:
@@ -580,8 +595,20 @@ class DistKVStore(KVStoreBase):
 
     def barrier(self) -> None:
         """Wait until every worker reaches its barrier (dist_async: every living worker)."""
-        self._live().request_scheduler(Message(Command.BARRIER), "BARRIER",
+        self._barrier(None)
+
+    def _barrier(self, group: Sequence[int] | None) -> None:
+        """A barrier of the worker ranks ``group`` (None: every worker)."""
+        meta = None if group is None else {"group": sorted(group)}
+        self._live().request_scheduler(Message(Command.BARRIER, meta=meta), "BARRIER",
                                        "another worker has not reached its barrier yet")
+
+    def group_view(self, ranks: Sequence[int], prefix: str) -> KVStoreBase:
+        """This store as seen by the worker ranks ``ranks`` alone (see :class:`~.group.GroupStore`):
+        keys ``prefix + str(key)`` on the servers, collective over the group, rounds of the group."""
+        from .group import GroupStore
+
+        return GroupStore(self, ranks, prefix)
 
     def num_dead_node(self, node_id: int, timeout: int = 60) -> int:
         """How many nodes of group ``node_id`` (1 scheduler, 2 servers, 4 workers, sums allowed) are dead,
