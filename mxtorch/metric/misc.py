@@ -45,14 +45,16 @@ class CrossEntropy(EvalMetric):
     """Mean of ``-log(p[label] + eps)`` over samples; predictions are probabilities, labels class ids."""
 
     _keeps_global_stats = True
+    _default_name = "cross-entropy"
 
     def __init__(
         self,
         eps: float = 1e-12,
-        name: str = "cross-entropy",
+        name: str | None = None,
         output_names: Sequence[str] | None = None,
         label_names: Sequence[str] | None = None,
     ) -> None:
+        name = self._default_name if name is None else name
         super().__init__(name, eps=eps, output_names=output_names, label_names=label_names)
         self.eps = eps
 
@@ -68,14 +70,7 @@ class CrossEntropy(EvalMetric):
 class NegativeLogLikelihood(CrossEntropy):
     """Negative log-likelihood: the same computation as ``CrossEntropy``, named ``'nll-loss'``."""
 
-    def __init__(
-        self,
-        eps: float = 1e-12,
-        name: str = "nll-loss",
-        output_names: Sequence[str] | None = None,
-        label_names: Sequence[str] | None = None,
-    ) -> None:
-        super().__init__(eps=eps, name=name, output_names=output_names, label_names=label_names)
+    _default_name = "nll-loss"
 
 
 @register
