@@ -52,9 +52,13 @@ initial weights: give every worker the same seed, or start the schedule after th
 Tested on 2 workers under ``horovod``, ``dist_sync`` (servers or workers updating) and
 ``dist_async``.
 
-Checkpoints: ``save_parameters`` writes the zeros; :meth:`Pruner.state_dict` (plain tensors
-and numbers, loadable with ``torch.load(..., weights_only=True)``) holds the masks and the
-step, and :meth:`Pruner.load_state_dict` restores them after ``apply`` in a new process.
+Checkpoints: ``save_parameters`` writes the zeros; :meth:`Pruner.state_dict` (plain tensors,
+numbers and strings, loadable with ``torch.load(..., weights_only=True)``; :func:`state_to_json`
+makes JSON values of it) holds the masks, the step and the settings, and
+:meth:`Pruner.load_state_dict` restores them in a new process -- before ``apply`` (which then
+takes the saved masks instead of pruning) or after it -- so that, with the parameters and the
+Trainer's states restored too, the resumed run continues the schedule exactly as an
+uninterrupted one.
 """
 
 from __future__ import annotations
@@ -75,7 +79,7 @@ from ..gluon.block import Block
 from ..gluon.nn.conv_layers import _Conv, _GlobalPool, _Pool
 from ..gluon.parameter import Parameter
 
-__all__ = ["Pruner", "sparsity", "compact", "METHODS", "SCHEDULES"]
+__all__ = ["Pruner", "sparsity", "compact", "state_to_json", "state_from_json", "METHODS", "SCHEDULES"]
 
 METHODS = ("l1", "l2", "random", "structured")
 SCHEDULES = (None, "polynomial")
@@ -241,6 +245,7 @@ class Pruner:
         self._random: dict[str, torch.Tensor] = {}
         self._instance = next(_INSTANCES)  # Pruners are made in the same order on every worker
         self._broadcasts = 0
+        self._pending: tuple[Mapping[str, Any], bool] | None = None  # a state given before apply
 
     # ---- the schedule ------------------------------------------------------------------
     def target_sparsity(self, step: int | None = None) -> float:
@@ -275,7 +280,10 @@ class Pruner:
         if self.sparsity is None:
             raise MXNetError("pruning: give the sparsity (Pruner(sparsity=...) or apply(net, sparsity=...))")
         self._net = net
-        if self.schedule is None:
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            self.load_state_dict(*pending)
+        elif self.schedule is None:
             self._prune(self.sparsity)
         elif self._due(self.num_update):
             self._prune(self.target_sparsity())
@@ -458,19 +466,43 @@ class Pruner:
                     _mask_tensors(u.states.get(idx), m.mask)
 
     # ---- checkpoints -------------------------------------------------------------------------
+    def _config(self) -> dict[str, Any]:
+        """What decides the masks and the schedule: a resumed run must use the same."""
+        return {"method": self.method, "schedule": self.schedule, "sparsity": self.sparsity,
+                "initial_sparsity": self.initial_sparsity, "begin_step": self.begin_step,
+                "end_step": self.end_step, "frequency": self.frequency, "scope": self.scope,
+                "norm": self.norm, "select": None if self._select is None else self._select.pattern,
+                "seed": self.seed}
+
     def state_dict(self) -> dict[str, Any]:
-        """The step count and the masks (uint8 tensors by parameter attribute path): plain values
-        that ``torch.save``/``torch.load(weights_only=True)`` round-trip."""
-        return {"format": _STATE_FORMAT, "num_update": self.num_update,
+        """Everything a resumed job needs to continue exactly: the schedule position (the step
+        count), the masks (uint8 tensors by parameter attribute path) and the settings that decide
+        them (checked on load).  Plain tensors, numbers and strings:
+        ``torch.save``/``torch.load(weights_only=True)`` round-trip it, and :func:`state_to_json`
+        turns it into JSON values (a checkpoint's ``extra``)."""
+        return {"format": _STATE_FORMAT, "num_update": self.num_update, "broadcasts": self._broadcasts,
+                "config": self._config(),
                 "masks": {k: m.mask.to(torch.uint8) for k, m in self._masked.items()}}
 
-    def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Restore :meth:`state_dict` into this Pruner after :meth:`apply` (the network must have
-        the same layout); the masks are written into the weights at once."""
-        if self._net is None:
-            raise MXNetError("pruning: call pruner.apply(net) before load_state_dict")
+    def load_state_dict(self, state: Mapping[str, Any], strict: bool = True) -> None:
+        """Restore :meth:`state_dict`.  Before :meth:`apply` (the resume order: load, then apply),
+        ``apply`` takes the state's masks instead of pruning; after it, the masks are written into
+        the weights (and the optimizer states) at once.  ``strict``: the state's settings (method,
+        sparsity, schedule steps, scope, ...) must equal this Pruner's, else an error names them
+        (checked in ``apply`` when given before it)."""
         if not isinstance(state, Mapping) or state.get("format") != _STATE_FORMAT:
             raise MXNetError(f"pruning: not a Pruner state (format {_STATE_FORMAT!r} expected)")
+        if self._net is None:
+            self._pending = (state, strict)
+            return
+        saved = state.get("config")
+        if strict and isinstance(saved, Mapping):
+            mine = self._config()
+            differ = {k: (saved.get(k), mine[k]) for k in mine if saved.get(k) != mine[k]}
+            if differ:
+                raise MXNetError("pruning: the state was saved by a Pruner with other settings ("
+                                 + ", ".join(f"{k}: saved {a!r}, here {b!r}" for k, (a, b) in differ.items())
+                                 + "); make the same Pruner, or pass strict=False")
         params = self._net._collect_params_with_prefix()
         masks = state["masks"]
         for k, mask in masks.items():
@@ -482,7 +514,42 @@ class Pruner:
             m.remove_hooks()
         self._masked = {k: _Masked(params[k], mask.to(torch.bool).cpu()) for k, mask in masks.items()}
         self.num_update = int(state["num_update"])
+        self._broadcasts = int(state.get("broadcasts", 0))
         self._enforce(changed=True)
+
+
+def state_to_json(state: Mapping[str, Any]) -> dict[str, Any]:
+    """:meth:`Pruner.state_dict` as JSON values: each mask as its shape and its bits packed
+    (``numpy.packbits``) in base64 text; :func:`state_from_json` reverses it."""
+    import base64
+
+    import numpy as np
+
+    masks = {k: {"shape": list(m.shape),
+                 "bits": base64.b64encode(np.packbits(m.reshape(-1).to(torch.bool).numpy()).tobytes())
+                 .decode("ascii")}
+             for k, m in state["masks"].items()}
+    return {**{k: v for k, v in state.items() if k != "masks"}, "config": dict(state.get("config") or {}),
+            "masks": masks}
+
+
+def state_from_json(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """The :meth:`Pruner.state_dict` that :func:`state_to_json` wrote (uint8 mask tensors)."""
+    import base64
+
+    import numpy as np
+
+    if not isinstance(obj, Mapping) or obj.get("format") != _STATE_FORMAT:
+        raise MXNetError(f"pruning: not a Pruner state (format {_STATE_FORMAT!r} expected)")
+    masks: dict[str, torch.Tensor] = {}
+    for k, m in obj["masks"].items():
+        shape = tuple(int(d) for d in m["shape"])
+        n = math.prod(shape)
+        bits = np.unpackbits(np.frombuffer(base64.b64decode(m["bits"], validate=True), dtype=np.uint8))
+        if bits.size < n or bits.size > n + 7:
+            raise MXNetError(f"pruning: the mask {k!r} holds {bits.size} bits for shape {shape}")
+        masks[k] = torch.from_numpy(bits[:n].copy()).reshape(shape)
+    return {**{k: v for k, v in obj.items() if k != "masks"}, "masks": masks}
 
 
 def _following_batchnorm(net: Block) -> dict[int, Any]:
