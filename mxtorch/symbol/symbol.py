@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import numbers
 import os
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from ..base import MXNetError
@@ -106,6 +106,15 @@ def _with_hidden(attrs: Mapping[str, str]) -> dict[str, str]:
         if k.startswith("__") and k.endswith("__") and k[2:-2] in HIDDEN_KEYS:
             out[k[2:-2]] = v
     return out
+
+
+def _operator(name: str, reverse: bool = False) -> Callable[[Symbol, Any], Symbol]:
+    """The operator method ``self <op> other`` (``other <op> self`` with ``reverse``) as ``_name``."""
+
+    def op(self: Symbol, other: Any) -> Symbol:
+        return self._binary(other, name, reverse)
+
+    return op
 
 
 class Symbol:
@@ -295,65 +304,22 @@ class Symbol:
             return create(f"_{name}_scalar", self, scalar=scalar, _hint=hint)
         return NotImplemented
 
-    def __add__(self, o: Any) -> Symbol:
-        return self._binary(o, "plus")
-
-    def __radd__(self, o: Any) -> Symbol:
-        return self._binary(o, "plus", True)
-
-    def __sub__(self, o: Any) -> Symbol:
-        return self._binary(o, "minus")
-
-    def __rsub__(self, o: Any) -> Symbol:
-        return self._binary(o, "minus", True)
-
-    def __mul__(self, o: Any) -> Symbol:
-        return self._binary(o, "mul")
-
-    def __rmul__(self, o: Any) -> Symbol:
-        return self._binary(o, "mul", True)
-
-    def __truediv__(self, o: Any) -> Symbol:
-        return self._binary(o, "div")
-
-    def __rtruediv__(self, o: Any) -> Symbol:
-        return self._binary(o, "div", True)
-
-    def __mod__(self, o: Any) -> Symbol:
-        return self._binary(o, "mod")
-
-    def __rmod__(self, o: Any) -> Symbol:
-        return self._binary(o, "mod", True)
-
-    def __pow__(self, o: Any) -> Symbol:
-        return self._binary(o, "power")
-
-    def __rpow__(self, o: Any) -> Symbol:
-        return self._binary(o, "power", True)
+    __add__, __radd__ = _operator("plus"), _operator("plus", True)
+    __sub__, __rsub__ = _operator("minus"), _operator("minus", True)
+    __mul__, __rmul__ = _operator("mul"), _operator("mul", True)
+    __truediv__, __rtruediv__ = _operator("div"), _operator("div", True)
+    __mod__, __rmod__ = _operator("mod"), _operator("mod", True)
+    __pow__, __rpow__ = _operator("power"), _operator("power", True)
+    __eq__ = _operator("equal")  # type: ignore[assignment]
+    __ne__ = _operator("not_equal")  # type: ignore[assignment]
+    __gt__, __ge__ = _operator("greater"), _operator("greater_equal")
+    __lt__, __le__ = _operator("lesser"), _operator("lesser_equal")
 
     def __abs__(self) -> Symbol:
         return create("abs", self)
 
     def __neg__(self) -> Symbol:
         return self._binary(-1.0, "mul")
-
-    def __eq__(self, o: Any) -> Symbol:  # type: ignore[override]
-        return self._binary(o, "equal")
-
-    def __ne__(self, o: Any) -> Symbol:  # type: ignore[override]
-        return self._binary(o, "not_equal")
-
-    def __gt__(self, o: Any) -> Symbol:
-        return self._binary(o, "greater")
-
-    def __ge__(self, o: Any) -> Symbol:
-        return self._binary(o, "greater_equal")
-
-    def __lt__(self, o: Any) -> Symbol:
-        return self._binary(o, "lesser")
-
-    def __le__(self, o: Any) -> Symbol:
-        return self._binary(o, "lesser_equal")
 
     __hash__ = object.__hash__
     __div__ = __truediv__
