@@ -68,7 +68,18 @@ class Sampler(torch.utils.data.Sampler):
         raise NotImplementedError(f"{type(self).__name__} must define __len__")
 
 
-class SequentialSampler(Sampler):
+class _ArgumentsOnlySampler(Sampler):
+    """A sampler whose order depends on nothing but its arguments: its state is its type."""
+
+    def state_dict(self) -> dict[str, Any]:
+        """``{"type": <class name>}``: nothing else decides the order."""
+        return {"type": type(self).__name__}
+
+    def load_state_dict(self, state: dict[str, Any], replay: bool = False) -> None:
+        _check_state(self, state)
+
+
+class SequentialSampler(_ArgumentsOnlySampler):
     """Indices ``start, start+1, ..., start+length-1`` in order."""
 
     def __init__(self, length: int, start: int = 0) -> None:
@@ -81,13 +92,6 @@ class SequentialSampler(Sampler):
 
     def __len__(self) -> int:
         return self._length
-
-    def state_dict(self) -> dict[str, Any]:
-        """This sampler's order depends on nothing but its arguments: the state is its type."""
-        return {"type": type(self).__name__}
-
-    def load_state_dict(self, state: dict[str, Any], replay: bool = False) -> None:
-        _check_state(self, state)
 
     def __repr__(self) -> str:
         return f"SequentialSampler(length={self._length}, start={self._start})"
@@ -141,7 +145,7 @@ class RandomSampler(Sampler):
         return f"RandomSampler(length={self._length})"
 
 
-class FilterSampler(Sampler):
+class FilterSampler(_ArgumentsOnlySampler):
     """Indices ``i`` of ``dataset`` for which ``fn(dataset[i])`` is true (evaluated once, here)."""
 
     def __init__(self, fn: Callable[[Any], bool], dataset: Any) -> None:
@@ -155,13 +159,6 @@ class FilterSampler(Sampler):
 
     def __len__(self) -> int:
         return len(self._indices)
-
-    def state_dict(self) -> dict[str, Any]:
-        """This sampler's order depends on nothing but its arguments: the state is its type."""
-        return {"type": type(self).__name__}
-
-    def load_state_dict(self, state: dict[str, Any], replay: bool = False) -> None:
-        _check_state(self, state)
 
 
 class BatchSampler(Sampler):
@@ -234,7 +231,7 @@ class BatchSampler(Sampler):
         )
 
 
-class IntervalSampler(Sampler):
+class IntervalSampler(_ArgumentsOnlySampler):
     """Indices ``0, interval, 2*interval, ...``; with ``rollover`` then ``1, 1+interval, ...`` and
     so on until every index in ``[0, length)`` was visited once.
     """
@@ -256,13 +253,6 @@ class IntervalSampler(Sampler):
         if self._rollover:
             return self._length
         return (self._length + self._interval - 1) // self._interval
-
-    def state_dict(self) -> dict[str, Any]:
-        """This sampler's order depends on nothing but its arguments: the state is its type."""
-        return {"type": type(self).__name__}
-
-    def load_state_dict(self, state: dict[str, Any], replay: bool = False) -> None:
-        _check_state(self, state)
 
     def __repr__(self) -> str:
         return f"IntervalSampler(length={self._length}, interval={self._interval}, rollover={self._rollover})"
