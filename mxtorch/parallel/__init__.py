@@ -4,7 +4,8 @@
 rank layout); ``parallelize(net, cfg, micro_batches, schedule)`` returns a
 :class:`~.pipeline.PipelineNet` whose ``train_step`` runs PyTorch's pipeline schedules
 (``torch.distributed.pipelining``) and whose ``kvstore`` sums gradients over the data-parallel
-group, and ``tp > 1`` splits Dense pairs over tensor-parallel ranks (:mod:`.tensor`, on DTensor).
+group, and ``tp > 1`` splits Dense/convolution pairs and embeddings over tensor-parallel ranks
+(:mod:`.tensor`, on DTensor; :class:`ParallelSoftmaxCrossEntropyLoss` for a vocab-split output).
 ``plan(net, sample_input, world_size, memory_per_device, batch_size)`` ranks the layouts
 (:mod:`.planner`).
 """
@@ -12,5 +13,7 @@ group, and ``tp > 1`` splits Dense pairs over tensor-parallel ranks (:mod:`.tens
 from .config import Mesh, ParallelConfig
 from .pipeline import SCHEDULES, PipelineNet, parallelize
 from .planner import Plan, plan
+from .tp_loss import ParallelSoftmaxCrossEntropyLoss
 
-__all__ = ["ParallelConfig", "Mesh", "parallelize", "PipelineNet", "SCHEDULES", "plan", "Plan"]
+__all__ = ["ParallelConfig", "Mesh", "parallelize", "PipelineNet", "SCHEDULES", "plan", "Plan",
+           "ParallelSoftmaxCrossEntropyLoss"]

@@ -1,16 +1,31 @@
-"""Tensor parallelism for Gluon layers, on DTensor: Megatron's column → row Dense pairs.
+"""Tensor parallelism for Gluon layers, on DTensor: Megatron's column → row pairs, vocab-parallel
+embeddings, output-channel-parallel convolutions.
 
-A column-parallel ``Dense`` keeps rows ``[r*out/tp, (r+1)*out/tp)`` of its weight and bias and
-returns its share of the output features; the row-parallel ``Dense`` after it keeps the matching
-columns of its weight, multiplies its share, and one all-reduce sums the partial outputs.  Per
-pair: one all-reduce forward (the row layer's output) and one backward (the column layer's input
-gradient), as in Megatron-LM.
+Styles (``tp_plan={layer path: style}``):
+
+- ``"colwise"`` ``Dense``: keeps rows ``[r*out/tp, (r+1)*out/tp)`` of its weight and bias and
+  returns its share of the output features.  ``Conv1D/2D/3D`` (channels first, ``groups=1``): the
+  same over output channels.
+- ``"rowwise"`` ``Dense`` after a column one: keeps the matching columns of its weight, multiplies
+  its share, and one all-reduce sums the partial outputs (then the bias).  A row ``Conv`` keeps
+  the matching input channels of its weight; a row ``Dense`` may also read a column ``Conv``'s
+  channel shards through pooling and ``Flatten`` (NCHW flattens channel-major, so a channel shard
+  is a contiguous block of the Dense's input features).  Per pair: one all-reduce forward (the
+  row layer's output) and one backward (the column layer's input gradient), as in Megatron-LM.
+- ``"vocab"`` ``Embedding``: keeps rows ``[r*V/tp, (r+1)*V/tp)`` of the table; ids outside the
+  shard give zeros, and one all-reduce sums the partial lookups (DTensor's ``_MaskPartial``).
+- a ``"colwise"`` ``Dense`` that is the *last* layer leaves its output split over the vocabulary:
+  train it with :class:`~.tp_loss.ParallelSoftmaxCrossEntropyLoss` (no rank builds full logits).
 
 Parameters stay plain tensors holding the local shard (so the Trainer, the optimizers and the
 data-parallel store work on them unchanged); each forward views them as DTensors
-(``DTensor.from_local``) and torch's DTensor propagation places the collectives, forward and
-backward.  :func:`gather_full` / :func:`shard_of` convert between shards and whole tensors for
-the unpartitioned parameter file.
+(``DTensor.from_local``) and DTensor places the collectives, forward and backward.  Where
+DTensor has no sharded rule (convolution: ``aten.convolution`` with a sharded weight gathers the
+weight and computes the whole output on every rank) the layer computes on its local shard and
+uses DTensor only for the collectives: ``from_local(Replicate).to_local(grad_placements=Partial)``
+is Megatron's "identity forward, all-reduce backward", ``from_local(Partial).redistribute(
+Replicate)`` its "all-reduce forward, identity backward".  :func:`gather_full` / ``ShardInfo``
+convert between shards and whole tensors for the unpartitioned parameter file.
 """
 
 from __future__ import annotations
@@ -27,8 +42,12 @@ from .split import Unit
 
 __all__ = ["TP_STYLES", "auto_plan", "check_plan", "shard_units", "gather_full", "ShardInfo"]
 
-TP_STYLES = ("colwise", "rowwise", "replicate")
+TP_STYLES = ("colwise", "rowwise", "vocab", "replicate")
 _ELEMENTWISE = ("Activation", "LeakyReLU", "PReLU", "ELU", "SELU", "GELU", "Swish", "SiLU", "Dropout")
+# per-channel layers a convolution's channel shards pass through unchanged (channels-first only)
+_CHANNELWISE = ("MaxPool1D", "MaxPool2D", "MaxPool3D", "AvgPool1D", "AvgPool2D", "AvgPool3D",
+                "GlobalMaxPool1D", "GlobalMaxPool2D", "GlobalMaxPool3D", "GlobalAvgPool1D",
+                "GlobalAvgPool2D", "GlobalAvgPool3D")
 
 
 class ShardInfo:
@@ -42,35 +61,109 @@ class ShardInfo:
         return full.narrow(self.dim, self.rank * n, n).contiguous()
 
 
-def _is_dense(block: Any) -> bool:
+def _kind(block: Any) -> str | None:
+    """'dense', 'conv' (channels first, groups=1, not transposed), 'embedding' or None."""
     from ..gluon import nn
+    from ..gluon.nn.conv_layers import _Conv
 
-    return isinstance(block, nn.Dense)
+    if isinstance(block, nn.Dense):
+        return "dense"
+    if isinstance(block, _Conv) and not block._transpose and not block._channels_last and block._groups == 1:
+        return "conv"
+    if isinstance(block, nn.Embedding) and not block._sparse_grad:
+        return "embedding"
+    return None
+
+
+def _shape(block: Any) -> tuple[int, ...]:
+    return tuple(block.weight.shape or ())
+
+
+def _out_dim(block: Any) -> int:
+    """Output features / channels / vocabulary rows (dimension 0 of the weight; 0 = unknown)."""
+    s = _shape(block)
+    return int(s[0]) if s else 0
+
+
+def _in_dim(block: Any) -> int:
+    s = _shape(block)
+    return int(s[1]) if len(s) > 1 else 0
+
+
+def _through(units: Sequence[Unit], i: int, kind: str) -> tuple[int, bool]:
+    """The index of the first layer after column layer ``i`` (of ``kind``) that is not a pass-through
+    one, and whether a ``Flatten`` was passed."""
+    ok = _ELEMENTWISE + ((*_CHANNELWISE, "Flatten") if kind == "conv" else ())
+    j, flat = i + 1, False
+    while j < len(units) and type(units[j].block).__name__ in ok:
+        b: Any = units[j].block
+        if getattr(b, "_channels_last", False):
+            break
+        flat = flat or type(b).__name__ == "Flatten"
+        j += 1
+    return j, flat
+
+
+def _row_partner(units: Sequence[Unit], i: int, tp: int) -> int | None:
+    """The layer that can be row-parallel after column layer ``i``, if any."""
+    kind = _kind(units[i].block)
+    if kind not in ("dense", "conv") or _out_dim(units[i].block) % tp or not _out_dim(units[i].block):
+        return None
+    j, flat = _through(units, i, kind)
+    if j >= len(units):
+        return None
+    nxt: Any = units[j].block
+    nkind = _kind(nxt)
+    if nkind == "dense" and (kind == "dense" or flat or nxt._flatten) and _in_dim(nxt) % tp == 0:
+        return j
+    if nkind == "conv" and kind == "conv" and not flat and _in_dim(nxt) == _out_dim(units[i].block):
+        return j
+    return None
+
+
+def _numel(block: Any, *names: str) -> int:
+    n = 0
+    for name in names:
+        p = getattr(block, name, None)
+        if p is not None and p.shape:
+            n += int(torch.Size(p.shape).numel())
+    return n
 
 
 def auto_plan(units: Sequence[Unit], tp: int) -> dict[str, str]:
-    """Megatron's pairing: a Dense whose output feeds (through elementwise layers only) another
-    Dense becomes column-parallel and that one row-parallel; everything else is replicated.
-    Layers whose split dimension does not divide by ``tp`` stay replicated."""
+    """Megatron's pairing: a Dense (or convolution) whose output feeds, through elementwise layers
+    only (for a convolution also per-channel pooling and Flatten), another Dense (or convolution)
+    becomes column-parallel and that one row-parallel; the pairs chosen are those that split the
+    most parameters (a chain can pair a layer with the one before or the one after it: dynamic
+    programming over the chain).  Embeddings whose vocabulary divides by ``tp`` become
+    vocab-parallel; everything else is replicated, as are layers whose split dimension does not
+    divide by ``tp``."""
+    n = len(units)
+    best = [0] * (n + 1)  # best[i]: most parameters split in units[i:]
+    pick: list[int | None] = [None] * (n + 1)
+    for i in range(n - 1, -1, -1):
+        best[i] = best[i + 1]
+        j = _row_partner(units, i, tp)
+        if j is not None:
+            gain = _numel(units[i].block, "weight", "bias") + _numel(units[j].block, "weight") + best[j + 1]
+            if gain > best[i]:
+                best[i], pick[i] = gain, j
     plan: dict[str, str] = {}
     i = 0
-    while i < len(units):
-        u = units[i]
-        block: Any = u.block
-        if _is_dense(block) and block._units % tp == 0:
-            j = i + 1
-            while j < len(units) and type(units[j].block).__name__ in _ELEMENTWISE:
-                j += 1
-            nxt: Any = units[j].block if j < len(units) else None
-            if nxt is not None and _is_dense(nxt) and nxt.weight.shape[1] % tp == 0:
-                plan[u.path], plan[units[j].path] = "colwise", "rowwise"
-                i = j + 1
-                continue
+    while i < n:
+        j = pick[i]
+        if j is not None and best[i] != best[i + 1]:
+            plan[units[i].path], plan[units[j].path] = "colwise", "rowwise"
+            i = j + 1
+            continue
+        if _kind(units[i].block) == "embedding" and _out_dim(units[i].block) % tp == 0:
+            plan[units[i].path] = "vocab"
         i += 1
     return plan
 
 
 def check_plan(units: Sequence[Unit], plan: dict[str, str]) -> None:
+    """Raise MXNetError on a plan that cannot run (``units``: the whole chain)."""
     paths = [u.path for u in units]
     for path, style in plan.items():
         if style not in TP_STYLES:
@@ -78,31 +171,55 @@ def check_plan(units: Sequence[Unit], plan: dict[str, str]) -> None:
         if path not in paths:
             raise MXNetError(f"tp_plan: {path!r} is not a layer of the network; the layers are {paths}")
         block = units[paths.index(path)].block
-        if style != "replicate" and not _is_dense(block):
-            raise MXNetError(f"tp_plan: {path!r} is a {type(block).__name__}; only Dense layers are split so "
-                             "far (Conv2D, Embedding and RNN layers stay 'replicate')")
-    # a row-parallel layer must read a column-parallel layer's shards (through elementwise layers)
+        kind = _kind(block)
+        if style == "vocab" and kind != "embedding":
+            raise MXNetError(f"tp_plan: {path!r} is a {type(block).__name__}; 'vocab' splits an Embedding "
+                             "(without sparse_grad)")
+        if style in ("colwise", "rowwise") and kind not in ("dense", "conv"):
+            raise MXNetError(f"tp_plan: {path!r} is a {type(block).__name__}; '{style}' splits Dense layers "
+                             "and convolutions (channels first, groups=1); Embedding takes 'vocab', the "
+                             "rest (RNN layers included) stays 'replicate'")
+    # a row-parallel layer must read a column-parallel layer's shards (through pass-through layers)
+    paired: set[int] = set()
     for i, u in enumerate(units):
-        if plan.get(u.path) == "rowwise":
-            j = i - 1
-            while j >= 0 and type(units[j].block).__name__ in _ELEMENTWISE:
-                j -= 1
-            if j < 0 or plan.get(units[j].path) != "colwise":
-                raise MXNetError(f"tp_plan: {u.path!r} is 'rowwise' but the layer feeding it is not "
-                                 "'colwise': a row-parallel Dense reads a column-parallel one's shards")
-        if plan.get(u.path) == "colwise":
-            j = i + 1
-            while j < len(units) and type(units[j].block).__name__ in _ELEMENTWISE:
-                j += 1
-            if j >= len(units) or plan.get(units[j].path) != "rowwise":
-                raise MXNetError(f"tp_plan: {u.path!r} is 'colwise' but no 'rowwise' Dense follows it: its "
-                                 "output would stay split")
+        if plan.get(u.path) != "colwise":
+            continue
+        j = _row_partner(units, i, 1)  # the structure; divisibility is checked when sharding
+        if j is not None and plan.get(units[j].path) == "rowwise":
+            paired.add(j)
+        elif _kind(u.block) == "dense" and all(type(v.block).__name__ in _ELEMENTWISE for v in units[i + 1:]):
+            pass  # the last layer: its output stays split, for ParallelSoftmaxCrossEntropyLoss
+        else:
+            raise MXNetError(f"tp_plan: {u.path!r} is 'colwise' but no 'rowwise' layer that can read its "
+                             "split output follows it (a Dense after a column Dense; a Dense or convolution "
+                             "after a column convolution, through pooling/Flatten): its output would stay "
+                             "split. Only the network's last Dense may stay split, for "
+                             "parallel.ParallelSoftmaxCrossEntropyLoss")
+    for j, u in enumerate(units):
+        if plan.get(u.path) == "rowwise" and j not in paired:
+            raise MXNetError(f"tp_plan: {u.path!r} is 'rowwise' but the layer feeding it is not 'colwise': a "
+                             "row-parallel layer reads a column-parallel one's shards")
 
 
 def _replace(param: Any, local: torch.Tensor) -> None:
     ctx = list(param._ctx_list)
     param._shape = tuple(local.shape)
     param._set_copies([local.to(c.torch_device) for c in ctx], ctx)
+
+
+def _copy_in(x: torch.Tensor, mesh: Any) -> torch.Tensor:
+    """Identity forward; all-reduce of the gradient backward (the column layer's input)."""
+    from torch.distributed.tensor import DTensor, Partial, Replicate
+
+    return DTensor.from_local(x, mesh, [Replicate()], run_check=False).to_local(grad_placements=[Partial()])
+
+
+def _reduce_out(x: torch.Tensor, mesh: Any) -> torch.Tensor:
+    """All-reduce forward (the row layer's partial outputs); identity backward."""
+    from torch.distributed.tensor import DTensor, Partial, Replicate
+
+    d = DTensor.from_local(x, mesh, [Partial()], run_check=False)
+    return d.redistribute(mesh, [Replicate()]).to_local()
 
 
 def _colwise_forward(self: Any, x: torch.Tensor) -> torch.Tensor:
@@ -124,6 +241,8 @@ def _rowwise_forward(self: Any, x: torch.Tensor) -> torch.Tensor:
     from torch.distributed.tensor import DTensor, Replicate, Shard
 
     mesh = self._tp_mesh
+    if self._flatten and x.dim() > 2:  # a column convolution's channel shard: a block of features
+        x = x.reshape(x.shape[0], -1)
     xd = DTensor.from_local(x, mesh, [Shard(x.dim() - 1)], run_check=False)
     wd = DTensor.from_local(self.weight.data(), mesh, [Shard(1)], run_check=False)
     out: Any = F.linear(xd, wd)
@@ -131,6 +250,48 @@ def _rowwise_forward(self: Any, x: torch.Tensor) -> torch.Tensor:
     if self.bias is not None:
         out = out + self.bias.data()
     return self._act_fn(out) if self._act_fn is not None else out
+
+
+def _conv(self: Any, x: torch.Tensor, bias: bool) -> torch.Tensor:
+    from ..gluon.nn.conv_layers import _CONV
+
+    b = self.bias.data() if bias and self.bias is not None else None
+    return _CONV[self._ndim](x, self.weight.data(), b, self._strides, self._padding, self._dilation, 1)
+
+
+def _conv_colwise_forward(self: Any, x: torch.Tensor) -> torch.Tensor:
+    out = _conv(self, _copy_in(x, self._tp_mesh), bias=True)  # this rank's output channels
+    return self.act(out) if self.act is not None else out
+
+
+def _conv_rowwise_forward(self: Any, x: torch.Tensor) -> torch.Tensor:
+    out = _reduce_out(_conv(self, x, bias=False), self._tp_mesh)
+    if self.bias is not None:
+        out = out + self.bias.data().reshape(1, -1, *([1] * self._ndim))
+    return self.act(out) if self.act is not None else out
+
+
+def _vocab_forward(self: Any, x: torch.Tensor) -> torch.Tensor:
+    from torch.distributed.tensor import DTensor, Replicate, Shard
+
+    if not isinstance(x, torch.Tensor):
+        x = torch.as_tensor(x)
+    idx = x if x.dtype == torch.int64 else x.long()
+    if idx.device.type == "cpu" and idx.numel():
+        lo, hi = int(idx.min()), int(idx.max())
+        if lo < 0 or hi >= self._input_dim:
+            raise MXNetError(f"Embedding: index {lo if lo < 0 else hi} is out of range for "
+                             f"input_dim={self._input_dim}")
+    mesh = self._tp_mesh
+    ids = DTensor.from_local(idx, mesh, [Replicate()], run_check=False)
+    wd = DTensor.from_local(self.weight.data(), mesh, [Shard(0)], run_check=False)
+    out: Any = F.embedding(ids, wd)  # partial: zeros for ids outside this rank's rows
+    return out.redistribute(mesh, [Replicate()]).to_local()  # type: ignore[no-any-return]
+
+
+_FORWARDS = {("dense", "colwise"): _colwise_forward, ("dense", "rowwise"): _rowwise_forward,
+             ("conv", "colwise"): _conv_colwise_forward, ("conv", "rowwise"): _conv_rowwise_forward,
+             ("embedding", "vocab"): _vocab_forward}
 
 
 def shard_units(units: Sequence[Unit], plan: dict[str, str], mesh: Any, tp: int,
@@ -143,26 +304,22 @@ def shard_units(units: Sequence[Unit], plan: dict[str, str], mesh: Any, tp: int,
         if style == "replicate":
             continue
         block: Any = u.block
-        w = block.weight
-        full = w.data().detach()
-        if style == "colwise":
-            if full.shape[0] % tp:
-                raise MXNetError(f"tp_plan: {u.path!r} has {full.shape[0]} output features, not divisible by "
-                                 f"tp={tp}")
-            todo = [(w, 0)] + ([(block.bias, 0)] if block.bias is not None else [])
-            forward = _colwise_forward
-        else:
-            if full.shape[1] % tp:
-                raise MXNetError(f"tp_plan: {u.path!r} has {full.shape[1]} input features, not divisible by "
-                                 f"tp={tp}")
-            todo = [(w, 1)]
-            forward = _rowwise_forward
-        for p, dim in todo:
-            info = ShardInfo(tuple(p.shape), dim, tp, rank)
+        kind = _kind(block)
+        full = _shape(block)
+        what = {"dense": "features", "conv": "channels", "embedding": "rows"}[str(kind)]
+        dim = 1 if style == "rowwise" else 0
+        if len(full) <= dim or full[dim] % tp:
+            raise MXNetError(f"tp_plan: {u.path!r} has {full[dim] if len(full) > dim else 0} "
+                             f"{'input' if dim else 'output'} {what}, not divisible by tp={tp}")
+        todo = [(block.weight, dim)]
+        if style == "colwise" and block.bias is not None:
+            todo.append((block.bias, 0))
+        for p, d in todo:
+            info = ShardInfo(tuple(p.shape), d, tp, rank)
             _replace(p, info.local(p.data().detach()))
             infos[id(p)] = info
         object.__setattr__(block, "_tp_mesh", mesh)
-        object.__setattr__(block, "forward", types.MethodType(forward, block))
+        object.__setattr__(block, "forward", types.MethodType(_FORWARDS[(str(kind), style)], block))
         object.__setattr__(block, "_tp_style", style)
     return infos
 

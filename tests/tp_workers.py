@@ -1,0 +1,162 @@
+"""Rank functions of tests/test_tensor_parallel.py (importable by the ranks that run_workers starts)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+VOCAB, EMB, SEQ, HID, BATCH = 16, 8, 3, 16, 8
+OUT = 4
+
+
+# ---- the parallel cross-entropy on its own ---------------------------------------------------------
+def ce_cases() -> list[dict[str, Any]]:
+    """Full logits, labels and options of each case (the same on every rank and in the test)."""
+    g = torch.Generator().manual_seed(11)
+    return [
+        {"pred": torch.randn(6, 10, generator=g) * 3, "label": torch.randint(0, 10, (6,), generator=g),
+         "axis": -1, "sw": None, "weight": None},
+        {"pred": torch.randn(4, 3, 10, generator=g),
+         "label": torch.randint(0, 10, (4, 3), generator=g).float(),
+         "axis": -1, "sw": torch.rand(4, 3, 1, generator=g), "weight": 0.5},
+        {"pred": torch.randn(4, 10, 3, generator=g), "label": torch.randint(0, 10, (4, 3), generator=g),
+         "axis": 1, "sw": None, "weight": None},
+    ]
+
+
+def parallel_ce() -> dict[str, Any]:
+    """Each case's loss and this rank's gradient of its logit shard; then an out-of-range label."""
+    import torch.distributed as dist
+
+    from mxtorch import parallel
+    from mxtorch.base import MXNetError
+    from mxtorch.distributed import group
+
+    group.init()
+    rank, tp = dist.get_rank(), dist.get_world_size()
+    out: dict[str, Any] = {"cases": []}
+    for c in ce_cases():
+        axis = c["axis"] % c["pred"].dim()
+        n = c["pred"].shape[axis] // tp
+        shard = c["pred"].narrow(axis, rank * n, n).clone().requires_grad_()
+        loss_fn = parallel.ParallelSoftmaxCrossEntropyLoss(axis=c["axis"], weight=c["weight"])
+        loss = loss_fn(shard, c["label"], c["sw"])
+        (loss * torch.arange(1, loss.numel() + 1, dtype=loss.dtype).reshape(loss.shape)).sum().backward()
+        out["cases"].append({"loss": loss.detach(), "grad": shard.grad})
+    try:
+        parallel.ParallelSoftmaxCrossEntropyLoss()(torch.zeros(2, 5), torch.tensor([1, 10]))
+    except MXNetError as e:
+        out["error"] = str(e)
+    return out
+
+
+# ---- Embedding -> Dense pair -> vocab-split Dense, trained with the parallel loss ----------------
+LM_PLAN = {"0": "vocab", "1": "colwise", "2": "rowwise", "3": "colwise"}
+
+
+def build_lm(seed: int = 0) -> Any:
+    import mxtorch as mx
+    from mxtorch.gluon import nn
+
+    torch.manual_seed(seed)
+    net = nn.HybridSequential()
+    net.add(nn.Embedding(VOCAB, EMB), nn.Dense(HID, activation="relu", in_units=SEQ * EMB),
+            nn.Dense(HID, activation="tanh", in_units=HID), nn.Dense(VOCAB, in_units=HID))
+    net.initialize(mx.init.Xavier())
+    return net
+
+
+def lm_data() -> tuple[torch.Tensor, torch.Tensor]:
+    g = torch.Generator().manual_seed(5)
+    return torch.randint(0, VOCAB, (BATCH, SEQ), generator=g), torch.randint(0, VOCAB, (BATCH,), generator=g)
+
+
+def lm_reference(steps: int = 5) -> dict[str, Any]:
+    from mxtorch import autograd, gluon
+
+    net = build_lm()
+    x, y = lm_data()
+    tr = gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.1, "momentum": 0.9})
+    loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
+    losses = []
+    for _ in range(steps):
+        with autograd.record():
+            loss = loss_fn(net(x), y)
+        loss.backward()
+        tr.step(BATCH)
+        losses.append(float(loss.detach().mean()))
+    return {"params": {k: p.data().detach().clone() for k, p in net._collect_params_with_prefix().items()},
+            "out": net(x).detach(), "losses": losses}
+
+
+def train_lm(path: str, steps: int = 5) -> dict[str, Any]:
+    """tp=2: vocab-parallel embedding, a Dense pair, the vocab-split output and the parallel loss; saved
+    to ``path`` and loaded back into a differently initialized network."""
+    from mxtorch import gluon, parallel
+
+    cfg = parallel.ParallelConfig(tp=2)
+    pnet = parallel.parallelize(build_lm(), cfg, micro_batches=2, schedule="gpipe", kvstore=None,
+                                tp_plan=LM_PLAN)
+    x, y = lm_data()
+    tr = gluon.Trainer(pnet.collect_params(), "sgd", {"learning_rate": 0.1, "momentum": 0.9})
+    loss_fn = parallel.ParallelSoftmaxCrossEntropyLoss(pnet)
+    losses = []
+    for _ in range(steps):
+        losses.append(pnet.train_step(x, y, loss_fn))
+        tr.step(BATCH)
+    pnet.save_parameters(path)
+    fresh = parallel.parallelize(build_lm(seed=1), cfg, micro_batches=2, schedule="gpipe", kvstore=None,
+                                 tp_plan=LM_PLAN)
+    fresh.load_parameters(path)
+    auto = parallel.parallelize(build_lm(), cfg, micro_batches=2, schedule="gpipe", kvstore=None)
+    return {"losses": losses, "out": pnet(x), "loaded_out": fresh(x), "bytes": pnet.param_bytes(),
+            "tp_rank": pnet.mesh.tp_rank, "auto_plan": auto.tp_plan}
+
+
+# ---- a convnet: a column -> row convolution pair and a convolution -> Dense pair -----------------
+def build_convnet(seed: int = 0) -> Any:
+    import mxtorch as mx
+    from mxtorch.gluon import nn
+
+    torch.manual_seed(seed)
+    net = nn.HybridSequential()
+    net.add(nn.Conv2D(8, 3, in_channels=2, activation="relu"),
+            nn.Conv2D(8, 3, in_channels=8, activation="relu"),
+            nn.MaxPool2D(2), nn.Conv2D(16, 1, in_channels=8, activation="relu"), nn.Flatten(),
+            nn.Dense(OUT, in_units=144))
+    net.initialize(mx.init.Xavier())
+    return net
+
+
+def image_data() -> tuple[torch.Tensor, torch.Tensor]:
+    g = torch.Generator().manual_seed(3)
+    return torch.randn(8, 2, 10, 10, generator=g), torch.randint(0, OUT, (8,), generator=g).float()
+
+
+def convnet_reference(steps: int = 5) -> dict[str, torch.Tensor]:
+    from mxtorch import autograd, gluon
+
+    net = build_convnet()
+    x, y = image_data()
+    tr = gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.1, "momentum": 0.9})
+    for _ in range(steps):
+        with autograd.record():
+            loss = gluon.loss.SoftmaxCrossEntropyLoss()(net(x), y)
+        loss.backward()
+        tr.step(8)
+    return {k: p.data().detach().clone() for k, p in net._collect_params_with_prefix().items()}
+
+
+def train_convnet(path: str, steps: int = 5) -> dict[str, Any]:
+    from mxtorch import gluon, parallel
+
+    pnet = parallel.parallelize(build_convnet(), parallel.ParallelConfig(tp=2), micro_batches=2,
+                                schedule="1f1b", kvstore=None, tp_plan="auto")
+    x, y = image_data()
+    tr = gluon.Trainer(pnet.collect_params(), "sgd", {"learning_rate": 0.1, "momentum": 0.9})
+    for _ in range(steps):
+        pnet.train_step(x, y, gluon.loss.SoftmaxCrossEntropyLoss())
+        tr.step(8)
+    pnet.save_parameters(path)
+    return {"plan": pnet.tp_plan, "bytes": pnet.param_bytes(), "out": pnet(x)}
