@@ -294,8 +294,13 @@ def test_compact_mlp_and_refusals():
 
     res = Residual()
     res.initialize()
-    with pytest.raises(MXNetError, match="one chain"):
-        pruning.compact(res, torch.randn(2, 4))
+    pruning.Pruner("structured").apply(res, sparsity=0.5)  # 'a' feeds the add: its channels stay
+    x = torch.randn(2, 4)
+    small = pruning.compact(res, x)
+    assert small.a.weight.shape == (4, 4)
+    torch.testing.assert_close(small(x), res(x))
+    with pytest.raises(MXNetError, match=f"{res.a.name} .*residual"):
+        pruning.compact(res, x, strict=True)
 
 
 # ---- distributed -----------------------------------------------------------------------------------

@@ -21,7 +21,10 @@ order).  ``structured`` zeros whole output channels -- filters of a convolution,
 -- ranked by their L1 or L2 norm (``norm=``), in every such layer but the network's last (its
 outputs are the network's); the channel's bias and the BatchNorm that follows it in a
 ``Sequential`` (gamma, beta and running mean) are masked with it, so that the channel's output
-is exactly zero and :func:`compact` can remove it.
+is exactly zero and :func:`compact` can remove it.  In graphs with residual adds or
+concatenations a channel can only go where the layer's output reaches the next layer alone;
+:func:`compact` keeps the other layers whole (``strict=True``: an error naming the layer), and
+``select`` with :func:`compactable`'s names limits structured pruning to the removable layers.
 
 How masks stay applied.  Each masked parameter copy gets a gradient hook that zeroes the masked
 entries of its gradient as backward produces it, i.e. before any reduction: every store
@@ -79,7 +82,8 @@ from ..gluon.block import Block
 from ..gluon.nn.conv_layers import _Conv, _GlobalPool, _Pool
 from ..gluon.parameter import Parameter
 
-__all__ = ["Pruner", "sparsity", "compact", "state_to_json", "state_from_json", "METHODS", "SCHEDULES"]
+__all__ = ["Pruner", "sparsity", "compact", "compactable", "state_to_json", "state_from_json", "METHODS",
+           "SCHEDULES"]
 
 METHODS = ("l1", "l2", "random", "structured")
 SCHEDULES = (None, "polynomial")
@@ -569,19 +573,66 @@ def _following_batchnorm(net: Block) -> dict[int, Any]:
 # Leaves that keep the channel axis and map a zero channel to zero (checked for activations).
 _ACTIVATIONS = (nn.Activation, nn.LeakyReLU, nn.ELU, nn.SELU, nn.GELU, nn.Swish)
 _CHANNELWISE = (*_ACTIVATIONS, nn.Dropout, _Pool, _GlobalPool, nn.Identity)
+# Functions a forward may call between layers that act on each element alone (f(0) is checked).
+_ELEMENTWISE = frozenset({"relu", "relu6", "leaky_relu", "elu", "selu", "gelu", "silu", "tanh", "hardtanh",
+                          "dropout", "clone", "contiguous"})
 
 
 def _leaf(m: torch.nn.Module) -> bool:
     return _is_layer(m) or isinstance(m, nn.BatchNorm) or not any(True for _ in m.children())
 
 
-def _trace(net: Block, sample_input: torch.Tensor) -> list[tuple[Any, Any, Any]]:
-    """The leaf blocks ``net`` runs on ``sample_input``, in order, with their input and output; an
-    error unless they form one chain (each leaf's input is the previous leaf's output)."""
+class _Call:
+    """One traced call: a leaf block (``op`` None) or a function between blocks (``op`` its name)."""
+
+    def __init__(self, block: Any, op: str | None, fn: Any, inputs: list[torch.Tensor], out: Any) -> None:
+        self.block, self.op, self.fn, self.inputs, self.out = block, op, fn, inputs, out
+
+    def what(self) -> str:
+        return f"'{self.op}'" if self.op is not None else f"{type(self.block).__name__} {self.block.name}"
+
+
+def _tensors(args: Any) -> list[torch.Tensor]:
+    if isinstance(args, torch.Tensor):
+        return [args]
+    if isinstance(args, (tuple, list)):
+        return [t for a in args for t in _tensors(a)]
+    if isinstance(args, dict):
+        return [t for a in args.values() for t in _tensors(a)]
+    return []
+
+
+def _op_name(fn: Any) -> str:
+    name = str(getattr(fn, "__name__", "") or getattr(fn, "__qualname__", "") or fn)
+    if name == "__get__":  # a property (Tensor.shape ...)
+        name = str(getattr(getattr(fn, "__self__", None), "__name__", name))
+    return name.strip("_") if name.startswith("__") else name
+
+
+def _trace(net: Block, sample_input: torch.Tensor) -> tuple[list[_Call], Any]:
+    """What ``net`` runs on ``sample_input``: its leaf blocks and, between them, the torch functions
+    its forward calls (residual adds, concatenations, F.relu ...), in order, with their inputs and
+    outputs; and the network's output."""
+    from torch.overrides import TorchFunctionMode
+
     from .. import autograd
 
-    calls: list[tuple[Any, Any, Any]] = []
+    calls: list[_Call] = []
     inside: list[torch.nn.Module] = []
+
+    class Glue(TorchFunctionMode):
+        def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+            out = func(*args, **(kwargs or {}))
+            if not inside:
+                ins = _tensors(args) + _tensors(kwargs or {})
+                outs = _tensors(out)
+                name = _op_name(func)
+                in_place = name.endswith("_") or name in ("iadd", "isub", "imul", "itruediv", "setitem")
+                alias = any(o is i for o in outs for i in ins)
+                # metadata (x.shape, x.dim()) and no-op conversions returning x itself are no users
+                if ins and (in_place or (outs and not alias)):
+                    calls.append(_Call(None, name, func, ins, out))
+            return out
 
     def pre(mod: torch.nn.Module, args: tuple[Any, ...]) -> None:
         inside.append(mod)
@@ -589,57 +640,131 @@ def _trace(net: Block, sample_input: torch.Tensor) -> list[tuple[Any, Any, Any]]
     def post(mod: torch.nn.Module, args: tuple[Any, ...], out: Any) -> None:
         inside.pop()
         if not inside:  # outermost leaf only (a Conv's own activation child is part of it)
-            calls.append((mod, args[0] if args else None, out))
+            calls.append(_Call(mod, None, None, _tensors(args), out))
 
     handles = []
     for m in net.modules():
         if _leaf(m) and m is not net:
             handles += [m.register_forward_pre_hook(pre), m.register_forward_hook(post)]
     try:
-        with autograd.predict_mode(), torch.no_grad():
+        with autograd.predict_mode(), torch.no_grad(), Glue():
             out = net(sample_input)
     finally:
         for h in handles:
             h.remove()
-    if not calls:
+    if not any(c.op is None for c in calls):
         raise MXNetError("pruning.compact: running the network called no layers (a hybridized, compiled "
                          "network: call net.hybridize(False) first)")
-    prev: Any = sample_input
-    for i, (mod, x, _) in enumerate(calls):
-        if x is not prev:
-            raise MXNetError(f"pruning.compact: {type(mod).__name__} (layer {i}) does not take the previous "
-                             "layer's output; compact handles networks whose layers form one chain "
-                             "(residual adds and concatenations are not supported)")
-        prev = calls[i][2]
-    if out is not prev:
-        raise MXNetError("pruning.compact: the network's output is not its last layer's output")
-    return calls
+    return calls, out
 
 
-def _dead_channels(layer: Any, segment: list[Any]) -> torch.Tensor:
-    """Bool per output channel of ``layer``: its value is exactly zero after ``segment`` (the leaves
+def _is_flatten(c: _Call, t: torch.Tensor) -> bool:
+    """A call that flattens (N, C, ...) to (N, C * ...) keeping the order (Flatten, reshape, view)."""
+    if c.op is None:
+        return isinstance(c.block, nn.Flatten)
+    return (c.op in ("flatten", "reshape", "view") and isinstance(c.out, torch.Tensor) and c.inputs[0] is t
+            and t.dim() > 2 and c.out.dim() == 2 and c.out.shape[0] == t.shape[0])
+
+
+def _zero_to_zero(f: Any) -> bool:
+    with torch.no_grad():
+        try:
+            return bool((f(torch.zeros(1, 1)) == 0).all())
+        except Exception:  # noqa: BLE001 - a function that needs other arguments: not known
+            return False
+
+
+def _follow(layer_call: _Call, users: dict[int, list[Any]]) -> tuple[_Call | None, list[_Call], str]:
+    """From a layer's output to the next layer: (that layer's call, the calls in between, '') when the
+    output goes nowhere else on the way (only channel-wise blocks and functions, one user each);
+    else (None, [], the reason its channels must stay)."""
+    t = layer_call.out
+    between: list[_Call] = []
+    while True:
+        us = users.get(id(t), [])
+        if not us:
+            return None, [], "its output is not used by a following layer"
+        if any(u == "output" for u in us):
+            return None, [], "its output is the network's output"
+        if len(us) > 1:
+            names = ", ".join(u.what() for u in us)
+            return None, [], f"its output is used by {len(us)} operations ({names}), e.g. a residual shortcut"
+        c = us[0]
+        if c.op is None and _is_layer(c.block):
+            if c.inputs[0] is not t:
+                return None, [], f"{c.what()} takes it as a second input"
+            return c, between, ""
+        if c.op is None:
+            ok = isinstance(c.block, (nn.BatchNorm, nn.Flatten, *_CHANNELWISE))
+            if isinstance(c.block, _ACTIVATIONS) and not _zero_to_zero(c.block):
+                ok = False
+        else:
+            ok = _is_flatten(c, t) or (c.op in _ELEMENTWISE and len(c.inputs) == 1 and _zero_to_zero(c.fn))
+        if not ok or not isinstance(c.out, torch.Tensor) or c.out is t:
+            return None, [], f"it feeds {c.what()} (a residual add or a concatenation is not removed through)"
+        between.append(c)
+        t = c.out
+
+
+def _dead_channels(layer: Any, between: list[_Call]) -> torch.Tensor:
+    """Bool per output channel of ``layer``: its value is exactly zero after ``between`` (the calls
     up to the next layer) for every input, so the channel can be removed."""
     w = layer.weight._data[0].detach()
     dead = (w.reshape(w.shape[0], -1) == 0).all(1)
     if layer.bias is not None:
         dead &= layer.bias._data[0].detach() == 0
     own = layer._act_fn if isinstance(layer, nn.Dense) else layer.act
-    if own is not None:
-        with torch.no_grad():
-            if not bool((own(torch.zeros(1, 1)) == 0).all()):
-                return torch.zeros_like(dead)
-    for m in segment:
-        if isinstance(m, nn.BatchNorm):
+    if own is not None and not _zero_to_zero(own):
+        return torch.zeros_like(dead)
+    for c in between:
+        if isinstance(c.block, nn.BatchNorm):
+            m = c.block
             beta = m.beta.data().detach()
             scale = m.gamma.data().detach() if m._scale else torch.ones_like(beta)
             dead &= (beta == 0) & (scale * m.running_mean.data().detach() == 0)
-        elif isinstance(m, _ACTIVATIONS):
-            with torch.no_grad():
-                if not bool((m(torch.zeros(1, 1)) == 0).all()):
-                    return torch.zeros_like(dead)
-        elif not isinstance(m, (nn.Flatten, *_CHANNELWISE)):
-            return torch.zeros_like(dead)
     return dead
+
+
+def _plan(net: Block, sample_input: torch.Tensor) -> tuple[list[tuple[_Call, _Call, list[_Call]]],
+                                                           list[tuple[Any, str]]]:
+    """(layer, next layer, calls between) for every layer whose channels can go, and (layer, reason)
+    for the layers whose output channels must stay (the last, those feeding residual adds ...)."""
+    calls, out = _trace(net, sample_input)
+    users: dict[int, list[Any]] = {}
+    for c in calls:
+        for t in {id(t): t for t in c.inputs}.values():
+            users.setdefault(id(t), []).append(c)
+    for t in _tensors(out):
+        users.setdefault(id(t), []).append("output")
+    chains: list[tuple[_Call, _Call, list[_Call]]] = []
+    kept: list[tuple[Any, str]] = []
+    seen: set[int] = set()
+    for c in calls:
+        if c.op is not None or not _is_layer(c.block):
+            continue
+        if id(c.block) in seen:
+            kept.append((c.block, "it runs more than once (shared weights)"))
+            continue
+        seen.add(id(c.block))
+        if not _channel_layer(c.block):
+            kept.append((c.block, "grouped or transposed convolution"))
+            continue
+        nxt, between, why = _follow(c, users)
+        if nxt is None:
+            kept.append((c.block, why))
+        elif not _channel_layer(nxt.block):
+            kept.append((c.block, f"the next layer {nxt.what()} is a grouped or transposed convolution"))
+        else:
+            chains.append((c, nxt, between))
+    return chains, kept
+
+
+def compactable(net: Block, sample_input: torch.Tensor) -> list[str]:
+    """The weight names of the layers whose output channels :func:`compact` can remove: give them to
+    structured pruning (``Pruner("structured", select=...)``, see the README) so that it does not
+    zero channels that must stay (a residual block's last convolution, its shortcut)."""
+    chains, _ = _plan(net, sample_input)
+    return [c.block.weight.name for c, _, _ in chains]
 
 
 def _shrink(p: Parameter, dim: int, keep: torch.Tensor) -> None:
@@ -673,66 +798,68 @@ def _copy_net(net: Block) -> Block:
     return new
 
 
-def compact(net: Block, sample_input: torch.Tensor) -> Block:
+def compact(net: Block, sample_input: torch.Tensor, strict: bool = False) -> Block:
     """A copy of ``net`` without the channels structured pruning zeroed: smaller Conv/Dense
     weights, biases and BatchNorms, and the following layers' inputs cut to match; its outputs
     equal the masked network's (``net`` itself is unchanged).
 
-    ``sample_input`` is one batch: running it finds the order of the layers, which must form one
-    chain (``HybridSequential`` stacks and blocks such as the model zoo's LeNet/VGG/AlexNet whose
-    forward calls them one after the other; residual adds and concatenations are refused).  A
-    channel is removed when its filter and bias are zero and what follows it up to the next layer
-    keeps a zero channel zero (BatchNorm with zero beta and gamma * running_mean, ReLU-like
-    activations, pooling, dropout, flatten).  Layouts must be channels-first (NCHW).
+    ``sample_input`` is one batch: running it traces the layers and the functions between them.
+    A layer's channel is removed when its filter and bias are zero, and its output reaches the next
+    layer only through blocks and functions that keep a zero channel zero (BatchNorm with zero beta
+    and gamma * running_mean, ReLU-like activations, pooling, dropout, flatten).  A layer whose
+    output goes elsewhere too -- into a residual add (the last convolution of a ResNet block, its
+    shortcut), a concatenation, the network's output -- keeps all its channels (pruned ones stay as
+    zeros), so the sum still adds matching channels; ``strict=True`` raises an error naming the
+    first such layer that has zero channels instead.  :func:`compactable` lists the layers whose
+    channels can go.  Layouts must be channels-first (NCHW).
     """
     small = _copy_net(net)
-    calls = _trace(small, sample_input)
-    layer_at = [i for i, (m, _, _) in enumerate(calls) if _is_layer(m)]
-    keep: torch.Tensor | None = None  # alive channel indices of the tensor flowing, None: all
-    for pos, (m, x, _) in enumerate(calls):
-        if _is_layer(m):
-            if isinstance(m, _Conv) and m._channels_last and (keep is not None or pos != layer_at[-1]):
-                raise MXNetError(f"pruning.compact: {m.name} uses layout {m._layout}; only channels-first "
-                                 "layouts are compacted")
-            if keep is not None:
-                if not _channel_layer(m):
-                    raise MXNetError(f"pruning.compact: cannot remove input channels of {m!r} "
-                                     "(grouped or transposed convolution)")
-                if isinstance(m, nn.Dense) and x.dim() > 2:
-                    if not m._flatten:
-                        raise MXNetError(f"pruning.compact: Dense {m.name} with flatten=False on a "
-                                         f"{x.dim()}-d input cannot lose input channels")
-                    keep = _spread(keep, x)
-                _shrink(m.weight, 1, keep)
-                if isinstance(m, _Conv):
-                    m._in_channels = len(keep)
-                else:
-                    m._in_units = len(keep)
-                keep = None
-            if pos == layer_at[-1] or not _channel_layer(m):
-                continue
-            nxt = layer_at[layer_at.index(pos) + 1]
-            dead = _dead_channels(m, [c for c, _, _ in calls[pos + 1:nxt]])
-            if not bool(dead.any()):
-                continue
-            keep = (~dead).nonzero().reshape(-1)
-            _shrink(m.weight, 0, keep)
-            if m.bias is not None:
-                _shrink(m.bias, 0, keep)
-            if isinstance(m, _Conv):
-                m._channels = len(keep)
-            else:
-                m._units = len(keep)
-        elif keep is not None:
-            if isinstance(m, nn.BatchNorm):
-                for v in m._vectors():
+    chains, kept = _plan(small, sample_input)
+    if strict:
+        for layer, why in kept:
+            w = layer.weight._data[0].detach()
+            if _channel_layer(layer) and bool((w.reshape(w.shape[0], -1) == 0).all(1).any()):
+                raise MXNetError(f"pruning.compact: {layer.name} ({type(layer).__name__}) has zero output "
+                                 f"channels that cannot be removed: {why}")
+    cuts: list[tuple[_Call, _Call, list[_Call], torch.Tensor]] = []
+    for c, nxt, between in chains:  # decide every cut on the unchanged network first
+        m = c.block
+        if isinstance(m, _Conv) and m._channels_last:
+            raise MXNetError(f"pruning.compact: {m.name} uses layout {m._layout}; only channels-first "
+                             "layouts are compacted")
+        dead = _dead_channels(m, between)
+        if bool(dead.any()):
+            if isinstance(nxt.block, nn.Dense) and nxt.inputs[0].dim() > 2 and not nxt.block._flatten:
+                raise MXNetError(f"pruning.compact: Dense {nxt.block.name} with flatten=False on a "
+                                 f"{nxt.inputs[0].dim()}-d input cannot lose input channels")
+            cuts.append((c, nxt, between, (~dead).nonzero().reshape(-1)))
+    for c, nxt, between, keep in cuts:
+        m = c.block
+        _shrink(m.weight, 0, keep)
+        if m.bias is not None:
+            _shrink(m.bias, 0, keep)
+        if isinstance(m, _Conv):
+            m._channels = len(keep)
+        else:
+            m._units = len(keep)
+        inner = keep
+        t = c.out
+        for b in between:
+            if isinstance(b.block, nn.BatchNorm):
+                for v in b.block._vectors():
                     _shrink(v, 0, keep)
-                m._in_channels = len(keep)
-            elif isinstance(m, nn.Flatten):
-                keep = _spread(keep, x)
-            elif not isinstance(m, _CHANNELWISE):
-                raise MXNetError(f"pruning.compact: {type(m).__name__} between pruned layers is not known "
-                                 "to keep channels apart; compact cannot remove channels through it")
+                b.block._in_channels = len(keep)
+            elif _is_flatten(b, t):
+                inner = _spread(inner, t)
+            t = b.out
+        n = nxt.block
+        if isinstance(n, nn.Dense) and t.dim() > 2:
+            inner = _spread(inner, t)
+        _shrink(n.weight, 1, inner)
+        if isinstance(n, _Conv):
+            n._in_channels = len(inner)
+        else:
+            n._in_units = len(inner)
     return small
 
 
