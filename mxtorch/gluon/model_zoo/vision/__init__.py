@@ -16,12 +16,11 @@ raises an error saying where to put it when there is none.
 
 from __future__ import annotations
 
-import glob
-import os
 from collections.abc import Callable
 from typing import Any
 
 from ...block import HybridBlock
+from ._base import load_pretrained
 from ._concat import Concurrent
 from .alexnet import AlexNet, alexnet
 from .densenet import DenseNet, densenet121, densenet161, densenet169, densenet201, get_densenet
@@ -122,36 +121,6 @@ _MODELS: dict[str, Callable[..., HybridBlock]] = {
 }
 # constructor function names work too (e.g. 'mobilenet1_0', 'mobilenet_v2_1_0')
 _ALIASES: dict[str, str] = {fn.__name__: key for key, fn in _MODELS.items() if fn.__name__ != key}
-
-_DEFAULT_ROOT = os.path.join("~", ".mxnet", "models")
-
-
-def load_pretrained(net: HybridBlock, pretrained: bool, name: str, root: str = _DEFAULT_ROOT,
-                    ctx: Any = None) -> HybridBlock:
-    """``net`` itself, with its weights loaded from a local file when ``pretrained`` is set.
-
-    The file is ``<root>/<name>.params``, else MXNet's ``<root>/<name>-<hash>.params`` (the
-    first in sorted order): one written by ``save_parameters``.  mxtorch never downloads, so
-    when neither exists an ``MXNetError`` says where to put the file.
-    """
-    if not pretrained:
-        return net
-    from ....base import MXNetError
-
-    folder = os.path.expanduser(root)
-    exact = os.path.join(folder, f"{name}.params")
-    hashed = sorted(glob.glob(os.path.join(glob.escape(folder), f"{glob.escape(name)}-*.params")))
-    for path in [exact, *hashed]:
-        if os.path.isfile(path):
-            net.load_parameters(path, ctx=ctx)
-            return net
-    raise MXNetError(
-        f"pretrained=True for {name!r}: no local weights in {folder!r}, and mxtorch never downloads. "
-        f"Put {name}.params there (a file written by net.save_parameters, e.g. from a network trained "
-        f"or converted elsewhere), or pass root=<folder holding it>; or build the network with "
-        f"pretrained=False and call net.load_parameters('/path/to/file.params')"
-    )
-
 
 def get_model(name: str, **kwargs: Any) -> HybridBlock:
     """Build the network registered as ``name`` (case-insensitive), e.g. 'resnet18_v1'.

@@ -4,18 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
-import torch
-
 from .... import context as _context
 from ... import nn
 from ...block import HybridBlock
+from ._base import DEFAULT_ROOT, FeaturesOutput, load_pretrained
 
 __all__ = ["AlexNet", "alexnet"]
 
-_DEFAULT_ROOT = "~/.mxnet/models"
 
-
-class AlexNet(HybridBlock):
+class AlexNet(FeaturesOutput):
     """AlexNet: ``features`` (five convolutions, three max-pools, two Dense(4096) with Dropout)
     and ``output`` (Dense(classes)).  Input 224x224 (at least 63x63)."""
 
@@ -37,13 +34,8 @@ class AlexNet(HybridBlock):
             self.features = f
             self.output = nn.Dense(classes)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.output(self.features(x))
 
-
-def alexnet(pretrained: bool = False, ctx: _context.Context | None = None, root: str = _DEFAULT_ROOT,
+def alexnet(pretrained: bool = False, ctx: _context.Context | None = None, root: str = DEFAULT_ROOT,
             **kwargs: Any) -> HybridBlock:
     """AlexNet; ``pretrained=True`` loads ``alexnet.params`` from ``root`` (see ``get_model``)."""
-    from . import load_pretrained
-
     return load_pretrained(AlexNet(**kwargs), pretrained, "alexnet", root, ctx)

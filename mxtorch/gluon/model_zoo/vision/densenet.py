@@ -4,16 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-import torch
-
 from .... import context as _context
 from ... import nn
 from ...block import HybridBlock
+from ._base import DEFAULT_ROOT, FeaturesOutput, load_pretrained
 from ._concat import Concurrent
 
 __all__ = ["DenseNet", "get_densenet", "densenet121", "densenet161", "densenet169", "densenet201"]
 
-_DEFAULT_ROOT = "~/.mxnet/models"
 
 # depth -> (initial features, growth rate, layers per dense block)
 _DENSENET_SPEC: dict[int, tuple[int, int, list[int]]] = {
@@ -61,7 +59,7 @@ def _transition(channels: int) -> nn.HybridSequential:
     return out
 
 
-class DenseNet(HybridBlock):
+class DenseNet(FeaturesOutput):
     """DenseNet: ``features`` (7x7 stem, dense blocks joined by transitions that halve the
     channels and the resolution, BN-ReLU, 7x7 average pool, Flatten) and ``output``
     (Dense(classes)).  Input 224x224."""
@@ -84,16 +82,11 @@ class DenseNet(HybridBlock):
             self.features = f
             self.output = nn.Dense(classes)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.output(self.features(x))
-
 
 def get_densenet(num_layers: int, pretrained: bool = False, ctx: _context.Context | None = None,
-                 root: str = _DEFAULT_ROOT, **kwargs: Any) -> HybridBlock:
+                 root: str = DEFAULT_ROOT, **kwargs: Any) -> HybridBlock:
     """DenseNet of depth ``num_layers`` (121, 161, 169 or 201); ``pretrained=True`` loads
     ``densenet<depth>.params`` from ``root``."""
-    from . import load_pretrained
-
     if num_layers not in _DENSENET_SPEC:
         raise ValueError(f"DenseNet depth {num_layers} is not supported; "
                          f"choose one of {sorted(_DENSENET_SPEC)}")

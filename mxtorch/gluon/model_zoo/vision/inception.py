@@ -5,16 +5,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-import torch
-
 from .... import context as _context
 from ... import nn
 from ...block import HybridBlock
+from ._base import DEFAULT_ROOT, FeaturesOutput, load_pretrained
 from ._concat import Concurrent
 
 __all__ = ["Inception3", "inception_v3"]
 
-_DEFAULT_ROOT = "~/.mxnet/models"
 
 _Conv = tuple[int, Any, Any, Any]  # (channels, kernel_size, strides, padding)
 
@@ -105,7 +103,7 @@ def _block_e(prefix: str) -> Concurrent:
                   _b("avg", (192, 1, 1, 0)))
 
 
-class Inception3(HybridBlock):
+class Inception3(FeaturesOutput):
     """Inception v3: ``features`` (stem convolutions, blocks A x3, B, C x4, D, E x2, 8x8 average
     pool, Dropout(0.5)) and ``output`` (Dense(classes)).  Input 299x299."""
 
@@ -122,13 +120,8 @@ class Inception3(HybridBlock):
             self.features = f
             self.output = nn.Dense(classes)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.output(self.features(x))
 
-
-def inception_v3(pretrained: bool = False, ctx: _context.Context | None = None, root: str = _DEFAULT_ROOT,
+def inception_v3(pretrained: bool = False, ctx: _context.Context | None = None, root: str = DEFAULT_ROOT,
                  **kwargs: Any) -> HybridBlock:
     """Inception v3; ``pretrained=True`` loads ``inceptionv3.params`` from ``root``."""
-    from . import load_pretrained
-
     return load_pretrained(Inception3(**kwargs), pretrained, "inceptionv3", root, ctx)

@@ -5,20 +5,18 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import torch
-
 from .... import context as _context
 from ... import nn
 from ...block import HybridBlock
+from ._base import DEFAULT_ROOT, FeaturesOutput, load_pretrained
 
 __all__ = ["LeNet", "get_lenet", "lenet", "lenet_bn"]
 
-_DEFAULT_ROOT = "~/.mxnet/models"
 # lenet_bn: LeNet's two conv/pool stages and two Dense layers, wider, 3x3 same-size convolutions
 _LENET_BN_LAYOUT: dict[str, Any] = {"channels": (32, 64), "kernel_size": 3, "padding": 1, "hidden": 256}
 
 
-class LeNet(HybridBlock):
+class LeNet(FeaturesOutput):
     """LeNet: ``features`` = conv → max-pool 2 → conv → max-pool 2 → flatten → Dense(hidden), all
     with ReLU, and ``output`` = Dense(classes).
 
@@ -57,17 +55,12 @@ class LeNet(HybridBlock):
                 self.features.add(nn.Dropout(dropout))
             self.output = nn.Dense(classes)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.output(self.features(x))
-
 
 def get_lenet(batch_norm: bool = False, pretrained: bool = False, ctx: _context.Context | None = None,
-              root: str = _DEFAULT_ROOT, **kwargs: Any) -> HybridBlock:
+              root: str = DEFAULT_ROOT, **kwargs: Any) -> HybridBlock:
     """LeNet; ``batch_norm=True`` gives the ``lenet_bn`` layout (see :func:`lenet_bn`) unless
     ``channels``/``kernel_size``/``padding``/``hidden`` are given.  ``pretrained=True`` loads
     ``<root>/lenet[_bn].params`` onto ``ctx`` (see ``load_pretrained``)."""
-    from . import load_pretrained
-
     if batch_norm:
         for key, value in _LENET_BN_LAYOUT.items():
             kwargs.setdefault(key, value)

@@ -5,18 +5,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import torch
-
 from .... import context as _context
 from ... import nn
 from ...block import HybridBlock
+from ._base import DEFAULT_ROOT, FeaturesOutput, load_pretrained
 
 __all__ = ["MLP", "get_mlp", "mlp"]
 
-_DEFAULT_ROOT = "~/.mxnet/models"
 
-
-class MLP(HybridBlock):
+class MLP(FeaturesOutput):
     """``features`` = flatten → Dense(h, activation) [→ Dropout] for each h in ``hidden_units``;
     ``output`` = Dense(classes).  The input size is inferred at the first forward pass."""
 
@@ -38,15 +35,10 @@ class MLP(HybridBlock):
                     self.features.add(nn.Dropout(dropout))
             self.output = nn.Dense(classes)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.output(self.features(x))
 
-
-def get_mlp(pretrained: bool = False, ctx: _context.Context | None = None, root: str = _DEFAULT_ROOT,
+def get_mlp(pretrained: bool = False, ctx: _context.Context | None = None, root: str = DEFAULT_ROOT,
             **kwargs: Any) -> HybridBlock:
     """An :class:`MLP`; ``pretrained=True`` loads ``<root>/mlp.params`` onto ``ctx``."""
-    from . import load_pretrained
-
     return load_pretrained(MLP(**kwargs), pretrained, "mlp", root, ctx)
 
 

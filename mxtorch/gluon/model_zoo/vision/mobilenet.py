@@ -10,14 +10,13 @@ import torch
 from .... import context as _context
 from ... import nn
 from ...block import HybridBlock
+from ._base import DEFAULT_ROOT, FeaturesOutput, load_pretrained
 
 __all__ = [
     "MobileNet", "MobileNetV2", "LinearBottleneck", "RELU6", "get_mobilenet", "get_mobilenet_v2",
     "mobilenet1_0", "mobilenet0_75", "mobilenet0_5", "mobilenet0_25",
     "mobilenet_v2_1_0", "mobilenet_v2_0_75", "mobilenet_v2_0_5", "mobilenet_v2_0_25",
 ]
-
-_DEFAULT_ROOT = "~/.mxnet/models"
 
 
 class RELU6(HybridBlock):
@@ -46,7 +45,7 @@ def _check_multiplier(multiplier: float) -> float:
     return m
 
 
-class MobileNet(HybridBlock):
+class MobileNet(FeaturesOutput):
     """MobileNet v1: ``features`` (3x3/2 conv, 13 depthwise-separable units, global average
     pool, flatten) and ``output`` (Dense(classes)).  Every width is scaled by ``multiplier``."""
 
@@ -65,9 +64,6 @@ class MobileNet(HybridBlock):
                 _add_conv(self.features, int(pw * m))  # pointwise
             self.features.add(nn.GlobalAvgPool2D(), nn.Flatten())
             self.output = nn.Dense(classes)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.output(self.features(x))
 
 
 class LinearBottleneck(HybridBlock):
@@ -89,7 +85,7 @@ class LinearBottleneck(HybridBlock):
         return F.elemwise_add(out, x) if self.use_shortcut else out  # type: ignore[no-any-return]
 
 
-class MobileNetV2(HybridBlock):
+class MobileNetV2(FeaturesOutput):
     """MobileNet v2: ``features`` (3x3/2 conv, 17 linear bottlenecks, 1x1 conv to 1280 channels,
     global average pool) and ``output`` (1x1 conv to ``classes`` + flatten)."""
 
@@ -115,23 +111,16 @@ class MobileNetV2(HybridBlock):
                 self.output.add(nn.Conv2D(classes, kernel_size=1, use_bias=False, prefix="pred_"),
                                 nn.Flatten())
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.output(self.features(x))
-
 
 def get_mobilenet(multiplier: float, pretrained: bool = False, ctx: _context.Context | None = None,
-                  root: str = _DEFAULT_ROOT, **kwargs: Any) -> HybridBlock:
+                  root: str = DEFAULT_ROOT, **kwargs: Any) -> HybridBlock:
     """MobileNet v1 with width ``multiplier`` (≥ 0.25); ``pretrained`` loads a local file."""
-    from . import load_pretrained
-
     return load_pretrained(MobileNet(multiplier, **kwargs), pretrained, f"mobilenet{multiplier}", root, ctx)
 
 
 def get_mobilenet_v2(multiplier: float, pretrained: bool = False, ctx: _context.Context | None = None,
-                     root: str = _DEFAULT_ROOT, **kwargs: Any) -> HybridBlock:
+                     root: str = DEFAULT_ROOT, **kwargs: Any) -> HybridBlock:
     """MobileNet v2 with width ``multiplier`` (≥ 0.25); ``pretrained`` loads a local file."""
-    from . import load_pretrained
-
     net = MobileNetV2(multiplier, **kwargs)
     return load_pretrained(net, pretrained, f"mobilenetv2_{multiplier}", root, ctx)
 

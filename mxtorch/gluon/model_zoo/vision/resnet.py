@@ -15,6 +15,7 @@ import torch.nn.functional as F
 from .... import context as _context
 from ... import nn
 from ...block import HybridBlock
+from ._base import DEFAULT_ROOT, FeaturesOutput, load_pretrained
 
 __all__ = [
     "ResNetV1", "ResNetV2", "BasicBlockV1", "BasicBlockV2", "BottleneckV1", "BottleneckV2",
@@ -24,8 +25,6 @@ __all__ = [
     "cifar_resnet20_v1", "cifar_resnet56_v1", "cifar_resnet110_v1",
     "cifar_resnet20_v2", "cifar_resnet56_v2", "cifar_resnet110_v2",
 ]
-
-_DEFAULT_ROOT = "~/.mxnet/models"
 
 
 def _conv3x3(channels: int, stride: int, in_channels: int) -> nn.Conv2D:
@@ -201,7 +200,7 @@ def _v2_tail() -> list[HybridBlock]:
     return [nn.BatchNorm(), nn.Activation("relu"), nn.GlobalAvgPool2D(), nn.Flatten()]
 
 
-class _ResNet(HybridBlock):
+class _ResNet(FeaturesOutput):
     """``features``: ``stem()``'s layers, the residual stages, ``tail()``'s layers; ``output``: Dense.
 
     ``stem`` and ``tail`` are called inside the name scope, so that their layers get MXNet's names.
@@ -218,9 +217,6 @@ class _ResNet(HybridBlock):
             _add_stages(self.features, block, layers, channels, last_gamma)
             self.features.add(*tail())
             self.output = nn.Dense(classes, in_units=channels[-1])
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.output(self.features(x))
 
 
 class ResNetV1(_ResNet):
@@ -287,15 +283,13 @@ _UNITS: dict[int, dict[str, type[HybridBlock]]] = {
 
 
 def get_resnet(version: int, num_layers: int, pretrained: bool = False,
-               ctx: _context.Context | None = None, root: str = _DEFAULT_ROOT, **kwargs: Any) -> HybridBlock:
+               ctx: _context.Context | None = None, root: str = DEFAULT_ROOT, **kwargs: Any) -> HybridBlock:
     """ResNet ``version`` (1 or 2) of depth ``num_layers`` (18, 34, 50, 101 or 152).
 
     ``pretrained=True`` loads ``resnet<depth>_v<version>.params`` from ``root`` onto ``ctx``
     (weights are never downloaded).  Other keywords (``classes``, ``thumbnail``,
     ``last_gamma``) go to :class:`ResNetV1` / :class:`ResNetV2`.
     """
-    from . import load_pretrained
-
     if num_layers not in _RESNET_SPEC:
         raise ValueError(f"ResNet depth {num_layers} is not supported; choose one of {sorted(_RESNET_SPEC)}")
     if version not in _NETS:
@@ -306,14 +300,12 @@ def get_resnet(version: int, num_layers: int, pretrained: bool = False,
 
 
 def get_cifar_resnet(version: int, num_layers: int, pretrained: bool = False,
-                     ctx: _context.Context | None = None, root: str = _DEFAULT_ROOT,
+                     ctx: _context.Context | None = None, root: str = DEFAULT_ROOT,
                      **kwargs: Any) -> HybridBlock:
     """CIFAR ResNet ``version`` (1 or 2) with ``num_layers = 6n + 2`` (20, 56, 110, ...).
 
     Three stages of ``n`` basic units, 16/32/64 channels wide; ``classes`` defaults to 10.
     """
-    from . import load_pretrained
-
     if version not in _NETS:
         raise ValueError(f"CIFAR ResNet version {version} is not supported; choose 1 or 2")
     if num_layers < 8 or (num_layers - 2) % 6 != 0:

@@ -5,16 +5,13 @@ from __future__ import annotations
 
 from typing import Any
 
-import torch
-
 from .... import context as _context
 from ... import nn
 from ...block import HybridBlock
+from ._base import DEFAULT_ROOT, FeaturesOutput, load_pretrained
 from ._concat import Concurrent
 
 __all__ = ["SqueezeNet", "get_squeezenet", "squeezenet1_0", "squeezenet1_1"]
-
-_DEFAULT_ROOT = "~/.mxnet/models"
 
 
 def _conv_relu(channels: int, kernel_size: int, padding: int = 0) -> nn.HybridSequential:
@@ -38,7 +35,7 @@ def _pool() -> nn.MaxPool2D:
     return nn.MaxPool2D(pool_size=3, strides=2, ceil_mode=True)
 
 
-class SqueezeNet(HybridBlock):
+class SqueezeNet(FeaturesOutput):
     """SqueezeNet ``version`` '1.0' or '1.1': ``features`` (stem convolution, Fire modules,
     max-pools, Dropout(0.5)) and ``output`` (1x1 convolution to ``classes``, ReLU, 13x13 average
     pool, Flatten).  Input 224x224."""
@@ -69,15 +66,10 @@ class SqueezeNet(HybridBlock):
         f.add(nn.Dropout(0.5))
         return f
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.output(self.features(x))
-
 
 def get_squeezenet(version: str, pretrained: bool = False, ctx: _context.Context | None = None,
-                   root: str = _DEFAULT_ROOT, **kwargs: Any) -> HybridBlock:
+                   root: str = DEFAULT_ROOT, **kwargs: Any) -> HybridBlock:
     """SqueezeNet '1.0' or '1.1'; ``pretrained=True`` loads ``squeezenet<version>.params`` from ``root``."""
-    from . import load_pretrained
-
     return load_pretrained(SqueezeNet(version, **kwargs), pretrained, f"squeezenet{version}", root, ctx)
 
 

@@ -5,16 +5,14 @@ from __future__ import annotations
 
 from typing import Any
 
-import torch
-
 from .... import context as _context
 from ... import nn
 from ...block import HybridBlock
+from ._base import DEFAULT_ROOT, FeaturesOutput, load_pretrained
 
 __all__ = ["VGG", "get_vgg", "vgg11", "vgg13", "vgg16", "vgg19",
            "vgg11_bn", "vgg13_bn", "vgg16_bn", "vgg19_bn"]
 
-_DEFAULT_ROOT = "~/.mxnet/models"
 
 # depth -> convolutions in each of the five stages
 _VGG_SPEC: dict[int, list[int]] = {
@@ -26,7 +24,7 @@ _VGG_SPEC: dict[int, list[int]] = {
 _VGG_FILTERS = [64, 128, 256, 512, 512]
 
 
-class VGG(HybridBlock):
+class VGG(FeaturesOutput):
     """VGG: ``features`` (conv stages with max-pooling, then two Dense(4096) + Dropout(0.5))
     and ``output`` (Dense(classes)).
 
@@ -60,18 +58,13 @@ class VGG(HybridBlock):
                                            bias_initializer="zeros"), nn.Dropout(rate=0.5))
             self.output = nn.Dense(classes, weight_initializer="normal", bias_initializer="zeros")
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.output(self.features(x))
-
 
 def get_vgg(num_layers: int, pretrained: bool = False, ctx: _context.Context | None = None,
-            root: str = _DEFAULT_ROOT, **kwargs: Any) -> HybridBlock:
+            root: str = DEFAULT_ROOT, **kwargs: Any) -> HybridBlock:
     """VGG of depth ``num_layers`` (11, 13, 16 or 19); ``batch_norm=True`` for the BN variant.
 
     ``pretrained=True`` loads ``<root>/vgg<depth>[_bn].params`` onto ``ctx`` (never downloaded).
     """
-    from . import load_pretrained
-
     if num_layers not in _VGG_SPEC:
         raise ValueError(f"VGG depth {num_layers} is not supported; choose one of {sorted(_VGG_SPEC)}")
     name = f"vgg{num_layers}{'_bn' if kwargs.get('batch_norm') else ''}"
