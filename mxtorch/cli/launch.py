@@ -25,6 +25,12 @@ stopped and reported.
 cluster: the hosts of an emulated cluster on this machine (`mxtorch cluster up`; --cluster NAME
 when several are up), one torchrun agent per host; -H may list its hosts (h0, h1 slots=2, ...).
 
+--elastic MIN:MAX (local or cluster): an elastic allreduce job, one torch elastic agent per
+worker at a c10d rendezvous this command hosts; a lost worker (its agent killed) or an added one
+(`mxtorch launch --join HOST:PORT [--name NAME]`, the address it prints) makes the agents re-form
+the group and restart their workers at the new size, between MIN and MAX.  `mxtorch train` resumes
+from its newest checkpoint on each restart.  The job succeeds when an agent finishes it.
+
 Every option can also come from the environment as MXTORCH_LAUNCH_<OPTION> (for example
 MXTORCH_LAUNCH_NUM_WORKERS=4); a command-line option wins over the environment.
 """
@@ -70,6 +76,10 @@ class LaunchOptions:
     ps_hosts: str | None = None
     ps_roles: str = "separate"
     ps_root_port: int | None = None
+    elastic: str | None = None
+    join: str | None = None
+    name: str | None = None
+    rendezvous_timeout: float | None = None
 
     def job_spec(self) -> JobSpec:
         server_env = parse_env_pairs(self.env_server, "--env-server")
@@ -121,6 +131,15 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--ps-hosts", default=None, metavar="HOSTS",
                    help="--launcher cluster with -s: the scheduler's host, then one per server (h2,h2,h3), "
                         "or one host for all (default: the last hosts, workers on the others)")
+    p.add_argument("--elastic", default=None, metavar="MIN:MAX",
+                   help="an elastic job of MIN to MAX workers (-n to start with) that goes on when "
+                        "workers are lost or join (local, cluster)")
+    p.add_argument("--join", default=None, metavar="HOST:PORT",
+                   help="add one worker to the running elastic job whose rendezvous is HOST:PORT "
+                        "(no COMMAND)")
+    p.add_argument("--name", default=None, help="with --join: this worker's host name in the logs")
+    p.add_argument("--rendezvous-timeout", type=float, default=None, metavar="SEC",
+                   help="with --elastic: how long a rendezvous round may wait for MIN workers (default 600)")
     # dest 'cmd': the entry point's subcommand name already lives in args.command
     p.add_argument("cmd", nargs=argparse.REMAINDER, metavar="COMMAND",
                    help="the program each worker runs, and its arguments")
@@ -184,7 +203,20 @@ def launch(opts: LaunchOptions) -> int:
     """Start (or, with ``dry_run``, print) the job ``opts`` describes; returns its exit status."""
     from ..launcher import local, ps, remote
 
+    if opts.join:
+        if opts.command:
+            raise LaunchError(f"--join {opts.join} adds a worker to a running job, which runs that job's "
+                              f"command: leave out {shlex.join(opts.command)!r}")
+        from ..launcher.elastic import join_elastic
+
+        return join_elastic(opts.join, opts.name)
+    if opts.name:
+        raise LaunchError("--name names the worker that --join adds")
     spec = opts.job_spec()
+    if opts.elastic is not None:
+        return _launch_elastic(opts, spec)
+    if opts.rendezvous_timeout is not None:
+        raise LaunchError("--rendezvous-timeout applies to --elastic jobs")
     _check_servers(spec)
     if opts.launcher not in LAUNCHERS:
         raise LaunchError(f"unknown launcher {opts.launcher!r}: choose one of {', '.join(LAUNCHERS)}")
@@ -217,6 +249,23 @@ def launch(opts: LaunchOptions) -> int:
             print(shlex.join(c))
         return 0
     return remote.run_commands(commands, timeout=spec.timeout)
+
+
+def _launch_elastic(opts: LaunchOptions, spec: JobSpec) -> int:
+    from ..launcher.elastic import check_elastic, launch_elastic
+
+    settings = check_elastic(str(opts.elastic), spec, opts.rendezvous_timeout)
+    if opts.launcher == "cluster":
+        from ..cluster.launch import launch_elastic_on_cluster
+
+        return launch_elastic_on_cluster(spec, settings, opts.cluster, opts.hostfile,
+                                         dry_run=bool(opts.dry_run))
+    if opts.launcher != "local":
+        raise LaunchError(f"--elastic runs with --launcher local or cluster, not {opts.launcher}")
+    if opts.hostfile:
+        raise LaunchError("-H/--hostfile is for --launcher ssh, mpi, slurm or cluster; the local launcher "
+                          "runs every worker on this machine")
+    return launch_elastic(spec, settings, dry_run=bool(opts.dry_run))
 
 
 def _local_equivalent(spec: JobSpec) -> list[str]:

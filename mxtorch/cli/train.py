@@ -45,10 +45,14 @@ from .train_extras import (
     _test_kill_hook,
     check_checkpointing,
     check_pruning_and_transfer,
+    default_every,
+    elastic_config,
     freeze_parameters,
     load_pretrained,
     make_pruner,
     pruning_report,
+    resumed_stats,
+    run_elastic_worker,
 )
 
 DATASETS = ("fashion-mnist", "mnist", "cifar10", "cifar100")
@@ -279,7 +283,7 @@ def launched_world_size() -> int | None:
     return None if info is None else info.world_size
 
 
-def _join_job(cfg: TrainConfig) -> Any:
+def _join_job(cfg: TrainConfig, elastic: bool = False) -> Any:
     """The distributed KVStore of this worker, or None when training in one process."""
     import mxtorch as mx
 
@@ -295,7 +299,7 @@ def _join_job(cfg: TrainConfig) -> Any:
     if not kv.is_capable(mx.kv.KVStoreBase.DISTRIBUTED):
         raise SystemExit(f"this process is one of {world} workers, but --kvstore {cfg.kvstore!r} only "
                          "reduces gradients inside one process: use --kvstore allreduce (or horovod)")
-    if cfg.batch_size % kv.num_workers:
+    if cfg.batch_size % kv.num_workers and not elastic:  # elastic shares may differ by one sample
         raise SystemExit(f"--batch-size {cfg.batch_size} (the global batch) must be divisible by the "
                          f"{kv.num_workers} workers")
     return kv
@@ -361,16 +365,25 @@ def train(cfg: TrainConfig, log: Any = None) -> dict[str, Any]:
     import mxtorch as mx
 
     from .. import autograd
+    from ..elastic import ElasticBatchSampler, describe_change, gather_hosts, is_elastic_worker
+    from ..elastic.env import host_name
+    from ..elastic.worker import test_kill_host_hook, test_pause_hook
     from ..gluon import Trainer, loss, model_zoo
     from ..gluon.data import DataLoader, SplitSampler
     from ..gluon.data.vision import transforms
     from ..gluon.utils import split_and_load
     from ..progress import ProgressBar
 
+    elastic = is_elastic_worker()
+    if elastic:  # every (re)start resumes from the newest checkpoint
+        cfg = elastic_config(cfg)
     check_pruning_and_transfer(cfg)
     check_checkpointing(cfg)
-    kv = _join_job(cfg)
+    kv = _join_job(cfg, elastic)
     rank, n_workers = (kv.rank, kv.num_workers) if kv is not None else (0, 1)
+    if elastic and kv is not None and kv.is_capable(mx.kv.KVStoreBase.OPTIMIZER):
+        raise SystemExit("an elastic job is an allreduce job: --kvstore horovod or allreduce, not "
+                         f"{kv.type!r}")
     lead = rank == 0
     if cfg.prune and kv is not None and kv.is_capable(mx.kv.KVStoreBase.ASYNC):
         raise SystemExit(f"--prune with the asynchronous store {kv.type!r}: its servers update the weights "
@@ -387,8 +400,12 @@ def train(cfg: TrainConfig, log: Any = None) -> dict[str, Any]:
     train_set, test_set, data_desc = load_datasets(cfg)
     say(f"data: {data_desc}")
     to_tensor = transforms.ToTensor()
-    sampler = None
-    if kv is None:
+    sampler: Any = None
+    if elastic:  # the same global batches for any world size: a restart re-shards them
+        sampler = ElasticBatchSampler(len(train_set), cfg.batch_size, n_workers, rank, seed=cfg.seed)
+        train_loader = DataLoader(train_set.transform_first(to_tensor), batch_sampler=sampler,
+                                  num_workers=cfg.num_workers)
+    elif kv is None:
         train_loader = DataLoader(train_set.transform_first(to_tensor), batch_size=cfg.batch_size,
                                   shuffle=True, last_batch="discard", num_workers=cfg.num_workers)
     else:  # each worker its shard, reshuffled every epoch with the same seed on every worker
@@ -468,8 +485,9 @@ def train(cfg: TrainConfig, log: Any = None) -> dict[str, Any]:
     if cfg.checkpoint_dir is not None:
         from ..checkpoint import CheckpointError, CheckpointManager
 
-        ckpt = CheckpointManager(cfg.checkpoint_dir, keep_last=cfg.checkpoint_keep,
-                                 every_n_steps=cfg.checkpoint_every or len(train_loader), async_save=True)
+        every = cfg.checkpoint_every or default_every(len(train_loader), elastic)
+        ckpt = CheckpointManager(cfg.checkpoint_dir, keep_last=cfg.checkpoint_keep, every_n_steps=every,
+                                 async_save=True)
         if cfg.resume and ckpt.list():
             # restoring needs the parameters' shapes: a forward pass on two training images (its
             # random draws do not count: the checkpoint's RNG states are restored last).  Without
@@ -482,7 +500,7 @@ def train(cfg: TrainConfig, log: Any = None) -> dict[str, Any]:
                 with torch.no_grad(), autograd.predict_mode():
                     net(x)
             try:  # the newest good checkpoint (a corrupt one is skipped with a warning)
-                start_step = ckpt.restore(net=net, trainer=trainer, loader=train_loader)
+                start_step = ckpt.restore(net=net, trainer=trainer, loader=None if elastic else train_loader)
             except CheckpointError as e:
                 raise SystemExit(f"--resume: {e}") from None
             resumed = dict(ckpt.extra)
@@ -491,6 +509,14 @@ def train(cfg: TrainConfig, log: Any = None) -> dict[str, Any]:
                 f"batch {start_step - at * len(train_loader)} of {len(train_loader)})")
         elif cfg.resume:
             say(f"--resume: no checkpoint under {cfg.checkpoint_dir} yet: starting from the beginning")
+    hosts: list[str] = []
+    if elastic:  # who is in the job now, against the checkpoint it resumes from
+        hosts = gather_hosts(host_name())
+        at = int(resumed.get("epoch", 0)) if start_step else 0
+        sampler.set_start(start_step - at * len(train_loader))
+        say(describe_change(resumed.get("hosts") if start_step else None, hosts, step=start_step, epoch=at,
+                            batch=start_step - at * len(train_loader), batches=len(train_loader),
+                            restart=int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))))
     shown = {k: v for k, v in opt_params.items() if k != "lr_scheduler"}
     say(f"model: {cfg.model}  contexts: {ctx}  optimizer: {cfg.optimizer} {shown} ({cfg.lr_schedule} lr)  "
         f"batch: {cfg.batch_size}  epochs: {cfg.epochs}"
@@ -506,8 +532,8 @@ def train(cfg: TrainConfig, log: Any = None) -> dict[str, Any]:
         loss_sum = 0.0
         n_seen = 0
         stats = resumed.get("stats") or []
-        if start_step and epoch == first_epoch and len(stats) == n_workers:  # the epoch in progress
-            loss_sum, correct, seen = stats[rank]
+        if start_step and epoch == first_epoch and stats:  # the epoch in progress
+            loss_sum, correct, seen = resumed_stats(stats, rank, n_workers)
             n_seen = int(seen)
             acc.sum_metric, acc.num_inst = int(correct), n_seen
         if sampler is not None:
@@ -529,7 +555,8 @@ def train(cfg: TrainConfig, log: Any = None) -> dict[str, Any]:
             else:
                 for l in losses:
                     l.backward()
-            trainer.step(data.shape[0] * n_workers)  # the global batch: stores sum over workers (MXNet)
+            # the global batch: stores sum over workers (MXNet); elastic shares may differ by one sample
+            trainer.step(cfg.batch_size if elastic else data.shape[0] * n_workers)
             if pruner is not None:
                 pruner.step()  # advances the schedule; masks stay written into the weights
             loss_sum += sum(float(l.detach().sum()) for l in losses)
@@ -542,8 +569,11 @@ def train(cfg: TrainConfig, log: Any = None) -> dict[str, Any]:
                     ckpt.save(step, net=net, trainer=trainer, loader=train_loader, epoch=epoch,
                               stats=_epoch_stats(stats_kv, rank, n_workers,
                                                  [loss_sum, float(acc.sum_metric), float(n_seen)]),
-                              history=history)
+                              history=history, **({"hosts": hosts} if elastic else {}))
                 _test_kill_hook(step, ckpt, kv)
+                if elastic:
+                    test_kill_host_hook(step, ckpt)
+                    test_pause_hook(step, n_workers, ckpt)
         bar.close()
         train_loss, train_acc, rate = loss_sum / max(n_seen, 1), acc.get()[1], bar.rate
         if kv is not None:  # the whole job's loss, accuracy and throughput, not one shard's
@@ -628,7 +658,11 @@ def _run_workers(cfg: TrainConfig, argv: list[str]) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..elastic.env import is_elastic_worker
+
     cfg = _config_from_args(args)
+    if is_elastic_worker():  # a worker of `mxtorch launch --elastic`: always resumes
+        cfg = elastic_config(cfg)
     if cfg.epochs < 1 or cfg.batch_size < 1 or cfg.workers < 1 or cfg.servers < 0:
         raise SystemExit("--epochs, --batch-size and --workers must be >= 1, --servers >= 0")
     check_pruning_and_transfer(cfg)
@@ -669,5 +703,7 @@ def run(args: argparse.Namespace) -> int:
 
         train_pipelined(cfg)
         return 0
+    if is_elastic_worker():
+        return run_elastic_worker(train, cfg)
     train(cfg)
     return 0

@@ -41,6 +41,63 @@ def check_checkpointing(cfg: TrainConfig) -> None:
         raise SystemExit("--checkpoint-dir with --prune: the pruning masks are not checkpointed yet")
 
 
+def elastic_config(cfg: TrainConfig) -> TrainConfig:
+    """``cfg`` for a worker of an elastic job: it always resumes, from --checkpoint-dir (default
+    OUTPUT/checkpoints; on several machines give a folder or URI they all reach)."""
+    from dataclasses import replace
+
+    if cfg.prune is not None or cfg.pp > 1 or cfg.dp > 1 or cfg.plan:
+        raise SystemExit("an elastic job (mxtorch launch --elastic) trains data-parallel: --prune, --pp, "
+                         "--dp and --plan are not supported there")
+    folder = cfg.checkpoint_dir or os.path.join(cfg.output, "checkpoints")
+    return replace(cfg, checkpoint_dir=folder, resume=True)
+
+
+def default_every(steps_per_epoch: int, elastic: bool) -> int:
+    """Steps between checkpoints without --checkpoint-every: once an epoch; ten times an epoch in an
+    elastic job, whose restarts go back to the last one."""
+    return max(steps_per_epoch // 10, 1) if elastic else steps_per_epoch
+
+
+def resumed_stats(stats: list[list[float]], rank: int, n_workers: int) -> list[float]:
+    """This worker's running (loss sum, correct, seen) of the epoch in progress from a checkpoint's
+    per-worker ``stats``; saved by another number of workers, rank 0 carries their sum."""
+    if len(stats) == n_workers:
+        return list(stats[rank])
+    if rank != 0:
+        return [0.0, 0.0, 0.0]
+    return [sum(float(s[i]) for s in stats) for i in range(3)]
+
+
+def run_elastic_worker(train: Any, cfg: TrainConfig) -> int:
+    """Run ``train(cfg)`` as a worker of an elastic job: it dies with its agent, and a failure (a
+    peer lost mid-step) ends the process at once, without waiting for a checkpoint write that
+    can no longer commit, so that the agent restarts the workers quickly."""
+    import traceback
+
+    from ..elastic.worker import die_with_agent
+
+    die_with_agent()
+    try:
+        train(cfg)
+    except SystemExit as e:
+        if e.code not in (None, 0):
+            print(e.code if isinstance(e.code, str) else f"exit status {e.code}", file=sys.stderr, flush=True)
+        sys.stdout.flush()
+        os._exit(e.code if isinstance(e.code, int) else 1)
+    except BaseException as e:
+        from ..kvstore.base import KVStoreError
+
+        if isinstance(e, KVStoreError):  # a peer was lost: the agents re-form the job, no traceback needed
+            print(f"elastic worker stops: {str(e)[:400]}; the agents re-form the job", file=sys.stderr)
+        else:
+            traceback.print_exc()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(1)
+    return 0
+
+
 def _epoch_stats(stats_kv: Any, rank: int, n_workers: int, values: list[float]) -> list[list[float]]:
     """Every worker's ``values`` (the same count on each), indexed by rank (a sum of one-hot slots)."""
     if n_workers == 1:

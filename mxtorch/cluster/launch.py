@@ -25,11 +25,12 @@ from collections.abc import Sequence
 
 from ..launcher import DEFAULT_MASTER_PORT, JobSpec, LaunchError, resolve_command, worker_environment
 from ..launcher import remote as _remote
+from ..launcher.elastic import ElasticSettings
 from ..launcher.job import RESTART_ENV
 from .cluster import Cluster, Host, host_environment
 from .errors import ClusterError
 
-__all__ = ["cluster_commands", "launch_on_cluster", "ps_placement"]
+__all__ = ["cluster_commands", "launch_elastic_on_cluster", "launch_on_cluster", "ps_placement"]
 
 
 def _hosts(cluster: Cluster, names: Sequence[str]) -> list[Host]:
@@ -149,3 +150,64 @@ def launch_on_cluster(spec: JobSpec, cluster_name: str | None, hostfile: str | N
             print(shlex.join(c))
         return 0
     return _remote.run_commands(commands, timeout=spec.timeout)
+
+
+ELASTIC_STORE_PORT = 29400
+"""The elastic job's rendezvous store port on the first worker host (ports are per host here)."""
+
+
+def launch_elastic_on_cluster(spec: JobSpec, settings: ElasticSettings, cluster_name: str | None,
+                              hostfile: str | None, *, dry_run: bool = False) -> int:
+    """``mxtorch launch --launcher cluster --elastic MIN:MAX -n N``: one elastic agent on each of N
+    hosts (named after them), the rendezvous store a process on the first of them (losing that host
+    ends the job, as losing torchrun's c10d store host does); returns the job's exit status."""
+    import subprocess
+    import uuid
+
+    from ..launcher.elastic import agent_command, job_description, supervise
+
+    try:
+        cluster = Cluster.attach(cluster_name)
+    except ClusterError as e:
+        raise LaunchError(str(e)) from e
+    hosts = _remote.read_hostfile(hostfile) if hostfile else None
+    placed = _worker_hosts(cluster, hosts, spec.num_workers, cluster.hosts)
+    if any(n > 1 for _, n in placed):
+        raise LaunchError(f"--elastic on the cluster runs one worker per host: -n {spec.num_workers} needs "
+                          f"{spec.num_workers} hosts (the cluster has {len(cluster.hosts)}), slots=1 each")
+    port = spec.master_port or ELASTIC_STORE_PORT
+    first = placed[0][0]
+    endpoint = f"{first.address}:{port}"
+    job = job_description(spec, settings, f"mxtorch-elastic-{cluster.name}-{uuid.uuid4().hex[:8]}")
+    store_argv = [sys.executable, "-m", "mxtorch.elastic.store", "--addr", first.address, "--port", str(port)]
+    agents = [_in_host(cluster, h, {}, agent_command(endpoint, h.name, local_addr=h.address))
+              for h, _ in placed]
+    if dry_run:
+        print("# rendezvous store (job description on stdin): "
+              + shlex.join(_in_host(cluster, first, {}, store_argv)))
+        for c in agents:
+            print(shlex.join(c))
+        return 0
+    store = subprocess.Popen(_in_host(cluster, first, {}, store_argv), stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=False, start_new_session=True)
+    assert store.stdin is not None and store.stdout is not None
+    store.stdin.write(job.to_json())
+    store.stdin.close()
+    line = store.stdout.readline().decode(errors="replace").strip()
+    if not line.startswith("ready"):
+        store.kill()
+        raise LaunchError(f"the rendezvous store on {first.name} ({endpoint}) did not start: "
+                          f"{line or 'no output'}")
+    print(f"mxtorch launch: elastic job {job.run_id} on {', '.join(h.name for h, _ in placed)}: "
+          f"{settings.min_workers} to {settings.max_workers} workers; rendezvous {endpoint} (on "
+          f"{first.name}); add a worker: mxtorch cluster exec HOST -- mxtorch launch --join {endpoint} "
+          "--name HOST", file=sys.stderr, flush=True)
+    procs: dict[str, subprocess.Popen[bytes]] = {}
+    try:
+        for (h, _), argv in zip(placed, agents):
+            procs[h.name] = subprocess.Popen(argv, env=cluster.environment(h), start_new_session=True)
+        return supervise(procs, spec.timeout, sys.stderr)
+    finally:
+        from ..launcher.elastic import _stop
+
+        _stop({**procs, "store": store})
