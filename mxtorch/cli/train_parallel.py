@@ -14,7 +14,7 @@ from dataclasses import asdict, replace
 from typing import Any
 
 from ..checkpoint_io import atomic_write_text
-from .train import TrainConfig, load_datasets
+from .train import TrainConfig, compression_params, load_datasets
 
 __all__ = ["train_pipelined"]
 
@@ -72,8 +72,14 @@ def train_pipelined(cfg: TrainConfig, log: Any = None) -> dict[str, Any]:
     from ..gluon import Trainer, loss, model_zoo
     from ..gluon.data import DataLoader, SplitSampler
     from ..gluon.data.vision import transforms
+    from ..kvstore.ps import STORE_NAMES
     from ..progress import ProgressBar
 
+    over_servers = cfg.kvstore.lower() in STORE_NAMES
+    if over_servers:
+        # join the parameter-server job first (a scheduler or server process running this same
+        # command becomes its role there); each stage's dp ranks then share the servers as a group
+        mx.kv.create(cfg.kvstore.lower())
     info = distributed.init()
     lead = info.rank == 0
     tp, ckpt, split_points = 1, False, None
@@ -110,9 +116,10 @@ def train_pipelined(cfg: TrainConfig, log: Any = None) -> dict[str, Any]:
     sample = next(iter(train_loader))[0][: local // cfg.micro_batches]
     with mx.autograd.predict_mode():
         net(sample)  # finishes deferred shapes alike on every rank (same seed)
+    dp_store = cfg.kvstore.lower() if over_servers else "horovod" if dp > 1 else None
     pnet = parallel.parallelize(net, pcfg, micro_batches=cfg.micro_batches, schedule=cfg.schedule,
                                 stages_per_rank=2 if cfg.schedule in ("interleaved", "zero_bubble") else 1,
-                                sample_input=sample, kvstore="horovod" if dp > 1 else None,
+                                sample_input=sample, kvstore=dp_store,
                                 split_points=split_points, checkpoint_activations=ckpt)
     opt_params: dict[str, Any] = {"learning_rate": cfg.lr, "wd": cfg.wd}
     if cfg.lr_schedule == "cosine":
@@ -120,10 +127,12 @@ def train_pipelined(cfg: TrainConfig, log: Any = None) -> dict[str, Any]:
             max_update=max(cfg.epochs * len(train_loader), 1), base_lr=cfg.lr)
     if cfg.optimizer.lower() in ("sgd", "nag", "signum", "lars"):
         opt_params["momentum"] = cfg.momentum
-    trainer = Trainer(pnet.collect_params(), cfg.optimizer, opt_params, kvstore=pnet.kvstore)
+    trainer = Trainer(pnet.collect_params(), cfg.optimizer, opt_params, kvstore=pnet.kvstore,
+                      compression_params=compression_params(cfg) if pnet.kvstore is not None else None)
     loss_fn = loss.SoftmaxCrossEntropyLoss()
     say(f"model: {cfg.model}  layout: dp={dp} x pp={cfg.pp} x tp={tp}, {cfg.schedule}, {cfg.micro_batches} "
         f"micro-batches  stages: {pnet.stage_paths[0][0]}..{pnet.stage_paths[-1][-1]} in {pnet.num_stages}  "
+        f"dp store: {pnet.kvstore.type if pnet.kvstore is not None else 'none'}  "
         f"optimizer: {cfg.optimizer}  batch: {cfg.batch_size}  epochs: {cfg.epochs}")
     history = []
     t_start = time.perf_counter()
@@ -153,6 +162,7 @@ def train_pipelined(cfg: TrainConfig, log: Any = None) -> dict[str, Any]:
               "final_test_acc": history[-1]["test_acc"] if history else None,
               "total_seconds": time.perf_counter() - t_start, "workers": info.world_size,
               "pipeline": {"dp": dp, "pp": cfg.pp, "tp": tp, "schedule": cfg.schedule,
+                           "kvstore": pnet.kvstore.type if pnet.kvstore is not None else None,
                            "micro_batches": cfg.micro_batches, "stages": pnet.stage_paths,
                            "tp_plan": pnet.tp_plan, "planned": bool(cfg.plan)},
               "torch": torch.__version__, "mxtorch": mx.__version__}
