@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import glob
 import os
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -49,3 +50,18 @@ def load_pretrained(net: HybridBlock, pretrained: bool, name: str, root: str = D
         f"or converted elsewhere), or pass root=<folder holding it>; or build the network with "
         f"pretrained=False and call net.load_parameters('/path/to/file.params')"
     )
+
+
+def preset(name: str, build: Callable[..., HybridBlock], *args: Any, doc: str,
+           **fixed: Any) -> Callable[..., HybridBlock]:
+    """The constructor ``name(**kwargs)``: ``build(*args, **kwargs)`` with the ``fixed`` keyword
+    arguments overriding the caller's (``vgg11_bn = preset("vgg11_bn", get_vgg, 11, batch_norm=True,
+    doc=...)``); it is named and documented as a function of ``build``'s module."""
+
+    def make(**kwargs: Any) -> HybridBlock:
+        return build(*args, **{**kwargs, **fixed})
+
+    make.__name__ = make.__qualname__ = name
+    make.__module__ = build.__module__
+    make.__doc__ = doc
+    return make

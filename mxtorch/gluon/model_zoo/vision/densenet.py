@@ -7,7 +7,7 @@ from typing import Any
 from .... import context as _context
 from ... import nn
 from ...block import HybridBlock
-from ._base import DEFAULT_ROOT, FeaturesOutput, load_pretrained
+from ._base import DEFAULT_ROOT, FeaturesOutput, load_pretrained, preset
 from ._concat import Concurrent
 
 __all__ = ["DenseNet", "get_densenet", "densenet121", "densenet161", "densenet169", "densenet201"]
@@ -95,21 +95,7 @@ def get_densenet(num_layers: int, pretrained: bool = False, ctx: _context.Contex
     return load_pretrained(net, pretrained, f"densenet{num_layers}", root, ctx)
 
 
-def densenet121(**kwargs: Any) -> HybridBlock:
-    """DenseNet-121."""
-    return get_densenet(121, **kwargs)
-
-
-def densenet161(**kwargs: Any) -> HybridBlock:
-    """DenseNet-161."""
-    return get_densenet(161, **kwargs)
-
-
-def densenet169(**kwargs: Any) -> HybridBlock:
-    """DenseNet-169."""
-    return get_densenet(169, **kwargs)
-
-
-def densenet201(**kwargs: Any) -> HybridBlock:
-    """DenseNet-201."""
-    return get_densenet(201, **kwargs)
+densenet121 = preset("densenet121", get_densenet, 121, doc="DenseNet-121.")
+densenet161 = preset("densenet161", get_densenet, 161, doc="DenseNet-161.")
+densenet169 = preset("densenet169", get_densenet, 169, doc="DenseNet-169.")
+densenet201 = preset("densenet201", get_densenet, 201, doc="DenseNet-201.")

@@ -10,7 +10,7 @@ import torch
 from .... import context as _context
 from ... import nn
 from ...block import HybridBlock
-from ._base import DEFAULT_ROOT, FeaturesOutput, load_pretrained
+from ._base import DEFAULT_ROOT, FeaturesOutput, load_pretrained, preset
 
 __all__ = [
     "MobileNet", "MobileNetV2", "LinearBottleneck", "RELU6", "get_mobilenet", "get_mobilenet_v2",
@@ -125,41 +125,15 @@ def get_mobilenet_v2(multiplier: float, pretrained: bool = False, ctx: _context.
     return load_pretrained(net, pretrained, f"mobilenetv2_{multiplier}", root, ctx)
 
 
-def mobilenet1_0(**kwargs: Any) -> HybridBlock:
-    """MobileNet v1, width multiplier 1.0."""
-    return get_mobilenet(1.0, **kwargs)
-
-
-def mobilenet0_75(**kwargs: Any) -> HybridBlock:
-    """MobileNet v1, width multiplier 0.75."""
-    return get_mobilenet(0.75, **kwargs)
-
-
-def mobilenet0_5(**kwargs: Any) -> HybridBlock:
-    """MobileNet v1, width multiplier 0.5."""
-    return get_mobilenet(0.5, **kwargs)
-
-
-def mobilenet0_25(**kwargs: Any) -> HybridBlock:
-    """MobileNet v1, width multiplier 0.25."""
-    return get_mobilenet(0.25, **kwargs)
-
-
-def mobilenet_v2_1_0(**kwargs: Any) -> HybridBlock:
-    """MobileNet v2, width multiplier 1.0."""
-    return get_mobilenet_v2(1.0, **kwargs)
-
-
-def mobilenet_v2_0_75(**kwargs: Any) -> HybridBlock:
-    """MobileNet v2, width multiplier 0.75."""
-    return get_mobilenet_v2(0.75, **kwargs)
-
-
-def mobilenet_v2_0_5(**kwargs: Any) -> HybridBlock:
-    """MobileNet v2, width multiplier 0.5."""
-    return get_mobilenet_v2(0.5, **kwargs)
-
-
-def mobilenet_v2_0_25(**kwargs: Any) -> HybridBlock:
-    """MobileNet v2, width multiplier 0.25."""
-    return get_mobilenet_v2(0.25, **kwargs)
+mobilenet1_0 = preset("mobilenet1_0", get_mobilenet, 1.0, doc="MobileNet v1, width multiplier 1.0.")
+mobilenet0_75 = preset("mobilenet0_75", get_mobilenet, 0.75, doc="MobileNet v1, width multiplier 0.75.")
+mobilenet0_5 = preset("mobilenet0_5", get_mobilenet, 0.5, doc="MobileNet v1, width multiplier 0.5.")
+mobilenet0_25 = preset("mobilenet0_25", get_mobilenet, 0.25, doc="MobileNet v1, width multiplier 0.25.")
+mobilenet_v2_1_0 = preset("mobilenet_v2_1_0", get_mobilenet_v2, 1.0,
+                          doc="MobileNet v2, width multiplier 1.0.")
+mobilenet_v2_0_75 = preset("mobilenet_v2_0_75", get_mobilenet_v2, 0.75,
+                           doc="MobileNet v2, width multiplier 0.75.")
+mobilenet_v2_0_5 = preset("mobilenet_v2_0_5", get_mobilenet_v2, 0.5,
+                          doc="MobileNet v2, width multiplier 0.5.")
+mobilenet_v2_0_25 = preset("mobilenet_v2_0_25", get_mobilenet_v2, 0.25,
+                           doc="MobileNet v2, width multiplier 0.25.")

@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from .... import context as _context
 from ... import nn
 from ...block import HybridBlock
-from ._base import DEFAULT_ROOT, FeaturesOutput, load_pretrained
+from ._base import DEFAULT_ROOT, FeaturesOutput, load_pretrained, preset
 
 __all__ = [
     "ResNetV1", "ResNetV2", "BasicBlockV1", "BasicBlockV2", "BottleneckV1", "BottleneckV2",
@@ -317,81 +317,30 @@ def get_cifar_resnet(version: int, num_layers: int, pretrained: bool = False,
     return load_pretrained(net, pretrained, f"cifar_resnet{num_layers}_v{version}", root, ctx)
 
 
-def resnet18_v1(**kwargs: Any) -> HybridBlock:
-    """ResNet-18 v1 (basic units, 2-2-2-2)."""
-    return get_resnet(1, 18, **kwargs)
-
-
-def resnet34_v1(**kwargs: Any) -> HybridBlock:
-    """ResNet-34 v1 (basic units, 3-4-6-3)."""
-    return get_resnet(1, 34, **kwargs)
-
-
-def resnet50_v1(**kwargs: Any) -> HybridBlock:
-    """ResNet-50 v1 (bottleneck units, 3-4-6-3)."""
-    return get_resnet(1, 50, **kwargs)
-
-
-def resnet101_v1(**kwargs: Any) -> HybridBlock:
-    """ResNet-101 v1 (bottleneck units, 3-4-23-3)."""
-    return get_resnet(1, 101, **kwargs)
-
-
-def resnet152_v1(**kwargs: Any) -> HybridBlock:
-    """ResNet-152 v1 (bottleneck units, 3-8-36-3)."""
-    return get_resnet(1, 152, **kwargs)
-
-
-def resnet18_v2(**kwargs: Any) -> HybridBlock:
-    """ResNet-18 v2 (pre-activation basic units, 2-2-2-2)."""
-    return get_resnet(2, 18, **kwargs)
-
-
-def resnet34_v2(**kwargs: Any) -> HybridBlock:
-    """ResNet-34 v2 (pre-activation basic units, 3-4-6-3)."""
-    return get_resnet(2, 34, **kwargs)
-
-
-def resnet50_v2(**kwargs: Any) -> HybridBlock:
-    """ResNet-50 v2 (pre-activation bottleneck units, 3-4-6-3)."""
-    return get_resnet(2, 50, **kwargs)
-
-
-def resnet101_v2(**kwargs: Any) -> HybridBlock:
-    """ResNet-101 v2 (pre-activation bottleneck units, 3-4-23-3)."""
-    return get_resnet(2, 101, **kwargs)
-
-
-def resnet152_v2(**kwargs: Any) -> HybridBlock:
-    """ResNet-152 v2 (pre-activation bottleneck units, 3-8-36-3)."""
-    return get_resnet(2, 152, **kwargs)
-
-
-def cifar_resnet20_v1(**kwargs: Any) -> HybridBlock:
-    """ResNet-20 v1 for CIFAR (3 units per stage)."""
-    return get_cifar_resnet(1, 20, **kwargs)
-
-
-def cifar_resnet56_v1(**kwargs: Any) -> HybridBlock:
-    """ResNet-56 v1 for CIFAR (9 units per stage)."""
-    return get_cifar_resnet(1, 56, **kwargs)
-
-
-def cifar_resnet110_v1(**kwargs: Any) -> HybridBlock:
-    """ResNet-110 v1 for CIFAR (18 units per stage)."""
-    return get_cifar_resnet(1, 110, **kwargs)
-
-
-def cifar_resnet20_v2(**kwargs: Any) -> HybridBlock:
-    """ResNet-20 v2 for CIFAR (3 pre-activation units per stage)."""
-    return get_cifar_resnet(2, 20, **kwargs)
-
-
-def cifar_resnet56_v2(**kwargs: Any) -> HybridBlock:
-    """ResNet-56 v2 for CIFAR (9 pre-activation units per stage)."""
-    return get_cifar_resnet(2, 56, **kwargs)
-
-
-def cifar_resnet110_v2(**kwargs: Any) -> HybridBlock:
-    """ResNet-110 v2 for CIFAR (18 pre-activation units per stage)."""
-    return get_cifar_resnet(2, 110, **kwargs)
+resnet18_v1 = preset("resnet18_v1", get_resnet, 1, 18, doc="ResNet-18 v1 (basic units, 2-2-2-2).")
+resnet34_v1 = preset("resnet34_v1", get_resnet, 1, 34, doc="ResNet-34 v1 (basic units, 3-4-6-3).")
+resnet50_v1 = preset("resnet50_v1", get_resnet, 1, 50, doc="ResNet-50 v1 (bottleneck units, 3-4-6-3).")
+resnet101_v1 = preset("resnet101_v1", get_resnet, 1, 101, doc="ResNet-101 v1 (bottleneck units, 3-4-23-3).")
+resnet152_v1 = preset("resnet152_v1", get_resnet, 1, 152, doc="ResNet-152 v1 (bottleneck units, 3-8-36-3).")
+resnet18_v2 = preset("resnet18_v2", get_resnet, 2, 18,
+                     doc="ResNet-18 v2 (pre-activation basic units, 2-2-2-2).")
+resnet34_v2 = preset("resnet34_v2", get_resnet, 2, 34,
+                     doc="ResNet-34 v2 (pre-activation basic units, 3-4-6-3).")
+resnet50_v2 = preset("resnet50_v2", get_resnet, 2, 50,
+                     doc="ResNet-50 v2 (pre-activation bottleneck units, 3-4-6-3).")
+resnet101_v2 = preset("resnet101_v2", get_resnet, 2, 101,
+                      doc="ResNet-101 v2 (pre-activation bottleneck units, 3-4-23-3).")
+resnet152_v2 = preset("resnet152_v2", get_resnet, 2, 152,
+                      doc="ResNet-152 v2 (pre-activation bottleneck units, 3-8-36-3).")
+cifar_resnet20_v1 = preset("cifar_resnet20_v1", get_cifar_resnet, 1, 20,
+                           doc="ResNet-20 v1 for CIFAR (3 units per stage).")
+cifar_resnet56_v1 = preset("cifar_resnet56_v1", get_cifar_resnet, 1, 56,
+                           doc="ResNet-56 v1 for CIFAR (9 units per stage).")
+cifar_resnet110_v1 = preset("cifar_resnet110_v1", get_cifar_resnet, 1, 110,
+                            doc="ResNet-110 v1 for CIFAR (18 units per stage).")
+cifar_resnet20_v2 = preset("cifar_resnet20_v2", get_cifar_resnet, 2, 20,
+                           doc="ResNet-20 v2 for CIFAR (3 pre-activation units per stage).")
+cifar_resnet56_v2 = preset("cifar_resnet56_v2", get_cifar_resnet, 2, 56,
+                           doc="ResNet-56 v2 for CIFAR (9 pre-activation units per stage).")
+cifar_resnet110_v2 = preset("cifar_resnet110_v2", get_cifar_resnet, 2, 110,
+                            doc="ResNet-110 v2 for CIFAR (18 pre-activation units per stage).")

@@ -8,7 +8,7 @@ from typing import Any
 from .... import context as _context
 from ... import nn
 from ...block import HybridBlock
-from ._base import DEFAULT_ROOT, FeaturesOutput, load_pretrained
+from ._base import DEFAULT_ROOT, FeaturesOutput, load_pretrained, preset
 from ._concat import Concurrent
 
 __all__ = ["SqueezeNet", "get_squeezenet", "squeezenet1_0", "squeezenet1_1"]
@@ -73,11 +73,6 @@ def get_squeezenet(version: str, pretrained: bool = False, ctx: _context.Context
     return load_pretrained(SqueezeNet(version, **kwargs), pretrained, f"squeezenet{version}", root, ctx)
 
 
-def squeezenet1_0(**kwargs: Any) -> HybridBlock:
-    """SqueezeNet 1.0."""
-    return get_squeezenet("1.0", **kwargs)
-
-
-def squeezenet1_1(**kwargs: Any) -> HybridBlock:
-    """SqueezeNet 1.1 (2.4x less computation than 1.0 at the same accuracy)."""
-    return get_squeezenet("1.1", **kwargs)
+squeezenet1_0 = preset("squeezenet1_0", get_squeezenet, "1.0", doc="SqueezeNet 1.0.")
+squeezenet1_1 = preset("squeezenet1_1", get_squeezenet, "1.1",
+                       doc="SqueezeNet 1.1 (2.4x less computation than 1.0 at the same accuracy).")

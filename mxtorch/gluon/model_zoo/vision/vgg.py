@@ -8,7 +8,7 @@ from typing import Any
 from .... import context as _context
 from ... import nn
 from ...block import HybridBlock
-from ._base import DEFAULT_ROOT, FeaturesOutput, load_pretrained
+from ._base import DEFAULT_ROOT, FeaturesOutput, load_pretrained, preset
 
 __all__ = ["VGG", "get_vgg", "vgg11", "vgg13", "vgg16", "vgg19",
            "vgg11_bn", "vgg13_bn", "vgg16_bn", "vgg19_bn"]
@@ -71,45 +71,11 @@ def get_vgg(num_layers: int, pretrained: bool = False, ctx: _context.Context | N
     return load_pretrained(VGG(_VGG_SPEC[num_layers], _VGG_FILTERS, **kwargs), pretrained, name, root, ctx)
 
 
-def vgg11(**kwargs: Any) -> HybridBlock:
-    """VGG-11 (configuration A)."""
-    return get_vgg(11, **kwargs)
-
-
-def vgg13(**kwargs: Any) -> HybridBlock:
-    """VGG-13 (configuration B)."""
-    return get_vgg(13, **kwargs)
-
-
-def vgg16(**kwargs: Any) -> HybridBlock:
-    """VGG-16 (configuration D)."""
-    return get_vgg(16, **kwargs)
-
-
-def vgg19(**kwargs: Any) -> HybridBlock:
-    """VGG-19 (configuration E)."""
-    return get_vgg(19, **kwargs)
-
-
-def vgg11_bn(**kwargs: Any) -> HybridBlock:
-    """VGG-11 with BatchNorm."""
-    kwargs["batch_norm"] = True
-    return get_vgg(11, **kwargs)
-
-
-def vgg13_bn(**kwargs: Any) -> HybridBlock:
-    """VGG-13 with BatchNorm."""
-    kwargs["batch_norm"] = True
-    return get_vgg(13, **kwargs)
-
-
-def vgg16_bn(**kwargs: Any) -> HybridBlock:
-    """VGG-16 with BatchNorm."""
-    kwargs["batch_norm"] = True
-    return get_vgg(16, **kwargs)
-
-
-def vgg19_bn(**kwargs: Any) -> HybridBlock:
-    """VGG-19 with BatchNorm."""
-    kwargs["batch_norm"] = True
-    return get_vgg(19, **kwargs)
+vgg11 = preset("vgg11", get_vgg, 11, doc="VGG-11 (configuration A).")
+vgg13 = preset("vgg13", get_vgg, 13, doc="VGG-13 (configuration B).")
+vgg16 = preset("vgg16", get_vgg, 16, doc="VGG-16 (configuration D).")
+vgg19 = preset("vgg19", get_vgg, 19, doc="VGG-19 (configuration E).")
+vgg11_bn = preset("vgg11_bn", get_vgg, 11, batch_norm=True, doc="VGG-11 with BatchNorm.")
+vgg13_bn = preset("vgg13_bn", get_vgg, 13, batch_norm=True, doc="VGG-13 with BatchNorm.")
+vgg16_bn = preset("vgg16_bn", get_vgg, 16, batch_norm=True, doc="VGG-16 with BatchNorm.")
+vgg19_bn = preset("vgg19_bn", get_vgg, 19, batch_norm=True, doc="VGG-19 with BatchNorm.")
