@@ -87,25 +87,30 @@ def _sampler(name: str, doc: str, draw: Callable[..., Tensor], **defaults: Any) 
     dtype (float32, or float64) and returns the samples; they are cast to the result dtype and
     written to ``out`` where one is given.  Other keyword arguments (MXNet's ``name=``) are ignored.
     """
-    signature = inspect.Signature(
-        [
-            *(_P(p, _P.POSITIONAL_OR_KEYWORD, default=d) for p, d in defaults.items()),
-            *(_P(p, _P.POSITIONAL_OR_KEYWORD, default=None) for p in ("shape", "dtype", "ctx", "out")),
-            _P("kwargs", _P.VAR_KEYWORD),
-        ]
-    )
+    names = (*defaults, "shape", "dtype", "ctx", "out")
+    fallback = {**defaults, "shape": None, "dtype": None, "ctx": None, "out": None}
 
     def sample(*args: Any, **kwargs: Any) -> Tensor:
-        bound = signature.bind(*args, **kwargs)
-        bound.apply_defaults()
-        arg = bound.arguments
+        if len(args) > len(names):
+            raise TypeError(f"{name}() takes at most {len(names)} positional arguments ({len(args)} given)")
+        arg = dict(zip(names, args))
+        for key in names[len(args) :]:
+            arg[key] = kwargs.pop(key, fallback[key])
+        for key in kwargs:
+            if key in arg:
+                raise TypeError(f"{name}() got multiple values for argument {key!r}")
         params = tuple(arg[p] for p in defaults)
         tensors, shape, dtype, device = _setup(params, arg["shape"], arg["dtype"], arg["ctx"])
         return _finish(draw(*tensors, shape=shape, device=device).to(dtype), arg["out"], arg["ctx"])
 
     sample.__name__ = sample.__qualname__ = name
     sample.__doc__ = doc
-    sample.__signature__ = signature  # type: ignore[attr-defined]
+    sample.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+        [
+            *(_P(p, _P.POSITIONAL_OR_KEYWORD, default=d) for p, d in fallback.items()),
+            _P("kwargs", _P.VAR_KEYWORD),
+        ]
+    )
     return sample
 
 
