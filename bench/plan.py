@@ -17,6 +17,7 @@ import argparse
 import os
 import statistics
 import sys
+import time
 
 import torch
 
@@ -86,17 +87,31 @@ def main() -> None:
 
     from mxtorch import parallel
     from mxtorch.distributed.testing import run_workers
+    from mxtorch.parallel.planner import _probe_link
 
     torch.set_num_threads(1)
     net = build(args.width, args.pairs)
     sample = torch.randn(16, args.width)
-    # four processes share this machine's cores: each computes slower than the profiling process did
-    scale = max(1.0, 4 / (os.cpu_count() or 4))
+    # the link and each layout's fixed costs, probed once with 4 processes (as plan() does when no
+    # bandwidth is given; done here to print what the probe saw)
+    layouts = [(4 // (tp * pp), pp, tp) for tp in (1, 2, 4) for pp in (1, 2, 4) if 4 % (tp * pp) == 0]
+    t0 = time.perf_counter()
+    bw, lat, over = _probe_link(4, layouts)
+    print(f"probe ({time.perf_counter() - t0:.1f} s): {bw / 1e6:.0f} MB/s, all-reduce latency "
+          f"{lat * 1e6:.0f} us")
+    assert over is not None
+    for lay in layouts:
+        print(f"  dp={lay[0]} pp={lay[1]} tp={lay[2]}: per step {over.step_s[lay] * 1e3:.2f} ms, per slot "
+              f"{over.slot_s[lay] * 1e3:.2f} ms" + (f", per pair {over.pair_s[lay[2]] * 1e3:.2f} ms"
+                                                     if lay[2] > 1 else ""))
+    # four processes share this machine's cores: plan() slows each plan's compute by how many of its
+    # processes compute at once over the cores
+    cores = os.cpu_count() or 4
     plans = parallel.plan(net, sample, world_size=4, memory_per_device=args.memory, batch_size=args.batch,
-                          micro_batches=[int(v) for v in args.micro.split(",")], compute_scale=scale)
+                          micro_batches=[int(v) for v in args.micro.split(",")], bandwidth=bw, latency_s=lat,
+                          overheads=over, cores=cores)
     print(f"torch {torch.__version__}, {os.cpu_count()} cores; {args.pairs} pairs of Dense({args.width}), "
-          f"global batch {args.batch}, 4 processes x 1 thread (compute scaled x{scale:g}); {len(plans)} "
-          "feasible plans")
+          f"global batch {args.batch}, 4 processes x 1 thread on {cores} cores; {len(plans)} feasible plans")
     groups: dict[tuple[int, int, int], list[int]] = {}
     for i, p in enumerate(plans):
         groups.setdefault((p.config.dp, p.config.pp, p.config.tp), []).append(i)

@@ -13,9 +13,21 @@ The cost model, and where its numbers come from:
   input stays, plus one micro-batch's activations while it is recomputed.
 * **step time** = the pipeline's ``(m + pp - 1)`` slots of the slowest stage's forward+backward
   per micro-batch (a recomputed forward with checkpointing), + tensor-parallel all-reduces (two per
-  Dense pair per micro-batch, ring cost ``2 (tp-1)/tp`` of the activation) + stage-boundary
-  transfers + the data-parallel all-reduce of the stage's gradients (``2 (dp-1)/dp`` of them), at
-  ``bandwidth`` bytes/s (given, or measured by a short two-process all-reduce probe).
+  pair per micro-batch, one per vocab-parallel embedding, ring cost ``2 (tp-1)/tp`` of the
+  activation) + stage-boundary transfers + the data-parallel all-reduce of the stage's gradients
+  (``2 (dp-1)/dp`` of them), at ``bandwidth`` bytes/s (given, or measured by a short all-reduce
+  probe with the job's process count).
+* **fixed costs, measured by the probe** (:class:`Overheads`): what no layer's size explains but
+  dominates small steps: the pipeline schedule's Python and point-to-point latency per slot,
+  DTensor's dispatch and the all-reduce latencies of each tensor-parallel pair, the step's own
+  set-up, the Trainer and the data-parallel all-reduce's latency.  The probe runs every layout
+  on a tiny net (one Dense pair of width 8 per stage, one sample per micro-batch) at two
+  micro-batch counts and fits ``step = fixed + (m + pp - 1) * per_slot``; the plan adds the fixed
+  part once, the per-slot part to every slot, and the pair cost for each further pair of a stage.
+* **shared cores** (``cores=``, a job of processes on one machine): the compute of a plan is slowed
+  by ``max(1, busy / cores)``, where ``busy = dp * tp * (sum of the stages' work) / (critical
+  path)`` is how many of its processes compute at once on average (a pipeline's bubble leaves
+  cores free; data and tensor parallel ranks all compute together).
 """
 
 from __future__ import annotations
@@ -34,7 +46,7 @@ from .config import ParallelConfig
 from .split import Unit, chain_units, partition
 from .tensor import auto_plan
 
-__all__ = ["Plan", "LayerCost", "plan", "profile_layers", "parse_bytes", "parse_bandwidth"]
+__all__ = ["Plan", "LayerCost", "Overheads", "plan", "profile_layers", "parse_bytes", "parse_bandwidth"]
 
 _UNITS = {"": 1, "b": 1, "k": 1e3, "kb": 1e3, "kib": 2**10, "m": 1e6, "mb": 1e6, "mib": 2**20, "g": 1e9,
           "gb": 1e9, "gib": 2**30, "t": 1e12, "tb": 1e12, "tib": 2**40}
@@ -197,20 +209,52 @@ def profile_layers(units: Sequence[Unit], sample: torch.Tensor, repeats: int = 5
     return out
 
 
-def _probe_link(world_size: int = 2) -> tuple[float, float]:
-    """(bytes/s, seconds per message) of all-reduces among ``world_size`` (2 to 8) local processes
-    (gloo, loopback): 16 MiB for the bandwidth, 4 bytes for the latency."""
+Layout = tuple[int, int, int]
+
+
+@dataclass
+class Overheads:
+    """Fixed costs of a layout that no layer's size explains, measured by :func:`_probe_link` on tiny
+    versions of each layout with the job's process count (so they include its contention).
+
+    ``step_s[(dp, pp, tp)]``: per training step (``train_step``'s set-up and loss broadcast, the
+    Trainer, the data-parallel all-reduce's latency); ``slot_s[(dp, pp, tp)]``: per pipeline slot
+    (one micro-batch through one stage: the schedule's Python, the stage transfer's latency, and
+    one tensor-parallel pair); ``pair_s[tp]``: one tensor-parallel pair's forward and backward on
+    one sample (DTensor's dispatch and two all-reduce latencies) for every further pair of a stage.
+    """
+
+    step_s: dict[Layout, float] = field(default_factory=dict)
+    slot_s: dict[Layout, float] = field(default_factory=dict)
+    pair_s: dict[int, float] = field(default_factory=dict)
+
+
+def _probe_link(world_size: int = 2,
+                layouts: Sequence[Layout] = ()) -> tuple[float, float, Overheads | None]:
+    """(bytes/s, seconds per message, overheads) of ``world_size`` (2 to 8) local processes (gloo,
+    loopback): all-reduces of 16 MiB for the bandwidth and of 4 bytes for the latency; with
+    ``layouts`` (each multiplying to ``world_size``), tiny runs of each for its fixed costs."""
     from ..distributed.testing import run_workers
 
     n_procs = min(max(world_size, 2), 8)
-    results = run_workers(_probe_rank, n_procs, timeout=120)
+    todo = [(int(a), int(b), int(c)) for a, b, c in layouts if a * b * c == n_procs]
+    results = run_workers(_probe_rank, n_procs, todo, timeout=300)
     big = max(r[0] for r in results)
     small = max(r[1] for r in results)
     n = 16 * 2**20
-    return (2 * (n_procs - 1) / n_procs * n / max(big - small, 1e-9), small)  # ring bytes per rank
+    over = None
+    if todo:
+        over = Overheads()
+        for j, lay in enumerate(todo):
+            fits = [r[2][j] for r in results]
+            over.step_s[lay] = max(f[0] for f in fits)
+            over.slot_s[lay] = max(f[1] for f in fits)
+            if lay[2] > 1:
+                over.pair_s[lay[2]] = max(over.pair_s.get(lay[2], 0.0), max(f[2] for f in fits))
+    return (2 * (n_procs - 1) / n_procs * n / max(big - small, 1e-9), small, over)  # ring bytes per rank
 
 
-def _probe_rank() -> tuple[float, float]:
+def _probe_rank(layouts: Sequence[Layout] = ()) -> tuple[float, float, list[tuple[float, float, float]]]:
     import torch.distributed as dist
 
     from ..distributed import group
@@ -227,7 +271,57 @@ def _probe_rank() -> tuple[float, float]:
     t0 = time.perf_counter()
     for _ in range(50):
         dist.all_reduce(tiny)
-    return big, (time.perf_counter() - t0) / 50
+    small = (time.perf_counter() - t0) / 50
+    return big, small, [_probe_layout(*lay) for lay in layouts]
+
+
+def _probe_layout(dp: int, pp: int, tp: int, steps: int = 5) -> tuple[float, float, float]:
+    """(per step, per slot, per extra pair) seconds of a tiny net laid out as (dp, pp, tp): one
+    Dense pair of width 8 per stage, one sample per micro-batch, m = pp and pp + 4 micro-batches."""
+    import statistics
+
+    from .. import autograd, gluon
+    from ..gluon import nn
+    from .pipeline import parallelize
+
+    width = 8 * tp
+    torch.manual_seed(0)
+    net = nn.HybridSequential()
+    for _ in range(pp):
+        net.add(nn.Dense(width, activation="relu", in_units=width), nn.Dense(width, in_units=width))
+    net.initialize()
+    pnet = parallelize(net, ParallelConfig(dp=dp, pp=pp, tp=tp), micro_batches=pp,
+                       schedule="1f1b" if pp > 1 else "gpipe", kvstore="horovod" if dp > 1 else None,
+                       split_points=[str(2 * i) for i in range(1, pp)])
+    tr = gluon.Trainer(pnet.collect_params(), "sgd", {"learning_rate": 0.0, "momentum": 0.9},
+                       kvstore=pnet.kvstore)
+    loss_fn = gluon.loss.L2Loss()
+    times = []
+    for m in (pp, pp + 4):
+        pnet.micro_batches = m  # the same stages, another schedule (PipelineNet keeps one per count)
+        x, y = torch.randn(m, width), torch.zeros(m, width)
+        took = []
+        for i in range(steps + 2):
+            t0 = time.perf_counter()
+            pnet.train_step(x, y, loss_fn)
+            tr.step(m * dp)
+            if i >= 2:
+                took.append(time.perf_counter() - t0)
+        times.append(statistics.median(took))
+    pair = 0.0
+    if tp > 1:  # the stage's pair alone, one sample: every rank of each tensor-parallel group
+        stage = pnet._modules[pnet.stage]
+        pt = []
+        for _ in range(steps + 2):
+            inp = torch.randn(1, width, requires_grad=True)
+            t0 = time.perf_counter()
+            with autograd.record():
+                out = stage(inp)
+            out.sum().backward()
+            pt.append(time.perf_counter() - t0)
+        pair = statistics.median(pt[2:])
+    slot = max((times[1] - times[0]) / 4, 0.0)
+    return max(times[0] - (2 * pp - 1) * slot, 0.0), slot, pair
 
 
 def _divisors(n: int) -> list[int]:
@@ -237,7 +331,8 @@ def _divisors(n: int) -> list[int]:
 def plan(net: Any, sample_input: torch.Tensor, world_size: int, memory_per_device: Any, batch_size: int,
          bandwidth: Any = None, optimizer_states: int = 1, micro_batches: Sequence[int] = (1, 2, 4, 8, 16),
          costs: Sequence[LayerCost] | None = None, latency_s: float | None = None,
-         compute_scale: float = 1.0) -> list[Plan]:
+         compute_scale: float = 1.0, cores: int | None = None,
+         overheads: Overheads | bool | None = None) -> list[Plan]:
     """Every layout of ``world_size`` devices that fits ``memory_per_device``, best first.
 
     ``sample_input``: a few samples of the input (their per-sample costs are measured on this
@@ -246,7 +341,11 @@ def plan(net: Any, sample_input: torch.Tensor, world_size: int, memory_per_devic
     (with ``bandwidth=None`` both are measured by a short two-process probe; else 50 us);
     ``costs``: per-layer costs measured before (:func:`profile_layers`) instead of measuring now;
     ``compute_scale``: how much slower a device of the job computes than this process did while
-    profiling (e.g. ``world_size / cores`` for a job of processes sharing this machine's cores).
+    profiling; ``cores``: the job's processes share this many cores (a job on one machine): each
+    plan's compute is slowed by the number of its processes computing at once (its pipeline's
+    average occupancy times dp*pp*tp) over ``cores``; ``overheads``: the per-step and per-slot
+    fixed costs of each layout (:class:`Overheads`), measured with the link probe by default
+    (``bandwidth=None``; tiny runs of every layout), ``False`` to leave them out.
     Raises MXNetError when nothing fits, naming the memory the smallest layout would need.
     """
     if world_size < 1 or batch_size < 1:
@@ -258,33 +357,33 @@ def plan(net: Any, sample_input: torch.Tensor, world_size: int, memory_per_devic
     if compute_scale != 1.0:
         costs = [LayerCost(c.path, c.fwd_s * compute_scale, c.bwd_s * compute_scale, c.act_bytes, c.out_bytes,
                            c.param_bytes, c.fixed_s * compute_scale) for c in costs]
+    layouts = [(world_size // (tp * pp), pp, tp) for tp in _divisors(world_size)
+               if tp == 1 or auto_plan(units, tp) for pp in _divisors(world_size // tp)
+               if pp <= len(units) and batch_size % (world_size // (tp * pp)) == 0]
+    over = overheads if isinstance(overheads, Overheads) else None
     if bandwidth is None:
-        bw, probed = _probe_link(world_size)
+        want = layouts if overheads is None or overheads is True else []
+        bw, probed, measured = _probe_link(world_size, want)
         lat = probed if latency_s is None else latency_s
+        over = over or measured
     else:
         bw, lat = parse_bandwidth(bandwidth), (5e-5 if latency_s is None else latency_s)
     plans: list[Plan] = []
-    for tp in _divisors(world_size):
+    for dp, pp, tp in layouts:
         pairs = auto_plan(units, tp) if tp > 1 else {}
-        if tp > 1 and not pairs:
-            continue
-        for pp in _divisors(world_size // tp):
-            dp = world_size // (tp * pp)
-            if pp > len(units) or batch_size % dp:
+        local = batch_size // dp
+        for m in micro_batches:
+            if local % m or (pp == 1 and m > 1):
                 continue
-            local = batch_size // dp
-            for m in micro_batches:
-                if local % m or (pp == 1 and m > 1):
+            for schedule in (("gpipe", "1f1b") if pp > 1 else ("none",)):
+                if schedule == "1f1b" and m < pp:
                     continue
-                for schedule in (("gpipe", "1f1b") if pp > 1 else ("none",)):
-                    if schedule == "1f1b" and m < pp:
-                        continue
-                    for ckpt in (False, True):
-                        cfg = ParallelConfig(dp=dp, pp=pp, tp=tp)
-                        # stages balanced by time, and (when memory is what limits) by memory
-                        for starts in _splits(units, costs, pairs, pp, tp):
-                            plans.append(_predict(units, costs, pairs, cfg, m, schedule, ckpt, local,
-                                                  (bw, lat), optimizer_states, starts))
+                for ckpt in (False, True):
+                    cfg = ParallelConfig(dp=dp, pp=pp, tp=tp)
+                    # stages balanced by time, and (when memory is what limits) by memory
+                    for starts in _splits(units, costs, pairs, pp, tp):
+                        plans.append(_predict(units, costs, pairs, cfg, m, schedule, ckpt, local,
+                                              (bw, lat), optimizer_states, starts, over, cores))
     unique: dict[Any, Plan] = {}
     for p in plans:  # the two splits often agree
         key = (p.config, p.micro_batches, p.schedule, p.checkpointing, tuple(p.split_points))
@@ -325,7 +424,8 @@ def _splits(units: Sequence[Unit], costs: Sequence[LayerCost], pairs: dict[str, 
 
 def _predict(units: Sequence[Unit], costs: Sequence[LayerCost], pairs: dict[str, str], cfg: ParallelConfig,
              m: int, schedule: str, ckpt: bool, local: int, link: tuple[float, float], opt_states: int,
-             starts: list[int] | None = None) -> Plan:
+             starts: list[int] | None = None, over: Overheads | None = None,
+             cores: int | None = None) -> Plan:
     bw, lat = link
     tp, pp, dp = cfg.tp, cfg.pp, cfg.dp
     mb = local / m  # samples per micro-batch
@@ -349,30 +449,49 @@ def _predict(units: Sequence[Unit], costs: Sequence[LayerCost], pairs: dict[str,
         total = 0.0
         for i in range(a, b):
             style = pairs.get(costs[i].path)
-            if style == "rowwise":
+            if style in ("rowwise", "vocab"):  # the all-reduce of the layer's partial outputs
                 total += costs[i].out_bytes
             elif style == "colwise" and i > 0:
                 total += costs[i - 1].out_bytes
         return total
 
     def tp_count(a: int, b: int) -> int:
-        return sum(1 for i in range(a, b) if pairs.get(costs[i].path) == "rowwise"
+        return sum(1 for i in range(a, b) if pairs.get(costs[i].path) in ("rowwise", "vocab")
                    or (pairs.get(costs[i].path) == "colwise" and i > 0))
 
-    tp_comm = [ring * tp_bytes(a, b) * mb / bw + tp_count(a, b) * lat if tp > 1 else 0.0 for a, b in bounds]
-    slot = max(t + c for t, c in zip(stage_t, tp_comm))
+    layout = (dp, pp, tp)
+    measured = over is not None and layout in over.slot_s
+    slot_over = step_over = 0.0
+    if measured:  # the messages' latencies are inside the measured fixed costs
+        assert over is not None
+        pair_s = over.pair_s.get(tp, 0.0)
+        slot_over, step_over = over.slot_s[layout], over.step_s[layout]
+        n_pairs = [sum(1 for i in range(a, b) if pairs.get(costs[i].path) in ("rowwise", "vocab"))
+                   for a, b in bounds]
+        tp_fixed = [max(0, n - 1) * pair_s for n in n_pairs]  # the tiny runs had one pair per stage
+        lat = 0.0
+    else:
+        tp_fixed = [tp_count(a, b) * lat for a, b in bounds]
+    if cores:  # processes sharing the cores: those computing at once (on average) slow each other
+        crit = (m + pp - 1) * max(stage_t)
+        busy = dp * tp * sum(stage_t) * m / crit if crit > 0 else 1.0
+        scale = max(1.0, busy / cores)
+        stage_t = [t * scale for t in stage_t]
+    tp_comm = [ring * tp_bytes(a, b) * mb / bw + f if tp > 1 else 0.0 for (a, b), f in zip(bounds, tp_fixed)]
+    slot = max(t + c for t, c in zip(stage_t, tp_comm)) + slot_over
     compute = sum(stage_t) / len(stage_t) * m if pp > 1 else stage_t[0] * m
     pipeline = (m + pp - 1) * slot
     boundary = max((costs[b - 1].out_bytes * mb for a, b in bounds[:-1]), default=0.0)
     pp_comm = (m + pp - 2) * 2 * (boundary / bw + lat) if pp > 1 else 0.0
     stage_params = [sum(share(c, c.param_bytes) for c in costs[a:b]) for a, b in bounds]
     dp_comm = 2 * (dp - 1) / dp * max(stage_params) / bw + lat if dp > 1 else 0.0
-    step = pipeline + pp_comm + dp_comm
-    breakdown = {"compute": compute, "bubble": pipeline - compute, "tensor-parallel all-reduce": 0.0,
-                 "stage transfers": pp_comm, "data-parallel all-reduce": dp_comm}
-    if tp > 1:  # inside the pipeline's slots; shown on its own (and taken out of the bubble)
-        breakdown["tensor-parallel all-reduce"] = max(tp_comm) * m
-        breakdown["bubble"] = max(0.0, pipeline - compute - max(tp_comm) * m)
+    fixed = step_over + (m + pp - 1) * slot_over
+    step = pipeline + pp_comm + dp_comm + step_over
+    tp_time = max(tp_comm) * m if tp > 1 else 0.0
+    bubble = max(0.0, pipeline - compute - tp_time - (m + pp - 1) * slot_over)
+    breakdown = {"compute": compute, "bubble": bubble, "tensor-parallel all-reduce": tp_time,
+                 "stage transfers": pp_comm, "data-parallel all-reduce": dp_comm,
+                 "fixed costs (measured)": fixed}
     # memory of the busiest stage (the first: in 1F1B it holds the most micro-batches)
     mem_best = 0.0
     memory: dict[str, float] = {}
