@@ -5,9 +5,16 @@ For each number of stages p (default 2 and 4) and schedule (GPipe, 1F1B), p real
 (default 1, 4, 8, 16) of a fixed micro-batch size, and each rank reports:
 
 * the step time (median of the timed steps),
-* its busy time: m times the forward+backward time of its stage on one micro-batch, measured
-  alone on that rank before the run; the measured bubble fraction is ``1 - busy / step``
-  (the mean over ranks), printed next to the theoretical ``(p-1)/(m+p-1)``;
+* its busy time, two ways: (alone) m times the forward+backward time of its stage on one
+  micro-batch, measured alone on that rank before the run; (in run) the time the rank spent
+  inside its stage's forward and backward chunks during the timed steps (torch's
+  ``forward_one_chunk``/``backward_one_chunk``, timed by wrapping them).  The bubble fractions
+  ``1 - busy / step`` (the mean over ranks) are printed next to the theoretical
+  ``(p-1)/(m+p-1)``.  "alone" charges to the bubble everything that slows the run: the
+  schedule's per-micro-batch work (sends, receives, waits, Python) *and* compute slowed by
+  processes sharing cores; "in run" charges only the time outside compute (idle, transfers,
+  the schedule's own Python), so their difference is contention, and the "in run" excess over
+  theory is the per-micro-batch overhead (printed per micro-batch as ``ovh/mb``);
 * the peak bytes of activations saved for backward (``torch.autograd.graph.saved_tensors_hooks``
   counts every tensor autograd keeps, and when it is released) and the parameter bytes it holds.
 
@@ -108,20 +115,57 @@ def _fwd_bwd_seconds(module: torch.nn.Module, x: torch.Tensor, repeats: int = 5)
     return statistics.median(times[1:])
 
 
+class ChunkTimer:
+    """Seconds spent inside torch's pipeline stages' forward/backward chunks (this process)."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+        self._saved: list[tuple[Any, str, Any]] = []
+
+    def __enter__(self) -> ChunkTimer:
+        from torch.distributed.pipelining import stage as st
+
+        cls = st._PipelineStageBase
+        for name in ("forward_one_chunk", "backward_one_chunk", "backward_weight_one_chunk"):
+            orig = getattr(cls, name)
+            self._saved.append((cls, name, orig))
+            setattr(cls, name, self._timed(orig))
+        return self
+
+    def _timed(self, fn: Any) -> Any:
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            t0 = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                self.seconds += time.perf_counter() - t0
+        return wrapper
+
+    def __exit__(self, *exc: Any) -> None:
+        for cls, name, orig in reversed(self._saved):
+            setattr(cls, name, orig)
+        self._saved = []
+
+
 def median_step(pnet: Any, trainer: Any, x: torch.Tensor, y: torch.Tensor, loss_fn: Any, batch: int,
-                steps: int, meter: SavedBytes | None = None) -> float:
+                steps: int, meter: SavedBytes | None = None, timer: ChunkTimer | None = None) -> Any:
     """Median seconds of ``steps`` pipelined training steps after two warm-up ones; ``meter``
-    (when given) counts the activations autograd saves meanwhile."""
-    times = []
+    (when given) counts the activations autograd saves meanwhile.  With ``timer`` (entered by
+    the caller): ``(median step, median seconds inside stage chunks per step)``."""
+    times, inside = [], []
     for i in range(steps + 2):
         hooks = (torch.autograd.graph.saved_tensors_hooks(meter.pack, meter.unpack) if meter is not None
                  else contextlib.nullcontext())
+        c0 = timer.seconds if timer is not None else 0.0
         t0 = time.perf_counter()
         with hooks:
             pnet.train_step(x, y, loss_fn)
         trainer.step(batch)
         if i >= 2:
             times.append(time.perf_counter() - t0)
+            inside.append((timer.seconds if timer is not None else 0.0) - c0)
+    if timer is not None:
+        return statistics.median(times), statistics.median(inside)
     return statistics.median(times)
 
 
@@ -146,8 +190,9 @@ def rank_run(p: int, schedule: str, ms: list[int], layers: int, width: int, mb: 
         y = torch.randint(0, 10, (m * mb,), generator=g).float()
         tr = gluon.Trainer(pnet.collect_params(), "sgd", {"learning_rate": 0.01})
         meter = SavedBytes([p.data() for p in pnet.collect_params().values()])
-        step = median_step(pnet, tr, x, y, loss_fn, m * mb, steps, meter)
-        results.append({"m": m, "step": step, "busy": busy, "act_peak": meter.peak,
+        with ChunkTimer() as timer:
+            step, inside = median_step(pnet, tr, x, y, loss_fn, m * mb, steps, meter, timer)
+        results.append({"m": m, "step": step, "busy": busy, "inside": inside, "act_peak": meter.peak,
                         "param_bytes": pnet.param_bytes()})
     del net
     return results
@@ -199,7 +244,8 @@ def main() -> None:
           f"micro-batch {mb}, {args.steps} timed steps; reference: one process, one thread, same global "
           "batch")
     ref = single(ms, args.layers, args.width, mb, args.steps)
-    head = (f"{'p':>2} {'schedule':<8} {'m':>3} {'bubble':>7} {'theory':>7} {'samples/s':>10} "
+    head = (f"{'p':>2} {'schedule':<8} {'m':>3} {'bubble':>7} {'in run':>7} {'theory':>7} {'ovh/mb':>7} "
+            f"{'samples/s':>10} "
             f"{'x 1 proc':>9} {'params/rank':>12} {'act peak/rank':>14} {'act 1 proc':>11}")
     print(head)
     for p in [int(v) for v in args.stages.split(",")]:
@@ -213,12 +259,16 @@ def main() -> None:
                     continue
                 step = max(r["step"] for r in rows)
                 bubble = statistics.mean(max(0.0, 1 - r["busy"] / r["step"]) for r in rows)
+                in_run = statistics.mean(max(0.0, 1 - r["inside"] / r["step"]) for r in rows)
                 theory = (p - 1) / (m + p - 1)
+                # time outside compute beyond the ideal schedule's idle time, per micro-batch
+                ovh = statistics.mean(r["step"] - r["inside"] * (m + p - 1) / m for r in rows) / m
                 sps = m * mb / step
                 ratio = ref[m]["step"] / step
                 params = max(r["param_bytes"] for r in rows) / ref[m]["param_bytes"]
                 act = max(r["act_peak"] for r in rows)
-                print(f"{p:>2} {schedule:<8} {m:>3} {bubble:>7.3f} {theory:>7.3f} {sps:>10.0f} {ratio:>9.2f} "
+                print(f"{p:>2} {schedule:<8} {m:>3} {bubble:>7.3f} {in_run:>7.3f} {theory:>7.3f} "
+                      f"{ovh * 1e3:>5.1f}ms {sps:>10.0f} {ratio:>9.2f} "
                       f"{params:>11.1%} {act / 2**20:>12.1f}MB {ref[m]['act_peak'] / 2**20:>9.1f}MB")
 
 

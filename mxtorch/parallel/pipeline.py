@@ -320,12 +320,13 @@ class PipelineNet:
         return self._own
 
     def _make_store(self, kvstore: Any) -> Any:
-        from ..kvstore.ps.worker import STORE_NAMES, DistKVStore
-
         if kvstore is None:
             return None
-        if isinstance(kvstore, DistKVStore) or kvstore in STORE_NAMES:
-            return self._server_store(kvstore)
+        if kvstore not in ("horovod", "allreduce"):  # the servers' module (and ZeroMQ) only when asked for
+            from ..kvstore.ps.worker import STORE_NAMES, DistKVStore
+
+            if isinstance(kvstore, DistKVStore) or kvstore in STORE_NAMES:
+                return self._server_store(kvstore)
         if not isinstance(kvstore, str):
             raise MXNetError("parallelize: kvstore must be a store type name ('horovod', 'allreduce', "
                              "'dist_sync', 'dist_async'), the job's dist store, or None")
