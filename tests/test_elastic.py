@@ -197,6 +197,12 @@ def _accuracy(out: Path) -> float:
     return float(metrics(out)["final_test_acc"])
 
 
+def _show_membership(job: Job) -> None:
+    for line in job.lines:
+        if "membership:" in line:
+            print(line.rstrip())
+
+
 @pytest.mark.slow  # two runs of the default job on 3 processes: ~2 minutes on the shared 2-core machine
 @pytest.mark.timeout(900)
 def test_losing_a_worker_mid_epoch_keeps_the_accuracy_of_the_undisturbed_run(tmp_path):
@@ -208,6 +214,7 @@ def test_losing_a_worker_mid_epoch_keeps_the_accuracy_of_the_undisturbed_run(tmp
     assert re.search(r"membership: 3 -> 2 workers \(left: a1, was rank \d\).*"
                      r"step 40 \(epoch 1, batch 40 of 78\)", job.text), job.text[-5000:]
     assert metrics(tmp_path / "lost")["workers"] == 2
+    _show_membership(job)
     a, b = _accuracy(tmp_path / "plain"), _accuracy(tmp_path / "lost")
     print(f"held-out accuracy: undisturbed 3 workers {a:.4f}, a1 lost at step 45 {b:.4f}")
     assert abs(a - b) <= 0.01
@@ -229,6 +236,7 @@ def test_gaining_a_worker_keeps_the_accuracy_of_the_undisturbed_run(tmp_path):
         job.proc.kill()
     assert re.search(r"membership: 2 -> 3 workers \(joined: a2\)", job.text), job.text[-5000:]
     assert metrics(tmp_path / "grown")["workers"] == 3
+    _show_membership(job)
     a, b = _accuracy(tmp_path / "plain"), _accuracy(tmp_path / "grown")
     print(f"held-out accuracy: undisturbed 2 workers {a:.4f}, a2 joined {b:.4f}")
     assert abs(a - b) <= 0.01
