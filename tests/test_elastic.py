@@ -3,7 +3,8 @@
 One torch elastic agent per worker; a worker's host is lost with the test-only hook
 MXTORCH_TEST_KILL_HOST_AT_STEP (the worker SIGKILLs its agent and itself after a step, once an
 earlier checkpoint is committed); a worker joins with `mxtorch launch --join HOST:PORT` while the
-job waits at MXTORCH_TEST_PAUSE_AT_STEP.  The fast test shrinks and grows one tiny job (an MLP on
+job waits at MXTORCH_TEST_PAUSE_AT_STEP, and the workers, stopped by their agents, commit that
+step before they restart.  The fast test shrinks and grows one tiny job (an MLP on
 the embedded Fashion-MNIST subset, 41 steps); the slow ones compare the held-out accuracy of the
 default job (lenet_bn, 2 epochs) that loses or gains a worker with the undisturbed run.
 """
@@ -57,6 +58,11 @@ def test_the_cli_reports_elastic_errors(capsys):
     assert "needs at least MIN=3" in capsys.readouterr().err
     assert main(["launch", "--join", "127.0.0.1:5", "echo"]) == 2
     assert "leave out" in capsys.readouterr().err
+    assert main(["launch", "--elastic", "2:3", "-n", "3", "--dry-run", "python", "train.py"]) == 0
+    printed = capsys.readouterr().out.splitlines()
+    assert '"min_workers": 2, "max_workers": 3' in printed[0]
+    assert [line.split()[-1] for line in printed[1:]] == ["a0", "a1", "a2"]
+    assert all("-m mxtorch.elastic.agent --endpoint 127.0.0.1:29400" in line for line in printed[1:])
 
 
 @pytest.mark.parametrize("length,batch", [(1000, 120), (997, 128)])
@@ -185,7 +191,10 @@ def test_an_elastic_job_loses_a_worker_then_gains_one_and_finishes(tmp_path):
     assert re.search(r"membership: 3 -> 2 workers \(left: a1, was rank \d\); ranks now a0=rank0, a2=rank1; "
                      r"resuming from the checkpoint of step 10 \(epoch 1, batch 10 of 41\)", text), \
         text[-5000:]
-    assert re.search(r"membership: 2 -> 3 workers \(joined: a3\); ranks now .*a3=rank\d", text), text[-5000:]
+    # the join stops the workers at a step boundary: they commit step 30 first and lose nothing
+    assert "membership change: the workers restart; saved checkpoint step 30" in text, text[-5000:]
+    assert re.search(r"membership: 2 -> 3 workers \(joined: a3\); ranks now .*a3=rank\d; resuming from the "
+                     r"checkpoint of step 30 \(epoch 1, batch 30 of 41\)", text), text[-5000:]
     assert "agent a1 (pid" in text and "ended (killed by SIGKILL); the job goes on" in text
     assert "elastic job finished on agent(s) a0, a2; lost on the way: a1 (killed by SIGKILL)" in text
     m = metrics(out)
@@ -234,7 +243,8 @@ def test_gaining_a_worker_keeps_the_accuracy_of_the_undisturbed_run(tmp_path):
         assert joined.wait(60) == 0, joined.text[-3000:]
     finally:
         job.proc.kill()
-    assert re.search(r"membership: 2 -> 3 workers \(joined: a2\)", job.text), job.text[-5000:]
+    assert re.search(r"membership: 2 -> 3 workers \(joined: a2\).*checkpoint of step 100 ", job.text), \
+        job.text[-5000:]
     assert metrics(tmp_path / "grown")["workers"] == 3
     _show_membership(job)
     a, b = _accuracy(tmp_path / "plain"), _accuracy(tmp_path / "grown")

@@ -293,7 +293,7 @@ def _join_job(cfg: TrainConfig, elastic: bool = False) -> Any:
                          "(or under `mxtorch launch`), not by calling train() in one process")
     if world is None or (world == 1 and not cfg.servers):
         return None
-    if cfg.workers not in (1, world):
+    if cfg.workers not in (1, world) and not elastic:  # an elastic job's size changes
         raise SystemExit(f"--workers {cfg.workers} but this job was launched with {world} workers")
     kv = mx.kv.create(cfg.kvstore)
     if not kv.is_capable(mx.kv.KVStoreBase.DISTRIBUTED):
@@ -367,7 +367,7 @@ def train(cfg: TrainConfig, log: Any = None) -> dict[str, Any]:
     from .. import autograd
     from ..elastic import ElasticBatchSampler, describe_change, gather_hosts, is_elastic_worker
     from ..elastic.env import host_name
-    from ..elastic.worker import test_kill_host_hook, test_pause_hook
+    from ..elastic.worker import ElasticRestart, restart_agreed, test_kill_host_hook, test_pause_hook
     from ..gluon import Trainer, loss, model_zoo
     from ..gluon.data import DataLoader, SplitSampler
     from ..gluon.data.vision import transforms
@@ -524,6 +524,13 @@ def train(cfg: TrainConfig, log: Any = None) -> dict[str, Any]:
         + (f"  amp: {cfg.amp}" if cfg.amp else "")
         + (f"  compression: {comp}" if comp else ""))
     history: list[dict[str, Any]] = list(resumed.get("history", []))
+
+    def save_checkpoint(step: int, epoch: int, loss_sum: float, acc: Any, n_seen: int) -> None:
+        ckpt.save(step, net=net, trainer=trainer, loader=train_loader, epoch=epoch,
+                  stats=_epoch_stats(stats_kv, rank, n_workers,
+                                     [loss_sum, float(acc.sum_metric), float(n_seen)]),
+                  history=history, **({"hosts": hosts} if elastic else {}))
+
     step = start_step  # training steps done
     first_epoch = int(resumed.get("epoch", 0)) if start_step else 0
     t_start = time.perf_counter()
@@ -565,15 +572,19 @@ def train(cfg: TrainConfig, log: Any = None) -> dict[str, Any]:
             bar.update(1, samples=data.shape[0], loss=loss_sum / n_seen, acc=acc.get()[1])
             step += 1
             if ckpt is not None:
-                if ckpt.should_save(step):  # with this epoch's running statistics of every worker
-                    ckpt.save(step, net=net, trainer=trainer, loader=train_loader, epoch=epoch,
-                              stats=_epoch_stats(stats_kv, rank, n_workers,
-                                                 [loss_sum, float(acc.sum_metric), float(n_seen)]),
-                              history=history, **({"hosts": hosts} if elastic else {}))
+                saved = ckpt.should_save(step)
+                if saved:  # with this epoch's running statistics of every worker
+                    save_checkpoint(step, epoch, loss_sum, acc, n_seen)
                 _test_kill_hook(step, ckpt, kv)
                 if elastic:
                     test_kill_host_hook(step, ckpt)
                     test_pause_hook(step, n_workers, ckpt)
+                    if restart_agreed():  # a worker joins: commit this step, then the agents restart us
+                        if not saved:
+                            save_checkpoint(step, epoch, loss_sum, acc, n_seen)
+                        ckpt.wait()
+                        say(f"membership change: the workers restart; saved checkpoint step {step}")
+                        raise ElasticRestart(step)
         bar.close()
         train_loss, train_acc, rate = loss_sum / max(n_seen, 1), acc.get()[1], bar.rate
         if kv is not None:  # the whole job's loss, accuracy and throughput, not one shard's

@@ -75,11 +75,15 @@ def run_elastic_worker(train: Any, cfg: TrainConfig) -> int:
     can no longer commit, so that the agent restarts the workers quickly."""
     import traceback
 
-    from ..elastic.worker import die_with_agent
+    from ..elastic.worker import ElasticRestart, die_with_agent, stop_on_sigterm
 
     die_with_agent()
+    stop_on_sigterm()
     try:
         train(cfg)
+    except ElasticRestart:
+        sys.stdout.flush()
+        os._exit(0)
     except SystemExit as e:
         if e.code not in (None, 0):
             print(e.code if isinstance(e.code, str) else f"exit status {e.code}", file=sys.stderr, flush=True)

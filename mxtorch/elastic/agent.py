@@ -39,6 +39,7 @@ __all__ = ["run_agent", "connect", "read_job", "agent_names"]
 LAST_CALL_S = 2  # how long a round waits for more agents once MIN are there (torch's default: 30 s)
 KEEP_ALIVE_S = 1  # heartbeat period; an agent silent for KEEP_ALIVE_S * KEEP_ALIVE_MISSES is dead
 KEEP_ALIVE_MISSES = 3
+SHUTDOWN_S = 60  # SIGTERM -> SIGKILL: a stopped worker first saves the checkpoint of its current step
 _STORE_WAIT_S = 30.0
 
 
@@ -117,6 +118,7 @@ def run_agent(endpoint: str, name: str | None = None, local_addr: str | None = N
         local_addr=local_addr or (host if host in ("127.0.0.1", "localhost") else None),
         max_restarts=job.max_restarts, monitor_interval=0.5,
         logs_specs=DefaultLogsSpecs(log_dir=log_dir, tee=Std.ALL), log_line_prefix_template=f"[{name}]:",
+        shutdown_timeout=SHUTDOWN_S,
     )
     logging.getLogger("torch.distributed.elastic").setLevel(logging.CRITICAL)  # our own lines say it
     start = time.monotonic()

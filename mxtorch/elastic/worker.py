@@ -1,5 +1,5 @@
-"""What a worker of an elastic job does for itself: die with its agent, and the test hook that
-kills a host."""
+"""What a worker of an elastic job does for itself: die with its agent, stop at a step boundary
+when its agent restarts it (a worker joins), and the test hooks that lose a host or wait for one."""
 
 from __future__ import annotations
 
@@ -7,14 +7,42 @@ import ctypes
 import os
 import signal
 import sys
+import threading
 import time
 from typing import Any
 
 from .env import MXTORCH_TEST_KILL_HOST_AT_STEP, MXTORCH_TEST_PAUSE_AT_STEP, host_name
 
-__all__ = ["die_with_agent", "test_kill_host_hook", "test_pause_hook"]
+__all__ = ["ElasticRestart", "die_with_agent", "stop_on_sigterm", "restart_agreed", "test_kill_host_hook",
+           "test_pause_hook"]
 
 _PR_SET_PDEATHSIG = 1
+_stop_requested = threading.Event()
+
+
+class ElasticRestart(Exception):  # noqa: N818 - not an error: the agents restart the workers
+    """The agents are restarting the workers (a worker joins); raised after the step's checkpoint."""
+
+
+def stop_on_sigterm() -> None:
+    """Turn the SIGTERM with which an agent stops its worker for a restart into a request that
+    :func:`restart_agreed` sees at the next step boundary, instead of an exit mid-step."""
+    signal.signal(signal.SIGTERM, lambda *_: _stop_requested.set())
+
+
+def restart_agreed() -> bool:
+    """Whether any worker was asked to stop (one all-reduce of a flag: every worker must call it
+    after the same step)."""
+    import torch
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
+        return _stop_requested.is_set()
+    flag = torch.tensor([int(_stop_requested.is_set())], dtype=torch.int32)
+    if dist.get_backend() == "nccl":
+        flag = flag.cuda()
+    dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+    return bool(flag.item())
 
 
 def die_with_agent() -> None:
@@ -66,4 +94,6 @@ def test_pause_hook(step: int, world_size: int, ckpt: Any, timeout: float = 120.
     if int(at) != step or world_size >= int(want):
         return
     ckpt.wait()
-    time.sleep(timeout)  # the agents stop this worker when the joining one is admitted
+    deadline = time.monotonic() + timeout
+    while not _stop_requested.is_set() and time.monotonic() < deadline:
+        time.sleep(0.05)  # the agents stop this worker (SIGTERM) when the joining one is admitted
