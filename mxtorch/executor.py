@@ -201,10 +201,11 @@ class _Plan:
 def _can_adopt(g: torch.Tensor, dst: torch.Tensor, taken: set[int]) -> bool:
     """Whether ``dst`` may take ``g``'s memory: a fresh, whole, contiguous gradient of the same
     layout that no other gradient array of this backward took (autograd hands one tensor to
-    several inputs of an addition)."""
+    several inputs of an addition) and that is not a head gradient the caller gave.  ``g`` may be
+    a view (a reshape of an operator's fresh output, as for FullyConnected's weight) when it spans
+    its whole storage."""
     return (
-        g._base is None
-        and g.is_contiguous()
+        g.is_contiguous()
         and g.dtype == dst.dtype
         and g.device == dst.device
         and g.shape == dst.shape
@@ -333,7 +334,7 @@ class Executor:
                 res = torch.autograd.grad(heads, leaves, hgrads, allow_unused=True)
             except RuntimeError as e:
                 raise MXNetError(f"backward: {e}; call forward(is_train=True) before each backward") from e
-        taken: set[int] = set()
+        taken = {hg.untyped_storage().data_ptr() for hg in hgrads}  # never adopt the caller's memory
         with torch.no_grad():
             for (i, _), g in zip(self._leaves, res, strict=True):
                 dst = self.grad_arrays[i]

@@ -36,3 +36,32 @@ def test_write_gradients_of_a_network_equal_torch_autograd_each_step() -> None:
         ((x @ wt.T + bt) ** 2).sum().backward()
         torch.testing.assert_close(held, wt.grad)
         torch.testing.assert_close(ex.grad_dict["fc_bias"], bt.grad)
+
+
+def test_a_gradient_array_never_takes_the_callers_head_gradient_memory() -> None:
+    # for x + y autograd hands the head gradient itself to both inputs: the arrays copy it, so a
+    # later in-place change of the caller's tensor does not reach them
+    x, y = mx.sym.var("x"), mx.sym.var("y")
+    ex = (x + y).simple_bind(mx.cpu(), x=(3,), y=(3,))
+    head = torch.full((3,), 2.0)
+    ex.forward(is_train=True, x=torch.ones(3), y=torch.ones(3))
+    ex.backward(head)
+    head.add_(5.0)
+    torch.testing.assert_close(ex.grad_dict["x"], torch.full((3,), 2.0))
+    torch.testing.assert_close(ex.grad_dict["y"], torch.full((3,), 2.0))
+
+
+def test_fully_connected_gradients_are_taken_without_a_copy() -> None:
+    # autograd's weight gradient of FullyConnected is a view spanning a fresh storage: the gradient
+    # array takes that memory (a new storage each backward) instead of copying into its old one
+    data = mx.sym.var("data")
+    out = mx.sym.MakeLoss(mx.sym.sum(mx.sym.FullyConnected(data, num_hidden=4, name="fc")))
+    ex = out.simple_bind(mx.cpu(), data=(5, 3))
+    held = ex.grad_dict["fc_weight"]
+    ptrs = set()
+    for _ in range(3):
+        ex.forward(is_train=True, data=torch.randn(5, 3))
+        ex.backward()
+        assert ex.grad_dict["fc_weight"] is held
+        ptrs.add(held.untyped_storage().data_ptr())
+    assert len(ptrs) > 1
