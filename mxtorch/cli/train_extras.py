@@ -75,7 +75,7 @@ def run_elastic_worker(train: Any, cfg: TrainConfig) -> int:
     can no longer commit, so that the agent restarts the workers quickly."""
     import traceback
 
-    from ..elastic.worker import ElasticRestart, die_with_agent, stop_on_sigterm
+    from ..elastic.worker import ElasticRestart, die_with_agent, stop_on_sigterm, wait_for_stop
 
     die_with_agent()
     stop_on_sigterm()
@@ -83,7 +83,9 @@ def run_elastic_worker(train: Any, cfg: TrainConfig) -> int:
         train(cfg)
     except ElasticRestart:
         sys.stdout.flush()
-        os._exit(0)
+        # exit only once this worker's own agent stopped it: an exit 0 before would tell the agent
+        # that the job finished; without a stop, fail so that the agent restarts it
+        os._exit(0 if wait_for_stop() else 1)
     except SystemExit as e:
         if e.code not in (None, 0):
             print(e.code if isinstance(e.code, str) else f"exit status {e.code}", file=sys.stderr, flush=True)

@@ -14,7 +14,7 @@ from typing import Any
 from .env import MXTORCH_TEST_KILL_HOST_AT_STEP, MXTORCH_TEST_PAUSE_AT_STEP, host_name
 
 __all__ = ["ElasticRestart", "die_with_agent", "stop_on_sigterm", "restart_agreed", "test_kill_host_hook",
-           "test_pause_hook"]
+           "test_pause_hook", "wait_for_stop"]
 
 _PR_SET_PDEATHSIG = 1
 _stop_requested = threading.Event()
@@ -28,6 +28,13 @@ def stop_on_sigterm() -> None:
     """Turn the SIGTERM with which an agent stops its worker for a restart into a request that
     :func:`restart_agreed` sees at the next step boundary, instead of an exit mid-step."""
     signal.signal(signal.SIGTERM, lambda *_: _stop_requested.set())
+
+
+def wait_for_stop(timeout: float = 60.0) -> bool:
+    """After an agreed restart: wait until this worker's own agent stops it too (every agent sees the
+    joining one within its monitor interval).  A worker that exited 0 first would tell its agent
+    the job had finished, and that agent would leave the job.  False when no stop came."""
+    return _stop_requested.wait(timeout)
 
 
 def restart_agreed() -> bool:
