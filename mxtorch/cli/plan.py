@@ -3,7 +3,10 @@
     mxtorch plan --model resnet50_v1 --batch-size 256 --world-size 8 --memory 16GiB [--bandwidth 10Gbit]
 
 Per-layer costs are measured here on a few samples of ``--input-shape`` (default: the model's
-usual input); the communication bandwidth is measured by a short two-process probe unless given.
+usual input).  Unless ``--bandwidth`` is given, a short local probe with the job's process count
+(at most 8) measures the all-reduce bandwidth and latency and each layout's fixed costs (tiny runs
+of every dp x pp x tp layout: the schedule's per-micro-batch cost, tensor-parallel dispatch); with
+``--bandwidth`` those fixed costs are left out and each message costs 50 us.
 """
 
 from __future__ import annotations

@@ -21,8 +21,8 @@ The cost model, and where its numbers come from:
   dominates small steps: the pipeline schedule's Python and point-to-point latency per slot,
   DTensor's dispatch and the all-reduce latencies of each tensor-parallel pair, the step's own
   set-up, the Trainer and the data-parallel all-reduce's latency.  The probe runs every layout
-  on a tiny net (one Dense pair of width 8 per stage, one sample per micro-batch) at two
-  micro-batch counts and fits ``step = fixed + (m + pp - 1) * per_slot``; the plan adds the fixed
+  on a tiny net (one Dense pair of width 8 per stage, one sample per micro-batch) with 1 and 5
+  micro-batches and fits ``step = fixed + (m + pp - 1) * per_slot``; the plan adds the fixed
   part once, the per-slot part to every slot, and the pair cost for each further pair of a stage.
 * **shared cores** (``cores=``, a job of processes on one machine): the compute of a plan is slowed
   by ``max(1, busy / cores)``, where ``busy = dp * tp * (sum of the stages' work) / (critical
@@ -91,6 +91,8 @@ class LayerCost:
     param_bytes: int
     fixed_s: float = 0.0
     """Seconds per forward+backward call whatever the batch (kernel launches, Python)."""
+    ckpt_fixed_s: float = 0.0
+    """What activation checkpointing adds per call beyond the recomputed forward (its hooks)."""
 
 
 @dataclass
@@ -153,8 +155,12 @@ class _Saved:
         return t
 
 
-def _time_unit(block: Any, x: torch.Tensor, repeats: int, saved: _Saved | None) -> tuple[float, float, Any]:
-    """The fastest forward and backward seconds of ``block`` on ``x`` (and its output)."""
+def _time_unit(block: Any, x: torch.Tensor, repeats: int, saved: _Saved | None,
+               ckpt: bool = False) -> tuple[float, float, Any]:
+    """The fastest forward and backward seconds of ``block`` on ``x`` (and its output); with
+    ``ckpt`` run as activation checkpointing runs it (the backward recomputes the forward)."""
+    from torch.utils.checkpoint import checkpoint
+
     from .. import autograd
 
     fwd, bwd = [], []
@@ -165,6 +171,9 @@ def _time_unit(block: Any, x: torch.Tensor, repeats: int, saved: _Saved | None) 
         if r == 0 and saved is not None:
             with torch.autograd.graph.saved_tensors_hooks(saved.pack, lambda t: t), autograd.record():
                 y = block(inp)
+        elif ckpt:
+            with autograd.record():
+                y = checkpoint(block, inp, use_reentrant=False)
         else:
             with autograd.record():
                 y = block(inp)
@@ -197,14 +206,18 @@ def profile_layers(units: Sequence[Unit], sample: torch.Tensor, repeats: int = 5
         f, b, y = _time_unit(u.block, x, repeats, saved)
         fixed = 0.0
         per_f, per_b = f / n, b / n
+        fs, bs = f, b
         if small < n:
             fs, bs, _ = _time_unit(u.block, x[:small], repeats, None)
             per_f = max((f - fs) / (n - small), f / n * 0.05)
             per_b = max((b - bs) / (n - small), b / n * 0.05)
             fixed = max(0.0, f + b - (per_f + per_b) * n)
+        # checkpointing's own cost per call: checkpointed minus plain minus the recomputed forward
+        cf, cb, _ = _time_unit(u.block, x[:small], repeats, None, ckpt=True)
+        ckpt_fixed = max(0.0, cf + cb - fs - bs - fs)
         pbytes = sum(d.numel() * d.element_size() for p in params for d in (p._data or [])[:1])
         out.append(LayerCost(u.path, per_f, per_b, saved.total / n, y.numel() * y.element_size() / n,
-                             int(pbytes), fixed))
+                             int(pbytes), fixed, ckpt_fixed))
         x = y.detach()
     return out
 
@@ -277,9 +290,8 @@ def _probe_rank(layouts: Sequence[Layout] = ()) -> tuple[float, float, list[tupl
 
 def _probe_layout(dp: int, pp: int, tp: int, steps: int = 5) -> tuple[float, float, float]:
     """(per step, per slot, per extra pair) seconds of a tiny net laid out as (dp, pp, tp): one
-    Dense pair of width 8 per stage, one sample per micro-batch, m = pp and pp + 4 micro-batches."""
-    import statistics
-
+    Dense pair of width 8 per stage, one sample per micro-batch, GPipe with 1 and 5 micro-batches
+    (``m + pp - 1`` slots each)."""
     from .. import autograd, gluon
     from ..gluon import nn
     from .pipeline import parallelize
@@ -290,14 +302,13 @@ def _probe_layout(dp: int, pp: int, tp: int, steps: int = 5) -> tuple[float, flo
     for _ in range(pp):
         net.add(nn.Dense(width, activation="relu", in_units=width), nn.Dense(width, in_units=width))
     net.initialize()
-    pnet = parallelize(net, ParallelConfig(dp=dp, pp=pp, tp=tp), micro_batches=pp,
-                       schedule="1f1b" if pp > 1 else "gpipe", kvstore="horovod" if dp > 1 else None,
-                       split_points=[str(2 * i) for i in range(1, pp)])
+    pnet = parallelize(net, ParallelConfig(dp=dp, pp=pp, tp=tp), micro_batches=1, schedule="gpipe",
+                       kvstore="horovod" if dp > 1 else None, split_points=[str(2 * i) for i in range(1, pp)])
     tr = gluon.Trainer(pnet.collect_params(), "sgd", {"learning_rate": 0.0, "momentum": 0.9},
                        kvstore=pnet.kvstore)
     loss_fn = gluon.loss.L2Loss()
     times = []
-    for m in (pp, pp + 4):
+    for m in (1, 5):
         pnet.micro_batches = m  # the same stages, another schedule (PipelineNet keeps one per count)
         x, y = torch.randn(m, width), torch.zeros(m, width)
         took = []
@@ -307,7 +318,7 @@ def _probe_layout(dp: int, pp: int, tp: int, steps: int = 5) -> tuple[float, flo
             tr.step(m * dp)
             if i >= 2:
                 took.append(time.perf_counter() - t0)
-        times.append(statistics.median(took))
+        times.append(min(took))  # the least disturbed by other work, as profile_layers does
     pair = 0.0
     if tp > 1:  # the stage's pair alone, one sample: every rank of each tensor-parallel group
         stage = pnet._modules[pnet.stage]
@@ -319,9 +330,9 @@ def _probe_layout(dp: int, pp: int, tp: int, steps: int = 5) -> tuple[float, flo
                 out = stage(inp)
             out.sum().backward()
             pt.append(time.perf_counter() - t0)
-        pair = statistics.median(pt[2:])
+        pair = min(pt[2:])
     slot = max((times[1] - times[0]) / 4, 0.0)
-    return max(times[0] - (2 * pp - 1) * slot, 0.0), slot, pair
+    return max(times[0] - pp * slot, 0.0), slot, pair
 
 
 def _divisors(n: int) -> list[int]:
@@ -345,7 +356,8 @@ def plan(net: Any, sample_input: torch.Tensor, world_size: int, memory_per_devic
     plan's compute is slowed by the number of its processes computing at once (its pipeline's
     average occupancy times dp*pp*tp) over ``cores``; ``overheads``: the per-step and per-slot
     fixed costs of each layout (:class:`Overheads`), measured with the link probe by default
-    (``bandwidth=None``; tiny runs of every layout), ``False`` to leave them out.
+    (``bandwidth=None``; tiny runs of every layout), ``True`` to measure them even with a given
+    bandwidth, ``False`` to leave them out.
     Raises MXNetError when nothing fits, naming the memory the smallest layout would need.
     """
     if world_size < 1 or batch_size < 1:
@@ -356,7 +368,8 @@ def plan(net: Any, sample_input: torch.Tensor, world_size: int, memory_per_devic
         costs = profile_layers(units, sample_input)
     if compute_scale != 1.0:
         costs = [LayerCost(c.path, c.fwd_s * compute_scale, c.bwd_s * compute_scale, c.act_bytes, c.out_bytes,
-                           c.param_bytes, c.fixed_s * compute_scale) for c in costs]
+                           c.param_bytes, c.fixed_s * compute_scale, c.ckpt_fixed_s * compute_scale)
+                 for c in costs]
     layouts = [(world_size // (tp * pp), pp, tp) for tp in _divisors(world_size)
                if tp == 1 or auto_plan(units, tp) for pp in _divisors(world_size // tp)
                if pp <= len(units) and batch_size % (world_size // (tp * pp)) == 0]
@@ -368,6 +381,8 @@ def plan(net: Any, sample_input: torch.Tensor, world_size: int, memory_per_devic
         over = over or measured
     else:
         bw, lat = parse_bandwidth(bandwidth), (5e-5 if latency_s is None else latency_s)
+        if overheads is True:
+            over = _probe_link(world_size, layouts)[2]
     plans: list[Plan] = []
     for dp, pp, tp in layouts:
         pairs = auto_plan(units, tp) if tp > 1 else {}
@@ -434,7 +449,8 @@ def _predict(units: Sequence[Unit], costs: Sequence[LayerCost], pairs: dict[str,
     def share(c: LayerCost, v: float) -> float:
         return v / tp if c.path in split else v
 
-    per_unit = [share(c, c.fwd_s + c.bwd_s + (c.fwd_s if ckpt else 0.0)) * mb + c.fixed_s for c in costs]
+    per_unit = [share(c, c.fwd_s + c.bwd_s + (c.fwd_s if ckpt else 0.0)) * mb + c.fixed_s
+                + (c.ckpt_fixed_s if ckpt else 0.0) for c in costs]
     if starts is None:
         from .pipeline import _pair_spans
 
