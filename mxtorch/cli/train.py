@@ -578,8 +578,8 @@ def train(cfg: TrainConfig, log: Any = None) -> dict[str, Any]:
                 _test_kill_hook(step, ckpt, kv)
                 if elastic:
                     test_kill_host_hook(step, ckpt)
-                    test_pause_hook(step, n_workers, ckpt)
-                    if restart_agreed():  # a worker joins: commit this step, then the agents restart us
+                    paused = test_pause_hook(step, n_workers, ckpt)
+                    if restart_agreed(step, paused):  # a worker joins: commit this step, then restart
                         if not saved:
                             save_checkpoint(step, epoch, loss_sum, acc, n_seen)
                         ckpt.wait()

@@ -26,7 +26,7 @@ class ElasticRestart(Exception):  # noqa: N818 - not an error: the agents restar
 
 def stop_on_sigterm() -> None:
     """Turn the SIGTERM with which an agent stops its worker for a restart into a request that
-    :func:`restart_agreed` sees at the next step boundary, instead of an exit mid-step."""
+    :func:`restart_agreed` sees at a step boundary, instead of an exit mid-step."""
     signal.signal(signal.SIGTERM, lambda *_: _stop_requested.set())
 
 
@@ -37,9 +37,17 @@ def wait_for_stop(timeout: float = 60.0) -> bool:
     return _stop_requested.wait(timeout)
 
 
-def restart_agreed() -> bool:
-    """Whether any worker was asked to stop (one all-reduce of a flag: every worker must call it
-    after the same step)."""
+RESTART_POLL_STEPS = 5
+"""Workers agree on a restart every this many steps (a flag all-reduce: ~0.5 ms with 3 processes
+on this 2-core machine), so a joining worker waits at most that many steps."""
+
+
+def restart_agreed(step: int, force: bool = False) -> bool:
+    """Whether any worker was asked to stop, checked after every :data:`RESTART_POLL_STEPS`-th step
+    (or when ``force``, which must then hold on every worker): one all-reduce of a flag, so every
+    worker must call it after the same steps."""
+    if step % RESTART_POLL_STEPS and not force:
+        return False
     import torch
     import torch.distributed as dist
 
@@ -89,18 +97,20 @@ def test_kill_host_hook(step: int, ckpt: Any, timeout: float = 120.0) -> None:
     os.kill(os.getpid(), signal.SIGKILL)
 
 
-def test_pause_hook(step: int, world_size: int, ckpt: Any, timeout: float = 120.0) -> None:
+def test_pause_hook(step: int, world_size: int, ckpt: Any, timeout: float = 120.0) -> bool:
     """TEST-ONLY: with ``MXTORCH_TEST_PAUSE_AT_STEP=K:N``, every worker pauses after step K (its part
     of the last save written) while the job has fewer than N workers, for at most ``timeout``
     seconds: a worker that joins meanwhile makes the agents restart the workers, and the grown job
-    resumes from the last checkpoint.  The elastic tests use it; nothing else sets it."""
+    resumes from this step.  Returns whether it paused (the same on every worker).  The elastic
+    tests use it; nothing else sets it."""
     spec = os.environ.get(MXTORCH_TEST_PAUSE_AT_STEP)
     if not spec:
-        return
+        return False
     at, _, want = spec.partition(":")
     if int(at) != step or world_size >= int(want):
-        return
+        return False
     ckpt.wait()
     deadline = time.monotonic() + timeout
     while not _stop_requested.is_set() and time.monotonic() < deadline:
         time.sleep(0.05)  # the agents stop this worker (SIGTERM) when the joining one is admitted
+    return True
