@@ -1,5 +1,4 @@
 import os
-import time
 import warnings
 
 import pytest
@@ -8,6 +7,7 @@ import torch
 import mxtorch as mx
 from mxtorch import autograd, gluon
 from mxtorch.base import DeferredInitializationError, MXNetError
+from mxtorch.gluon import block as block_module
 from mxtorch.gluon import nn
 from mxtorch.gluon.utils import split_and_load
 
@@ -239,17 +239,28 @@ def test_hybridize_eager_policy_matches(monkeypatch):
         net(x)
 
 
-class _Sleepy(nn.HybridBlock):
-    """Dense whose eager forward sleeps ``delay`` seconds (not inside the fake compiled call)."""
+class _FakeClock:
+    """The hybridize trial's clock: it moves only when a forward "takes" time, so the choice does not
+    depend on how busy the machine is (a real sleep lost its 4 ms margin on an oversubscribed host)."""
 
-    def __init__(self, delay):
+    def __init__(self):
+        self.now = 0.0
+
+    def perf_counter(self):
+        return self.now
+
+
+class _Sleepy(nn.HybridBlock):
+    """Dense whose eager forward takes ``delay`` seconds on ``clock`` (not inside the fake compiled call)."""
+
+    def __init__(self, delay, clock):
         super().__init__()
-        self.delay, self.in_compiled = delay, False
+        self.delay, self.clock, self.in_compiled = delay, clock, False
         self.fc = nn.Dense(3, in_units=5)
 
     def forward(self, x):
         if not self.in_compiled:
-            time.sleep(self.delay)
+            self.clock.now += self.delay
         return self.fc(x)
 
 
@@ -258,14 +269,16 @@ class _Sleepy(nn.HybridBlock):
 def test_hybridize_measure_keeps_the_faster_forward(monkeypatch, eager_delay, compiled_delay, choice):
     """The 'measure' policy (auto's on CUDA) times both forwards and keeps the faster one."""
     monkeypatch.setenv("MXTORCH_HYBRIDIZE", "measure")
-    net = _Sleepy(eager_delay)
+    clock = _FakeClock()
+    monkeypatch.setattr(block_module, "time", clock)
+    net = _Sleepy(eager_delay, clock)
     net.initialize()
     calls = []
 
     def fake_compile(fn, **kw):  # no compiler: a wrapper that counts its calls and sleeps
         def run(*a, **k):
             calls.append(1)
-            time.sleep(compiled_delay)
+            clock.now += compiled_delay
             net.in_compiled = True
             try:
                 return fn(*a, **k)
