@@ -101,18 +101,23 @@ def test_2bit_compression_through_the_parameter_servers(tmp_path, ref):
 
 
 @pytest.mark.slow  # mxtorch launch with a scheduler, a server and 4 workers: 40 s here
-def test_mxtorch_train_pipelined_over_parameter_servers(tmp_path):
-    """`mxtorch launch -n 4 -s 1 mxtorch train --pp 2 --dp 2 --kvstore dist_sync` trains and saves."""
+@pytest.mark.parametrize("started_by", ["launch", "train"])
+def test_mxtorch_train_pipelined_over_parameter_servers(tmp_path, started_by):
+    """`mxtorch launch -n 4 -s 1 mxtorch train --pp 2 --dp 2 --kvstore dist_sync`, and the same job
+    started by `mxtorch train ... --servers 1` itself, trains and saves."""
     import json
 
     import mxtorch as mx
     from mxtorch.cli.main import main
 
     out = tmp_path / "run"
-    rc = main(["launch", "-n", "4", "-s", "1", sys.executable, "-m", "mxtorch.cli.main", "train", "--pp", "2",
-               "--dp", "2", "--micro-batches", "4", "--kvstore", "dist_sync", "--model", "mlp", "--data-root",
-               mx.gluon.data.vision.EMBEDDED_FASHION_MNIST_ROOT, "--epochs", "1", "--batch-size", "128",
-               "--lr", "0.1", "--output", str(out), "--no-progress"])
+    train = ["train", "--pp", "2", "--dp", "2", "--micro-batches", "4", "--kvstore", "dist_sync", "--model", "mlp",
+             "--data-root", mx.gluon.data.vision.EMBEDDED_FASHION_MNIST_ROOT, "--epochs", "1", "--batch-size",
+             "128", "--lr", "0.1", "--output", str(out), "--no-progress"]
+    if started_by == "launch":
+        rc = main(["launch", "-n", "4", "-s", "1", sys.executable, "-m", "mxtorch.cli.main", *train])
+    else:
+        rc = main([*train, "--servers", "1"])
     assert rc == 0
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["pipeline"]["kvstore"] == "dist_sync" and metrics["final_test_acc"] > 0.6

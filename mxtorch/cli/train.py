@@ -39,6 +39,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from ..checkpoint_io import atomic_write_text
+from .train_data import evaluate, load_datasets, parse_contexts
 from .train_extras import (
     PRUNE_METHODS,
     _epoch_stats,
@@ -50,7 +51,9 @@ from .train_extras import (
     freeze_parameters,
     load_pretrained,
     make_pruner,
+    pruner_checkpoint_extra,
     pruning_report,
+    restore_pruner,
     resumed_stats,
     run_elastic_worker,
 )
@@ -216,60 +219,6 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
 def _config_from_args(args: argparse.Namespace) -> TrainConfig:
     fields = TrainConfig.__dataclass_fields__
     return TrainConfig(**{k: v for k, v in vars(args).items() if k in fields})
-
-
-def parse_contexts(spec: str) -> list[Any]:
-    from ..context import as_context
-
-    parts = [s.strip() for s in spec.split(",") if s.strip()]
-    if not parts:
-        raise SystemExit(f"--ctx {spec!r}: give at least one context, e.g. 'cpu' or 'cpu:0,cpu:1'")
-    try:
-        return [as_context(s) for s in parts]
-    except (ValueError, TypeError) as e:
-        raise SystemExit(f"--ctx {spec!r}: {e}") from None
-
-
-def load_datasets(cfg: TrainConfig) -> tuple[Any, Any, str]:
-    """Train and test sets plus a sentence saying which data was used."""
-    from ..base import MXNetError
-    from ..gluon.data import vision
-
-    if cfg.dataset == "fashion-mnist":
-        if cfg.data_root is None:
-            try:
-                train = vision.FashionMNIST(train=True)
-                test = vision.FashionMNIST(train=False)
-                return train, test, f"full Fashion-MNIST from {train.root}"
-            except MXNetError:
-                root = vision.datasets.embedded_fashion_mnist_root()
-                train = vision.FashionMNIST(root=root, train=True)
-                test = vision.FashionMNIST(root=root, train=False)
-                return train, test, (f"the Fashion-MNIST subset shipped with mxtorch ({len(train)} train / "
-                                     f"{len(test)} test images; install Debian's dataset-fashion-mnist "
-                                     "for the full set)")
-        train = vision.FashionMNIST(root=cfg.data_root, train=True)
-        test = vision.FashionMNIST(root=cfg.data_root, train=False)
-        return train, test, f"Fashion-MNIST from {train.root}"
-    cls = {"mnist": vision.MNIST, "cifar10": vision.CIFAR10, "cifar100": vision.CIFAR100}[cfg.dataset]
-    train, test = cls(root=cfg.data_root, train=True), cls(root=cfg.data_root, train=False)
-    return train, test, f"{cfg.dataset} from {getattr(train, 'root', cfg.data_root)}"
-
-
-def evaluate(net: Any, loader: Any, ctx: list[Any]) -> float:
-    """Held-out accuracy of ``net`` over ``loader``."""
-    import torch
-
-    from .. import autograd, metric
-    from ..gluon.utils import split_and_load
-
-    acc = metric.Accuracy()
-    with torch.no_grad(), autograd.predict_mode():
-        for data, label in loader:
-            parts = split_and_load(data, ctx, even_split=False)
-            labels = split_and_load(label, ctx, even_split=False)
-            acc.update(labels, [net(x) for x in parts])
-    return float(acc.get()[1])
 
 
 def launched_world_size() -> int | None:
@@ -504,6 +453,7 @@ def train(cfg: TrainConfig, log: Any = None) -> dict[str, Any]:
             except CheckpointError as e:
                 raise SystemExit(f"--resume: {e}") from None
             resumed = dict(ckpt.extra)
+            restore_pruner(pruner, resumed, cfg.checkpoint_dir)
             at = int(resumed.get("epoch", 0))
             say(f"resumed from checkpoint step {start_step} under {cfg.checkpoint_dir} (epoch {at + 1}, "
                 f"batch {start_step - at * len(train_loader)} of {len(train_loader)})")
@@ -529,7 +479,7 @@ def train(cfg: TrainConfig, log: Any = None) -> dict[str, Any]:
         ckpt.save(step, net=net, trainer=trainer, loader=train_loader, epoch=epoch,
                   stats=_epoch_stats(stats_kv, rank, n_workers,
                                      [loss_sum, float(acc.sum_metric), float(n_seen)]),
-                  history=history, **({"hosts": hosts} if elastic else {}))
+                  history=history, **({"hosts": hosts} if elastic else {}), **pruner_checkpoint_extra(pruner))
 
     step = start_step  # training steps done
     first_epoch = int(resumed.get("epoch", 0)) if start_step else 0
@@ -702,7 +652,13 @@ def run(args: argparse.Namespace) -> int:
             cfg.workers = dp * cfg.pp
             given = getattr(args, "argv", None)
             pargv: list[str] = list(given) if given is not None else sys.argv[1:]
-            return _run_workers(replace(cfg, kvstore="horovod"), [*pargv, "--workers", str(cfg.workers)])
+            # the stages' data-parallel groups reduce over a process subgroup (horovod's allreduce) or
+            # over the parameter servers (--kvstore dist_sync/dist_async with --servers)
+            from ..kvstore import ps as ps_stores
+
+            ps = cfg.kvstore.lower() in ps_stores.STORE_NAMES
+            return _run_workers(cfg if ps else replace(cfg, kvstore="horovod"),
+                                [*pargv, "--workers", str(cfg.workers)])
         if dp * cfg.pp != world:
             raise SystemExit(f"--dp {dp} x --pp {cfg.pp} = {dp * cfg.pp} processes, but the job has {world}: "
                              f"launch dp*pp workers (--workers {dp * cfg.pp})")

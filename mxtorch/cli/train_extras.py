@@ -37,8 +37,6 @@ def check_checkpointing(cfg: TrainConfig) -> None:
     if cfg.pp > 1 or cfg.dp > 1 or cfg.plan:
         raise SystemExit("--checkpoint-dir applies to data-parallel training, not yet to the pipelined job "
                          "(--pp, --dp, --plan)")
-    if cfg.prune is not None:
-        raise SystemExit("--checkpoint-dir with --prune: the pruning masks are not checkpointed yet")
 
 
 def elastic_config(cfg: TrainConfig) -> TrainConfig:
@@ -243,6 +241,35 @@ def make_pruner(cfg: TrainConfig, steps_per_epoch: int) -> Any:
                           begin_step=cfg.prune_begin_step, end_epoch=end_epoch,
                           steps_per_epoch=steps_per_epoch, frequency=frequency, scope=cfg.prune_scope,
                           seed=cfg.seed)
+
+
+def pruner_checkpoint_extra(pruner: Any) -> dict[str, Any]:
+    """What a checkpoint of a ``--prune`` job adds to its JSON extra: the Pruner's state (schedule
+    position, masks as packed bits, settings).  Every worker holds the same masks (horovod and
+    dist_sync prune identically), so rank 0's copy, which the checkpoint keeps, serves all."""
+    if pruner is None:
+        return {}
+    from ..contrib import pruning
+
+    return {"pruner": pruning.state_to_json(pruner.state_dict())}
+
+
+def restore_pruner(pruner: Any, resumed: dict[str, Any], where: str) -> None:
+    """Continue ``--prune``'s schedule and masks from a restored checkpoint's extra ``resumed``."""
+    if pruner is None:
+        return
+    from ..base import MXNetError
+    from ..contrib import pruning
+
+    if "pruner" not in resumed:
+        raise SystemExit(f"--resume with --prune: the checkpoint under {where} holds no pruning state "
+                         "(a run without --prune wrote it); resume without --prune or use another "
+                         "--checkpoint-dir")
+    try:
+        pruner.load_state_dict(pruning.state_from_json(resumed["pruner"]))
+    except MXNetError as e:
+        raise SystemExit(f"--resume with --prune: the checkpoint under {where} was written with other "
+                         f"pruning settings: {e}") from None
 
 
 def pruning_report(net: Any, pruner: Any, sample: Any) -> dict[str, Any]:
