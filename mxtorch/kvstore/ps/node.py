@@ -18,10 +18,11 @@ from typing import Any
 
 import zmq
 
+from ..base import KVStoreError
 from .config import PSConfig
 from .protocol import Command, Message, ProtocolError, recv, send, sign, verify
 
-__all__ = ["configure_socket", "join", "JoinError", "Heartbeat", "new_identity"]
+__all__ = ["configure_socket", "bind_router", "join", "JoinError", "Heartbeat", "new_identity"]
 
 _HWM = 0  # unbounded queues: a burst of pushes must never block or drop
 
@@ -41,6 +42,42 @@ def configure_socket(sock: zmq.Socket, linger_ms: int = 2000) -> zmq.Socket:
     sock.setsockopt(zmq.RCVHWM, _HWM)
     sock.setsockopt(zmq.LINGER, linger_ms)
     return sock
+
+
+def bind_router(ctx: zmq.Context, config: PSConfig, port: Any, who: str) -> tuple[zmq.Socket, str]:
+    """A server's ROUTER socket bound on its advertised host -- at ``port`` (a restarted server's
+    old one), else ``MXTORCH_PS_PORT``, else an ephemeral port -- and the address workers reach it
+    at; ``who`` names the server in the error when no port can be had."""
+    sock = configure_socket(ctx.socket(zmq.ROUTER))
+    host = config.advertised_host()
+    wanted = int(port) if port else config.port
+    deadline = time.monotonic() + min(config.timeout, 30.0)
+    while True:
+        try:
+            if wanted:
+                try:
+                    sock.bind(f"tcp://{host}:{wanted}")
+                except zmq.ZMQError as e:
+                    if e.errno != zmq.EADDRNOTAVAIL:
+                        raise
+                    sock.bind(f"tcp://*:{wanted}")  # a host name that is not a local address
+                bound = wanted
+            else:
+                try:
+                    bound = sock.bind_to_random_port(f"tcp://{host}")
+                except zmq.ZMQError as e:
+                    if e.errno != zmq.EADDRNOTAVAIL:
+                        raise
+                    bound = sock.bind_to_random_port("tcp://*")
+            break
+        except zmq.ZMQError as e:
+            if time.monotonic() > deadline:
+                sock.close(0)
+                raise KVStoreError(f"{who} cannot listen on {host}:{wanted or 'any port'}: "
+                                   f"{e}; free the port or set MXTORCH_PS_PORT / DMLC_NODE_HOST") from e
+            time.sleep(0.2)  # a restarted server's old port may still be held a moment
+    h = f"[{host}]" if ":" in host else host
+    return sock, f"tcp://{h}:{bound}"
 
 
 def new_identity(prefix: str) -> bytes:

@@ -37,14 +37,14 @@ scheduler connection) plus a heartbeat thread.  The server
 
 Requests from a connection that has not said HELLO get ERROR code ``not_greeted`` (a worker
 re-greets a restarted server and retries).  A bad request never stops the server: it gets an
-ERROR reply that names what was wrong.
+ERROR reply that names what was wrong (the key requests are checked and decoded by
+:mod:`.key_requests`).
 """
 
 from __future__ import annotations
 
 import secrets
 import sys
-import time
 import traceback
 from collections.abc import Callable
 from typing import Any, cast
@@ -52,16 +52,16 @@ from typing import Any, cast
 import torch
 import zmq
 
-from ...compression import CompressionError
 from ..base import Key, KVStoreError
 from . import protocol as P
-from .codec import build_compressor, decode_push
+from .codec import build_compressor
 from .config import PSConfig, import_server_modules
-from .node import Heartbeat, JoinError, configure_socket, join
+from .key_requests import decode_push_request, init_slice, narrow_dtype, row_ids
+from .node import Heartbeat, JoinError, bind_router, join
 from .optimizer_spec import apply_hyper, build_optimizer
 from .protocol import Command, Flag, Message, ProtocolError
 from .rows import Rows, gather_rows, stored_rows
-from .shard import LOW_PRECISION, KeyShard, PendingPull
+from .shard import KeyShard, PendingPull
 from .slice_optimizer import SliceOptimizer
 from .snapshot import pack_shards, read_snapshot, snapshot_path, state_tensors, unpack_shards, write_snapshot
 
@@ -133,7 +133,7 @@ class ParameterServer:
             self.num_workers = int(m["num_workers"])
             self.live = set(range(self.num_workers))
             self.mode = str(m["mode"])
-            self._bind(m.get("port"))
+            self.sock, self.address = bind_router(self.ctx, self.config, m.get("port"), f"server {self.rank}")
             if m.get("restart"):
                 self._restore()
             P.send(self.sched, Message(Command.READY, sender=self.node_id,
@@ -151,39 +151,6 @@ class ParameterServer:
                 if s is not None:
                     s.close(linger=500)
             self.ctx.term()
-
-    def _bind(self, port: Any) -> None:
-        sock = configure_socket(self.ctx.socket(zmq.ROUTER))
-        host = self.config.advertised_host()
-        wanted = int(port) if port else self.config.port
-        deadline = time.monotonic() + min(self.config.timeout, 30.0)
-        while True:
-            try:
-                if wanted:
-                    try:
-                        sock.bind(f"tcp://{host}:{wanted}")
-                    except zmq.ZMQError as e:
-                        if e.errno != zmq.EADDRNOTAVAIL:
-                            raise
-                        sock.bind(f"tcp://*:{wanted}")  # a host name that is not a local address
-                    bound = wanted
-                else:
-                    try:
-                        bound = sock.bind_to_random_port(f"tcp://{host}")
-                    except zmq.ZMQError as e:
-                        if e.errno != zmq.EADDRNOTAVAIL:
-                            raise
-                        bound = sock.bind_to_random_port("tcp://*")
-                break
-            except zmq.ZMQError as e:
-                if time.monotonic() > deadline:
-                    sock.close(0)
-                    raise KVStoreError(f"server {self.rank} cannot listen on {host}:{wanted or 'any port'}: "
-                                       f"{e}; free the port or set MXTORCH_PS_PORT / DMLC_NODE_HOST") from e
-                time.sleep(0.2)  # a restarted server's old port may still be held a moment
-        self.sock = sock
-        h = f"[{host}]" if ":" in host else host
-        self.address = f"tcp://{h}:{bound}"
 
     def _loop(self, hb: Heartbeat) -> int:
         assert self.sock is not None and self.sched is not None
@@ -374,52 +341,13 @@ class ParameterServer:
         worker = self._worker(identity)
         assert identity is not None
         self._check_running()
-        m = msg.meta or {}
-        try:
-            shape = tuple(int(s) for s in m["shape"])
-            dtype = P.dtype_from_name(m["dtype"])
-            num_shards, offset, numel = int(m["num_shards"]), int(m["offset"]), int(m["numel"])
-            kind = str(m.get("kind", "dense"))
-            group = m.get("workers")
-            workers = None if group is None else frozenset(int(w) for w in group)
-        except (KeyError, TypeError, ValueError):
-            raise ProtocolError("malformed INIT message") from None
-        if workers is not None and (worker not in workers or
-                                    not all(0 <= w < self.num_workers for w in workers)):
-            raise ProtocolError(f"INIT from worker {worker} names the worker group {sorted(workers)}, which "
-                                f"must contain it and only ranks 0..{self.num_workers - 1}")
-        if msg.key is None:
-            raise ProtocolError("INIT without a key")
-        if kind not in ("dense", "row_sparse"):
-            raise ProtocolError(f"INIT of unknown kind {kind!r}")
-        desc = (shape, dtype, num_shards, offset, numel, kind)
-        sh = self.shards.get((msg.key, msg.shard))
-        if sh is None:
-            sh = KeyShard(msg.key, msg.shard, num_shards, shape, dtype, offset, numel, kind)
-            sh.workers = workers
-            self.shards[(msg.key, msg.shard)] = sh
-        elif (sh.shape, sh.dtype, sh.num_shards, sh.offset, sh.numel, sh.kind) != desc:
-            raise KVStoreError(
-                f"{sh.describe()}: worker {worker} initializes it as {kind} shape {shape} "
-                f"{P.dtype_name(dtype)} (slice {offset}+{numel}), but it already is {sh.kind} shape "
-                f"{sh.shape} {P.dtype_name(sh.dtype)} (slice {sh.offset}+{sh.numel}): every worker must init "
-                "the same keys with the same shapes, dtypes and storage types, in the same order")
-        elif sh.workers != workers:
-            def show(g: frozenset[int] | None) -> str:
-                return "every worker" if g is None else f"workers {sorted(g)}"
-
-            raise KVStoreError(f"{sh.describe()}: worker {worker} initializes it for {show(workers)}, but it "
-                               f"is already the key of {show(sh.workers)}: a key belongs to one group of "
-                               "workers (give each group's keys their own names)")
-        if worker in sh.inited_by and sh.value is not None:
-            raise KVStoreError(f"{sh.describe()} was already initialized by worker {worker}: init each key "
-                               "once")
+        sh = init_slice(self.shards, msg, worker, self.num_workers)
         sh.inited_by.add(worker)
         if msg.tensors:
             data = msg.tensors[0]
-            if tuple(data.shape) != sh.value_shape or data.dtype != dtype:
+            if tuple(data.shape) != sh.value_shape or data.dtype != sh.dtype:
                 raise ProtocolError(f"INIT data of {sh.describe()} has shape {tuple(data.shape)} "
-                                    f"{data.dtype}, expected {sh.value_shape} {dtype}")
+                                    f"{data.dtype}, expected {sh.value_shape} {sh.dtype}")
             if sh.value is None:
                 sh.set_value(data, msg.frames[0] if msg.frames else None)  # adopt the received frame
                 sh.owner = worker
@@ -431,57 +359,6 @@ class ParameterServer:
             self._ack(identity, msg)
         else:
             sh.init_waiters.append((identity, msg.request_id))
-
-    def _decode_push(self, sh: KeyShard, msg: Message, worker: int) -> torch.Tensor | Rows:
-        """What a PUSH carries: the dense value, decoded compressed payloads, or rows (row-sparse)."""
-        if msg.flags & Flag.ROW_SPARSE:
-            return self._decode_rows(sh, msg, worker)
-        if msg.flags & Flag.COMPRESSED:
-            decoder = self.decoders.get(worker)
-            if decoder is None:
-                raise KVStoreError(f"{sh.describe()}: worker {worker} pushed a compressed value but has not "
-                                   f"declared a compressor to server {self.rank} "
-                                   "(kv.set_gradient_compression)")
-            try:
-                return decode_push(decoder, msg.tensors, sh.value_shape, sh.dtype)
-            except (CompressionError, RuntimeError, ValueError) as e:
-                raise KVStoreError(f"{sh.describe()}: server {self.rank} cannot decode worker {worker}'s "
-                                   f"{decoder.name} payload: {e}") from e
-        if len(msg.tensors) != 1:
-            raise ProtocolError(f"PUSH carries {len(msg.tensors)} tensors, expected 1")
-        grad = msg.tensors[0]
-        if tuple(grad.shape) != sh.value_shape or grad.dtype != sh.dtype:
-            raise KVStoreError(
-                f"{sh.describe()}: worker {worker} pushed shape {tuple(grad.shape)} "
-                f"{P.dtype_name(grad.dtype)}, "
-                f"but the key holds {sh.value_shape} {P.dtype_name(sh.dtype)}: push values of the shape and "
-                "dtype the key was initialized with")
-        return grad
-
-    def _row_ids(self, sh: KeyShard, ids: torch.Tensor, worker: int) -> torch.Tensor:
-        """Validated row ids of a row-sparse push or ROW_PULL (int64, sorted, unique, in range)."""
-        if not sh.shape:
-            raise KVStoreError(f"{sh.describe()} is a scalar: it has no rows (worker {worker})")
-        if ids.dtype != torch.int64 or ids.dim() != 1:
-            raise ProtocolError(f"row ids must be a 1-D int64 tensor, got {tuple(ids.shape)} {ids.dtype}")
-        if ids.numel():
-            if int(ids[0]) < 0 or int(ids[-1]) >= sh.shape[0] or \
-                    (ids.numel() > 1 and not bool((ids[1:] > ids[:-1]).all())):
-                raise KVStoreError(f"{sh.describe()}: worker {worker} sent row ids that are not sorted, "
-                                   f"unique and within 0..{sh.shape[0] - 1}")
-        return ids
-
-    def _decode_rows(self, sh: KeyShard, msg: Message, worker: int) -> Rows:
-        if msg.flags & Flag.COMPRESSED or len(msg.tensors) != 2:
-            raise ProtocolError("a row-sparse PUSH carries [row ids, rows], uncompressed")
-        ids, values = msg.tensors
-        ids = self._row_ids(sh, ids, worker)
-        expected = (ids.numel(), *sh.shape[1:])
-        if tuple(values.shape) != expected or values.dtype != sh.dtype:
-            raise KVStoreError(f"{sh.describe()}: worker {worker} pushed rows of shape {tuple(values.shape)} "
-                               f"{P.dtype_name(values.dtype)}, expected {expected} {P.dtype_name(sh.dtype)} "
-                               "(one row of the key per row id)")
-        return Rows(ids, values.reshape(ids.numel(), sh.row))
 
     def _on_push(self, identity: bytes | None, msg: Message) -> None:
         worker = self._worker(identity)
@@ -496,7 +373,7 @@ class ParameterServer:
         if not sh.pushes_key(worker):
             raise KVStoreError(f"{sh.describe()} belongs to workers {sorted(sh.workers or ())}, which alone "
                                f"push it; worker {worker} is not one of them")
-        grad = self._decode_push(sh, msg, worker)
+        grad = decode_push_request(sh, msg, worker, self.decoders.get(worker), self.rank)
         # a dense push arrives as the received frame: the value may become it, and pulls re-send it
         frame = msg.frames[0] if isinstance(grad, torch.Tensor) and msg.frames and \
             not msg.flags & Flag.COMPRESSED else None
@@ -527,7 +404,7 @@ class ParameterServer:
         sh = self._shard(msg, worker)
         if msg.flags & Flag.ROW_SPARSE:
             raise ProtocolError("PUSHPULL carries dense (or compressed) values: push rows with PUSH")
-        narrow = self._narrow(sh, msg.arg) if msg.flags & Flag.NARROW else None
+        narrow = narrow_dtype(sh, msg.arg) if msg.flags & Flag.NARROW else None
         self._take_push(sh, worker, msg, identity, ack=False)
         self._queue_pull(sh, PendingPull(identity, msg, worker, sh.last_target.get(worker, 0), narrow=narrow))
 
@@ -562,20 +439,12 @@ class ParameterServer:
         if msg.command == Command.ROW_PULL:
             if len(msg.tensors) != 1:
                 raise ProtocolError("ROW_PULL carries [row ids]")
-            ids = self._row_ids(sh, msg.tensors[0], worker)
+            ids = row_ids(sh, msg.tensors[0], worker)
         narrow = None
         if msg.command == Command.PULL and msg.flags & Flag.COMPRESSED:
-            narrow = self._narrow(sh, msg.arg)
+            narrow = narrow_dtype(sh, msg.arg)
         self._queue_pull(sh, PendingPull(identity, msg, worker, sh.last_target.get(worker, 0), ids,
                                          stored=bool(msg.flags & Flag.ROW_SPARSE), narrow=narrow))
-
-    @staticmethod
-    def _narrow(sh: KeyShard, code: int) -> torch.dtype | None:
-        """The dtype a narrower pull asks for (None: the key is not float32, it travels as it is)."""
-        narrow = P.dtype_from_code(code)
-        if narrow not in LOW_PRECISION:
-            raise ProtocolError(f"a narrower pull must ask for float16 or bfloat16, not {narrow}")
-        return narrow if sh.dtype == torch.float32 else None
 
     def _queue_pull(self, sh: KeyShard, pull: PendingPull) -> None:
         if self._pull_ready(sh, pull):
