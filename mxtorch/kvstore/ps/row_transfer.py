@@ -9,16 +9,20 @@ callbacks write the rows into the outs.  Where rows sit in the servers' slices i
 from __future__ import annotations
 
 import functools
+import numbers
+from typing import Any
 
 import torch
 
-from ..base import KVStoreError
+from ..base import Key, KVStoreError
+from ..local import _row_ids
 from .client import PSClient
 from .placement import KeyPlan
 from .protocol import Command, Flag, Message
 from .rows import element_positions, rows_in_slice, scatter_rows
 
-__all__ = ["summed_rows", "send_rows_push", "send_stored_rows_pull", "send_row_pull", "write_rows"]
+__all__ = ["summed_rows", "send_rows_push", "send_stored_rows_pull", "row_pull_groups", "send_row_pull",
+           "write_rows"]
 
 
 def summed_rows(plan: KeyPlan, vals: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -89,6 +93,35 @@ def _assemble(plan: KeyPlan, parts: dict[int, tuple[torch.Tensor, torch.Tensor]]
         scatter_rows(part, data, ids, row, off, size)
         rows.index_add_(0, torch.searchsorted(all_ids, ids), part)
     return all_ids, rows.view((all_ids.numel(), *plan.shape[1:]))
+
+
+def row_pull_groups(key: Key, plan: KeyPlan, outs: list[torch.Tensor],
+                    row_ids: Any) -> list[tuple[torch.Tensor, list[torch.Tensor]]]:
+    """``[(row ids, outs asking for them), ...]`` of one key's ``row_sparse_pull``: ``row_ids`` is
+    one id tensor per out, or one tensor or list of ints for all of them; outs asking for the same
+    rows share one request.  The outs must be row_sparse."""
+    for t in outs:
+        if t.layout == torch.strided:
+            raise KVStoreError(
+                f"row_sparse_pull of key {key!r} needs row_sparse outs, got a dense tensor of shape "
+                f"{tuple(t.shape)}: pull into mx.nd.sparse.zeros('row_sparse', shape), or use pull() for "
+                "every row")
+    # a list of id tensors is one per out; a plain list of ints (or []) is one set of ids
+    per_out = list(row_ids) if isinstance(row_ids, (list, tuple)) and row_ids and not all(
+        isinstance(i, numbers.Number) for i in row_ids) else [row_ids] * len(outs)
+    if len(per_out) != len(outs):
+        raise KVStoreError(f"row_sparse_pull of key {key!r}: {len(outs)} outs but {len(per_out)} "
+                           "row_ids: give one row_ids per out (or one for all)")
+    groups: list[tuple[torch.Tensor, list[torch.Tensor]]] = []
+    for t, rid in zip(outs, per_out):
+        ids = _row_ids(key, rid, plan.shape[0], torch.device("cpu"))
+        for gids, members in groups:  # outs asking for the same rows share one request
+            if torch.equal(gids, ids):
+                members.append(t)
+                break
+        else:
+            groups.append((ids, [t]))
+    return groups
 
 
 def send_row_pull(client: PSClient, plan: KeyPlan, ids: torch.Tensor, outs: list[torch.Tensor],

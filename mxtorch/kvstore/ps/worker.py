@@ -67,7 +67,7 @@ optimizer state, as a local Updater does) and returns the rounded value.
 Requests of one call are all sent before any reply is awaited (see :mod:`.client`);
 ``pushpull`` sends one PUSHPULL message per slice and gets one reply. Data frames leave from
 the tensors' memory and arrive without copies; a pulled slice that is a whole ``out`` which
-shares its storage with no other tensor becomes that out's storage (:func:`_adopt`), others are
+shares its storage with no other tensor becomes that out's storage (:mod:`.dense_transfer`), others are
 copied into ``out`` (``MXTORCH_PS_ADOPT_PULLS=0``: always copied). Every wait is bounded by
 ``MXTORCH_DIST_TIMEOUT`` (or ``create(..., timeout=s)``) and raises at once when a node it
 depends on is reported dead. One store per process: creating another with the same mode returns
@@ -79,7 +79,6 @@ from __future__ import annotations
 
 import atexit
 import functools
-import numbers
 import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -87,18 +86,18 @@ from typing import Any
 
 import torch
 
-from ...compression.base import payload_tensors
 from ...distributed import exit_status
 from ..base import Capability, Key, KVStoreBase, KVStoreError, Value, register_factory
-from ..local import _key_list, _row_ids, _tensors
+from ..local import _key_list, _tensors
 from . import protocol as P
 from .client import PSClient
 from .codec import PULL_DTYPES, describe_compressor, split_params
 from .config import PSConfig
+from .dense_transfer import _adopt, flat_value, send_dense_pull, send_dense_push, summed_flat  # noqa: F401
 from .optimizer_spec import describe_optimizer, hyper_of
 from .placement import KeyPlan, place
-from .protocol import Command, Flag, Message
-from .row_transfer import send_row_pull, send_rows_push, send_stored_rows_pull, summed_rows
+from .protocol import Command, Message
+from .row_transfer import row_pull_groups, send_row_pull, send_rows_push, send_stored_rows_pull, summed_rows
 from .rows import row_size
 from .worker_states import load_states, save_states, send_to_servers, sync_hyper
 
@@ -250,13 +249,6 @@ class DistKVStore(KVStoreBase):
         return list(self._plan(key).shards)
 
     # ---- values -------------------------------------------------------------------------------
-    @staticmethod
-    def _flat(t: torch.Tensor) -> torch.Tensor:
-        t = t.detach()
-        if t.device.type != "cpu":
-            t = t.cpu()
-        return t.contiguous().view(-1)
-
     def _pushed(self, key: Key, value: Any) -> _Pushed:
         plan = self._plan(key)
         vals = _tensors(value, key, "pushed value")
@@ -271,13 +263,7 @@ class DistKVStore(KVStoreBase):
                                    "values of one storage type (convert with mx.nd.sparse.tostype)")
             ids, rows = summed_rows(plan, vals)
             return _Pushed(ids=ids, rows=rows)
-        if len(vals) == 1:
-            return _Pushed(flat=self._flat(vals[0]))
-        with torch.no_grad():
-            acc = vals[0].detach().to("cpu", copy=True)
-            for v in vals[1:]:
-                acc.add_(v.detach().to("cpu"))
-        return _Pushed(flat=self._flat(acc))
+        return _Pushed(flat=summed_flat(vals))
 
     def _outs(self, key: Key, out: Any) -> list[torch.Tensor]:
         plan = self._plan(key)
@@ -292,24 +278,8 @@ class DistKVStore(KVStoreBase):
         if pushed.flat is None:
             assert pushed.ids is not None and pushed.rows is not None
             self.wire_bytes_sent += send_rows_push(client, plan, pushed.ids, pushed.rows)
-            return
-        for i, (server, _, _) in enumerate(plan.shards):
-            tensors, flags = self._push_payload(plan, pushed.flat, i)
-            client.send(server, Message(Command.PUSH, flags=flags, key=plan.key, shard=i, tensors=tensors),
-                        functools.partial(plan.operation, "PUSH", i), keep=True)
-
-    def _push_payload(self, plan: KeyPlan, flat: torch.Tensor, i: int) -> tuple[list[torch.Tensor], int]:
-        """The tensors and flags pushing slice ``i`` of the dense ``flat`` (compressed if set); counts
-        the bytes in :attr:`wire_bytes_sent`."""
-        _, off, size = plan.shards[i]
-        data = flat.view(plan.shape) if len(plan.shards) == 1 else flat.narrow(0, off, size)
-        tensors, flags = [data], 0
-        comp = self._compressor if plan.dtype.is_floating_point else None
-        if comp is not None:
-            payload, _ = comp.compress(data, plan.residual_key(i))
-            tensors, flags = payload_tensors(payload), Flag.COMPRESSED
-        self.wire_bytes_sent += sum(t.numel() * t.element_size() for t in tensors)
-        return tensors, flags
+        else:
+            self.wire_bytes_sent += send_dense_push(client, plan, pushed.flat, self._compressor)
 
     def _pull_hint(self) -> str:
         if self._mode == "sync":
@@ -324,68 +294,10 @@ class DistKVStore(KVStoreBase):
     def _send_pull(self, client: PSClient, plan: KeyPlan, outs: list[torch.Tensor],
                    push: torch.Tensor | None = None) -> None:
         """Pull the value into dense ``outs``; with ``push`` (a dense flat value), push it first, in one
-        PUSHPULL message per slice."""
-        staging: list[torch.Tensor | None] = [None]
-        remaining = [len(plan.shards)]
-        targets = [o for o in outs if o.is_contiguous()]
-        others = [o for o in outs if not o.is_contiguous()]
-        sharded = len(plan.shards) > 1
+        PUSHPULL message per slice (:func:`.dense_transfer.send_dense_pull`)."""
         narrow = self._pull_dtype if plan.dtype == torch.float32 else None
-        adopt = self._config.adopt_pulls and not sharded
-        # a slice of a sharded key arrives flat: copy it straight into the flat view of each target
-        # (the views are made once per call, not per slice: each torch call costs microseconds)
-        flats = [o.detach().view(-1) for o in targets] if sharded else []
-        pull_reply = Command.PULL_REPLY
-
-        def on_reply(msg: Message, i: int) -> None:
-            tensors = msg.tensors
-            if msg.command != pull_reply or len(tensors) != 1:
-                raise KVStoreError(f"unexpected {msg.command.name} reply to a PULL of {plan.describe(i)}")
-            data = tensors[0]
-            _, off, size = plan.shards[i]
-            if data.numel() != size or data.dtype not in (plan.dtype, narrow):
-                raise KVStoreError(f"server sent {tuple(data.shape)} {data.dtype} for {plan.describe(i)}, "
-                                   f"expected {size} {plan.dtype} elements")
-            if sharded:
-                if data.dim() != 1:
-                    data = data.view(-1)
-                for flat in flats:  # detached views: no autograd bookkeeping needed
-                    flat.narrow(0, off, size).copy_(data)
-                if not others:
-                    return
-            with torch.no_grad():
-                if not sharded:
-                    for j, o in enumerate(targets):
-                        if j == 0 and adopt and _adopt(o, data):
-                            continue
-                        o.copy_(data.view(o.shape))
-                if others:
-                    if not sharded:
-                        for o in others:
-                            o.copy_(data.view(o.shape))
-                    else:
-                        buf = staging[0]
-                        if buf is None:
-                            buf = staging[0] = torch.empty(plan.numel, dtype=plan.dtype)
-                        buf.narrow(0, off, size).copy_(data)
-                        remaining[0] -= 1
-                        if remaining[0] == 0:
-                            for o in others:
-                                o.copy_(buf.view(o.shape))
-
-        arg = P.dtype_code(narrow) if narrow is not None else 0
-        hint = self._pull_hint()
-        for i, (server, _, _) in enumerate(plan.shards):
-            if push is None:
-                msg = Message(Command.PULL, flags=Flag.COMPRESSED if narrow is not None else 0, key=plan.key,
-                              shard=i, arg=arg)
-            else:
-                tensors, flags = self._push_payload(plan, push, i)
-                if narrow is not None:
-                    flags |= Flag.NARROW
-                msg = Message(Command.PUSHPULL, flags=flags, key=plan.key, shard=i, arg=arg, tensors=tensors)
-            client.send(server, msg, functools.partial(plan.operation, msg.command.name, i), hint,
-                        on_reply=functools.partial(on_reply, i=i))
+        self.wire_bytes_sent += send_dense_pull(client, plan, outs, narrow, self._config.adopt_pulls,
+                                                self._pull_hint(), push, self._compressor)
 
     # ---- the KVStore interface -------------------------------------------------------------------
     def init(self, key: Key | Sequence[Key], value: Value | Sequence[Value]) -> None:
@@ -446,7 +358,7 @@ class DistKVStore(KVStoreBase):
         plans = [self._place(k, t) for k, t in zip(keys, firsts)]
         sender = 0 if members is None else members[0]
         for plan, t in zip(plans, firsts):
-            flat = self._flat(t.to_dense() if _is_sparse(t) else t) if self.rank == sender else None
+            flat = flat_value(t.to_dense() if _is_sparse(t) else t) if self.rank == sender else None
             for i, (server, off, size) in enumerate(plan.shards):
                 meta: dict[str, Any] = {"shape": list(plan.shape), "dtype": P.dtype_name(plan.dtype),
                                         "num_shards": len(plan.shards), "offset": off, "numel": size,
@@ -539,23 +451,7 @@ class DistKVStore(KVStoreBase):
             plan = self._plan(k)
             plan.rows_check()
             targets = self._outs(k, o)
-            _require_row_sparse_outs(k, targets)
-            # a list of id tensors is one per out; a plain list of ints (or []) is one set of ids
-            per_out = list(r) if isinstance(r, (list, tuple)) and r and not all(
-                isinstance(i, numbers.Number) for i in r) else [r] * len(targets)
-            if len(per_out) != len(targets):
-                raise KVStoreError(f"row_sparse_pull of key {k!r}: {len(targets)} outs but {len(per_out)} "
-                                   "row_ids: give one row_ids per out (or one for all)")
-            groups: list[tuple[torch.Tensor, list[torch.Tensor]]] = []
-            for t, rid in zip(targets, per_out):
-                ids = _row_ids(k, rid, plan.shape[0], torch.device("cpu"))
-                for gids, members in groups:  # outs asking for the same rows share one request
-                    if torch.equal(gids, ids):
-                        members.append(t)
-                        break
-                else:
-                    groups.append((ids, [t]))
-            jobs.extend((plan, ids, members) for ids, members in groups)
+            jobs.extend((plan, ids, members) for ids, members in row_pull_groups(k, plan, targets, r))
         hint = self._pull_hint()
         for plan, ids, members in jobs:
             send_row_pull(client, plan, ids, members, hint)
@@ -667,35 +563,6 @@ class DistKVStore(KVStoreBase):
         atexit.unregister(self.close)
 
 
-_use_count = getattr(torch._C, "_storage_Use_Count", None)
-
-
-def _adopt(out: torch.Tensor, data: torch.Tensor) -> bool:
-    """Make the received ``data`` the storage of ``out`` instead of copying it, where nothing can tell.
-
-    Only when ``out`` is a plain contiguous CPU tensor owning all of its storage, which no
-    other tensor (view, detached alias) shares, and ``data`` has its dtype and size: ``out``
-    then stays the same tensor object with the same shape, strides and autograd identity, now
-    reading the pulled bytes (the received ZeroMQ frame, kept alive by the storage).  Returns
-    False (the caller copies) in every other case, and where this torch cannot count storage
-    users.  Saves a copy of every pulled byte (MXTORCH_PS_ADOPT_PULLS=0 turns it off).
-    """
-    if _use_count is None or out.dtype != data.dtype or out.device.type != "cpu" or \
-            out.layout != torch.strided:
-        return False
-    if out._base is not None or out.storage_offset() != 0 or not out.is_contiguous() or \
-            (out.requires_grad and not out.is_leaf) or data.numel() != out.numel():
-        return False
-    storage = out.untyped_storage()
-    if storage.nbytes() != out.numel() * out.element_size() or _use_count(storage._cdata) != 2:
-        return False  # 2: out itself and the ``storage`` object just made
-    src = data.untyped_storage()
-    if data.storage_offset() != 0 or src.nbytes() != storage.nbytes():
-        return False
-    out.set_(src, 0, out.shape, out.stride())
-    return True
-
-
 def close_all() -> None:
     """Close every open store of this process (what a worker does at exit)."""
     for store in list(_ACTIVE):
@@ -711,15 +578,6 @@ def _create(name: str, **kwargs: Any) -> KVStoreBase:
                                    "same type")
             return store
     return DistKVStore(name, **kwargs)
-
-
-def _require_row_sparse_outs(key: Key, outs: list[torch.Tensor]) -> None:
-    for t in outs:
-        if not _is_sparse(t):
-            raise KVStoreError(
-                f"row_sparse_pull of key {key!r} needs row_sparse outs, got a dense tensor of shape "
-                f"{tuple(t.shape)}: pull into mx.nd.sparse.zeros('row_sparse', shape), or use pull() for "
-                "every row")
 
 
 for _name in STORE_NAMES:
