@@ -445,3 +445,21 @@ def test_dropped_loader_lets_its_worker_processes_exit_cleanly() -> None:
     for w in workers:
         w.join(timeout=30)
     assert [w.exitcode for w in workers] == [0, 0]
+
+
+def test_a_loader_left_in_the_middle_of_a_pass_is_freed_at_once() -> None:
+    # torch's persistent iterator keeps the unfinished pass's index generator: it must not hold the loader
+    dl = DataLoader(SimpleDataset(np.arange(9, dtype=np.float32)), batch_size=2, num_workers=2)
+    it = iter(dl)
+    assert next(it).tolist() == [0.0, 1.0]
+    workers = list(dl._torch_loader._iterator._workers)  # type: ignore[union-attr]
+    ref = weakref.ref(dl)
+    gc.disable()
+    try:
+        del dl, it
+        assert ref() is None, "the DataLoader is kept alive by a reference cycle"
+    finally:
+        gc.enable()
+    for w in workers:
+        w.join(timeout=30)
+    assert [w.exitcode for w in workers] == [0, 0]

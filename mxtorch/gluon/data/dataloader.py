@@ -102,6 +102,20 @@ class _BatchFetcher(torch.utils.data.Dataset):
         return len(self.dataset)
 
 
+def _pass_of(ref: weakref.ref[DataLoader]) -> Iterator[Any]:
+    """See :meth:`DataLoader._pass_batches`."""
+    loader = ref()
+    if loader is None:
+        return
+    skip, loader._skip = loader._skip, 0
+    it = iter(loader._batch_sampler)
+    del loader
+    for _ in range(skip):
+        if next(it, None) is None:
+            return
+    yield from it
+
+
 class _PassSampler:
     """What torch's DataLoader iterates for worker processes: the loader's index batches of a pass."""
 
@@ -279,13 +293,10 @@ class DataLoader:
 
     def _pass_batches(self) -> Iterator[Any]:
         """The batch sampler's index batches, less the ones a restored position skips (a generator:
-        nothing happens before the first batch is asked for; torch's iterator makes and drops one)."""
-        skip, self._skip = self._skip, 0
-        it = iter(self._batch_sampler)
-        for _ in range(skip):
-            if next(it, None) is None:
-                return
-        yield from it
+        nothing happens before the first batch is asked for; torch's iterator makes and drops one).
+        It holds the loader weakly: torch's persistent iterator keeps it, and a strong reference
+        from a pass left unfinished would make the loader part of a reference cycle."""
+        return _pass_of(weakref.ref(self))
 
     def _reloading_iter(self) -> Iterator[Any]:
         it = self._iter if self._iter is not None else self._new_iter()
