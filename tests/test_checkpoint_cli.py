@@ -24,12 +24,19 @@ BASE = ["train", "--model", "mlp", "--data-root", ROOT, "--epochs", "2", "--batc
 
 
 def train_cli(args: list[str], kill_at: int | None = None, timeout: float = 240) -> Any:
+    """``mxtorch train BASE args``; with ``args`` starting ``launch ... --``, the workers of
+    ``mxtorch launch ...`` run it."""
     env = dict(os.environ)
     env.pop("MXTORCH_TEST_KILL_AT_STEP", None)
     if kill_at is not None:
         env["MXTORCH_TEST_KILL_AT_STEP"] = str(kill_at)
-    return subprocess.run([sys.executable, "-m", "mxtorch.cli.main", *BASE, *args], capture_output=True,
-                          text=True, timeout=timeout, env=env)
+    cli = [sys.executable, "-m", "mxtorch.cli.main"]
+    if args[:1] == ["launch"]:
+        cut = args.index("--")
+        cmd = [*cli, *args[:cut], *cli, *BASE, *args[cut + 1:]]
+    else:
+        cmd = [*cli, *BASE, *args]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
 
 
 def killed(r: subprocess.CompletedProcess) -> bool:
@@ -79,7 +86,7 @@ def test_single_process_killed_twice_resumes_exactly(tmp_path):
 @pytest.mark.slow  # the test command's time budget: `bash scripts/test.sh -m slow` runs it
 @pytest.mark.timeout(600)
 def test_two_horovod_workers_killed_mid_epoch_resume_exactly(tmp_path):
-    workers = ["--workers", "2", "--kvstore", "horovod"]
+    workers = ["launch", "-n", "2", "--", "--kvstore", "horovod"]  # mxtorch launch -n 2 mxtorch train ...
     plain = tmp_path / "plain"
     r = train_cli([*workers, "--output", str(plain)])
     assert r.returncode == 0, r.stderr[-3000:]
@@ -93,7 +100,7 @@ def test_two_horovod_workers_killed_mid_epoch_resume_exactly(tmp_path):
 @pytest.mark.timeout(600)
 def test_dist_sync_2bit_with_a_server_killed_resumes_exactly(tmp_path):
     """The servers' optimizer states (momentum) and every worker's 2-bit residuals are restored."""
-    job = ["--workers", "2", "--servers", "1", "--kvstore", "dist_sync", "--compression", "2bit"]
+    job = ["launch", "-n", "2", "-s", "1", "--", "--kvstore", "dist_sync", "--compression", "2bit"]
     plain = tmp_path / "plain"
     r = train_cli([*job, "--output", str(plain)])
     assert r.returncode == 0, r.stderr[-3000:]
