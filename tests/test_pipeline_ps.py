@@ -111,9 +111,9 @@ def test_mxtorch_train_pipelined_over_parameter_servers(tmp_path, started_by):
     from mxtorch.cli.main import main
 
     out = tmp_path / "run"
-    train = ["train", "--pp", "2", "--dp", "2", "--micro-batches", "4", "--kvstore", "dist_sync", "--model", "mlp",
-             "--data-root", mx.gluon.data.vision.EMBEDDED_FASHION_MNIST_ROOT, "--epochs", "1", "--batch-size",
-             "128", "--lr", "0.1", "--output", str(out), "--no-progress"]
+    train = ["train", "--pp", "2", "--dp", "2", "--micro-batches", "4", "--kvstore", "dist_sync",
+             "--model", "mlp", "--data-root", mx.gluon.data.vision.EMBEDDED_FASHION_MNIST_ROOT,
+             "--epochs", "1", "--batch-size", "128", "--lr", "0.1", "--output", str(out), "--no-progress"]
     if started_by == "launch":
         rc = main(["launch", "-n", "4", "-s", "1", sys.executable, "-m", "mxtorch.cli.main", *train])
     else:
