@@ -160,3 +160,75 @@ def train_convnet(path: str, steps: int = 5) -> dict[str, Any]:
         tr.step(8)
     pnet.save_parameters(path)
     return {"plan": pnet.tp_plan, "bytes": pnet.param_bytes(), "out": pnet(x)}
+
+
+# ---- the convnet on dp=2 x pp=2 x tp=2 (eight processes) ----------------------------------------
+GLOBAL_IMAGES = 16
+
+
+def build_convnet3d(seed: int = 0) -> Any:
+    """Two column -> row convolution pairs, then a convolution -> pool -> Flatten -> Dense pair."""
+    import mxtorch as mx
+    from mxtorch.gluon import nn
+
+    torch.manual_seed(seed)
+    net = nn.HybridSequential()
+    net.add(nn.Conv2D(8, 3, in_channels=2, activation="relu"),
+            nn.Conv2D(8, 3, in_channels=8, activation="relu"),
+            nn.Conv2D(8, 3, padding=1, in_channels=8, activation="tanh"),
+            nn.Conv2D(8, 1, in_channels=8, activation="relu"),
+            nn.Conv2D(16, 1, in_channels=8, activation="relu"), nn.MaxPool2D(2), nn.Flatten(),
+            nn.Dense(OUT, in_units=144))
+    net.initialize(mx.init.Xavier())
+    return net
+
+
+def image_data3d() -> tuple[torch.Tensor, torch.Tensor]:
+    g = torch.Generator().manual_seed(13)
+    x = torch.randn(GLOBAL_IMAGES, 2, 10, 10, generator=g)
+    return x, torch.randint(0, OUT, (GLOBAL_IMAGES,), generator=g).float()
+
+
+def convnet3d_reference(steps: int = 5) -> dict[str, Any]:
+    """One process on the global batch: parameters, losses, and net(x) after ``steps``."""
+    from mxtorch import autograd, gluon
+
+    net = build_convnet3d()
+    x, y = image_data3d()
+    tr = gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.1, "momentum": 0.9})
+    loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
+    losses = []
+    for _ in range(steps):
+        with autograd.record():
+            loss = loss_fn(net(x), y)
+        loss.backward()
+        tr.step(GLOBAL_IMAGES)
+        losses.append(float(loss.detach().mean()))
+    return {"params": {k: p.data().detach().clone() for k, p in net._collect_params_with_prefix().items()},
+            "out": net(x).detach(), "losses": losses}
+
+
+def train_convnet3d(path: str, steps: int = 5) -> dict[str, Any]:
+    """dp=2 x pp=2 x tp=2, 1F1B, the dp gradients summed by the default store; saved to ``path``,
+    which a freshly initialized 3-D network then loads."""
+    from mxtorch import gluon, parallel
+
+    cfg = parallel.ParallelConfig(dp=2, pp=2, tp=2)
+    pnet = parallel.parallelize(build_convnet3d(), cfg, micro_batches=2, schedule="1f1b")
+    x, y = image_data3d()
+    share = GLOBAL_IMAGES // cfg.dp
+    mine = slice(pnet.dp_rank * share, (pnet.dp_rank + 1) * share)
+    tr = gluon.Trainer(pnet.collect_params(), "sgd", {"learning_rate": 0.1, "momentum": 0.9},
+                       kvstore=pnet.kvstore)
+    loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
+    losses = []
+    for _ in range(steps):
+        losses.append(pnet.train_step(x[mine], y[mine], loss_fn))
+        tr.step(GLOBAL_IMAGES)
+    pnet.save_parameters(path)
+    out = pnet(x)
+    fresh = parallel.parallelize(build_convnet3d(seed=1), cfg, micro_batches=2, schedule="1f1b")
+    fresh.load_parameters(path)
+    return {"losses": losses, "out": out, "loaded_out": fresh(x), "plan": pnet.tp_plan,
+            "stage_paths": pnet.stage_paths, "ranks": (pnet.dp_rank, pnet.pp_rank, pnet.mesh.tp_rank),
+            "bytes": pnet.param_bytes(), "store": type(pnet.kvstore).__name__}
