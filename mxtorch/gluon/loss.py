@@ -84,6 +84,18 @@ def _batch_mean(loss: Tensor, batch_axis: int) -> Tensor:
     return loss.mean(dim=dims) if dims else loss  # torch reads dim=[] as "all dims": keep the guard
 
 
+def _class_axis_loss_mean(loss: Tensor, axis: int, batch_axis: int, weight: float | None,
+                          sample_weight: Any) -> Tensor:
+    """Weight and batch-average a loss computed over the class axis ``axis`` (``loss`` has the
+    prediction's shape without ``axis``; ``sample_weight`` broadcasts against the prediction)."""
+    if sample_weight is not None:
+        return _batch_mean(_apply_weighting(loss.unsqueeze(axis), weight, sample_weight), batch_axis)
+    loss = _apply_weighting(loss, weight)
+    if batch_axis == axis:
+        return loss.mean().reshape(1)
+    return _batch_mean(loss, batch_axis - (axis < batch_axis))
+
+
 def _batch_sum(loss: Tensor, batch_axis: int) -> Tensor:
     """Sum over every axis but ``batch_axis``."""
     b = _norm_axis(batch_axis, loss.ndim, "batch_axis") if loss.ndim else 0
@@ -237,14 +249,7 @@ class SoftmaxCrossEntropyLoss(Loss):
                 loss = -(pred * label).sum(dim=axis)
             else:
                 loss = F.cross_entropy(p, label if axis == 1 else label.movedim(axis, 1), reduction="none")
-        # ``loss`` is pred's shape without ``axis``
-        if sample_weight is not None:
-            loss = _apply_weighting(loss.unsqueeze(axis), self._weight, sample_weight)
-            return _batch_mean(loss, batch_axis)
-        loss = _apply_weighting(loss, self._weight)
-        if batch_axis == axis:
-            return loss.mean().reshape(1)
-        return _batch_mean(loss, batch_axis - (axis < batch_axis))
+        return _class_axis_loss_mean(loss, axis, batch_axis, self._weight, sample_weight)
 
 
 SoftmaxCELoss = SoftmaxCrossEntropyLoss

@@ -25,7 +25,7 @@ import torch
 import torch.distributed as dist
 
 from ..base import MXNetError
-from ..gluon.loss import Loss, _apply_weighting, _as_tensor, _batch_mean, _norm_axis
+from ..gluon.loss import Loss, _as_tensor, _class_axis_loss_mean, _norm_axis
 
 __all__ = ["ParallelSoftmaxCrossEntropyLoss", "vocab_parallel_cross_entropy"]
 
@@ -126,13 +126,7 @@ class ParallelSoftmaxCrossEntropyLoss(Loss):
                                  f"of shape {tuple(pred.shape)} with axis {axis} removed {tuple(red_shape)}")
         loss = vocab_parallel_cross_entropy(p.reshape(-1, p.shape[-1]), label.reshape(-1),
                                             self._group).reshape(red_shape)
-        if sample_weight is not None:
-            loss = _apply_weighting(loss.unsqueeze(axis), self._weight, sample_weight)
-            return _batch_mean(loss, batch_axis)
-        loss = _apply_weighting(loss, self._weight)
-        if batch_axis == axis:
-            return loss.mean().reshape(1)
-        return _batch_mean(loss, batch_axis - (axis < batch_axis))
+        return _class_axis_loss_mean(loss, axis, batch_axis, self._weight, sample_weight)
 
     def __repr__(self) -> str:
         return (f"ParallelSoftmaxCrossEntropyLoss(axis={self._axis}, batch_axis={self._batch_axis}, "
