@@ -72,11 +72,10 @@ def lm_data() -> tuple[torch.Tensor, torch.Tensor]:
     return torch.randint(0, VOCAB, (BATCH, SEQ), generator=g), torch.randint(0, VOCAB, (BATCH,), generator=g)
 
 
-def lm_reference(steps: int = 5) -> dict[str, Any]:
+def _one_process(net: Any, x: torch.Tensor, y: torch.Tensor, steps: int) -> dict[str, Any]:
+    """``steps`` SGD-momentum steps of ``net`` on the whole batch in this process: the reference."""
     from mxtorch import autograd, gluon
 
-    net = build_lm()
-    x, y = lm_data()
     tr = gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.1, "momentum": 0.9})
     loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
     losses = []
@@ -84,10 +83,14 @@ def lm_reference(steps: int = 5) -> dict[str, Any]:
         with autograd.record():
             loss = loss_fn(net(x), y)
         loss.backward()
-        tr.step(BATCH)
+        tr.step(x.shape[0])
         losses.append(float(loss.detach().mean()))
     return {"params": {k: p.data().detach().clone() for k, p in net._collect_params_with_prefix().items()},
             "out": net(x).detach(), "losses": losses}
+
+
+def lm_reference(steps: int = 5) -> dict[str, Any]:
+    return _one_process(build_lm(), *lm_data(), steps)
 
 
 def train_lm(path: str, steps: int = 5) -> dict[str, Any]:
@@ -191,21 +194,7 @@ def image_data3d() -> tuple[torch.Tensor, torch.Tensor]:
 
 def convnet3d_reference(steps: int = 5) -> dict[str, Any]:
     """One process on the global batch: parameters, losses, and net(x) after ``steps``."""
-    from mxtorch import autograd, gluon
-
-    net = build_convnet3d()
-    x, y = image_data3d()
-    tr = gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.1, "momentum": 0.9})
-    loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
-    losses = []
-    for _ in range(steps):
-        with autograd.record():
-            loss = loss_fn(net(x), y)
-        loss.backward()
-        tr.step(GLOBAL_IMAGES)
-        losses.append(float(loss.detach().mean()))
-    return {"params": {k: p.data().detach().clone() for k, p in net._collect_params_with_prefix().items()},
-            "out": net(x).detach(), "losses": losses}
+    return _one_process(build_convnet3d(), *image_data3d(), steps)
 
 
 def train_convnet3d(path: str, steps: int = 5) -> dict[str, Any]:
