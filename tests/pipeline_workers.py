@@ -234,18 +234,25 @@ def image_data() -> tuple[torch.Tensor, torch.Tensor]:
     return torch.randn(8, 1, 8, 8, generator=g), torch.randint(0, OUT, (8,), generator=g).float()
 
 
-def convnet_reference(steps: int = 5) -> dict[str, torch.Tensor]:
+def one_process(net: Any, x: torch.Tensor, y: torch.Tensor, steps: int) -> dict[str, Any]:
+    """``steps`` SGD-momentum steps of ``net`` on the whole batch in this process: the reference."""
     from mxtorch import autograd, gluon
 
-    net = build_convnet()
-    x, y = image_data()
     tr = gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.1, "momentum": 0.9})
+    loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
+    losses = []
     for _ in range(steps):
         with autograd.record():
-            loss = gluon.loss.SoftmaxCrossEntropyLoss()(net(x), y)
+            loss = loss_fn(net(x), y)
         loss.backward()
-        tr.step(8)
-    return {k: p.data().detach().clone() for k, p in net._collect_params_with_prefix().items()}
+        tr.step(x.shape[0])
+        losses.append(float(loss.detach().mean()))
+    return {"params": {k: p.data().detach().clone() for k, p in net._collect_params_with_prefix().items()},
+            "out": net(x).detach(), "losses": losses}
+
+
+def convnet_reference(steps: int = 5) -> dict[str, torch.Tensor]:
+    return one_process(build_convnet(), *image_data(), steps)["params"]
 
 
 def train_convnet_tp(path: str, steps: int = 5) -> dict[str, Any]:

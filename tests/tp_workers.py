@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+from pipeline_workers import one_process as _one_process
 
 VOCAB, EMB, SEQ, HID, BATCH = 16, 8, 3, 16, 8
 OUT = 4
@@ -72,23 +73,6 @@ def lm_data() -> tuple[torch.Tensor, torch.Tensor]:
     return torch.randint(0, VOCAB, (BATCH, SEQ), generator=g), torch.randint(0, VOCAB, (BATCH,), generator=g)
 
 
-def _one_process(net: Any, x: torch.Tensor, y: torch.Tensor, steps: int) -> dict[str, Any]:
-    """``steps`` SGD-momentum steps of ``net`` on the whole batch in this process: the reference."""
-    from mxtorch import autograd, gluon
-
-    tr = gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.1, "momentum": 0.9})
-    loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
-    losses = []
-    for _ in range(steps):
-        with autograd.record():
-            loss = loss_fn(net(x), y)
-        loss.backward()
-        tr.step(x.shape[0])
-        losses.append(float(loss.detach().mean()))
-    return {"params": {k: p.data().detach().clone() for k, p in net._collect_params_with_prefix().items()},
-            "out": net(x).detach(), "losses": losses}
-
-
 def lm_reference(steps: int = 5) -> dict[str, Any]:
     return _one_process(build_lm(), *lm_data(), steps)
 
@@ -138,17 +122,7 @@ def image_data() -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def convnet_reference(steps: int = 5) -> dict[str, torch.Tensor]:
-    from mxtorch import autograd, gluon
-
-    net = build_convnet()
-    x, y = image_data()
-    tr = gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.1, "momentum": 0.9})
-    for _ in range(steps):
-        with autograd.record():
-            loss = gluon.loss.SoftmaxCrossEntropyLoss()(net(x), y)
-        loss.backward()
-        tr.step(8)
-    return {k: p.data().detach().clone() for k, p in net._collect_params_with_prefix().items()}
+    return _one_process(build_convnet(), *image_data(), steps)["params"]
 
 
 def train_convnet(path: str, steps: int = 5) -> dict[str, Any]:
