@@ -58,11 +58,21 @@ def test_the_cli_reports_elastic_errors(capsys):
     assert "needs at least MIN=3" in capsys.readouterr().err
     assert main(["launch", "--join", "127.0.0.1:5", "echo"]) == 2
     assert "leave out" in capsys.readouterr().err
+    assert main(["launch", "--local-addr", "10.0.0.2", "-n", "2", "echo"]) == 2
+    assert "--local-addr applies to the worker that --join adds" in capsys.readouterr().err
     assert main(["launch", "--elastic", "2:3", "-n", "3", "--dry-run", "python", "train.py"]) == 0
     printed = capsys.readouterr().out.splitlines()
     assert '"min_workers": 2, "max_workers": 3' in printed[0]
     assert [line.split()[-1] for line in printed[1:]] == ["a0", "a1", "a2"]
     assert all("-m mxtorch.elastic.agent --endpoint 127.0.0.1:29400" in line for line in printed[1:])
+
+
+def test_an_agent_advertises_its_address_on_the_route_to_the_rendezvous():
+    # torch's default (this machine's hostname) does not resolve on every network
+    from mxtorch.elastic.agent import address_towards
+
+    assert address_towards("127.0.0.1") == "127.0.0.1"
+    assert address_towards("localhost") == "127.0.0.1"
 
 
 @pytest.mark.parametrize("length,batch", [(1000, 120), (997, 128)])

@@ -79,6 +79,7 @@ class LaunchOptions:
     elastic: str | None = None
     join: str | None = None
     name: str | None = None
+    local_addr: str | None = None
     rendezvous_timeout: float | None = None
 
     def job_spec(self) -> JobSpec:
@@ -138,6 +139,9 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                    help="add one worker to the running elastic job whose rendezvous is HOST:PORT "
                         "(no COMMAND)")
     p.add_argument("--name", default=None, help="with --join: this worker's host name in the logs")
+    p.add_argument("--local-addr", default=None, metavar="ADDR",
+                   help="with --join: the address the other workers reach this one at (default: this "
+                        "machine's address on the route to the rendezvous host)")
     p.add_argument("--rendezvous-timeout", type=float, default=None, metavar="SEC",
                    help="with --elastic: how long a rendezvous round may wait for MIN workers (default 600)")
     # dest 'cmd': the entry point's subcommand name already lives in args.command
@@ -209,9 +213,10 @@ def launch(opts: LaunchOptions) -> int:
                               f"command: leave out {shlex.join(opts.command)!r}")
         from ..launcher.elastic import join_elastic
 
-        return join_elastic(opts.join, opts.name)
-    if opts.name:
-        raise LaunchError("--name names the worker that --join adds")
+        return join_elastic(opts.join, opts.name, opts.local_addr)
+    if opts.name or opts.local_addr:
+        flag = "--name" if opts.name else "--local-addr"
+        raise LaunchError(f"{flag} applies to the worker that --join adds (--join HOST:PORT)")
     spec = opts.job_spec()
     if opts.elastic is not None:
         return _launch_elastic(opts, spec)

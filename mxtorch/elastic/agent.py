@@ -91,6 +91,21 @@ def _timeout_message(job: ElasticJob, store: Any, endpoint: str, name: str, wait
             f"workers with `mxtorch launch --join {endpoint}`, or lower MIN.")
 
 
+def address_towards(host: str) -> str | None:
+    """This machine's address on the route to ``host`` (what the rendezvous advertises for this
+    agent, and rank 0's agent for the workers' MASTER_ADDR): torch's default, this machine's
+    hostname, does not resolve on every network. None when no route is known (torch's default)."""
+    if host == "localhost":
+        return "127.0.0.1"
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.connect((host, 9))  # a UDP "connect" sends nothing: it only picks the route
+            addr: str = s.getsockname()[0]
+            return addr
+    except OSError:
+        return None
+
+
 def run_agent(endpoint: str, name: str | None = None, local_addr: str | None = None) -> int:
     """Run one agent of the elastic job whose rendezvous store is at ``endpoint`` until the job
     ends; returns its exit status (0: the job finished)."""
@@ -115,7 +130,7 @@ def run_agent(endpoint: str, name: str | None = None, local_addr: str | None = N
         rdzv_configs={"is_host": False, "join_timeout": int(job.rendezvous_timeout),
                       "last_call_timeout": LAST_CALL_S, "close_timeout": 10,
                       "keep_alive_interval": KEEP_ALIVE_S, "keep_alive_max_attempt": KEEP_ALIVE_MISSES},
-        local_addr=local_addr or (host if host in ("127.0.0.1", "localhost") else None),
+        local_addr=local_addr or address_towards(host),
         max_restarts=job.max_restarts, monitor_interval=0.5,
         logs_specs=DefaultLogsSpecs(log_dir=log_dir, tee=Std.ALL), log_line_prefix_template=f"[{name}]:",
         shutdown_timeout=SHUTDOWN_S,
