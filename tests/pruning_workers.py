@@ -2,52 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
 
 
-def gradual_horovod(steps: int) -> dict[str, Any]:
-    """Gradual L1 pruning of a small MLP under the 'horovod' store: every rank starts from its own
-    random weights (the store broadcasts rank 0's) and trains on its own data; returns the masks
-    after every step and the final weights."""
-    torch.set_num_threads(1)
-    import mxtorch as mx
-    from mxtorch import autograd, gluon
-    from mxtorch.contrib import pruning
-    from mxtorch.gluon import nn
-
-    kv = mx.kv.create("horovod")
-    mx.random.seed(100 + kv.rank)  # different initial weights: identical only through the store
-    net = nn.HybridSequential()
-    net.add(nn.Dense(16, activation="relu", in_units=8), nn.Dense(4, in_units=16))
-    net.initialize()
-    trainer = gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.1, "momentum": 0.9,
-                                                          "wd": 1e-3}, kvstore=kv)
-    pruner = pruning.Pruner("l1", schedule="polynomial", sparsity=0.75, begin_step=1, end_epoch=2,
-                            steps_per_epoch=3, frequency=2)
-    pruner.apply(net)
-    loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
-    g = torch.Generator().manual_seed(7 + kv.rank)
-    masks: list[dict[str, torch.Tensor]] = []
-    for _ in range(steps):
-        x = torch.randn(6, 8, generator=g)
-        y = torch.randint(0, 4, (6,), generator=g)
-        with autograd.record():
-            loss = loss_fn(net(x), y)
-        loss.backward()
-        trainer.step(6 * kv.num_workers)
-        pruner.step()
-        masks.append(pruner.masks)
-    weights = {k: p.data().detach().clone() for k, p in net._collect_params_with_prefix().items()}
-    return {"masks": masks, "weights": weights, "sparsity": pruning.sparsity(net)["total"]}
-
-
-def gradual_ps(kvstore: str, update_on_kvstore: bool | None, steps: int) -> dict[str, Any]:
-    """Gradual L1 pruning of a small MLP on a parameter-server store ('dist_sync' / 'dist_async'),
-    with the optimizer on the servers (``update_on_kvstore=True``) or on the workers.  Returns the
-    masks after every step, whether the pruned weights were exactly zero after every step, how many
-    pruned entries the last pull brought back non-zero (the servers' copies), and the weights."""
+def _pruned_job(kvstore: str,
+                update_on_kvstore: bool | None) -> tuple[Any, Any, Any, Any, Callable[[], None]]:
+    """A small MLP (each rank's own random weights: identical only through the store), its Trainer on
+    ``kvstore``, an applied gradual L1 Pruner, and one training step on this rank's own data."""
     torch.set_num_threads(1)
     import mxtorch as mx
     from mxtorch import autograd, gluon
@@ -55,7 +19,7 @@ def gradual_ps(kvstore: str, update_on_kvstore: bool | None, steps: int) -> dict
     from mxtorch.gluon import nn
 
     kv = mx.kv.create(kvstore)
-    mx.random.seed(100 + kv.rank)  # different initial weights: identical only through the store
+    mx.random.seed(100 + kv.rank)
     net = nn.HybridSequential()
     net.add(nn.Dense(16, activation="relu", in_units=8), nn.Dense(4, in_units=16))
     net.initialize()
@@ -67,17 +31,48 @@ def gradual_ps(kvstore: str, update_on_kvstore: bool | None, steps: int) -> dict
     pruner.apply(net)
     loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
     g = torch.Generator().manual_seed(7 + kv.rank)
-    params = net._collect_params_with_prefix()
-    masks: list[dict[str, torch.Tensor]] = []
-    zero_after_step: list[bool] = []
-    pulled_nonzero = 0
-    for _ in range(steps):
+
+    def train_step() -> None:
         x = torch.randn(6, 8, generator=g)
         y = torch.randint(0, 4, (6,), generator=g)
         with autograd.record():
             loss = loss_fn(net(x), y)
         loss.backward()
         trainer.step(6 * kv.num_workers)
+
+    return kv, net, trainer, pruner, train_step
+
+
+def gradual_horovod(steps: int) -> dict[str, Any]:
+    """Gradual L1 pruning of a small MLP under the 'horovod' store: every rank starts from its own
+    random weights (the store broadcasts rank 0's) and trains on its own data; returns the masks
+    after every step and the final weights."""
+    from mxtorch.contrib import pruning
+
+    kv, net, trainer, pruner, train_step = _pruned_job("horovod", None)
+    masks: list[dict[str, torch.Tensor]] = []
+    for _ in range(steps):
+        train_step()
+        pruner.step()
+        masks.append(pruner.masks)
+    weights = {k: p.data().detach().clone() for k, p in net._collect_params_with_prefix().items()}
+    return {"masks": masks, "weights": weights, "sparsity": pruning.sparsity(net)["total"]}
+
+
+def gradual_ps(kvstore: str, update_on_kvstore: bool | None, steps: int) -> dict[str, Any]:
+    """Gradual L1 pruning of a small MLP on a parameter-server store ('dist_sync' / 'dist_async'),
+    with the optimizer on the servers (``update_on_kvstore=True``) or on the workers.  Returns the
+    masks after every step, whether the pruned weights were exactly zero after every step, how many
+    pruned entries the last pull brought back non-zero (the servers' copies), and the weights."""
+    from mxtorch.contrib import pruning
+
+    kv, net, trainer, pruner, train_step = _pruned_job(kvstore, update_on_kvstore)
+    params = net._collect_params_with_prefix()
+    masks: list[dict[str, torch.Tensor]] = []
+    zero_after_step: list[bool] = []
+    pulled_nonzero = 0
+    for _ in range(steps):
+        train_step()
         before = pruner.masks
         pulled_nonzero = sum(int((params[k].data()[~m] != 0).sum()) for k, m in before.items())
         pruner.step()

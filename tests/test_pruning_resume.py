@@ -9,8 +9,8 @@ import json
 
 import pytest
 import torch
+from test_pruning import mlp  # tests/ is on sys.path
 
-import mxtorch as mx
 from mxtorch import autograd, gluon
 from mxtorch.base import MXNetError
 from mxtorch.contrib import pruning
@@ -19,15 +19,6 @@ from mxtorch.gluon import nn
 STEPS, STOP = 12, 5  # the schedule: masks change at steps 2, 4, 6, 8 and 10 (the end)
 SETTINGS = {"schedule": "polynomial", "sparsity": 0.7, "begin_step": 2, "end_epoch": 2,
             "steps_per_epoch": 5, "frequency": 2, "seed": 4}
-
-
-def mlp(seed: int) -> nn.HybridSequential:
-    mx.random.seed(seed)
-    net = nn.HybridSequential()
-    net.add(nn.Dense(32, activation="relu", in_units=20), nn.Dense(24, activation="relu", in_units=32),
-            nn.Dense(10, in_units=24))
-    net.initialize(mx.init.Xavier())
-    return net
 
 
 def make_trainer(net: gluon.Block) -> gluon.Trainer:
