@@ -4,19 +4,9 @@ from __future__ import annotations
 
 import pytest
 import torch
+from test_pipeline import _pair_net  # tests/ is on sys.path
 
 from mxtorch.parallel.planner import LayerCost, Overheads, plan
-
-
-def _net(n_pairs: int):
-    from mxtorch.gluon import nn
-
-    net = nn.HybridSequential()
-    for _ in range(n_pairs):
-        net.add(nn.Dense(32, activation="relu", in_units=32), nn.Dense(32, in_units=32))
-    net.add(nn.Dense(10, in_units=32))
-    net.initialize()
-    return net
 
 
 def _costs(n_pairs: int) -> list[LayerCost]:
@@ -30,7 +20,7 @@ KW = {"world_size": 4, "batch_size": 64, "memory_per_device": "8GiB", "bandwidth
 
 
 def test_measured_fixed_costs_are_added_per_step_per_slot_and_per_extra_pair():
-    net, x = _net(2), torch.randn(4, 32)
+    net, x = _pair_net(2), torch.randn(4, 32)
     base = {(p.config.dp, p.config.pp, p.config.tp, p.micro_batches, p.schedule, p.checkpointing): p
             for p in plan(net, x, overheads=False, latency_s=0.0, **KW)}
     over = Overheads(step_s={lay: 0.001 for lay in LAYOUTS}, slot_s={lay: 0.002 for lay in LAYOUTS},
@@ -54,7 +44,7 @@ def test_measured_fixed_costs_are_added_per_step_per_slot_and_per_extra_pair():
 
 
 def test_shared_cores_slow_the_plans_whose_processes_compute_together():
-    net, x = _net(2), torch.randn(4, 32)
+    net, x = _pair_net(2), torch.randn(4, 32)
     kw = dict(KW, costs=[LayerCost(c.path, c.fwd_s * 100, c.bwd_s * 100, c.act_bytes, c.out_bytes,
                                    c.param_bytes, 0.0) for c in _costs(2)])
     alone = {(p.config.dp, p.config.pp, p.config.tp, p.micro_batches, p.schedule, p.checkpointing): p
