@@ -198,22 +198,27 @@ class _Plan:
                     vals[s] = o
 
 
-def _can_adopt(g: torch.Tensor, dst: torch.Tensor, taken: set[int]) -> bool:
-    """Whether ``dst`` may take ``g``'s memory: a fresh, whole, contiguous gradient of the same
-    layout that no other gradient array of this backward took (autograd hands one tensor to
-    several inputs of an addition) and that is not a head gradient the caller gave.  ``g`` may be
-    a view (a reshape of an operator's fresh output, as for FullyConnected's weight) when it spans
-    its whole storage."""
-    return (
-        g.is_contiguous()
-        and g.dtype == dst.dtype
-        and g.device == dst.device
-        and g.shape == dst.shape
-        and dst._base is None
-        and g.storage_offset() == 0
-        and g.untyped_storage().nbytes() == g.numel() * g.element_size()
-        and g.untyped_storage().data_ptr() not in taken
-    )
+def _adoptable(g: torch.Tensor, dst: torch.Tensor, taken: set[int]) -> bool:
+    """Whether ``dst`` may take ``g``'s memory (and if so, marks that memory taken): a fresh, whole,
+    contiguous gradient of the same layout that no other gradient array of this backward took
+    (autograd hands one tensor to several inputs of an addition) and that is not a head gradient
+    (the caller's, or the ones this executor fills in).  ``g`` may be a view (a reshape of an
+    operator's fresh output, as for FullyConnected's weight) when it spans its whole storage."""
+    if (
+        g.storage_offset()
+        or g.shape != dst.shape
+        or g.dtype != dst.dtype
+        or g.device != dst.device
+        or dst._base is not None
+        or not g.is_contiguous()
+    ):
+        return False
+    storage = g.untyped_storage()
+    ptr = storage.data_ptr()
+    if ptr in taken or storage.nbytes() != g.numel() * g.element_size():
+        return False
+    taken.add(ptr)
+    return True
 
 
 class Executor:
@@ -251,6 +256,7 @@ class Executor:
         self._leaves: list[tuple[int, torch.Tensor]] = []
         self.outputs: list[torch.Tensor] = []
         self._monitor: Callable[[str, torch.Tensor], None] | None = None
+        self._default_head_grads: dict[int, torch.Tensor] = {}
 
     # ------------------------------------------------------------------ dicts
     @property
@@ -320,11 +326,11 @@ class Executor:
         if len(grads) != len(self._heads):
             raise MXNetError(f"backward: {len(grads)} head gradients for {len(self._heads)} outputs")
         heads, hgrads = [], []
-        for h, g in zip(self._heads, grads, strict=True):
+        for k, (h, g) in enumerate(zip(self._heads, grads, strict=True)):
             if h.requires_grad:
                 heads.append(h)
                 hgrads.append(
-                    torch.ones_like(h) if g is None else _as_tensor(g, h.device, "out_grads").to(h.dtype)
+                    self._ones(k, h) if g is None else _as_tensor(g, h.device, "out_grads").to(h.dtype)
                 )
         leaves = [leaf for _, leaf in self._leaves]
         if not heads:
@@ -334,7 +340,7 @@ class Executor:
                 res = torch.autograd.grad(heads, leaves, hgrads, allow_unused=True)
             except RuntimeError as e:
                 raise MXNetError(f"backward: {e}; call forward(is_train=True) before each backward") from e
-        taken = {hg.untyped_storage().data_ptr() for hg in hgrads}  # never adopt the caller's memory
+        taken = {hg.untyped_storage().data_ptr() for hg in hgrads}  # never adopt a head gradient
         with torch.no_grad():
             for (i, _), g in zip(self._leaves, res, strict=True):
                 dst = self.grad_arrays[i]
@@ -342,16 +348,23 @@ class Executor:
                 if self._reqs[i] == "write":
                     if g is None:
                         dst.zero_()
-                    elif _can_adopt(g, dst, taken):
+                    elif _adoptable(g, dst, taken):
                         # the array object stays (everyone holding it sees the new values) and takes
                         # the fresh gradient's memory instead of copying it
-                        taken.add(g.untyped_storage().data_ptr())
                         dst.set_(g.untyped_storage(), 0, g.shape, g.stride())
                     else:
                         dst.copy_(g)
                 elif g is not None:
                     dst.add_(g)
         self._leaves = []
+
+    def _ones(self, k: int, head: torch.Tensor) -> torch.Tensor:
+        """Head ``k``'s default gradient (ones), made once per layout and reused: backward never
+        writes into it and no gradient array adopts it."""
+        ones = self._default_head_grads.get(k)
+        if ones is None or ones.shape != head.shape or ones.dtype != head.dtype or ones.device != head.device:
+            ones = self._default_head_grads[k] = torch.ones_like(head)
+        return ones
 
     def set_monitor_callback(
         self, callback: Callable[[str, torch.Tensor], None], monitor_all: bool = False

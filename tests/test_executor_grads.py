@@ -65,3 +65,18 @@ def test_fully_connected_gradients_are_taken_without_a_copy() -> None:
         assert ex.grad_dict["fc_weight"] is held
         ptrs.add(held.untyped_storage().data_ptr())
     assert len(ptrs) > 1
+
+
+def test_the_default_head_gradient_is_reused_but_never_shared_with_a_gradient_array() -> None:
+    # without out_grads a non-loss head gets ones, made once and reused by later backwards; for
+    # x + y autograd hands those ones to both inputs, so the arrays must copy them: changing a
+    # gradient array in place must not change the next backward's gradients
+    x, y = mx.sym.var("x"), mx.sym.var("y")
+    ex = (x + y).simple_bind(mx.cpu(), x=(3,), y=(3,))
+    for _ in range(3):
+        ex.forward(is_train=True, x=torch.ones(3), y=torch.ones(3))
+        ex.backward()
+        torch.testing.assert_close(ex.grad_dict["x"], torch.ones(3))
+        torch.testing.assert_close(ex.grad_dict["y"], torch.ones(3))
+        ex.grad_dict["x"].mul_(7.0)
+        ex.grad_dict["y"].add_(1.0)
