@@ -195,3 +195,111 @@ def train_convnet3d(path: str, steps: int = 5) -> dict[str, Any]:
     return {"losses": losses, "out": out, "loaded_out": fresh(x), "plan": pnet.tp_plan,
             "stage_paths": pnet.stage_paths, "ranks": (pnet.dp_rank, pnet.pp_rank, pnet.mesh.tp_rank),
             "bytes": pnet.param_bytes(), "store": type(pnet.kvstore).__name__}
+
+
+# ---- recurrent layers split by hidden units ("gates") ----------------------------------------
+STEPS_T, FEAT, RHID = 5, 6, 8
+RNN_BATCH = 8
+
+
+def build_rnn_net(kind: str, seed: int = 0) -> Any:
+    """'lstm': a 2-layer bidirectional LSTM -> Dense; 'gru': a 2-layer GRU -> a bidirectional tanh RNN
+    -> Dense (layout NTC, so that micro-batches split the batch)."""
+    import mxtorch as mx
+    from mxtorch.gluon import nn, rnn
+
+    torch.manual_seed(seed)
+    net = nn.HybridSequential()
+    if kind == "lstm":
+        net.add(rnn.LSTM(RHID, num_layers=2, layout="NTC", bidirectional=True, input_size=FEAT),
+                nn.Dense(OUT, in_units=STEPS_T * 2 * RHID))
+    else:
+        net.add(rnn.GRU(RHID, num_layers=2, layout="NTC", input_size=FEAT),
+                rnn.RNN(RHID, activation="tanh", layout="NTC", bidirectional=True, input_size=RHID),
+                nn.Dense(OUT, in_units=STEPS_T * 2 * RHID))
+    net.initialize(mx.init.Uniform(0.3))
+    return net
+
+
+def rnn_data() -> tuple[torch.Tensor, torch.Tensor]:
+    g = torch.Generator().manual_seed(21)
+    x = torch.randn(RNN_BATCH, STEPS_T, FEAT, generator=g)
+    return x, torch.randint(0, OUT, (RNN_BATCH,), generator=g).float()
+
+
+def rnn_reference(kind: str, steps: int = 5) -> dict[str, Any]:
+    return _one_process(build_rnn_net(kind), *rnn_data(), steps)
+
+
+def train_rnn(kind: str, path: str, steps: int = 5) -> dict[str, Any]:
+    """tp=2, tp_plan='auto' (the recurrent layers 'gates'), 5 SGD-momentum steps, saved to ``path``;
+    then a differently initialized tp=2 network loads the file."""
+    from mxtorch import gluon, parallel
+
+    cfg = parallel.ParallelConfig(tp=2)
+    pnet = parallel.parallelize(build_rnn_net(kind), cfg, micro_batches=2, schedule="gpipe", kvstore=None)
+    x, y = rnn_data()
+    tr = gluon.Trainer(pnet.collect_params(), "sgd", {"learning_rate": 0.1, "momentum": 0.9})
+    losses = []
+    for _ in range(steps):
+        losses.append(pnet.train_step(x, y, gluon.loss.SoftmaxCrossEntropyLoss()))
+        tr.step(RNN_BATCH)
+    pnet.save_parameters(path)
+    fresh = parallel.parallelize(build_rnn_net(kind, seed=1), cfg, micro_batches=2, schedule="gpipe",
+                                 kvstore=None)
+    fresh.load_parameters(path)
+    rec = [p for name, p in pnet.collect_params().items() if "2h_" in name]  # i2h_*, h2h_*
+    return {"plan": pnet.tp_plan, "losses": losses, "out": pnet(x), "loaded_out": fresh(x),
+            "bytes": pnet.param_bytes(), "rnn_bytes": sum(p.data().numel() * 4 for p in rec)}
+
+
+def rnn_states_case(mode: str) -> dict[str, Any]:
+    """One recurrent layer split by 'gates' (tp=2), called with initial states: outputs, final states
+    and the gradients of input, states and (this rank's rows of) the parameters, for a weighted sum."""
+    from mxtorch import autograd, parallel
+    from mxtorch.parallel.split import Unit
+    from mxtorch.parallel.tensor import shard_units
+
+    layer = rnn_states_layer(mode)
+    mesh = parallel.Mesh(parallel.ParallelConfig(tp=2))
+    infos = shard_units([Unit("0", layer)], {"0": "gates"}, mesh.tp_mesh("cpu"), 2, mesh.tp_rank)
+    x, states, weights = rnn_states_inputs(mode)
+    x.requires_grad_()
+    for s in states:
+        s.requires_grad_()
+    with autograd.record():
+        out, new = layer(x, states)
+        total = (out * weights[0]).sum() + sum((s * w).sum() for s, w in zip(new, weights[1:]))
+    total.backward()
+    grads = {n: layer._param(n).data().grad for n in layer._flat_names}
+    return {"out": out.detach(), "states": [s.detach() for s in new], "x_grad": x.grad,
+            "state_grads": [s.grad for s in states], "param_grads": grads, "tp_rank": mesh.tp_rank,
+            "groups": {n: infos[id(layer._param(n))].groups for n in layer._flat_names}}
+
+
+def rnn_states_layer(mode: str) -> Any:
+    import mxtorch as mx
+    from mxtorch.gluon import rnn
+
+    torch.manual_seed(4)
+    if mode == "lstm":  # with the cell-state clip (the steps in Python on both sides)
+        layer = rnn.LSTM(RHID, num_layers=2, bidirectional=True, input_size=FEAT, state_clip_min=-0.3,
+                         state_clip_max=0.3)
+    elif mode == "gru":
+        layer = rnn.GRU(RHID, num_layers=2, bidirectional=True, input_size=FEAT)
+    else:
+        layer = rnn.RNN(RHID, num_layers=2, activation="relu", input_size=FEAT)
+    layer.initialize(mx.init.Uniform(0.4))
+    return layer
+
+
+def rnn_states_inputs(mode: str) -> tuple[torch.Tensor, list[torch.Tensor], list[torch.Tensor]]:
+    """x (T, N, C), initial states, and the weights of outputs and final states in the summed loss."""
+    g = torch.Generator().manual_seed(8)
+    layer = rnn_states_layer(mode)
+    x = torch.randn(STEPS_T, 3, FEAT, generator=g)
+    shapes = [tuple(i["shape"]) for i in layer.state_info(3)]
+    states = [torch.randn(s, generator=g) * 0.5 for s in shapes]
+    out_shape = (STEPS_T, 3, RHID * layer._dir)
+    weights = [torch.randn(s, generator=g) for s in [out_shape, *shapes]]
+    return x, states, weights

@@ -1,5 +1,5 @@
 """Tensor parallelism for Gluon layers, on DTensor: Megatron's column → row pairs, vocab-parallel
-embeddings, output-channel-parallel convolutions.
+embeddings, output-channel-parallel convolutions, hidden-unit-parallel recurrent layers.
 
 Styles (``tp_plan={layer path: style}``):
 
@@ -16,6 +16,8 @@ Styles (``tp_plan={layer path: style}``):
   shard give zeros, and one all-reduce sums the partial lookups (DTensor's ``_MaskPartial``).
 - a ``"colwise"`` ``Dense`` that is the *last* layer leaves its output split over the vocabulary:
   train it with :class:`~.tp_loss.ParallelSoftmaxCrossEntropyLoss` (no rank builds full logits).
+- ``"gates"`` ``RNN``/``LSTM``/``GRU``: every gate keeps the rows of this rank's hidden units, and one
+  all-gather per layer and time step rebuilds the whole hidden state (:mod:`.tp_rnn`).
 
 Parameters stay plain tensors holding the local shard (so the Trainer, the optimizers and the
 data-parallel store work on them unchanged); each forward views them as DTensors
@@ -39,10 +41,11 @@ import torch.nn.functional as F
 
 from ..base import MXNetError
 from .split import Unit
+from .tp_rnn import gate_params, gates_forward, gates_problem, is_recurrent
 
 __all__ = ["TP_STYLES", "auto_plan", "check_plan", "shard_units", "gather_full", "ShardInfo"]
 
-TP_STYLES = ("colwise", "rowwise", "vocab", "replicate")
+TP_STYLES = ("colwise", "rowwise", "vocab", "gates", "replicate")
 _ELEMENTWISE = ("Activation", "LeakyReLU", "PReLU", "ELU", "SELU", "GELU", "Swish", "SiLU", "Dropout")
 # per-channel layers a convolution's channel shards pass through unchanged (channels-first only)
 _CHANNELWISE = ("MaxPool1D", "MaxPool2D", "MaxPool3D", "AvgPool1D", "AvgPool2D", "AvgPool3D",
@@ -51,21 +54,26 @@ _CHANNELWISE = ("MaxPool1D", "MaxPool2D", "MaxPool3D", "AvgPool1D", "AvgPool2D",
 
 
 class ShardInfo:
-    """How a parameter is split over the tensor-parallel group: dimension ``dim`` of ``full_shape``."""
+    """How a parameter is split over the tensor-parallel group: dimension ``dim`` of ``full_shape``,
+    seen as ``groups`` equal blocks (a recurrent layer's gates), each split in ``tp`` contiguous parts;
+    a rank keeps its part of every block."""
 
-    def __init__(self, full_shape: tuple[int, ...], dim: int, tp: int, rank: int) -> None:
-        self.full_shape, self.dim, self.tp, self.rank = full_shape, dim, tp, rank
+    def __init__(self, full_shape: tuple[int, ...], dim: int, tp: int, rank: int, groups: int = 1) -> None:
+        self.full_shape, self.dim, self.tp, self.rank, self.groups = full_shape, dim, tp, rank, groups
 
     def local(self, full: torch.Tensor) -> torch.Tensor:
-        n = full.shape[self.dim] // self.tp
-        return full.narrow(self.dim, self.rank * n, n).contiguous()
+        blocks = full.unflatten(self.dim, (self.groups, -1))
+        n = blocks.shape[self.dim + 1] // self.tp
+        return blocks.narrow(self.dim + 1, self.rank * n, n).flatten(self.dim, self.dim + 1).contiguous()
 
 
 def _kind(block: Any) -> str | None:
-    """'dense', 'conv' (channels first, groups=1, not transposed), 'embedding' or None."""
+    """'dense', 'conv' (channels first, groups=1, not transposed), 'embedding', 'rnn' or None."""
     from ..gluon import nn
     from ..gluon.nn.conv_layers import _Conv
 
+    if is_recurrent(block):
+        return "rnn"
     if isinstance(block, nn.Dense):
         return "dense"
     if isinstance(block, _Conv) and not block._transpose and not block._channels_last and block._groups == 1:
@@ -136,8 +144,8 @@ def auto_plan(units: Sequence[Unit], tp: int) -> dict[str, str]:
     becomes column-parallel and that one row-parallel; the pairs chosen are those that split the
     most parameters (a chain can pair a layer with the one before or the one after it: dynamic
     programming over the chain).  Embeddings whose vocabulary divides by ``tp`` become
-    vocab-parallel; everything else is replicated, as are layers whose split dimension does not
-    divide by ``tp``."""
+    vocab-parallel, and recurrent layers ``"gates"`` (split by hidden units, :mod:`.tp_rnn`); everything
+    else is replicated, as are layers whose split dimension does not divide by ``tp``."""
     n = len(units)
     best = [0] * (n + 1)  # best[i]: most parameters split in units[i:]
     pick: list[int | None] = [None] * (n + 1)
@@ -156,8 +164,11 @@ def auto_plan(units: Sequence[Unit], tp: int) -> dict[str, str]:
             plan[units[i].path], plan[units[j].path] = "colwise", "rowwise"
             i = j + 1
             continue
-        if _kind(units[i].block) == "embedding" and _out_dim(units[i].block) % tp == 0:
+        kind = _kind(units[i].block)
+        if kind == "embedding" and _out_dim(units[i].block) % tp == 0:
             plan[units[i].path] = "vocab"
+        elif kind == "rnn" and gates_problem(units[i].block, tp) is None:
+            plan[units[i].path] = "gates"
         i += 1
     return plan
 
@@ -177,8 +188,16 @@ def check_plan(units: Sequence[Unit], plan: dict[str, str]) -> None:
                              "(without sparse_grad)")
         if style in ("colwise", "rowwise") and kind not in ("dense", "conv"):
             raise MXNetError(f"tp_plan: {path!r} is a {type(block).__name__}; '{style}' splits Dense layers "
-                             "and convolutions (channels first, groups=1); Embedding takes 'vocab', the "
-                             "rest (RNN layers included) stays 'replicate'")
+                             "and convolutions (channels first, groups=1); Embedding takes 'vocab', "
+                             "RNN/LSTM/GRU 'gates', the rest stays 'replicate'")
+        if style == "gates":
+            if kind != "rnn":
+                raise MXNetError(f"tp_plan: {path!r} is a {type(block).__name__}; 'gates' splits the "
+                                 "recurrent layers RNN, LSTM and GRU")
+            why = gates_problem(block, 1)
+            if why is not None:
+                raise MXNetError(f"tp_plan: {path!r} ({type(block).__name__}) cannot be split by 'gates': "
+                                 f"it {why}")
     # a row-parallel layer must read a column-parallel layer's shards (through pass-through layers)
     paired: set[int] = set()
     for i, u in enumerate(units):
@@ -305,6 +324,9 @@ def shard_units(units: Sequence[Unit], plan: dict[str, str], mesh: Any, tp: int,
             continue
         block: Any = u.block
         kind = _kind(block)
+        if style == "gates":
+            infos.update(_shard_gates(u, mesh, tp, rank))
+            continue
         full = _shape(block)
         what = {"dense": "features", "conv": "channels", "embedding": "rows"}[str(kind)]
         dim = 1 if style == "rowwise" else 0
@@ -324,10 +346,33 @@ def shard_units(units: Sequence[Unit], plan: dict[str, str], mesh: Any, tp: int,
     return infos
 
 
+def _shard_gates(u: Unit, mesh: Any, tp: int, rank: int) -> dict[int, ShardInfo]:
+    """Keep this rank's hidden units' rows of every gate of a recurrent layer (:mod:`.tp_rnn`)."""
+    block: Any = u.block
+    why = gates_problem(block, tp)
+    if why is not None:
+        raise MXNetError(f"tp_plan: {u.path!r} ({type(block).__name__}) cannot be split by 'gates': it {why}")
+    infos: dict[int, ShardInfo] = {}
+    for p in gate_params(block):
+        if p._data is None or not p.shape or 0 in p.shape:
+            raise MXNetError(f"tp_plan: {u.path!r}: parameter {p.name!r} has no data yet (shape {p.shape}): "
+                             "give the layer its input_size, or run one forward before parallelize")
+        info = ShardInfo(tuple(p.shape), 0, tp, rank, groups=block._gates)
+        _replace(p, info.local(p.data().detach()))
+        infos[id(p)] = info
+    object.__setattr__(block, "_tp_mesh", mesh)
+    object.__setattr__(block, "_tp_size", tp)
+    object.__setattr__(block, "_tp_rank", rank)
+    object.__setattr__(block, "forward", types.MethodType(gates_forward, block))
+    object.__setattr__(block, "_tp_style", "gates")
+    return infos
+
+
 def gather_full(local: torch.Tensor, info: ShardInfo, group: Any) -> torch.Tensor:
     """The whole tensor from every tensor-parallel rank's shard (all ranks of ``group`` call it)."""
     import torch.distributed as dist
 
     parts = [torch.empty_like(local) for _ in range(info.tp)]
     dist.all_gather(parts, local.contiguous(), group=group)
-    return torch.cat(parts, dim=info.dim)
+    d = info.dim
+    return torch.cat([q.unflatten(d, (info.groups, -1)) for q in parts], dim=d + 1).flatten(d, d + 1)
