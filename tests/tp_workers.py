@@ -253,15 +253,25 @@ def train_rnn(kind: str, path: str, steps: int = 5) -> dict[str, Any]:
             "bytes": pnet.param_bytes(), "rnn_bytes": sum(p.data().numel() * 4 for p in rec)}
 
 
-def rnn_states_case(mode: str) -> dict[str, Any]:
+RNN_MODES = ("lstm", "gru", "rnn")
+
+
+def rnn_states_cases() -> list[dict[str, Any]]:
+    """:func:`rnn_states_case` of each of RNN_MODES, on one tp=2 mesh."""
+    from mxtorch import parallel
+
+    mesh = parallel.Mesh(parallel.ParallelConfig(tp=2))
+    return [rnn_states_case(mode, mesh) for mode in RNN_MODES]
+
+
+def rnn_states_case(mode: str, mesh: Any) -> dict[str, Any]:
     """One recurrent layer split by 'gates' (tp=2), called with initial states: outputs, final states
     and the gradients of input, states and (this rank's rows of) the parameters, for a weighted sum."""
-    from mxtorch import autograd, parallel
+    from mxtorch import autograd
     from mxtorch.parallel.split import Unit
     from mxtorch.parallel.tensor import shard_units
 
     layer = rnn_states_layer(mode)
-    mesh = parallel.Mesh(parallel.ParallelConfig(tp=2))
     infos = shard_units([Unit("0", layer)], {"0": "gates"}, mesh.tp_mesh("cpu"), 2, mesh.tp_rank)
     x, states, weights = rnn_states_inputs(mode)
     x.requires_grad_()
