@@ -364,3 +364,64 @@ def test_extras_errors() -> None:
     args["r_sequence_length"] = torch.tensor([1.0, 4.0])
     with pytest.raises(MXNetError, match=r"sequence_length values must be in \[0, 3\]"):
         s.bind(mx.cpu(), args).forward()
+
+
+def _mxnet_exported_lstm(hidden: int, projection: int | None, shapes: dict[str, tuple[int, ...]]) -> str:
+    """The graph MXNet 1.9's hybridized gluon.rnn.LSTM(hidden, projection_size=...) exports (written
+    out by hand): weights reshaped to vectors, joined by _rnn_param_concat, batch-0 zero states."""
+    names = _mxnet_order(1, 1, projection is not None)
+    nodes: list[dict] = [{"op": "null", "name": "data", "inputs": []}]
+    for n in names:
+        attrs = {"__shape__": str(shapes[n]), "__dtype__": "0", "__lr_mult__": "1.0"}
+        nodes.append({"op": "null", "name": f"lstm0_{n}", "attrs": attrs, "inputs": []})
+        nodes.append({"op": "Reshape", "name": f"lstm0_reshape{len(nodes)}", "attrs": {"shape": "(-1,)"},
+                      "inputs": [[len(nodes) - 1, 0, 0]]})  # fmt: skip
+    reshaped = [[i, 0, 0] for i, n in enumerate(nodes) if n["op"] == "Reshape"]
+    nodes.append({"op": "_rnn_param_concat", "name": "lstm0_rnn_param_concat0",
+                  "attrs": {"dim": "0", "num_args": str(len(names))}, "inputs": reshaped})  # fmt: skip
+    for i, size in enumerate((projection or hidden, hidden)):
+        nodes.append({"op": "_zeros", "name": f"lstm0_h0_{i}",
+                      "attrs": {"__layout__": "LNC", "dtype": "float32", "shape": f"(1, 0, {size})"},
+                      "inputs": []})  # fmt: skip
+    k = len(nodes)
+    nodes.append({
+        "op": "RNN", "name": "lstm0_rnn0",
+        "attrs": {"bidirectional": "False", "lstm_state_clip_max": "None", "lstm_state_clip_min": "None",
+                  "lstm_state_clip_nan": "False", "mode": "lstm", "num_layers": "1", "p": "0",
+                  "projection_size": str(projection), "state_outputs": "True", "state_size": str(hidden),
+                  "use_sequence_length": "False"},
+        "inputs": [[0, 0, 0], [k - 3, 0, 0], [k - 2, 0, 0], [k - 1, 0, 0]],
+    })  # fmt: skip
+    graph = {
+        "nodes": nodes,
+        "arg_nodes": [i for i, n in enumerate(nodes) if n["op"] == "null"],
+        "node_row_ptr": list(range(len(nodes) + 3)),
+        "heads": [[k, 0, 0]],
+        "attrs": {"mxnet_version": ["int", 10901]},
+    }
+    return json.dumps(graph)
+
+
+@pytest.mark.filterwarnings(_ONEDNN_PROJ)
+@pytest.mark.parametrize("projection", [None, 2])
+def test_graph_exported_by_mxnet_gluon_lstm_runs(projection: int | None) -> None:
+    from mxtorch.gluon import rnn
+
+    T, N, C, H = 4, 3, 5, 6
+    layer = rnn.LSTM(H, input_size=C, projection_size=projection)
+    layer.initialize(mx.init.Uniform(0.5))
+    x = torch.randn(T, N, C)
+    want = layer(x)
+    params = {k[len(layer.prefix) :]: p.data() for k, p in layer.collect_params().items()}
+    var_shapes = {k: tuple(v.shape) for k, v in params.items()}
+    sym = mx.sym.load_json(_mxnet_exported_lstm(H, projection, var_shapes))
+    assert sym.list_outputs() == ["lstm0_rnn0_output"]
+    shapes = dict(zip(sym.list_arguments(), sym.infer_shape(data=(T, N, C))[0], strict=True))
+    assert sym.infer_shape(data=(T, N, C))[1] == [(T, N, projection or H)]
+    args = {"data": x, **{f"lstm0_{k}": v for k, v in params.items()}}
+    assert {k: tuple(v.shape) for k, v in args.items()} == shapes
+    net = mx.gluon.SymbolBlock(sym, mx.sym.var("data"))
+    for name, p in net.collect_params().items():
+        p._load_init(args[name], mx.cpu())
+    torch.testing.assert_close(net(x), want, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(sym.bind(mx.cpu(), args).forward()[0], want, rtol=1e-5, atol=1e-6)

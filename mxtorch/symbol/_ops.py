@@ -23,6 +23,7 @@ from .. import nd
 from ..base import MXNetError
 from ..nd import _norm
 from ..nd._nn import activation_fn
+from ..nd._shape import concat as _nd_concat
 from ..nd._shape import split_v2 as _nd_split_v2
 from . import _loss, _rnn
 
@@ -264,6 +265,8 @@ _add(
 _add(OpDef("RNN", lambda ins, a, t: _rnn.rnn_compile(a)(ins, t), _rnn.rnn_inputs, outputs=_rnn.rnn_outputs,
            total_outputs=lambda a: len(_rnn.rnn_outputs(a)), param_shapes=_rnn.rnn_shapes,
            compile=_rnn.rnn_compile))
+# what MXNet's Gluon RNN layers flatten their weights with in exported graphs: a Concat
+_add(OpDef("_rnn_param_concat", _nd_run(_nd_concat), None, compile=_nd_compile(_nd_concat)))
 
 
 # ----------------------------------------------------------------------------------------------

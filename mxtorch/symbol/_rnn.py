@@ -262,6 +262,14 @@ def _lstm_steps(
     return [x, torch.stack(hs, 0), torch.stack(cs, 0)]
 
 
+def _batch_state(state: Tensor, data: Tensor) -> Tensor:
+    """``state``, or zeros for MXNet's batch-0 begin state: graphs exported by MXNet's Gluon RNN layers
+    start from ``zeros(shape=(layers * dirs, 0, size))``, 0 standing for the batch size MXNet infers."""
+    if state.dim() == 3 and state.shape[1] == 0 and data.shape[1] != 0:
+        return state.new_zeros(state.shape[0], data.shape[1], state.shape[2])
+    return state
+
+
 def rnn_compile(attrs: dict[str, Any]) -> Any:
     cfg = _config(attrs)
     # torch's kernels take projections smaller than the hidden size only
@@ -270,7 +278,7 @@ def rnn_compile(attrs: dict[str, Any]) -> Any:
 
     def run(ins: list[Any], train: bool) -> Any:
         data, flat = ins[0], ins[1]
-        states = list(ins[2 : 2 + num_states])
+        states = [_batch_state(s, data) for s in ins[2 : 2 + num_states]]
         lens = None
         if cfg.use_sequence_length:
             lens = _lengths(ins[2 + num_states], data.shape[0], data.shape[1])
