@@ -44,6 +44,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
+from .._forward import Forward
 from ..distributed import env as _env
 from ..distributed.env import DMLC_INTERFACE
 from . import netns
@@ -240,17 +241,9 @@ class Cluster:
                            "(--cluster NAME)")
 
     # ---- what it is ---------------------------------------------------------------------
-    @property
-    def name(self) -> str:
-        return self._state.name
-
-    @property
-    def subnet(self) -> str:
-        return self._state.subnet
-
-    @property
-    def shaper(self) -> str:
-        return self._state.shaper
+    name = Forward[str]("_state.name")
+    subnet = Forward[str]("_state.subnet")
+    shaper = Forward[str]("_state.shaper")
 
     @property
     def hosts(self) -> list[Host]:

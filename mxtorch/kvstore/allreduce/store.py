@@ -10,6 +10,7 @@ import torch
 import torch.distributed as dist
 
 from ... import compression
+from ..._forward import Forward
 from ...distributed import group
 from ...distributed.env import DistributedConfigError
 from ...nd import sparse
@@ -72,28 +73,14 @@ class AllreduceKVStore(KVStoreBase):
         """Payload bytes this worker sent through compressed pushpulls (for benchmarks)."""
 
     # ---- description -----------------------------------------------------------------
-    @property
-    def type(self) -> str:
-        return self._type
-
-    @property
-    def rank(self) -> int:
-        """This worker's rank in the store's process group (the job's rank without one)."""
-        return self._comm.rank
-
-    @property
-    def num_workers(self) -> int:
-        """The number of workers in the store's process group (the job's size without one)."""
-        return self._comm.size
-
-    @property
-    def process_group(self) -> Any:
-        """The ``torch.distributed`` process group the store's collectives run on (None: the job's)."""
-        return self._pg
-
-    @property
-    def local_rank(self) -> int:
-        return self._info.local_rank
+    type = Forward[str]("_type")
+    rank = Forward[int](
+        "_comm.rank", "This worker's rank in the store's process group (the job's rank without one).")
+    num_workers = Forward[int](
+        "_comm.size", "The number of workers in the store's process group (the job's size without one).")
+    process_group = Forward[Any](
+        "_pg", "The ``torch.distributed`` process group the store's collectives run on (None: the job's).")
+    local_rank = Forward[int]("_info.local_rank")
 
     def is_capable(self, capability: str) -> bool:
         if capability == Capability.OVERLAP:
@@ -115,9 +102,7 @@ class AllreduceKVStore(KVStoreBase):
         self._compressor = compression.create(compression_params)
         self.close()
 
-    @property
-    def compressor(self) -> Any:
-        return self._compressor
+    compressor = Forward[Any]("_compressor")
 
     # ---- the KVStore interface ---------------------------------------------------------
     def init(self, key: Key | Sequence[Key], value: Value | Sequence[Value]) -> None:

@@ -27,6 +27,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from ..._forward import Forward
 from ..base import Capability, Key, KVStoreBase, KVStoreError, Value
 
 if TYPE_CHECKING:
@@ -52,9 +53,7 @@ class GroupStore(KVStoreBase):
         self._prefix = prefix
 
     # ---- description -------------------------------------------------------------------------
-    @property
-    def type(self) -> str:
-        return self._store.type
+    type = Forward[str]("_store.type")
 
     @property
     def rank(self) -> int:
@@ -69,22 +68,10 @@ class GroupStore(KVStoreBase):
         """The job's worker ranks of this group."""
         return list(self._members)
 
-    @property
-    def prefix(self) -> str:
-        return self._prefix
-
-    @property
-    def store(self) -> DistKVStore:
-        """The job's store this view sends through."""
-        return self._store
-
-    @property
-    def compressor(self) -> Any:
-        return self._store.compressor
-
-    @property
-    def wire_bytes_sent(self) -> int:
-        return self._store.wire_bytes_sent
+    prefix = Forward[str]("_prefix")
+    store = Forward["DistKVStore"]("_store", "The job's store this view sends through.")
+    compressor = Forward[Any]("_store.compressor")
+    wire_bytes_sent = Forward[int]("_store.wire_bytes_sent")
 
     def is_capable(self, capability: str) -> bool:
         if capability == Capability.ASYNC:

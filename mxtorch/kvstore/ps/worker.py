@@ -86,6 +86,7 @@ from typing import Any
 
 import torch
 
+from ..._forward import Forward
 from ...distributed import exit_status
 from ..base import Capability, Key, KVStoreBase, KVStoreError, Value, register_factory
 from ..local import _key_list, _tensors
@@ -172,44 +173,18 @@ class DistKVStore(KVStoreBase):
         atexit.register(self.close)
 
     # ---- description -------------------------------------------------------------------------
-    @property
-    def type(self) -> str:
-        return self._type
-
-    @property
-    def rank(self) -> int:
-        return self._client.rank
-
-    @property
-    def num_workers(self) -> int:
-        return self._client.num_workers
-
-    @property
-    def num_servers(self) -> int:
-        return self._client.num_servers
-
-    @property
-    def local_rank(self) -> int:
-        return self._client.local_rank
-
-    @property
-    def mode(self) -> str:
-        """'sync' or 'async'."""
-        return self._mode
-
-    @property
-    def staleness(self) -> int | None:
-        """dist_async's staleness bound of this worker (None: unbounded, or dist_sync)."""
-        return self._staleness
-
-    @property
-    def closed(self) -> bool:
-        return self._client.closed
-
-    @property
-    def compressor(self) -> Any:
-        """The gradient :class:`~mxtorch.compression.Compressor` of this worker (its residuals), or None."""
-        return self._compressor
+    type = Forward[str]("_type")
+    rank = Forward[int]("_client.rank")
+    num_workers = Forward[int]("_client.num_workers")
+    num_servers = Forward[int]("_client.num_servers")
+    local_rank = Forward[int]("_client.local_rank")
+    closed = Forward[bool]("_client.closed")
+    mode = Forward[str]("_mode", "'sync' or 'async'.")
+    staleness = Forward[int | None](
+        "_staleness", "dist_async's staleness bound of this worker (None: unbounded, or dist_sync).")
+    compressor = Forward[Any](
+        "_compressor",
+        "The gradient :class:`~mxtorch.compression.Compressor` of this worker (its residuals), or None.")
 
     def is_capable(self, capability: str) -> bool:
         if capability == Capability.ASYNC:
