@@ -99,3 +99,23 @@ def test_bucketing_module_fit_and_score() -> None:
 def test_bucketing_module_needs_a_default_key() -> None:
     with pytest.raises(MXNetError, match="default_bucket_key"):
         mx.mod.BucketingModule(_sym_gen)
+
+
+def test_set_params_replaces_all_or_only_the_given_ones_in_every_bucket() -> None:
+    mod = mx.mod.BucketingModule(_sym_gen, default_bucket_key=6)
+    mod.bind([("data", (4, 6))], [("softmax_label", (4,))])
+    mod.init_params(mx.init.Xavier())
+    arg, aux = mod.get_params()
+    new = {k: torch.full_like(v, 0.5) for k, v in arg.items()}
+    mod.set_params(new, aux)
+    mod.switch_bucket(3, [("data", (4, 3))], [("softmax_label", (4,))])  # another bucket shares them
+    for k, v in mod.get_params()[0].items():
+        torch.testing.assert_close(v, new[k])
+    # allow_missing: only fc_bias changes, the rest stay
+    mod.set_params({"fc_bias": torch.full((3,), 7.0)}, {}, allow_missing=True)
+    got = mod.get_params()[0]
+    torch.testing.assert_close(got["fc_bias"], torch.full((3,), 7.0))
+    torch.testing.assert_close(got["fc_weight"], new["fc_weight"])
+    with pytest.warns(UserWarning, match="force_init=False"):
+        mod.set_params({"fc_bias": torch.zeros(3)}, {}, allow_missing=True, force_init=False)
+    torch.testing.assert_close(mod.get_params()[0]["fc_bias"], torch.full((3,), 7.0))

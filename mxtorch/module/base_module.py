@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import time
+import warnings
 from collections.abc import Iterator
 from typing import Any
 
@@ -265,4 +266,27 @@ class BaseModule:
         force_init: bool = True,
         allow_extra: bool = False,
     ) -> None:
+        """Set the parameters: ``init_params`` with these values and no initializer; with
+        ``allow_missing`` the given ones replace the current ones and the others stay."""
+        if not allow_missing:
+            self.init_params(
+                initializer=None,
+                arg_params=arg_params,
+                aux_params=aux_params,
+                allow_missing=allow_missing,
+                force_init=force_init,
+                allow_extra=allow_extra,
+            )
+            return
+        if self.params_initialized and not force_init:
+            warnings.warn(
+                "Parameters already initialized and force_init=False; set_params call ignored", stacklevel=2
+            )
+            return
+        self._set_given_params(arg_params, aux_params, allow_extra)
+        self.params_initialized = True
+
+    def _set_given_params(self, arg_params: Any, aux_params: Any, allow_extra: bool) -> None:
+        """Copy the given parameters in, leaving the others as they are (``set_params`` with
+        ``allow_missing``)."""
         raise NotImplementedError

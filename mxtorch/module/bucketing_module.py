@@ -151,16 +151,8 @@ class BucketingModule(BaseModule):
         self._need("get_params", params=True)
         return self._curr.get_params()
 
-    def set_params(
-        self,
-        arg_params: Any,
-        aux_params: Any,
-        allow_missing: bool = False,
-        force_init: bool = True,
-        allow_extra: bool = False,
-    ) -> None:
-        self._curr.set_params(arg_params, aux_params, allow_missing, force_init, allow_extra)
-        self.params_initialized = True
+    def _set_given_params(self, arg_params: Any, aux_params: Any, allow_extra: bool) -> None:
+        self._curr.set_params(arg_params, aux_params, allow_missing=True, allow_extra=allow_extra)
 
     def init_optimizer(
         self,

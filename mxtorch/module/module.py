@@ -317,34 +317,10 @@ class Module(BaseModule):
         self._params_dirty = False
         self._exec_group.set_params(self._arg_params, self._aux_params, allow_extra=allow_extra)
 
-    def set_params(
-        self,
-        arg_params: Any,
-        aux_params: Any,
-        allow_missing: bool = False,
-        force_init: bool = True,
-        allow_extra: bool = False,
-    ) -> None:
-        """Set the parameters (``init_params`` with these values and no initializer)."""
-        if not allow_missing:
-            self.init_params(
-                initializer=None,
-                arg_params=arg_params,
-                aux_params=aux_params,
-                allow_missing=allow_missing,
-                force_init=force_init,
-                allow_extra=allow_extra,
-            )
-            return
-        if self.params_initialized and not force_init:
-            warnings.warn(
-                "Parameters already initialized and force_init=False; set_params call ignored", stacklevel=2
-            )
-            return
+    def _set_given_params(self, arg_params: Any, aux_params: Any, allow_extra: bool) -> None:
         assert self._exec_group is not None
         self._exec_group.set_params(arg_params, aux_params, allow_extra=allow_extra)
         self._params_dirty = True
-        self.params_initialized = True
 
     def get_params(self) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
         """``(arg_params, aux_params)``: CPU copies, averaged across contexts."""
