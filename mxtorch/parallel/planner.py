@@ -12,11 +12,14 @@ The cost model, and where its numbers come from:
   for GPipe, at most pp for 1F1B; with activation checkpointing only each micro-batch's stage
   input stays, plus one micro-batch's activations while it is recomputed.
 * **step time** = the pipeline's ``(m + pp - 1)`` slots of the slowest stage's forward+backward
-  per micro-batch (a recomputed forward with checkpointing), + tensor-parallel all-reduces (two per
-  pair per micro-batch, one per vocab-parallel embedding, ring cost ``2 (tp-1)/tp`` of the
-  activation) + stage-boundary transfers + the data-parallel all-reduce of the stage's gradients
-  (``2 (dp-1)/dp`` of them), at ``bandwidth`` bytes/s (given, or measured by a short all-reduce
-  probe with the job's process count).
+  per micro-batch (a recomputed forward with checkpointing), + tensor-parallel collectives
+  (all-reduces: two per pair per micro-batch, one per vocab-parallel embedding, ring cost
+  ``2 (tp-1)/tp`` of the activation; a recurrent layer split by ``"gates"`` costs
+  ``2 * num_layers`` collectives per time step, an all-gather of ``h`` forward and a
+  reduce-scatter backward per layer, each of latency half a measured pair, plus its input
+  gradient's all-reduce) + stage-boundary transfers + the data-parallel all-reduce of the stage's
+  gradients (``2 (dp-1)/dp`` of them), at ``bandwidth`` bytes/s (given, or measured by a short
+  all-reduce probe with the job's process count).
 * **fixed costs, measured by the probe** (:class:`Overheads`): what no layer's size explains but
   dominates small steps: the pipeline schedule's Python and point-to-point latency per slot,
   DTensor's dispatch and the all-reduce latencies of each tensor-parallel pair, the step's own
@@ -32,6 +35,7 @@ The cost model, and where its numbers come from:
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 import time
@@ -45,6 +49,7 @@ from ..base import MXNetError
 from .config import ParallelConfig
 from .split import Unit, chain_units, partition
 from .tensor import auto_plan
+from .tp_rnn import collectives_per_step, is_recurrent
 
 __all__ = ["Plan", "LayerCost", "Overheads", "plan", "profile_layers", "parse_bytes", "parse_bandwidth"]
 
@@ -93,6 +98,8 @@ class LayerCost:
     """Seconds per forward+backward call whatever the batch (kernel launches, Python)."""
     ckpt_fixed_s: float = 0.0
     """What activation checkpointing adds per call beyond the recomputed forward (its hooks)."""
+    seq_steps: int = 0
+    """A recurrent layer's time steps (each one a collective per layer when split by ``"gates"``)."""
 
 
 @dataclass
@@ -106,6 +113,8 @@ class Plan:
     split_points: list[str]
     breakdown: dict[str, float] = field(default_factory=dict)
     memory: dict[str, float] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    """What the tensor-parallel layers cost in messages (recurrent layers: per time step)."""
     _runner_up: Plan | None = None
 
     def explain(self) -> str:
@@ -120,6 +129,7 @@ class Plan:
         ]
         if self.split_points:
             lines.append(f"  stages start at {self.split_points}")
+        lines.extend(f"  {n}" for n in self.notes)
         r = self._runner_up
         if r is not None:
             rc = r.config
@@ -216,8 +226,9 @@ def profile_layers(units: Sequence[Unit], sample: torch.Tensor, repeats: int = 5
         cf, cb, _ = _time_unit(u.block, x[:small], repeats, None, ckpt=True)
         ckpt_fixed = max(0.0, cf + cb - fs - bs - fs)
         pbytes = sum(d.numel() * d.element_size() for p in params for d in (p._data or [])[:1])
+        seq = int(x.shape[0 if u.block._layout == "TNC" else 1]) if is_recurrent(u.block) else 0
         out.append(LayerCost(u.path, per_f, per_b, saved.total / n, y.numel() * y.element_size() / n,
-                             int(pbytes), fixed, ckpt_fixed))
+                             int(pbytes), fixed, ckpt_fixed, seq))
         x = y.detach()
     return out
 
@@ -367,9 +378,9 @@ def plan(net: Any, sample_input: torch.Tensor, world_size: int, memory_per_devic
     if costs is None:
         costs = profile_layers(units, sample_input)
     if compute_scale != 1.0:
-        costs = [LayerCost(c.path, c.fwd_s * compute_scale, c.bwd_s * compute_scale, c.act_bytes, c.out_bytes,
-                           c.param_bytes, c.fixed_s * compute_scale, c.ckpt_fixed_s * compute_scale)
-                 for c in costs]
+        k = compute_scale
+        costs = [dataclasses.replace(c, fwd_s=c.fwd_s * k, bwd_s=c.bwd_s * k, fixed_s=c.fixed_s * k,
+                                     ckpt_fixed_s=c.ckpt_fixed_s * k) for c in costs]
     layouts = [(world_size // (tp * pp), pp, tp) for tp in _divisors(world_size)
                if tp == 1 or auto_plan(units, tp) for pp in _divisors(world_size // tp)
                if pp <= len(units) and batch_size % (world_size // (tp * pp)) == 0]
@@ -461,7 +472,9 @@ def _predict(units: Sequence[Unit], costs: Sequence[LayerCost], pairs: dict[str,
 
     def tp_bytes(a: int, b: int) -> float:
         """Per sample: each row layer's output (forward), each column layer's input gradient
-        (backward; none for the network's own input)."""
+        (backward; none for the network's own input); a 'gates' layer all-gathers every layer's
+        output forward and reduce-scatters it backward (together ``ring`` times it, like an
+        all-reduce) and all-reduces its input gradient."""
         total = 0.0
         for i in range(a, b):
             style = pairs.get(costs[i].path)
@@ -469,11 +482,20 @@ def _predict(units: Sequence[Unit], costs: Sequence[LayerCost], pairs: dict[str,
                 total += costs[i].out_bytes
             elif style == "colwise" and i > 0:
                 total += costs[i - 1].out_bytes
+            elif style == "gates":
+                total += gate_layers[i] * costs[i].out_bytes + (costs[i - 1].out_bytes if i > 0 else 0.0)
         return total
 
     def tp_count(a: int, b: int) -> int:
         return sum(1 for i in range(a, b) if pairs.get(costs[i].path) in ("rowwise", "vocab")
-                   or (pairs.get(costs[i].path) == "colwise" and i > 0))
+                   or (pairs.get(costs[i].path) in ("colwise", "gates") and i > 0))
+
+    def gate_messages(a: int, b: int) -> int:
+        """The per-time-step collectives of a stage's 'gates' layers, forward and backward."""
+        return sum(2 * gate_layers[i] * max(costs[i].seq_steps, 1) for i in range(a, b)
+                   if pairs.get(costs[i].path) == "gates")
+
+    gate_layers = [collectives_per_step(u.block)[0] if pairs.get(u.path) == "gates" else 0 for u in units]
 
     layout = (dp, pp, tp)
     measured = over is not None and layout in over.slot_s
@@ -485,9 +507,11 @@ def _predict(units: Sequence[Unit], costs: Sequence[LayerCost], pairs: dict[str,
         n_pairs = [sum(1 for i in range(a, b) if pairs.get(costs[i].path) in ("rowwise", "vocab"))
                    for a, b in bounds]
         tp_fixed = [max(0, n - 1) * pair_s for n in n_pairs]  # the tiny runs had one pair per stage
+        # a pair is two collectives (and DTensor's dispatch): half of it per recurrent step's message
+        tp_fixed = [f + gate_messages(a, b) * pair_s / 2 for f, (a, b) in zip(tp_fixed, bounds)]
         lat = 0.0
     else:
-        tp_fixed = [tp_count(a, b) * lat for a, b in bounds]
+        tp_fixed = [(tp_count(a, b) + gate_messages(a, b)) * lat for a, b in bounds]
     if cores:  # processes sharing the cores: those computing at once (on average) slow each other
         crit = (m + pp - 1) * max(stage_t)
         busy = dp * tp * sum(stage_t) * m / crit if crit > 0 else 1.0
@@ -505,7 +529,7 @@ def _predict(units: Sequence[Unit], costs: Sequence[LayerCost], pairs: dict[str,
     step = pipeline + pp_comm + dp_comm + step_over
     tp_time = max(tp_comm) * m if tp > 1 else 0.0
     bubble = max(0.0, pipeline - compute - tp_time - (m + pp - 1) * slot_over)
-    breakdown = {"compute": compute, "bubble": bubble, "tensor-parallel all-reduce": tp_time,
+    breakdown = {"compute": compute, "bubble": bubble, "tensor-parallel collectives": tp_time,
                  "stage transfers": pp_comm, "data-parallel all-reduce": dp_comm,
                  "fixed costs (measured)": fixed}
     # memory of the busiest stage (the first: in 1F1B it holds the most micro-batches)
@@ -522,5 +546,13 @@ def _predict(units: Sequence[Unit], costs: Sequence[LayerCost], pairs: dict[str,
             mem_best = total
             memory = {"parameters": params, "gradients": params, "optimizer state": params * opt_states,
                       "activations": act_mem}
+    notes = []
+    for i, u in enumerate(units):
+        if pairs.get(u.path) == "gates":
+            n_l, steps = gate_layers[i], max(costs[i].seq_steps, 1)
+            notes.append(f"{u.path} ({type(u.block).__name__}, split by gates): {n_l} all-gather(s) of the "
+                         f"hidden state per time step forward (one per layer, both directions together) and "
+                         f"{n_l} reduce-scatter(s) backward: {2 * n_l * steps}{' + 1' if i > 0 else ''} "
+                         f"collectives per micro-batch over {steps} steps")
     return Plan(cfg, m, schedule, ckpt, step, int(math.ceil(mem_best)),
-                [costs[a].path for a, _ in bounds[1:]], breakdown, memory)
+                [costs[a].path for a, _ in bounds[1:]], breakdown, memory, notes)
