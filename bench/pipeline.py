@@ -4,17 +4,21 @@ For each number of stages p (default 2 and 4) and schedule (GPipe, 1F1B), p real
 (gloo, 127.0.0.1, one thread each) train a chain of equal Dense layers with m micro-batches
 (default 1, 4, 8, 16) of a fixed micro-batch size, and each rank reports:
 
-* the step time (median of the timed steps),
+* the schedule time (median over the timed steps of ``train_step``: the pipelined forward and
+  backward of every micro-batch, the pipeline's flush included) and the step time (that plus
+  ``trainer.step``, the optimizer, which runs after the flush on every stage in parallel, as it
+  does after the backward of one process: it is no part of the pipeline's bubble),
 * its busy time, two ways: (alone) m times the forward+backward time of its stage on one
   micro-batch, measured alone on that rank before the run; (in run) the time the rank spent
   inside its stage's forward and backward chunks during the timed steps (torch's
   ``forward_one_chunk``/``backward_one_chunk``, timed by wrapping them).  The bubble fractions
-  ``1 - busy / step`` (the mean over ranks) are printed next to the theoretical
+  ``1 - busy / schedule`` (the mean over ranks) are printed next to the theoretical
   ``(p-1)/(m+p-1)``.  "alone" charges to the bubble everything that slows the run: the
-  schedule's per-micro-batch work (sends, receives, waits, Python) *and* compute slowed by
-  processes sharing cores; "in run" charges only the time outside compute (idle, transfers,
-  the schedule's own Python), so their difference is contention, and the "in run" excess over
-  theory is the per-micro-batch overhead (printed per micro-batch as ``ovh/mb``);
+  schedule's per-micro-batch work (sends, receives, waits, Python, gradient accumulation) *and*
+  compute slowed by processes sharing cores; "in run" charges only the time outside compute
+  (idle, transfers, the schedule's own Python), so their difference is contention, and the "in
+  run" excess over theory is the per-micro-batch overhead (printed per micro-batch as
+  ``ovh/mb``);
 * the peak bytes of activations saved for backward (``torch.autograd.graph.saved_tensors_hooks``
   counts every tensor autograd keeps, and when it is released) and the parameter bytes it holds.
 
@@ -148,25 +152,30 @@ class ChunkTimer:
 
 
 def median_step(pnet: Any, trainer: Any, x: torch.Tensor, y: torch.Tensor, loss_fn: Any, batch: int,
-                steps: int, meter: SavedBytes | None = None, timer: ChunkTimer | None = None) -> Any:
-    """Median seconds of ``steps`` pipelined training steps after two warm-up ones; ``meter``
-    (when given) counts the activations autograd saves meanwhile.  With ``timer`` (entered by
-    the caller): ``(median step, median seconds inside stage chunks per step)``."""
-    times, inside = [], []
+                steps: int, timer: ChunkTimer) -> tuple[float, float, float]:
+    """Medians over ``steps`` pipelined training steps (after two warm-up ones) of the schedule
+    (``train_step``), the whole step (schedule + ``trainer.step``) and the seconds spent inside
+    the stage's chunks (``timer``, entered by the caller)."""
+    sched, whole, inside = [], [], []
     for i in range(steps + 2):
-        hooks = (torch.autograd.graph.saved_tensors_hooks(meter.pack, meter.unpack) if meter is not None
-                 else contextlib.nullcontext())
-        c0 = timer.seconds if timer is not None else 0.0
+        c0 = timer.seconds
         t0 = time.perf_counter()
-        with hooks:
-            pnet.train_step(x, y, loss_fn)
+        pnet.train_step(x, y, loss_fn)
+        t1 = time.perf_counter()
         trainer.step(batch)
         if i >= 2:
-            times.append(time.perf_counter() - t0)
-            inside.append((timer.seconds if timer is not None else 0.0) - c0)
-    if timer is not None:
-        return statistics.median(times), statistics.median(inside)
-    return statistics.median(times)
+            sched.append(t1 - t0)
+            whole.append(time.perf_counter() - t0)
+            inside.append(timer.seconds - c0)
+    return statistics.median(sched), statistics.median(whole), statistics.median(inside)
+
+
+def activation_peak(pnet: Any, x: torch.Tensor, y: torch.Tensor, loss_fn: Any) -> int:
+    """Peak bytes of activations saved for backward during one (untimed) ``train_step``."""
+    meter = SavedBytes([p.data() for p in pnet.collect_params().values()])
+    with torch.autograd.graph.saved_tensors_hooks(meter.pack, meter.unpack):
+        pnet.train_step(x, y, loss_fn)
+    return meter.peak
 
 
 def rank_run(p: int, schedule: str, ms: list[int], layers: int, width: int, mb: int,
@@ -189,11 +198,11 @@ def rank_run(p: int, schedule: str, ms: list[int], layers: int, width: int, mb: 
         x = torch.randn(m * mb, width, generator=g)
         y = torch.randint(0, 10, (m * mb,), generator=g).float()
         tr = gluon.Trainer(pnet.collect_params(), "sgd", {"learning_rate": 0.01})
-        meter = SavedBytes([p.data() for p in pnet.collect_params().values()])
         with ChunkTimer() as timer:
-            step, inside = median_step(pnet, tr, x, y, loss_fn, m * mb, steps, meter, timer)
-        results.append({"m": m, "step": step, "busy": busy, "inside": inside, "act_peak": meter.peak,
-                        "param_bytes": pnet.param_bytes()})
+            sched, step, inside = median_step(pnet, tr, x, y, loss_fn, m * mb, steps, timer)
+        act_peak = activation_peak(pnet, x, y, loss_fn)
+        results.append({"m": m, "sched": sched, "step": step, "busy": busy, "inside": inside,
+                        "act_peak": act_peak, "param_bytes": pnet.param_bytes()})
     del net
     return results
 
@@ -212,14 +221,16 @@ def single(ms: list[int], layers: int, width: int, mb: int, steps: int) -> dict[
         y = torch.randint(0, 10, (m * mb,), generator=g).float()
         meter = SavedBytes([p.data() for p in net.collect_params().values()])
         times = []
-        for i in range(steps + 2):
+        for i in range(steps + 3):
+            hooks = (torch.autograd.graph.saved_tensors_hooks(meter.pack, meter.unpack) if i == steps + 2
+                     else contextlib.nullcontext())  # the last step (untimed) counts activations
             t0 = time.perf_counter()
-            with torch.autograd.graph.saved_tensors_hooks(meter.pack, meter.unpack):
+            with hooks:
                 with autograd.record():
                     loss = loss_fn(net(x), y)
                 loss.backward()
             tr.step(m * mb)
-            if i >= 2:
+            if 2 <= i < steps + 2:
                 times.append(time.perf_counter() - t0)
         params = sum(p.data().numel() * 4 for p in net.collect_params().values())
         out[m] = {"step": statistics.median(times), "act_peak": meter.peak, "param_bytes": params}
@@ -258,11 +269,11 @@ def main() -> None:
                     print(f"{p:>2} {schedule:<8} {m:>3}   (torch's {schedule} needs m >= p)")
                     continue
                 step = max(r["step"] for r in rows)
-                bubble = statistics.mean(max(0.0, 1 - r["busy"] / r["step"]) for r in rows)
-                in_run = statistics.mean(max(0.0, 1 - r["inside"] / r["step"]) for r in rows)
+                bubble = statistics.mean(max(0.0, 1 - r["busy"] / r["sched"]) for r in rows)
+                in_run = statistics.mean(max(0.0, 1 - r["inside"] / r["sched"]) for r in rows)
                 theory = (p - 1) / (m + p - 1)
                 # time outside compute beyond the ideal schedule's idle time, per micro-batch
-                ovh = statistics.mean(r["step"] - r["inside"] * (m + p - 1) / m for r in rows) / m
+                ovh = statistics.mean(r["sched"] - r["inside"] * (m + p - 1) / m for r in rows) / m
                 sps = m * mb / step
                 ratio = ref[m]["step"] / step
                 params = max(r["param_bytes"] for r in rows) / ref[m]["param_bytes"]
