@@ -28,7 +28,7 @@ sys.path.insert(0, HERE)
 
 def run_config(width: int, pairs: int, batch: int, steps: int, runs: list[dict]) -> list[dict]:
     """On every rank of one (dp, pp, tp) job: each plan of ``runs`` for ``steps`` timed steps."""
-    from pipeline import SavedBytes, median_step
+    from pipeline import ChunkTimer, activation_peak, median_step
     from tensor_parallel import build
 
     from mxtorch import gluon, parallel
@@ -47,9 +47,10 @@ def run_config(width: int, pairs: int, batch: int, steps: int, runs: list[dict])
         x = torch.randn(local, width, generator=g)
         y = torch.randint(0, 10, (local,), generator=g).float()
         loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
-        meter = SavedBytes([p.data() for p in pnet.collect_params().values()])
-        step = median_step(pnet, tr, x, y, loss_fn, batch, steps, meter)
-        out.append({"step": step, "memory": pnet.param_bytes() * 3 + meter.peak})
+        with ChunkTimer() as timer:
+            _, step, _ = median_step(pnet, tr, x, y, loss_fn, batch, steps, timer)
+        peak = activation_peak(pnet, x, y, loss_fn)
+        out.append({"step": step, "memory": pnet.param_bytes() * 3 + peak})
     return out
 
 
