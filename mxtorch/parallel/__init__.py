@@ -5,7 +5,8 @@ rank layout); ``parallelize(net, cfg, micro_batches, schedule)`` returns a
 :class:`~.pipeline.PipelineNet` whose ``train_step`` runs PyTorch's pipeline schedules
 (``torch.distributed.pipelining``) and whose ``kvstore`` sums gradients over the data-parallel
 group, and ``tp > 1`` splits Dense/convolution pairs and embeddings over tensor-parallel ranks
-(:mod:`.tensor`, on DTensor; :class:`ParallelSoftmaxCrossEntropyLoss` for a vocab-split output).
+(:mod:`.tensor`, on DTensor; :class:`ParallelSoftmaxCrossEntropyLoss` for a vocab-split output) and
+RNN/LSTM/GRU layers by hidden units (:mod:`.tp_rnn`).
 ``plan(net, sample_input, world_size, memory_per_device, batch_size)`` ranks the layouts
 (:mod:`.planner`).
 """

@@ -261,8 +261,10 @@ class PipelineNet:
         if tp_plan is None or tp_plan == "auto":
             plan = auto_plan(units, self.cfg.tp)
             if not plan:
-                raise MXNetError(f"parallelize: tp={self.cfg.tp} but the network has no pair of Dense layers "
-                                 "to split (column -> row); give tp_plan={name: style} or use tp=1")
+                raise MXNetError(f"parallelize: tp={self.cfg.tp} but the network has nothing to split over "
+                                 f"{self.cfg.tp} ranks (a Dense/convolution pair, an Embedding, an "
+                                 "RNN/LSTM/GRU layer, each dividing by tp); give tp_plan={name: style} or "
+                                 "use tp=1")
         elif isinstance(tp_plan, dict):
             plan = {str(k): str(v) for k, v in tp_plan.items()}
         else:
@@ -586,7 +588,8 @@ def parallelize(net: Any, cfg: ParallelConfig, micro_batches: int | None = None,
     ``pnet.save_parameters`` and load into a fresh network to use it whole).  ``micro_batches``
     defaults to ``cfg.pp``, the fewest the 1F1B schedules accept.  With ``cfg.tp > 1`` each stage's
     Dense pairs are split over the tensor-parallel ranks (:mod:`.tensor`): ``tp_plan='auto'``
-    (Megatron's column -> row pairing) or ``{layer path: 'colwise'|'rowwise'|'replicate'}``.
+    (Megatron's column -> row pairing, vocab-parallel embeddings, recurrent layers by hidden units)
+    or ``{layer path: 'colwise'|'rowwise'|'vocab'|'gates'|'replicate'}``.
     ``checkpoint_activations=True`` keeps only each layer's input for backward and recomputes the
     rest (less memory, one more forward).
     """
