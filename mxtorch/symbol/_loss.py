@@ -2,8 +2,8 @@
 
 Their forward is a prediction (softmax, identity, sigmoid) and their backward ignores the head
 gradient and gives the loss gradient directly, as MXNet's ``SoftmaxOutput``,
-``LinearRegressionOutput``, ``LogisticRegressionOutput``, ``MAERegressionOutput`` and
-``MakeLoss`` do; ``BlockGrad`` stops gradients.
+``LinearRegressionOutput``, ``LogisticRegressionOutput``, ``MAERegressionOutput``, ``SVMOutput``
+and ``MakeLoss`` do; ``BlockGrad`` stops gradients.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import torch
 
 Tensor = torch.Tensor
 
-__all__ = ["softmax_output", "regression_output", "make_loss", "block_grad"]
+__all__ = ["softmax_output", "regression_output", "svm_output", "make_loss", "block_grad"]
 
 
 def _normalizer(normalization: str, batch: int, valid: Tensor | None, op: str) -> Any:
@@ -153,6 +153,49 @@ def regression_output(data: Tensor, label: Tensor, kind: str, grad_scale: float 
     """``kind`` 'linear' / 'logistic' / 'mae': MXNet's regression outputs (gradient scaled by
     ``grad_scale`` / number of outputs per sample)."""
     return _Regression.apply(data, label, kind, float(grad_scale))  # type: ignore[no-any-return]
+
+
+class _SVMOutput(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, data: Tensor, label: Tensor, margin: float, coef: float, linear: bool) -> Tensor:
+        ctx.save_for_backward(data, label)
+        ctx.opts = (margin, coef, linear)
+        return data.clone()
+
+    @staticmethod
+    def backward(ctx: Any, grad_out: Tensor) -> Any:
+        data, label = ctx.saved_tensors
+        margin, coef, linear = ctx.opts
+        scores = data.reshape(-1, data.shape[-1])
+        lab = label.reshape(-1).to(torch.long)
+        if lab.numel() != scores.shape[0]:
+            raise ValueError(
+                f"SVMOutput: label has {label.numel()} entries for {scores.shape[0]} score rows "
+                f"(data {tuple(data.shape)}, label {tuple(label.shape)})"
+            )
+        # one-vs-rest hinge on every class score: the true class wants a score >= margin, the
+        # others <= -margin; sign is -1 for the true class, +1 for the others
+        # (a label outside [0, classes) marks no class as true, as in MXNet)
+        true = torch.arange(scores.shape[1], device=scores.device) == lab.unsqueeze(1)
+        sign = 1.0 - 2.0 * true.to(scores.dtype)
+        slack = margin + sign * scores  # > 0 where the hinge is active
+        active = (slack > 0).to(scores.dtype)
+        grad = sign * active if linear else 2.0 * sign * slack * active
+        return (coef * grad).reshape(data.shape), None, None, None, None
+
+
+def svm_output(
+    data: Tensor,
+    label: Tensor,
+    margin: float = 1.0,
+    regularization_coefficient: float = 1.0,
+    use_linear: bool = False,
+) -> Tensor:
+    """Identity whose gradient is that of the one-vs-rest hinge loss of the scores in the last axis
+    (squared hinge by default, ``use_linear`` for the plain hinge), times ``regularization_coefficient``."""
+    return _SVMOutput.apply(  # type: ignore[no-any-return]
+        data, label, float(margin), float(regularization_coefficient), bool(use_linear)
+    )
 
 
 class _MakeLoss(torch.autograd.Function):

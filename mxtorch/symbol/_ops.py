@@ -324,6 +324,23 @@ for _kind, _name in (
     )
 
 
+_add(
+    OpDef(
+        "SVMOutput",
+        lambda ins, a, t: _loss.svm_output(
+            ins[0],
+            ins[1],
+            float(a.get("margin", 1.0)),
+            float(a.get("regularization_coefficient", 1.0)),
+            bool(a.get("use_linear", False)),
+        ),
+        _always(["data", "label"]),
+        param_shapes=lambda a, d: {"label": d[:-1]},
+        is_loss=True,
+    )
+)
+
+
 def _make_loss_run(ins: list[Any], a: dict[str, Any], t: bool) -> Any:
     return _loss.make_loss(
         ins[0],
@@ -434,7 +451,7 @@ _ALIASES.update(
         "pad": "Pad",
         "swapaxes": "SwapAxis",
         "identity": "_copy",
-        "crop": "Crop",
+        "crop": "slice",  # MXNet's crop is slice; Crop is the operator below
         "zeros": "_zeros",
         "ones": "_ones",
         "SoftmaxActivation": "SoftmaxActivation",
@@ -508,6 +525,33 @@ def _split_v2_run(ins: list[Any], a: dict[str, Any], t: bool) -> Any:
 
 
 _add(OpDef("_split_v2", _split_v2_run, _always(["data"]), outputs=_split_v2_outputs))
+
+
+def _crop_run(ins: list[Any], a: dict[str, Any], t: bool) -> Any:
+    # MXNet's Crop: a (y, x) window of NCHW data, of size h_w or of the second input's H and W (that
+    # input is read for its shape only and gets a zero gradient), at offset or centred
+    data = ins[0]
+    if data.dim() != 4:
+        raise MXNetError(f"Crop: data must be 4-d (batch, channel, y, x), got shape {tuple(data.shape)}")
+    if len(ins) > 1:
+        h, w = int(ins[1].shape[2]), int(ins[1].shape[3])
+    else:
+        h, w = _tuple(a.get("h_w", (0, 0)))
+    height, width = int(data.shape[2]), int(data.shape[3])
+    if not (1 <= h <= height and 1 <= w <= width):
+        raise MXNetError(f"Crop: a ({h}, {w}) window does not fit data of shape {tuple(data.shape)}")
+    if a.get("center_crop", False):
+        y, x = (height - h) // 2, (width - w) // 2
+    else:
+        y, x = _tuple(a.get("offset", (0, 0)))
+        if not (0 <= y <= height - h and 0 <= x <= width - w):
+            raise MXNetError(
+                f"Crop: offset ({y}, {x}) puts the ({h}, {w}) window outside data {tuple(data.shape)}"
+            )
+    return data[:, :, y : y + h, x : x + w]
+
+
+_add(OpDef("Crop", _crop_run, None))
 
 
 _MULTI_OUTPUTS = {"SliceChannel": _split_outputs, "topk": _topk_outputs}

@@ -465,7 +465,7 @@ def create(
     attrs: dict[str, str] = {}
     for pk, pv in params.items():
         attrs[f"__{pk}__" if pk in HIDDEN_KEYS else pk] = attr_string(pv)
-    if canon in ("Concat", "_rnn_param_concat", "add_n", "stack") and "num_args" not in attrs:
+    if canon in ("Concat", "_rnn_param_concat", "Crop", "add_n", "stack") and "num_args" not in attrs:
         attrs["num_args"] = str(len(positional) + len(named))
     scope_attrs = AttrScope.current().get(dict(attr) if attr else None)
     for sk, sv in scope_attrs.items():  # as in MXNet, scope and attr= override keyword attributes
