@@ -29,7 +29,7 @@ import secrets
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import zmq
 
@@ -40,6 +40,8 @@ from .node import configure_socket
 from .protocol import Command, Message, ProtocolError
 
 __all__ = ["Scheduler", "run_scheduler"]
+
+_Request = TypeVar("_Request", bound=tuple[Any, ...])  # a waiting request: (identity, request id, ...)
 
 
 def _log(text: str) -> None:
@@ -429,44 +431,38 @@ class Scheduler:
         return (f"{dead[0].describe()} died, so this dist_sync job cannot continue (every worker takes part "
                 "in every barrier and round)")
 
-    def _maybe_release_barrier(self) -> None:
-        for group in list(self.barrier):
-            self._release_barrier(group)
-
-    def _release_barrier(self, group: tuple[int, ...]) -> None:
-        waiting = self.barrier.get(group)
+    def _take_arrived(self, table: dict[tuple[int, ...], dict[int, _Request]],
+                      group: tuple[int, ...]) -> dict[int, _Request] | None:
+        """Remove and return ``group``'s requests from ``table`` (rank -> (identity, request id, ...))
+        once every live member has sent one; None while some are missing, and also after answering
+        them all with an error when a dist_sync worker has died."""
+        waiting = table.get(group)
         if not waiting:
-            self.barrier.pop(group, None)
-            return
+            table.pop(group, None)
+            return None
         failure = self._sync_death()
         if failure is not None:
-            for identity, req in waiting.values():
+            for identity, req, *_ in waiting.values():
                 self._send(identity, Message(Command.ERROR, req, meta={"message": failure, "code": "dead"}))
-            del self.barrier[group]
-            return
-        if [n for n in self._live_workers(group) if n.rank not in waiting]:
-            return
-        for identity, req in waiting.values():
-            self._send(identity, Message(Command.BARRIER_DONE, req))
-        del self.barrier[group]
+            del table[group]
+            return None
+        if any(n.rank not in waiting for n in self._live_workers(group)):
+            return None
+        return table.pop(group)
+
+    def _maybe_release_barrier(self) -> None:
+        for group in list(self.barrier):
+            waiting = self._take_arrived(self.barrier, group)
+            for identity, req in (waiting or {}).values():
+                self._send(identity, Message(Command.BARRIER_DONE, req))
 
     def _maybe_finish_key_check(self) -> None:
         for group in list(self.key_check):
-            self._finish_key_check(group)
+            checks = self._take_arrived(self.key_check, group)
+            if checks is not None:
+                self._answer_key_check(checks)
 
-    def _finish_key_check(self, group: tuple[int, ...]) -> None:
-        checks = self.key_check.get(group)
-        if not checks:
-            self.key_check.pop(group, None)
-            return
-        failure = self._sync_death()
-        if failure is not None:
-            for identity, req, _ in checks.values():
-                self._send(identity, Message(Command.ERROR, req, meta={"message": failure, "code": "dead"}))
-            del self.key_check[group]
-            return
-        if any(n.rank not in checks for n in self._live_workers(group)):
-            return
+    def _answer_key_check(self, checks: dict[int, tuple[bytes, int, list[Any]]]) -> None:
         ranks = sorted(checks)
         ref_rank = ranks[0]
         ref = checks[ref_rank][2]
@@ -487,7 +483,6 @@ class Scheduler:
             text += (". Every worker must kv.init the same keys with the same shapes and dtypes, in the same "
                      "order")
             self._send(identity, Message(Command.ERROR, req, meta={"message": text, "code": "mismatch"}))
-        del self.key_check[group]
 
     def _on_num_dead(self, node: _Node, msg: Message) -> None:
         m = msg.meta or {}
