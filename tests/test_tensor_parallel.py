@@ -113,8 +113,6 @@ def test_convnet_data_pipeline_tensor_3d_on_eight_processes(run_ranks, tmp_path)
         stage = sum(v.numel() * 4 for k, v in ref["params"].items()
                     if k.split(".")[0] in r["stage_paths"][r["ranks"][1]])
         assert r["bytes"] <= 0.55 * stage  # this rank's half of its stage (row biases replicated)
-    # train_step's loss is the mean over this dp rank's share: equal shares average to the global loss
-    for d in (0, 1):
-        assert len({tuple(r["losses"]) for r in res if r["ranks"][0] == d}) == 1
-    mean = [sum(v) / 2 for v in zip(*(r["losses"] for r in res if r["ranks"][1:] == (0, 0)))]
-    assert mean == pytest.approx(ref["losses"], abs=1e-5)
+    # train_step's loss is the global batch's mean, on every rank
+    for r in res:
+        assert r["losses"] == pytest.approx(ref["losses"], abs=1e-5)

@@ -464,10 +464,13 @@ class PipelineNet:
         """Forward and backward of this rank's share of a batch through the pipeline.
 
         Gradients accumulate into this rank's parameters (summed over micro-batches, as one
-        backward of the whole batch would); returns the batch's mean loss on every rank.  With
-        AMP (``amp.init_trainer(trainer)``) pass ``trainer``: the loss is multiplied by its loss
-        scale, and the ranks agree on an overflow, so that every stage skips the same steps and
-        keeps the same scale.
+        backward of the whole batch would); returns the mean loss of the global batch (every
+        data-parallel replica's share) on every rank: one all-reduce of [loss sum, samples] over the
+        job, in place of a broadcast from the last stage, so no step waits on more collectives than
+        before.  With an asynchronous store (``dist_async``) replicas do not step together and each
+        returns its own share's mean.  With AMP (``amp.init_trainer(trainer)``) pass ``trainer``:
+        the loss is multiplied by its loss scale, and the ranks agree on an overflow (in the same
+        all-reduce), so that every stage skips the same steps and keeps the same scale.
         """
         n = self._check_batch(x, y)
         hook = getattr(trainer, "update_hook", None) if trainer is not None else None
@@ -482,18 +485,35 @@ class PipelineNet:
         with autograd.record():
             _, losses = self._step(sched, x.to(self.device), y.to(self.device), train=True)
         last = self.num_stages - 1
-        total = torch.zeros(1, dtype=torch.float64)
+        # [loss sum, samples, overflowed ranks]: one message for the loss and AMP's agreement
+        total = torch.zeros(3, dtype=torch.float64)
         if last in self.stages:
             total[0] = float(sum(float(v.detach()) for v in losses)) / self._loss_scale
+            total[1] = n
         if amp_hook is not None:  # every rank of the job skips the step if any rank overflowed
             grads = [d.grad for p in self._own_params().values() for d in (p._data or [])
                      if d.grad is not None]
-            flag = torch.tensor([int(amp_hook.scaler.has_overflow(grads))], dtype=torch.int64)
-            dist.all_reduce(flag, op=dist.ReduceOp.MAX)
-            if int(flag[0]):
-                amp_hook.force_overflow()
-        dist.broadcast(total, src=self._owner(last), group=self.mesh.pp_group)
-        return float(total[0]) / n
+            total[2] = int(amp_hook.scaler.has_overflow(grads))
+        if self._replicas_in_step():
+            if self.mesh.tp_rank != 0:  # the tensor-parallel ranks of a stage hold the same loss
+                total[:2] = 0
+            dist.all_reduce(total)
+        else:  # each replica its own loss; the AMP flag still from the whole job
+            if amp_hook is not None:
+                flag = total[2:].clone()
+                dist.all_reduce(flag)
+                total[2] = flag[0]
+            dist.broadcast(total, src=self._owner(last), group=self.mesh.pp_group)
+        if amp_hook is not None and float(total[2]) > 0:
+            amp_hook.force_overflow()
+        return float(total[0] / total[1])
+
+    def _replicas_in_step(self) -> bool:
+        """Whether the data-parallel replicas step together (so the loss can be their global mean)."""
+        if self.cfg.dp == 1:
+            return True
+        store = self._kvstore
+        return store is None or not store.is_capable("async")
 
     def _check_batch(self, x: torch.Tensor, y: torch.Tensor | None) -> int:
         if not isinstance(x, torch.Tensor):
