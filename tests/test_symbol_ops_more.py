@@ -133,3 +133,48 @@ def test_crop_errors_and_crop_alias() -> None:
     s = mx.sym.crop(a, begin=(1, 0), end=(3, 2))
     assert json.loads(s.tojson())["nodes"][-1]["op"] == "slice"
     assert s.infer_shape(a=(4, 4))[1] == [(2, 2)]
+
+
+# ---- infer_shape_partial with MXNet's 0 = unknown dimension ----------------------------------------
+def test_partial_shapes_flow_through_an_mlp() -> None:
+    x = mx.sym.Variable("x", shape=(0, 10))
+    net = mx.sym.SoftmaxOutput(
+        mx.sym.Activation(mx.sym.FullyConnected(x, num_hidden=5, name="fc"), act_type="relu"), name="sm"
+    )
+    assert net.list_arguments() == ["x", "fc_weight", "fc_bias", "sm_label"]
+    # the weight needs only the features (10); the batch (0) stays unknown in the data, label and output
+    assert net.infer_shape_partial() == ([(0, 10), (5, 10), (5,), (0,)], [(0, 5)], [])
+    assert net.infer_shape_partial(x=(4, 0)) == ([(4, 0), (5, 0), (5,), (4,)], [(4, 5)], [])
+    with pytest.warns(UserWarning, match="do not determine"):
+        assert net.infer_shape() == (None, None, None)
+    assert net.infer_shape(x=(4, 10)) == ([(4, 10), (5, 10), (5,), (4,)], [(4, 5)], [])
+    with pytest.raises(MXNetError, match=r"cannot infer the shapes of \['x', 'sm_label'\]"):
+        net.simple_bind(mx.cpu())  # arrays need whole shapes
+
+
+def test_partial_shapes_of_windows_and_recurrent_layers() -> None:
+    d = mx.sym.var("d")
+    conv = mx.sym.Convolution(d, kernel=(3, 3), stride=(2, 2), num_filter=4, name="c")
+    # (8 - 3) // 2 + 1 = 3 along x; y and the batch unknown
+    want = ([(0, 3, 0, 8), (4, 3, 3, 3), (4,)], [(0, 4, 0, 3)], [])
+    assert conv.infer_shape_partial(d=(0, 3, 0, 8)) == want
+    pool = mx.sym.Pooling(d, kernel=(2, 2), stride=(2, 2), pool_type="max")
+    assert pool.infer_shape_partial(d=(2, 3, 0, 9))[1] == [(2, 3, 0, 4)]
+    assert mx.sym.Flatten(d).infer_shape_partial(d=(0, 3, 4))[1] == [(0, 12)]
+    assert mx.sym.Flatten(d).infer_shape_partial(d=(5, 0, 4))[1] == [(5, 0)]
+    r = mx.sym.RNN(d, state_size=4, mode="lstm", name="r")
+    # the packed parameters depend on the features only: 4 * 4 * (3 + 4) + 2 * 4 * 4 = 144
+    assert r.infer_shape_partial(d=(5, 0, 3)) == ([(5, 0, 3), (144,), (1, 0, 4), (1, 0, 4)], [(5, 0, 4)], [])
+
+
+def test_partial_shapes_of_same_shape_operators_combine() -> None:
+    a, b = mx.sym.var("a"), mx.sym.var("b", shape=(0, 3))
+    assert (a + b).infer_shape_partial() == ([(0, 3), (0, 3)], [(0, 3)], [])
+    a = mx.sym.var("a", shape=(2, 0))
+    # (2, 0) and (0, 3) together are (2, 3): whole shapes, so infer_shape succeeds too
+    assert (a + b).infer_shape() == ([(2, 3), (2, 3)], [(2, 3)], [])
+    with pytest.raises(MXNetError, match=r"'b' would need both shape \(0, 3\) and \(2, 4\)"):
+        (mx.sym.var("a", shape=(2, 4)) + b).infer_shape_partial()
+    fc = mx.sym.FullyConnected(mx.sym.var("x"), mx.sym.var("w", shape=(5, 7)), num_hidden=5, no_bias=True)
+    with pytest.raises(MXNetError, match="needs its weight of shape"):
+        fc.infer_shape_partial(x=(0, 10))

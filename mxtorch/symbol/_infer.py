@@ -3,6 +3,10 @@
 Shapes flow forward: a node's parameter shapes (``fc1_weight``) come from its data shape and
 its attributes (:mod:`._ops` ``param_shapes``), its output shapes from running the operator on
 ``meta`` tensors (no memory, no compute), so every operator infers exactly what it computes.
+
+MXNet's partial shapes (0 for an unknown dimension: ``Variable('x', shape=(0, 10))``) flow too:
+an operator runs twice with the unknown dimensions set to two different sizes, and the dimensions
+of its results that differ are the ones that depend on them (unknown, 0); the others are known.
 """
 
 from __future__ import annotations
@@ -109,6 +113,43 @@ def _run_meta(node: _Node, shapes: list[Shape], dtypes: list[Any]) -> list[tuple
     ) from errors[-1]
 
 
+# the sizes unknown dimensions take in the two runs of a partial inference: large enough for
+# kernels, 29 apart so that a strided window (stride <= 29) maps them to different sizes
+_PROBES = (32, 61)
+
+
+def _probe(shape: Shape, size: int) -> Shape:
+    return tuple(size if d == 0 else d for d in shape)
+
+
+def _agree(a: Shape, b: Shape) -> Shape:
+    """The partial shape of two probe results: dimensions that differ depend on unknown ones."""
+    return tuple(x if x == y else 0 for x, y in zip(a, b, strict=True))
+
+
+def _partial_param_shapes(op: Any, attrs: Mapping[str, Any], data: Shape) -> dict[str, Shape]:
+    runs = [op.param_shapes(attrs, _probe(data, size)) for size in _PROBES]
+    return {
+        k: _agree(tuple(int(d) for d in v), tuple(int(d) for d in runs[1][k]))
+        for k, v in runs[0].items()
+        if k in runs[1] and len(v) == len(runs[1][k])
+    }
+
+
+def _partial_outputs(node: _Node, shapes: list[Shape], dtypes: list[Any]) -> list[Shape | None]:
+    """Partial output shapes of ``node`` whose inputs have partial shapes (None where unknown)."""
+    runs = []
+    for size in _PROBES:
+        try:
+            runs.append(_run_meta(node, [_probe(sh, size) for sh in shapes], dtypes))
+        except MXNetError:  # the probe sizes do not fit the operator: nothing is known
+            return [None] * node.num_total()
+    out: list[Shape | None] = []
+    for a, b in zip(*runs, strict=True):
+        out.append(_agree(a[0], b[0]) if a is not None and b is not None and len(a[0]) == len(b[0]) else None)
+    return out + [None] * (node.num_total() - len(out))
+
+
 # operators whose inputs and outputs all have one shape: MXNet infers an unknown input from the
 # other inputs or from the output (``fc(a) + b`` gives ``b`` the shape of ``fc(a)``)
 _SAME_SHAPE = {
@@ -129,9 +170,13 @@ _STRICT_PARAMS = {
 
 
 def _same_shape_backward(
-    nodes: Sequence[_Node], out_shapes: dict[int, list[Any]], var_shapes: dict[str, Shape]
+    nodes: Sequence[_Node],
+    out_shapes: dict[int, list[Any]],
+    var_shapes: dict[str, Shape],
+    part: dict[Any, Any],
 ) -> bool:
-    """Give unknown inputs of same-shape operators the shape of a known input or output."""
+    """Give unknown inputs of same-shape operators the shape of a known input or output, or the
+    partial shape their partial shapes make together (``(0, 3)`` and ``(2, 0)``: ``(2, 3)``)."""
     changed = False
     for n in reversed(nodes):
         if n.is_variable or n.op not in _SAME_SHAPE:
@@ -139,7 +184,19 @@ def _same_shape_backward(
         shapes = [out_shapes[id(n)][0], *(out_shapes[id(src)][i] for src, i in n.inputs)]
         known = next((s for s in shapes if s is not None), None)
         if known is None:
-            continue
+            merged = None
+            for p in [_partial_of(part, (n, 0)), *(_partial_of(part, e) for e in n.inputs)]:
+                merged = merged if p is None else _merge(merged, p, n.name)
+            if merged is None:
+                continue
+            if not _known(merged):
+                part.setdefault(id(n), [None] * n.num_total())[0] = merged
+                for src, _ in n.inputs:
+                    if src.is_variable and part.get(src.name) != merged:
+                        part[src.name] = merged
+                        changed = True
+                continue
+            known = merged
         if any(s is not None and tuple(s) != tuple(known) for s in shapes[1:]):
             raise MXNetError(
                 f"infer_shape: operator {n.name!r} ({n.op}) needs inputs of one shape, got "
@@ -151,6 +208,9 @@ def _same_shape_backward(
             changed = True
         for src, i in n.inputs:
             if out_shapes[id(src)][i] is None:
+                hint = _partial_of(part, (src, i))
+                if hint is not None:
+                    _merge(hint, tuple(known), src.name if src.is_variable else n.name)  # raises on conflict
                 out_shapes[id(src)][i] = known
                 if src.is_variable:
                     var_shapes[src.name] = known
@@ -169,13 +229,36 @@ def _input_type(op: Any, attrs: Mapping[str, Any], k: int, data_type: Any) -> An
     return data_type
 
 
+def _partial_of(part: Mapping[Any, Any], entry: tuple[_Node, int]) -> Shape | None:
+    src, i = entry
+    if src.is_variable:
+        return part.get(src.name)  # type: ignore[no-any-return]
+    outs = part.get(id(src))
+    return None if outs is None else outs[i]  # type: ignore[no-any-return]
+
+
+def _merge(old: Shape | None, new: Shape, name: str) -> Shape:
+    """Two partial shapes of one variable as one (MXNetError where known dimensions disagree)."""
+    if old is None or len(old) != len(new):
+        return new
+    if any(a and b and a != b for a, b in zip(old, new, strict=True)):
+        raise MXNetError(f"infer_shape: {name!r} would need both shape {old} and {new} (0: unknown)")
+    return tuple(a or b for a, b in zip(old, new, strict=True))
+
+
 def infer_node_shapes(
-    sym: Symbol, given: Mapping[str, Shape], dtypes: Mapping[str, Any] | None = None
+    sym: Symbol,
+    given: Mapping[str, Shape],
+    dtypes: Mapping[str, Any] | None = None,
+    partial: dict[Any, Any] | None = None,
 ) -> tuple[dict[str, Shape], dict[int, list[Any]], dict[int, list[Any]]]:
-    """Shapes of every variable (by name) and of every node's outputs (by node id), with dtypes.
+    """Shapes of every variable (by name) and of every node's outputs (by node id), with dtypes;
+    only shapes known in full.  ``partial``, when given, receives MXNet's partial shapes (0 for an
+    unknown dimension) of the variables (by name) and node outputs (by node id) not known in full.
 
     Shapes flow forward through every operator and backward through same-shape operators,
     repeated until nothing changes."""
+    part: dict[Any, Any] = {} if partial is None else partial
     var_shapes: dict[str, Shape] = {}
     var_types: dict[str, Any] = {}
     out_shapes: dict[int, list[Any]] = {}
@@ -189,6 +272,8 @@ def infer_node_shapes(
                 s = parse_attr(n.attrs["__shape__"])
             if s is not None and _known(tuple(s)):
                 var_shapes[n.name] = tuple(int(d) for d in s)
+            elif s is not None and len(s) > 0:
+                part[n.name] = tuple(max(int(d), 0) for d in s)  # MXNet's 0 (or -1): unknown
             dt = dtypes.get(n.name)
             if dt is None and "__dtype__" in n.attrs:
                 dt = code_dtype(n.attrs["__dtype__"])
@@ -196,8 +281,8 @@ def infer_node_shapes(
                 var_types[n.name] = to_torch_dtype(dt)
     done: dict[int, tuple[Any, ...]] = {}  # node id -> the input shapes its outputs were computed from
     while True:
-        _forward_shapes(nodes, var_shapes, var_types, out_shapes, out_types, done)
-        if not _same_shape_backward(nodes, out_shapes, var_shapes):
+        _forward_shapes(nodes, var_shapes, var_types, out_shapes, out_types, done, part)
+        if not _same_shape_backward(nodes, out_shapes, var_shapes, part):
             return var_shapes, out_shapes, out_types
 
 
@@ -208,6 +293,7 @@ def _forward_shapes(
     out_shapes: dict[int, list[Any]],
     out_types: dict[int, list[Any]],
     done: dict[int, tuple[Any, ...]],
+    part: dict[Any, Any],
 ) -> None:
     for n in nodes:
         if n.is_variable:
@@ -219,21 +305,31 @@ def _forward_shapes(
         in_shapes = [out_shapes[id(src)][i] for src, i in n.inputs]
         in_types = [out_types[id(src)][i] for src, i in n.inputs]
         data_type = next((t for t in in_types if t is not None), torch.float32)
-        if op.param_shapes is not None and op.inputs is not None and in_shapes and in_shapes[0] is not None:
+        data_partial = _partial_of(part, n.inputs[0]) if n.inputs and in_shapes[0] is None else None
+        if op.param_shapes is not None and op.inputs is not None and in_shapes and (
+            in_shapes[0] is not None or data_partial is not None
+        ):
             names = op.inputs(attrs)
-            wanted = op.param_shapes(attrs, in_shapes[0])
+            data_shape = tuple(in_shapes[0] if in_shapes[0] is not None else data_partial)  # type: ignore[arg-type]
+            if in_shapes[0] is not None:
+                wanted = op.param_shapes(attrs, data_shape)
+            else:
+                wanted = _partial_param_shapes(op, attrs, data_shape)
             for k, (src, _) in enumerate(n.inputs):
                 if k >= len(names) or names[k] not in wanted:
                     continue
                 shape = tuple(int(d) for d in wanted[names[k]])
-                if in_shapes[k] is None and src.is_variable:
+                if in_shapes[k] is None and src.is_variable and not _known(shape):
+                    part[src.name] = _merge(part.get(src.name), shape, src.name)
+                elif in_shapes[k] is None and src.is_variable:
+                    _merge(part.pop(src.name, None), shape, src.name)  # raises on conflict
                     var_shapes[src.name] = shape
                     out_shapes[id(src)] = [shape]
                     in_shapes[k] = shape
                 elif op.name in _STRICT_PARAMS and in_shapes[k] is not None and tuple(in_shapes[k]) != shape:
                     raise MXNetError(
                         f"infer_shape: operator {n.name!r} ({n.op}) needs its {names[k]} of shape {shape} "
-                        f"for data of shape {tuple(in_shapes[0])}, got {tuple(in_shapes[k])}"
+                        f"for data of shape {data_shape}, got {tuple(in_shapes[k])}"
                     )
         for k, (src, _) in enumerate(n.inputs):
             if src.is_variable and in_types[k] is None:
@@ -247,7 +343,14 @@ def _forward_shapes(
         if any(s is None for s in in_shapes):
             out_shapes.setdefault(id(n), [None] * total)
             out_types[id(n)] = [data_type] * total
+            partials = [
+                s if s is not None else _partial_of(part, e) for s, e in zip(in_shapes, n.inputs, strict=True)
+            ]
+            if all(p is not None for p in partials):
+                types = [t if t is not None else torch.float32 for t in in_types]
+                part[id(n)] = _partial_outputs(n, partials, types)  # type: ignore[arg-type]
             continue
+        part.pop(id(n), None)
         done[id(n)] = key
         res = _run_meta(n, in_shapes, [t if t is not None else torch.float32 for t in in_types])
         res = res + [None] * (total - len(res))
@@ -259,11 +362,16 @@ def infer_shape(
     sym: Symbol, args: Sequence[Any], kwargs: Mapping[str, Any], partial: bool
 ) -> tuple[Any, Any, Any]:
     given = {k: tuple(v) for k, v in _given(sym, args, kwargs, "infer_shape").items()}
-    var_shapes, out_shapes, _ = infer_node_shapes(sym, given)
+    part: dict[Any, Any] = {}
+    var_shapes, out_shapes, _ = infer_node_shapes(sym, given, partial=part)
     arg_names, aux_names = sym.list_arguments(), sym.list_auxiliary_states()
     arg = [var_shapes.get(n) for n in arg_names]
     aux = [var_shapes.get(n) for n in aux_names]
     out = [out_shapes[id(node)][i] for node, i in sym._outputs]
+    if partial:  # MXNet's partial shapes (0: unknown dimension) where nothing more is known
+        arg = [s if s is not None else part.get(n) for n, s in zip(arg_names, arg, strict=True)]
+        aux = [s if s is not None else part.get(n) for n, s in zip(aux_names, aux, strict=True)]
+        out = [s if s is not None else _partial_of(part, e) for s, e in zip(out, sym._outputs, strict=True)]
     if not partial and any(s is None for s in (*arg, *aux, *out)):
         missing = [n for n, s in zip(arg_names + aux_names, arg + aux, strict=True) if s is None]
         warnings.warn(
