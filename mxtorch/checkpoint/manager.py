@@ -13,6 +13,7 @@ from typing import Any
 
 import torch
 
+from .._closing import Closing
 from ..base import MXNetError
 from . import _state
 from ._storage import Storage
@@ -73,7 +74,7 @@ def _collective_device(dist: Any) -> torch.device:
     return torch.device("cpu")
 
 
-class CheckpointManager:
+class CheckpointManager(Closing):
     """Save and restore numbered checkpoints of a training job under ``uri``.
 
     ``uri`` is a folder on any file system fsspec reaches: a plain path, ``file://...``,
@@ -216,12 +217,7 @@ class CheckpointManager:
                                   f"{type(err).__name__}: {err}") from err
 
     def close(self) -> None:
-        self.wait()
-
-    def __enter__(self) -> CheckpointManager:
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
+        """Wait for the checkpoint being written (``with CheckpointManager(...)`` does on exit)."""
         self.wait()
 
     def _write_guarded(self, *args: Any) -> None:

@@ -18,7 +18,6 @@ be killed and started again (same ``DMLC_SERVER_ID``, same host) to test snapsho
 
 from __future__ import annotations
 
-import abc
 import os
 import shutil
 import subprocess
@@ -26,8 +25,9 @@ import sys
 import tempfile
 import time
 from collections.abc import Mapping, Sequence
-from typing import IO, Any, TypeVar
+from typing import IO, Any
 
+from .._closing import Closing
 from ..distributed import env as _env
 from ..distributed.testing import WorkerTimeout
 from .cluster import Cluster, Host
@@ -54,23 +54,6 @@ def rank_placement(cluster: Cluster, world_size: int,
     return [cluster.hosts[r % len(cluster.hosts)] for r in range(world_size)]
 
 
-_C = TypeVar("_C", bound="_Closing")
-
-
-class _Closing(abc.ABC):
-    """A context manager whose exit calls :meth:`close`."""
-
-    @abc.abstractmethod
-    def close(self) -> None:
-        """Stop what is running and release its resources."""
-
-    def __enter__(self: _C) -> _C:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-
 def _close_logs(files: Sequence[IO[Any]], folder: str) -> None:
     """Close the log files of a job and remove their folder."""
     for f in files:
@@ -78,7 +61,7 @@ def _close_logs(files: Sequence[IO[Any]], folder: str) -> None:
     shutil.rmtree(folder)
 
 
-class HostJob(_Closing):
+class HostJob(Closing):
     """``argv`` running as ``world_size`` ranks on the cluster's hosts (see the module docstring).
 
     ``env`` is added to every rank (None values remove a variable); ``port`` is the
@@ -168,7 +151,7 @@ class HostJob(_Closing):
         _close_logs([f for pair in self._files for f in pair], self._dir)
 
 
-class ParameterServerNodes(_Closing):
+class ParameterServerNodes(Closing):
     """The scheduler and ``num_servers`` servers of a parameter-server job, each in a cluster host.
 
     ``scheduler_host`` and ``server_hosts`` (one per server) choose the hosts; ``env`` goes to

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from .._closing import Closing
 from .._dtype import to_torch_dtype
 from .base import BatchIter, DataBatch, DataDesc, DataIter, numpy_dtype
 
@@ -106,7 +107,7 @@ class _Prefetcher:
                 t.join()
 
 
-class PrefetchingIter(BatchIter):
+class PrefetchingIter(BatchIter, Closing):
     """Reads the next batch of each of ``iters`` in background threads while the current one is
     used, and joins them into one batch (data and labels concatenated in the order of ``iters``).
 
@@ -162,12 +163,6 @@ class PrefetchingIter(BatchIter):
     def close(self) -> None:
         """Stop the background threads (idempotent); the iterator cannot be used afterwards."""
         self._finalizer()
-
-    def __enter__(self) -> PrefetchingIter:
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
 
     def _check_open(self) -> None:
         if not self._finalizer.alive:
