@@ -169,7 +169,13 @@ def _np_weights(flat: np.ndarray, C: int, H: int, P: int | None, layers: int, di
 @pytest.mark.filterwarnings(_ONEDNN_PROJ)
 @pytest.mark.parametrize(
     "projection,clip,lengths",
-    [(3, None, [5, 2, 4]), (None, (-0.3, 0.2), None), (3, (-0.25, 0.25), [1, 5, 3]), (None, None, [4, 5, 1])],
+    [
+        (3, None, [5, 2, 4]),
+        (None, (-0.3, 0.2), None),
+        (3, (-0.25, 0.25), [1, 5, 3]),
+        (None, None, [4, 5, 1]),
+        (5, None, [2, 5, 3]),  # projection as wide as the hidden state: no fused kernel takes it
+    ],
 )
 def test_lstm_extras_match_numpy(projection, clip, lengths) -> None:
     T, N, C, H, L = 5, 3, 4, 5, 2
@@ -230,6 +236,19 @@ def test_lstm_state_clip_nan(clip_nan: bool) -> None:
     # without lstm_state_clip_nan the NaN of sample 0 spreads through its state; sample 1 is untouched
     assert bool(np.isnan(outs[0].numpy()[:, 0]).any()) is not clip_nan
     assert not np.isnan(outs[0].numpy()[:, 1]).any()
+
+
+@pytest.mark.parametrize("mode", ["lstm", "gru"])
+def test_sequence_length_zero_keeps_the_begin_state(mode: str) -> None:
+    s = _sym_rnn(mode, 3, 1, 2, use_sequence_length=True)
+    names = s.list_arguments()
+    args = {n: torch.randn(shape) for n, shape in zip(names, s.infer_shape(data=(4, 2, 2))[0], strict=True)}
+    args["rnn_sequence_length"] = torch.tensor([0.0, 3.0])
+    outs = s.bind(mx.cpu(), args).forward()
+    assert float(outs[0][:, 0].abs().sum()) == 0.0 and float(outs[0][3:, 1].abs().sum()) == 0.0
+    assert float(outs[0][:3, 1].abs().sum()) > 0.0
+    for got, name in zip(outs[1:], [n for n in names if "state" in n], strict=True):
+        torch.testing.assert_close(got[:, 0], args[name][:, 0])
 
 
 @pytest.mark.parametrize("mode", ["lstm", "gru", "rnn_tanh"])
