@@ -465,12 +465,13 @@ class PipelineNet:
 
         Gradients accumulate into this rank's parameters (summed over micro-batches, as one
         backward of the whole batch would); returns the mean loss of the global batch (every
-        data-parallel replica's share) on every rank: one all-reduce of [loss sum, samples] over the
-        job, in place of a broadcast from the last stage, so no step waits on more collectives than
-        before.  With an asynchronous store (``dist_async``) replicas do not step together and each
-        returns its own share's mean.  With AMP (``amp.init_trainer(trainer)``) pass ``trainer``:
-        the loss is multiplied by its loss scale, and the ranks agree on an overflow (in the same
-        all-reduce), so that every stage skips the same steps and keeps the same scale.
+        data-parallel replica's share) on every rank: the last stage's replicas all-reduce [loss sum,
+        samples] among themselves (two numbers, dp ranks) before broadcasting it to their pipeline;
+        the other stages wait on nothing new.  With an asynchronous store (``dist_async``) replicas
+        do not step together and each returns its own share's mean.  With AMP
+        (``amp.init_trainer(trainer)``) pass ``trainer``: the loss is multiplied by its loss scale,
+        and the ranks agree on an overflow, so that every stage skips the same steps and keeps the
+        same scale.
         """
         n = self._check_batch(x, y)
         hook = getattr(trainer, "update_hook", None) if trainer is not None else None
@@ -485,7 +486,7 @@ class PipelineNet:
         with autograd.record():
             _, losses = self._step(sched, x.to(self.device), y.to(self.device), train=True)
         last = self.num_stages - 1
-        # [loss sum, samples, overflowed ranks]: one message for the loss and AMP's agreement
+        # [loss sum, samples, overflowed ranks]
         total = torch.zeros(3, dtype=torch.float64)
         if last in self.stages:
             total[0] = float(sum(float(v.detach()) for v in losses)) / self._loss_scale
@@ -493,17 +494,15 @@ class PipelineNet:
         if amp_hook is not None:  # every rank of the job skips the step if any rank overflowed
             grads = [d.grad for p in self._own_params().values() for d in (p._data or [])
                      if d.grad is not None]
-            total[2] = int(amp_hook.scaler.has_overflow(grads))
-        if self._replicas_in_step():
-            if self.mesh.tp_rank != 0:  # the tensor-parallel ranks of a stage hold the same loss
-                total[:2] = 0
-            dist.all_reduce(total)
-        else:  # each replica its own loss; the AMP flag still from the whole job
-            if amp_hook is not None:
-                flag = total[2:].clone()
-                dist.all_reduce(flag)
-                total[2] = flag[0]
-            dist.broadcast(total, src=self._owner(last), group=self.mesh.pp_group)
+            flag = torch.tensor([float(amp_hook.scaler.has_overflow(grads))], dtype=torch.float64)
+            dist.all_reduce(flag)
+            total[2] = flag[0]
+        if last in self.stages and self.cfg.dp > 1 and self._replicas_in_step():
+            # the last stage's replicas sum their losses (a small all-reduce among dp ranks only)
+            part = total[:2].clone()
+            dist.all_reduce(part, group=self.mesh.dp_group)
+            total[:2] = part
+        dist.broadcast(total, src=self._owner(last), group=self.mesh.pp_group)
         if amp_hook is not None and float(total[2]) > 0:
             amp_hook.force_overflow()
         return float(total[0] / total[1])
