@@ -252,6 +252,9 @@ class Executor:
         self._group2ctx = dict(group2ctx or {})
         self._plan = _Plan(symbol, self._arg_names, self._aux_names, self._group2ctx)
         self._output_names = symbol.list_outputs()
+        # heads whose operator is a loss (SoftmaxOutput, *RegressionOutput, SVMOutput, MakeLoss)
+        # make their own gradient and ignore the head gradient; every other head needs one
+        self._loss_heads = [not node.is_variable and node.opdef().is_loss for node, _ in symbol._outputs]
         self._heads: list[torch.Tensor] = []
         self._leaves: list[tuple[int, torch.Tensor]] = []
         self.outputs: list[torch.Tensor] = []
@@ -314,7 +317,8 @@ class Executor:
 
     def backward(self, out_grads: Any = None, is_train: bool = True) -> None:
         """Gradients of the arguments bound with a gradient array, from the head gradients
-        ``out_grads`` (loss outputs ignore theirs; other heads default to ones)."""
+        ``out_grads``: loss outputs make their own gradient (and ignore a given one); every other
+        output that the gradient depends on needs one, as in MXNet."""
         if not self._leaves:
             return
         if out_grads is None:
@@ -328,10 +332,23 @@ class Executor:
         heads, hgrads = [], []
         for k, (h, g) in enumerate(zip(self._heads, grads, strict=True)):
             if h.requires_grad:
+                if g is None and not self._loss_heads[k]:
+                    raise MXNetError(
+                        f"backward: output {self._output_names[k]!r} is not a loss output (SoftmaxOutput, "
+                        "MakeLoss, ...), so it needs a head gradient: pass out_grads (one per output), or "
+                        "make the objective a loss with mx.sym.MakeLoss"
+                    )
+                if g is None:
+                    g = self._ones(k, h)
+                else:
+                    g = _as_tensor(g, h.device, "out_grads").to(h.dtype)
+                    if g.shape != h.shape:
+                        raise MXNetError(
+                            f"backward: out_grads[{k}] has shape {tuple(g.shape)} but output "
+                            f"{self._output_names[k]!r} has shape {tuple(h.shape)}"
+                        )
                 heads.append(h)
-                hgrads.append(
-                    self._ones(k, h) if g is None else _as_tensor(g, h.device, "out_grads").to(h.dtype)
-                )
+                hgrads.append(g)
         leaves = [leaf for _, leaf in self._leaves]
         if not heads:
             res: Sequence[torch.Tensor | None] = [None] * len(leaves)
@@ -359,8 +376,8 @@ class Executor:
         self._leaves = []
 
     def _ones(self, k: int, head: torch.Tensor) -> torch.Tensor:
-        """Head ``k``'s default gradient (ones), made once per layout and reused: backward never
-        writes into it and no gradient array adopts it."""
+        """The head gradient handed to loss head ``k`` (which ignores it): ones, made once per
+        layout and reused; no gradient array adopts it."""
         ones = self._default_head_grads.get(k)
         if ones is None or ones.shape != head.shape or ones.dtype != head.dtype or ones.device != head.device:
             ones = self._default_head_grads[k] = torch.ones_like(head)

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 import mxtorch as mx
+from mxtorch.base import MXNetError
 
 
 def test_write_gradients_are_separate_arrays_even_when_autograd_shares_one_tensor() -> None:
@@ -67,12 +69,31 @@ def test_fully_connected_gradients_are_taken_without_a_copy() -> None:
     assert len(ptrs) > 1
 
 
-def test_the_default_head_gradient_is_reused_but_never_shared_with_a_gradient_array() -> None:
-    # without out_grads a non-loss head gets ones, made once and reused by later backwards; for
-    # x + y autograd hands those ones to both inputs, so the arrays must copy them: changing a
-    # gradient array in place must not change the next backward's gradients
+def test_a_non_loss_output_needs_a_head_gradient_as_in_mxnet() -> None:
     x, y = mx.sym.var("x"), mx.sym.var("y")
-    ex = (x + y).simple_bind(mx.cpu(), x=(3,), y=(3,))
+    ex = mx.sym.Group([mx.sym.MakeLoss(mx.sym.sum(x * x)), x * 3]).simple_bind(mx.cpu(), x=(3,))
+    ex.forward(is_train=True, x=torch.ones(3))
+    with pytest.raises(MXNetError, match=r"output '.*' is not a loss output .* pass out_grads"):
+        ex.backward()
+    # given for every output, the loss output ignores its own: d(sum x^2)/dx + 3 * g
+    with pytest.raises(MXNetError, match=r"out_grads\[1\] has shape \(4,\) but output '.*' has shape \(3,\)"):
+        ex.backward([torch.zeros(1), torch.full((4,), 2.0)])
+    ex.backward([torch.zeros(1), torch.full((3,), 2.0)])
+    torch.testing.assert_close(ex.grad_dict["x"], torch.full((3,), 8.0))
+    # a head the gradient does not depend on (BlockGrad) needs none
+    ex = mx.sym.Group([mx.sym.MakeLoss(mx.sym.sum(x * y)), mx.sym.BlockGrad(x)]).simple_bind(
+        mx.cpu(), x=(3,), y=(3,)
+    )
+    ex.forward(is_train=True, x=torch.ones(3), y=torch.full((3,), 4.0))
+    ex.backward()
+    torch.testing.assert_close(ex.grad_dict["x"], torch.full((3,), 4.0))
+
+
+def test_the_head_gradient_handed_to_a_loss_is_never_shared_with_a_gradient_array() -> None:
+    # a loss head gets ones (made once, reused) that it ignores; changing a gradient array in
+    # place must not change the next backward's gradients
+    x, y = mx.sym.var("x"), mx.sym.var("y")
+    ex = mx.sym.MakeLoss(x + y).simple_bind(mx.cpu(), x=(3,), y=(3,))
     for _ in range(3):
         ex.forward(is_train=True, x=torch.ones(3), y=torch.ones(3))
         ex.backward()
