@@ -56,6 +56,14 @@ def test_gru_and_rnn_split_by_gates_train_like_one_process(run_ranks, tmp_path):
     _check_training("gru", res, path)
 
 
+@pytest.mark.slow  # four processes on this machine's two cores
+def test_lstm_split_by_gates_with_data_parallel_replicas(run_ranks, tmp_path):
+    """dp=2 x tp=2: two tensor-parallel groups, each on half the batch, the dp store summing gradients."""
+    path = str(tmp_path / "dp2tp2.params")
+    res = run_ranks(w.train_rnn, 4, "lstm", path, 5, 2, timeout=240)
+    _check_training("lstm", res, path)
+
+
 def test_split_layers_with_states_equal_the_plain_layer_forward_and_backward(run_ranks):
     """LSTM (2 layers, bidirectional, cell clipping), GRU (2 layers, bidirectional), ReLU RNN (2 layers),
     called with initial states: outputs, final states, and the gradients of the input, the states and

@@ -231,22 +231,27 @@ def rnn_reference(kind: str, steps: int = 5) -> dict[str, Any]:
     return _one_process(build_rnn_net(kind), *rnn_data(), steps)
 
 
-def train_rnn(kind: str, path: str, steps: int = 5) -> dict[str, Any]:
-    """tp=2, tp_plan='auto' (the recurrent layers 'gates'), 5 SGD-momentum steps, saved to ``path``;
-    then a differently initialized tp=2 network loads the file."""
+def train_rnn(kind: str, path: str, steps: int = 5, dp: int = 1) -> dict[str, Any]:
+    """tp=2 (x ``dp`` replicas, each on its share of the batch), tp_plan='auto' (the recurrent layers
+    'gates'), 5 SGD-momentum steps, saved to ``path``; then a differently initialized network of the
+    same layout loads the file."""
     from mxtorch import gluon, parallel
 
-    cfg = parallel.ParallelConfig(tp=2)
-    pnet = parallel.parallelize(build_rnn_net(kind), cfg, micro_batches=2, schedule="gpipe", kvstore=None)
+    cfg = parallel.ParallelConfig(dp=dp, tp=2)
+    store = "horovod" if dp > 1 else None
+    pnet = parallel.parallelize(build_rnn_net(kind), cfg, micro_batches=2, schedule="gpipe", kvstore=store)
     x, y = rnn_data()
-    tr = gluon.Trainer(pnet.collect_params(), "sgd", {"learning_rate": 0.1, "momentum": 0.9})
+    share = RNN_BATCH // dp
+    mine = slice(pnet.dp_rank * share, (pnet.dp_rank + 1) * share)
+    tr = gluon.Trainer(pnet.collect_params(), "sgd", {"learning_rate": 0.1, "momentum": 0.9},
+                       kvstore=pnet.kvstore)
     losses = []
     for _ in range(steps):
-        losses.append(pnet.train_step(x, y, gluon.loss.SoftmaxCrossEntropyLoss()))
+        losses.append(pnet.train_step(x[mine], y[mine], gluon.loss.SoftmaxCrossEntropyLoss()))
         tr.step(RNN_BATCH)
     pnet.save_parameters(path)
     fresh = parallel.parallelize(build_rnn_net(kind, seed=1), cfg, micro_batches=2, schedule="gpipe",
-                                 kvstore=None)
+                                 kvstore=store)
     fresh.load_parameters(path)
     rec = [p for name, p in pnet.collect_params().items() if "2h_" in name]  # i2h_*, h2h_*
     return {"plan": pnet.tp_plan, "losses": losses, "out": pnet(x), "loaded_out": fresh(x),
