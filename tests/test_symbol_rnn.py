@@ -446,10 +446,6 @@ def test_graph_exported_by_mxnet_gluon_lstm_runs(projection: int | None) -> None
     torch.testing.assert_close(sym.bind(mx.cpu(), args).forward()[0], want, rtol=1e-5, atol=1e-6)
 
 
-# mxtorch/gluon/symbolic.py's RNN-layer translator still refuses these layers; the change it needs
-# (MXNet 1.9's packing with h2r weights, the extra RNN arguments, the sequence_length input) is
-# proposed to its owner: strict, so the test turns red once the translator takes them
-@pytest.mark.xfail(strict=True, raises=MXNetError, reason="gluon/symbolic.py: no symbolic LSTM extras yet")
 @pytest.mark.filterwarnings(_ONEDNN_PROJ)
 @pytest.mark.parametrize(
     "kw",

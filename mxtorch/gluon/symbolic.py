@@ -189,44 +189,52 @@ def _softmax_ce(b: Any, pred: Symbol, label: Symbol, sample_weight: Any = None) 
 
 
 def _rnn_layer(b: Any, x: Symbol, states: Any = None, sequence_length: Any = None) -> Any:
-    # MXNet's _RNNLayer graph: parameters flattened in MXNet's order into one vector, the fused RNN
-    # operator, zero initial states shaped like the batch when none are given
-    if b._projection_size is not None or b._clip is not None or b._use_sequence_length:
-        raise MXNetError(
-            f"{type(b).__name__}: projection_size, state clipping and use_sequence_length "
-            "have no symbolic form here; build the graph without them"
-        )
+    # MXNet's _RNNLayer graph: parameters flattened in MXNet's order into one vector (an LSTM's
+    # projection h2r weights after each h2h, no bias), the fused RNN operator with MXNet 1.9's
+    # arguments, zero initial states shaped like the batch when none are given
+    if b._use_sequence_length and sequence_length is None:
+        raise MXNetError(f"{type(b).__name__} was built with use_sequence_length=True: pass sequence_length")
     if b._layout == "NTC":
         x = sym.swapaxes(x, dim1=0, dim2=1)
+    gates = ("i2h", "h2h", "h2r") if b._projection_size is not None else ("i2h", "h2h")
     order = [
         f"{d}{i}_{g}_{t}"
         for t in ("weight", "bias")
         for i in range(b._num_layers)
         for d in ("l", "r")[: b._dir]
-        for g in ("i2h", "h2h")
+        for g in gates
+        if not (g == "h2r" and t == "bias")
     ]
     params = b.__dict__["_gluon_params"]
     flat = sym.Concat(*[sym.reshape(params[n].var(), shape=(-1,)) for n in order], dim=0)
     skip = states is None
     if skip:
         n = b._num_layers * b._dir
-        zero = sym.zeros(shape=(n, 1, b._hidden_size))
+        sizes = [b._projection_size or b._hidden_size] + ([b._hidden_size] if b._mode == "lstm" else [])
         states = [
-            sym.broadcast_like(zero, x, lhs_axes=(1,), rhs_axes=(1,))
-            for _ in range(2 if b._mode == "lstm" else 1)
+            sym.broadcast_like(sym.zeros(shape=(n, 1, size)), x, lhs_axes=(1,), rhs_axes=(1,))
+            for size in sizes
         ]
     elif isinstance(states, Symbol):
         states = [states]
+    extra = [sequence_length] if b._use_sequence_length else []
+    lo, hi = b._clip if b._clip is not None else (None, None)
     rnn = sym.RNN(
         x,
         flat,
         *states,
+        *extra,
         state_size=b._hidden_size,
         num_layers=b._num_layers,
         bidirectional=b._dir == 2,
         p=b._dropout,
         state_outputs=True,
         mode=b._mode,
+        projection_size=b._projection_size,
+        lstm_state_clip_min=lo,
+        lstm_state_clip_max=hi,
+        lstm_state_clip_nan=b._clip_nan,
+        use_sequence_length=b._use_sequence_length,
     )
     out = rnn[0]
     if b._layout == "NTC":
