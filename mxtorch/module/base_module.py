@@ -268,15 +268,8 @@ class BaseModule:
     ) -> None:
         """Set the parameters: ``init_params`` with these values and no initializer; with
         ``allow_missing`` the given ones replace the current ones and the others stay."""
-        if not allow_missing:
-            self.init_params(
-                initializer=None,
-                arg_params=arg_params,
-                aux_params=aux_params,
-                allow_missing=allow_missing,
-                force_init=force_init,
-                allow_extra=allow_extra,
-            )
+        if not allow_missing:  # init_params without an initializer: every parameter must be given
+            self.init_params(None, arg_params, aux_params, False, force_init, allow_extra)
             return
         if self.params_initialized and not force_init:
             warnings.warn(
