@@ -22,7 +22,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 import tp_workers as w  # noqa: E402
 
 
-def _check_training(kind: str, results: list[dict], path: str) -> None:
+def _check_training(kind: str, results: list[dict], path: str, pp: int = 1) -> None:
     ref = w.rnn_reference(kind)
     got = load_tensors(path)
     assert set(got) == set(ref["params"])
@@ -33,17 +33,21 @@ def _check_training(kind: str, results: list[dict], path: str) -> None:
     x, _ = w.rnn_data()
     torch.testing.assert_close(plain(x).detach(), ref["out"], rtol=0, atol=1e-5)
     rec_full = sum(v.numel() * 4 for k, v in ref["params"].items() if "2h_" in k)
+    # each rank: half of every recurrent weight and bias of its stage
+    assert sum(r["rnn_bytes"] for r in results) * 2 * pp == rec_full * len(results)
     for r in results:
         assert r["losses"] == pytest.approx(ref["losses"], abs=1e-5)
         torch.testing.assert_close(r["out"], ref["out"], rtol=0, atol=1e-5)
         torch.testing.assert_close(r["loaded_out"], ref["out"], rtol=0, atol=1e-5)
-        assert r["rnn_bytes"] * 2 == rec_full  # each rank: half of every recurrent weight and bias
+        if pp == 1:
+            assert r["rnn_bytes"] * 2 == rec_full
 
 
 def test_lstm_split_by_gates_trains_like_one_process(run_ranks, tmp_path):
-    """A 2-layer bidirectional LSTM -> Dense, tp=2: 5 SGD-momentum steps equal one process."""
+    """A 2-layer bidirectional LSTM -> Dense, tp=2, activation checkpointing (the recomputed forward
+    repeats the collectives): 5 SGD-momentum steps equal one process."""
     path = str(tmp_path / "lstm.params")
-    res = run_ranks(w.train_rnn, 2, "lstm", path, timeout=90)
+    res = run_ranks(w.train_rnn, 2, "lstm", path, 5, 1, 1, True, timeout=90)
     assert all(r["plan"] == {"0": "gates"} for r in res)
     _check_training("lstm", res, path)
 
@@ -62,6 +66,15 @@ def test_lstm_split_by_gates_with_data_parallel_replicas(run_ranks, tmp_path):
     path = str(tmp_path / "dp2tp2.params")
     res = run_ranks(w.train_rnn, 4, "lstm", path, 5, 2, timeout=240)
     _check_training("lstm", res, path)
+
+
+@pytest.mark.slow  # four processes on this machine's two cores
+def test_gru_and_rnn_split_by_gates_in_two_pipeline_stages(run_ranks, tmp_path):
+    """pp=2 x tp=2, 1F1B: the GRU's (batch-major) output crosses the stage boundary to the RNN."""
+    path = str(tmp_path / "pp2tp2.params")
+    res = run_ranks(w.train_rnn, 4, "gru", path, 5, 1, 2, timeout=240)
+    assert all(r["stage_paths"] == [["0"], ["1", "2"]] for r in res)
+    _check_training("gru", res, path, pp=2)
 
 
 def test_split_layers_with_states_equal_the_plain_layer_forward_and_backward(run_ranks):

@@ -231,15 +231,17 @@ def rnn_reference(kind: str, steps: int = 5) -> dict[str, Any]:
     return _one_process(build_rnn_net(kind), *rnn_data(), steps)
 
 
-def train_rnn(kind: str, path: str, steps: int = 5, dp: int = 1) -> dict[str, Any]:
-    """tp=2 (x ``dp`` replicas, each on its share of the batch), tp_plan='auto' (the recurrent layers
-    'gates'), 5 SGD-momentum steps, saved to ``path``; then a differently initialized network of the
-    same layout loads the file."""
+def train_rnn(kind: str, path: str, steps: int = 5, dp: int = 1, pp: int = 1,
+              ckpt: bool = False) -> dict[str, Any]:
+    """tp=2 (x ``dp`` replicas, each on its share of the batch, x ``pp`` 1F1B stages), tp_plan='auto'
+    (the recurrent layers 'gates'), 5 SGD-momentum steps, saved to ``path``; then a differently
+    initialized network of the same layout loads the file."""
     from mxtorch import gluon, parallel
 
-    cfg = parallel.ParallelConfig(dp=dp, tp=2)
+    cfg = parallel.ParallelConfig(dp=dp, pp=pp, tp=2)
     store = "horovod" if dp > 1 else None
-    pnet = parallel.parallelize(build_rnn_net(kind), cfg, micro_batches=2, schedule="gpipe", kvstore=store)
+    pnet = parallel.parallelize(build_rnn_net(kind), cfg, micro_batches=2, schedule="1f1b", kvstore=store,
+                                checkpoint_activations=ckpt)
     x, y = rnn_data()
     share = RNN_BATCH // dp
     mine = slice(pnet.dp_rank * share, (pnet.dp_rank + 1) * share)
@@ -250,12 +252,12 @@ def train_rnn(kind: str, path: str, steps: int = 5, dp: int = 1) -> dict[str, An
         losses.append(pnet.train_step(x[mine], y[mine], gluon.loss.SoftmaxCrossEntropyLoss()))
         tr.step(RNN_BATCH)
     pnet.save_parameters(path)
-    fresh = parallel.parallelize(build_rnn_net(kind, seed=1), cfg, micro_batches=2, schedule="gpipe",
+    fresh = parallel.parallelize(build_rnn_net(kind, seed=1), cfg, micro_batches=2, schedule="1f1b",
                                  kvstore=store)
     fresh.load_parameters(path)
     rec = [p for name, p in pnet.collect_params().items() if "2h_" in name]  # i2h_*, h2h_*
-    return {"plan": pnet.tp_plan, "losses": losses, "out": pnet(x), "loaded_out": fresh(x),
-            "bytes": pnet.param_bytes(), "rnn_bytes": sum(p.data().numel() * 4 for p in rec)}
+    return {"plan": pnet.tp_plan, "stage_paths": pnet.stage_paths, "losses": losses, "out": pnet(x),
+            "loaded_out": fresh(x), "rnn_bytes": sum(p.data().numel() * 4 for p in rec)}
 
 
 RNN_MODES = ("lstm", "gru", "rnn")

@@ -166,7 +166,7 @@ def gates_forward(self: Any, inputs: torch.Tensor, states: Any = None,
             c_last.extend(c_loc)
     mask = _own_mask(hid, dirs, tp, rank, layer_in)
     out = _OwnSliceGrad.apply(layer_in, mask)
-    out = out if self._layout == "TNC" else out.transpose(0, 1)
+    out = out if self._layout == "TNC" else out.transpose(0, 1).contiguous()  # as the fused kernel's
     if skip_states:
         return out
     one = _own_mask(hid, 1, tp, rank, layer_in)
