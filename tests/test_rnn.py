@@ -191,6 +191,21 @@ def test_lstm_state_clip_matches_numpy():
         np.testing.assert_allclose(s.detach().numpy(), r, rtol=1e-4, atol=1e-5)
 
 
+def test_clipped_lstm_in_ntc_layout_returns_a_contiguous_output_equal_to_tnc():
+    # the step-by-step path (state clipping) must give what the fused path gives: a contiguous
+    # (N, T, C) array (a pipeline stage sends its output as is)
+    T, N, C, H = 5, 3, 4, 6
+    tnc = make_layer(rnn.LSTM, H, input_size=C, state_clip_min=-0.3, state_clip_max=0.2)
+    ntc = make_layer(rnn.LSTM, H, input_size=C, layout="NTC", state_clip_min=-0.3, state_clip_max=0.2)
+    params = randomize(tnc)
+    for name, p in ntc._collect_params_with_prefix().items():
+        p.set_data(torch.from_numpy(params[name]))
+    x = torch.from_numpy(RNG.standard_normal((T, N, C)).astype(np.float32))
+    out = ntc(x.transpose(0, 1).contiguous())
+    assert out.shape == (N, T, H) and out.is_contiguous()
+    torch.testing.assert_close(out, tnc(x).transpose(0, 1))
+
+
 def test_layer_param_names_and_shapes():
     layer = rnn.GRU(7, num_layers=2, bidirectional=True, input_size=3)
     shapes = {k: p.shape for k, p in layer._collect_params_with_prefix().items()}

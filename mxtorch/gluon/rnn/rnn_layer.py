@@ -273,7 +273,7 @@ class _RNNLayer(HybridBlock):
             layer_in = torch.cat(outs, dim=-1) if self._dir == 2 else outs[0]
             if train and self._dropout > 0.0 and layer < self._num_layers - 1:
                 layer_in = torch.nn.functional.dropout(layer_in, self._dropout, training=True)
-        out = layer_in if self._layout == "TNC" else layer_in.transpose(0, 1)
+        out = layer_in if self._layout == "TNC" else layer_in.transpose(0, 1).contiguous()
         return out, [torch.stack(h_out, 0), torch.stack(c_out, 0)]
 
     def __repr__(self) -> str:
