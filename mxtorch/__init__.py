@@ -64,6 +64,7 @@ _SUBMODULES = {
     "mod": "mxtorch.module",
     "module": "mxtorch.module",
     "model": "mxtorch.model",
+    "operator": "mxtorch.operator",
     "callback": "mxtorch.callback",
     "viz": "mxtorch.viz",
     "name": "mxtorch.symbol._scope",

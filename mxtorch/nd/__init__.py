@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import torch
 
+from ..operator import Custom as Custom  # MXNet's Python custom operators (mx.operator.register)
 from . import _creation, _io, _nn, _ops, ndarray, random, sparse
 from ._common import mx_operator as _mx_operator
 from ._creation import *  # noqa: F403

@@ -92,6 +92,14 @@ _SMALL = 1 << 18  # elements
 
 def _run_meta(node: _Node, shapes: list[Shape], dtypes: list[Any]) -> list[tuple[Shape, Any] | None]:
     op = node.opdef()
+    if op.infer is not None:  # an operator that says its output shapes (Custom): nothing runs
+        try:
+            return list(op.infer(list(shapes), list(dtypes)))
+        except Exception as e:
+            raise MXNetError(
+                f"infer_shape: operator {node.name!r} ({node.op}) cannot take inputs of shapes "
+                f"{[tuple(s) for s in shapes]}: {e}"
+            ) from e
     attrs = node.params()
     errors: list[BaseException] = []
     # small inputs run for real (meta tensors import ~1 s of torch machinery on first use);
@@ -407,6 +415,14 @@ def infer_type(sym: Symbol, args: Sequence[Any], kwargs: Mapping[str, Any]) -> t
         in_types = [out_types[id(src)][i] for src, i in n.inputs]
         data_type = next((t for t in in_types if t is not None), torch.float32)
         attrs = n.params()
+        if op.infer_types is not None:  # Custom: its property's infer_type
+            want, outs = op.infer_types([t if t is not None else data_type for t in in_types])
+            for k, (src, _) in enumerate(n.inputs):
+                if src.is_variable and in_types[k] is None and k < len(want):
+                    types[src.name] = want[k]
+                    out_types[id(src)] = [want[k]]
+            out_types[id(n)] = list(outs)
+            continue
         for k, (src, _) in enumerate(n.inputs):
             if src.is_variable and in_types[k] is None:
                 types[src.name] = _input_type(op, attrs, k, data_type)

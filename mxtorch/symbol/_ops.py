@@ -12,7 +12,7 @@ import functools
 import inspect
 import math
 import operator
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,7 +25,7 @@ from ..nd import _norm
 from ..nd._nn import activation_fn
 from ..nd._shape import concat as _nd_concat
 from ..nd._shape import split_v2 as _nd_split_v2
-from . import _loss, _rnn
+from . import _custom, _loss, _rnn
 
 Tensor = torch.Tensor
 Shape = tuple[int, ...]
@@ -49,6 +49,8 @@ class OpDef:
     auxiliary states, in ``inputs(attrs)`` order).  ``params`` are the inputs an operator creates
     as variables when they are not given (``fc1_weight``); ``aux`` the auxiliary states (moving
     statistics) among them.  ``param_shapes(attrs, data_shape)`` gives their shapes.
+    ``infer(shapes, dtypes)``, when given, gives the ``(shape, dtype)`` of each output without
+    running the operator, and ``infer_types(dtypes)`` the (input, output) dtypes (Custom operators).
     """
 
     name: str
@@ -61,6 +63,8 @@ class OpDef:
     aux_init: dict[str, str] = field(default_factory=dict)
     is_loss: bool = False
     compile: Callable[[dict[str, Any]], Callable[[list[Any], bool], Any]] | None = None
+    infer: Callable[[list[Shape], list[Any]], list[tuple[Shape, Any]]] | None = None
+    infer_types: Callable[[list[Any]], tuple[list[Any], list[Any]]] | None = None
 
     def compiled(self, attrs: dict[str, Any]) -> Callable[[list[Any], bool], Any]:
         """``call(inputs, train)`` with ``attrs`` bound once (what a bound graph runs per node)."""
@@ -554,6 +558,14 @@ def _crop_run(ins: list[Any], a: dict[str, Any], t: bool) -> Any:
 _add(OpDef("Crop", _crop_run, None))
 
 
+def _unconfigured_custom(ins: list[Any], a: dict[str, Any], t: bool) -> Any:
+    raise MXNetError("Custom: a Custom node runs the operator its op_type names (mx.operator.register)")
+
+
+# the name only: each node's op_type configures its own OpDef (get_op(name, attrs), _custom.py)
+_add(OpDef("Custom", _unconfigured_custom, None))
+
+
 _MULTI_OUTPUTS = {"SliceChannel": _split_outputs, "topk": _topk_outputs}
 
 
@@ -567,9 +579,12 @@ def _generic(name: str) -> OpDef | None:
     return OpDef(canon, _nd_run(fn), None, outputs=_MULTI_OUTPUTS.get(canon, _one), compile=_nd_compile(fn))
 
 
-def get_op(name: str) -> OpDef:
-    """The operator called ``name`` (graph-file or Python name); MXNetError for an unknown one."""
+def get_op(name: str, attrs: Mapping[str, str] | None = None) -> OpDef:
+    """The operator called ``name`` (graph-file or Python name); MXNetError for an unknown one.
+    ``attrs`` (a node's attribute strings) configure a ``Custom`` operator."""
     canon = canonical_name(name)
+    if canon == "Custom" and attrs is not None:
+        return _custom.custom_opdef(attrs)
     op = _TABLE.get(canon) or _generic(canon)
     if op is None:
         raise MXNetError(

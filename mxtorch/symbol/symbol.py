@@ -43,7 +43,7 @@ class _Node:
 
     def opdef(self) -> _ops.OpDef:
         assert self.op is not None
-        return _ops.get_op(self.op)
+        return _ops.get_op(self.op, self.attrs)
 
     def params(self) -> dict[str, Any]:
         """Operator parameters as Python values (hidden ``__x__`` attributes left out)."""
@@ -436,7 +436,13 @@ def create(
     """Apply operator ``op_name`` to the symbols in ``args``/``kwargs``; other keywords are its
     parameters.  Parameters it needs but was not given (``weight``, ``bias``, ``gamma`` ...) become
     new variables named ``<name>_<input>``, as in MXNet."""
-    op = _ops.get_op(op_name)
+    if _ops.canonical_name(op_name) == "Custom":  # op_type and keywords configure the operator
+        op = _ops.get_op(op_name, {
+            k: attr_string(v) for k, v in kwargs.items()
+            if v is not None and not isinstance(v, Symbol) and k not in HIDDEN_KEYS
+        })
+    else:
+        op = _ops.get_op(op_name)
     canon = op.name
     sig_names = _ops.signature_names(op_name)
     positional: list[tuple[_Node, int]] = []
@@ -634,6 +640,11 @@ def _from_graph(graph: Any, source: str) -> Symbol:
                 f"{source}: node {i} ({entry['name']!r}) uses operator {op!r}, which mxtorch "
                 "does not implement"
             )
+        if op == "Custom":
+            try:
+                _ops.get_op(op, attrs)
+            except MXNetError as e:
+                raise MXNetError(f"{source}: node {i} ({entry['name']!r}): {e}") from e
         inputs = []
         for ref in entry.get("inputs", []):
             src = _entry_ref(ref, nodes, i)
