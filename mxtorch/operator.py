@@ -36,7 +36,7 @@ import torch
 
 from ._dtype import to_torch_dtype
 from .base import MXNetError
-from .context import Context, as_context
+from .context import Context, as_context, context_of
 
 __all__ = ["CustomOp", "CustomOpProp", "register", "get_all_registered_operators", "Custom"]
 
@@ -263,7 +263,7 @@ class CustomSpec:
         )
 
     def create_operator(self, inputs: Sequence[Tensor]) -> CustomOp:
-        ctx = as_context(inputs[0].device) if inputs else as_context(None)
+        ctx = context_of(inputs[0]) if inputs else as_context(None)
         op = self.prop.create_operator(
             ctx, [list(x.shape) for x in inputs], [_np_type(x.dtype) for x in inputs]
         )

@@ -380,3 +380,41 @@ def test_register_checks_the_class_and_warns_when_replacing():
     assert "test_replaced" in mx.operator.get_all_registered_operators()
     op = mx.sym.Custom(mx.sym.Variable("x"), op_type="test_replaced")
     assert op.list_outputs() == [f"{op.name}_output"]
+
+
+# ---- Gluon: F.Custom in hybrid_forward, export and SymbolBlock.imports ------------------------------
+
+
+def test_hybridized_block_with_custom_exports_and_imports(tmp_path):
+    from mxtorch import gluon
+
+    class Net(gluon.HybridBlock):
+        def __init__(self) -> None:
+            super().__init__()
+            self.fc = gluon.nn.Dense(3, in_units=4)
+
+        def hybrid_forward(self, F, x, v):
+            return F.Custom(self.fc(x), v, op_type="test_scaled_product", scale=2)
+
+    net = Net()
+    net.initialize()
+    g = torch.Generator().manual_seed(8)
+    x, v = torch.randn(2, 4, generator=g), torch.randn(2, 3, generator=g)
+    w, b = net.fc.weight.data().detach(), net.fc.bias.data().detach()
+    want = 2 * (x @ w.T + b) * v
+    assert_close(net(x, v), want)
+    net.hybridize()
+    assert_close(net(x, v), want)
+    net.export(str(tmp_path / "m"))
+    graph = json.loads((tmp_path / "m-symbol.json").read_text())
+    assert [n["attrs"] for n in graph["nodes"] if n["op"] == "Custom"] == [
+        {"op_type": "test_scaled_product", "scale": "2"}]
+    sb = gluon.SymbolBlock.imports(str(tmp_path / "m-symbol.json"), ["data0", "data1"],
+                                   str(tmp_path / "m-0000.params"))
+    xg = x.clone()
+    xg.attach_grad()
+    with autograd.record():
+        out = sb(xg, v)
+    out.backward()
+    assert_close(out.detach(), want)
+    assert_close(xg.grad, (2 * v) @ w)  # d sum(2 * (x W^T + b) * v) / dx
