@@ -361,6 +361,14 @@ def test_unregistered_op_type_is_a_clear_error():
         mx.sym.load_json(js)
     with pytest.raises(MXNetError, match="op_type is required"):
         mx.sym.Custom(x)
+    # the same file loads once a module registers the operator
+    late = js.replace("no_such_op", "test_registered_late")
+    with pytest.raises(MXNetError, match="test_registered_late"):
+        mx.sym.load_json(late)
+    mx.operator.register("test_registered_late")(_ScaledProductProp)
+    back = mx.sym.load_json(late)
+    assert back.list_arguments() == ["x", "p_rhs"]  # the missing input became a variable, as in MXNet
+    assert_close(back.eval(x=torch.tensor([3.0]), p_rhs=torch.tensor([4.0]))[0], torch.tensor([12.0]))
 
 
 def test_register_checks_the_class_and_warns_when_replacing():
