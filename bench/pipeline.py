@@ -1,7 +1,8 @@
 """Pipeline parallelism: bubble fraction, throughput and memory per rank, in one run.
 
 For each number of stages p (default 2 and 4) and schedule (GPipe, 1F1B), p real processes
-(gloo, 127.0.0.1, one thread each) train a chain of equal Dense layers with m micro-batches
+(gloo, 127.0.0.1, one thread each) train a chain of equal Dense layers (and a small classifier
+head) with m micro-batches
 (default 1, 4, 8, 16) of a fixed micro-batch size, and each rank reports:
 
 * the schedule time (median over the timed steps of ``train_step``: the pipelined forward and
@@ -12,13 +13,16 @@ For each number of stages p (default 2 and 4) and schedule (GPipe, 1F1B), p real
   micro-batch, measured alone on that rank before the run; (in run) the time the rank spent
   inside its stage's forward and backward chunks during the timed steps (torch's
   ``forward_one_chunk``/``backward_one_chunk``, timed by wrapping them).  The bubble fractions
-  ``1 - busy / schedule`` (the mean over ranks) are printed next to the theoretical
-  ``(p-1)/(m+p-1)``.  "alone" charges to the bubble everything that slows the run: the
-  schedule's per-micro-batch work (sends, receives, waits, Python, gradient accumulation) *and*
-  compute slowed by processes sharing cores; "in run" charges only the time outside compute
-  (idle, transfers, the schedule's own Python), so their difference is contention, and the "in
-  run" excess over theory is the per-micro-batch overhead (printed per micro-batch as
-  ``ovh/mb``);
+  ``1 - busy / schedule`` of the busiest stage (the critical path) are printed next to the
+  theoretical ``(p-1)/(m+p-1)``, which assumes equal stages; a lighter stage idles more than
+  that by the imbalance, printed apart as ``1 - least busy / most busy`` (in run).  The chain's
+  equal layers split evenly, but every stage after the first also computes its input's
+  gradient (the first stage's input is data), so later stages carry a little more.  "alone"
+  charges to the bubble everything that slows the run: the schedule's per-micro-batch work
+  (sends, receives, waits, Python, gradient accumulation) *and* compute slowed by processes
+  sharing cores; "in run" charges only the time outside compute (idle, transfers, the
+  schedule's own Python), so their difference is contention, and the "in run" excess over
+  theory is the per-micro-batch overhead (printed per micro-batch as ``ovh/mb``);
 * the peak bytes of activations saved for backward (``torch.autograd.graph.saved_tensors_hooks``
   counts every tensor autograd keeps, and when it is released) and the parameter bytes it holds.
 
@@ -52,9 +56,9 @@ def build(layers: int, width: int) -> Any:
 
     torch.manual_seed(0)
     net = nn.HybridSequential()
-    for _ in range(layers - 1):
+    for _ in range(layers):  # equal stages for p dividing layers: the theory assumes them
         net.add(nn.Dense(width, activation="relu", in_units=width))
-    net.add(nn.Dense(10, in_units=width))
+    net.add(nn.Dense(10, in_units=width))  # the classifier head (~1 % of a layer) joins the last stage
     net.initialize(mx.init.Xavier())
     return net
 
@@ -255,7 +259,8 @@ def main() -> None:
           f"micro-batch {mb}, {args.steps} timed steps; reference: one process, one thread, same global "
           "batch")
     ref = single(ms, args.layers, args.width, mb, args.steps)
-    head = (f"{'p':>2} {'schedule':<8} {'m':>3} {'bubble':>7} {'in run':>7} {'theory':>7} {'ovh/mb':>7} "
+    head = (f"{'p':>2} {'schedule':<8} {'m':>3} {'bubble':>7} {'in run':>7} {'theory':>7} {'imbal.':>7} "
+            f"{'ovh/mb':>7} "
             f"{'samples/s':>10} "
             f"{'x 1 proc':>9} {'params/rank':>12} {'act peak/rank':>14} {'act 1 proc':>11}")
     print(head)
@@ -269,16 +274,21 @@ def main() -> None:
                     print(f"{p:>2} {schedule:<8} {m:>3}   (torch's {schedule} needs m >= p)")
                     continue
                 step = max(r["step"] for r in rows)
-                bubble = statistics.mean(max(0.0, 1 - r["busy"] / r["sched"]) for r in rows)
-                in_run = statistics.mean(max(0.0, 1 - r["inside"] / r["sched"]) for r in rows)
+                sched = max(r["sched"] for r in rows)
+                busiest = max(rows, key=lambda r: r["inside"])
+                bubble = max(0.0, 1 - max(r["busy"] for r in rows) / sched)
+                in_run = max(0.0, 1 - busiest["inside"] / sched)
+                imbalance = 1 - min(r["inside"] for r in rows) / busiest["inside"]
                 theory = (p - 1) / (m + p - 1)
-                # time outside compute beyond the ideal schedule's idle time, per micro-batch
-                ovh = statistics.mean(r["sched"] - r["inside"] * (m + p - 1) / m for r in rows) / m
+                # the busiest stage's time outside compute beyond the ideal schedule's idle time,
+                # per micro-batch
+                ovh = (sched - busiest["inside"] * (m + p - 1) / m) / m
                 sps = m * mb / step
                 ratio = ref[m]["step"] / step
                 params = max(r["param_bytes"] for r in rows) / ref[m]["param_bytes"]
                 act = max(r["act_peak"] for r in rows)
                 print(f"{p:>2} {schedule:<8} {m:>3} {bubble:>7.3f} {in_run:>7.3f} {theory:>7.3f} "
+                      f"{imbalance:>7.3f} "
                       f"{ovh * 1e3:>5.1f}ms {sps:>10.0f} {ratio:>9.2f} "
                       f"{params:>11.1%} {act / 2**20:>12.1f}MB {ref[m]['act_peak'] / 2**20:>9.1f}MB")
 
