@@ -174,11 +174,13 @@ def median_step(pnet: Any, trainer: Any, x: torch.Tensor, y: torch.Tensor, loss_
     return statistics.median(sched), statistics.median(whole), statistics.median(inside)
 
 
-def activation_peak(pnet: Any, x: torch.Tensor, y: torch.Tensor, loss_fn: Any) -> int:
-    """Peak bytes of activations saved for backward during one (untimed) ``train_step``."""
+def activation_peak(pnet: Any, trainer: Any, x: torch.Tensor, y: torch.Tensor, loss_fn: Any,
+                    batch: int) -> int:
+    """Peak bytes of activations saved for backward during one (untimed) training step."""
     meter = SavedBytes([p.data() for p in pnet.collect_params().values()])
     with torch.autograd.graph.saved_tensors_hooks(meter.pack, meter.unpack):
         pnet.train_step(x, y, loss_fn)
+    trainer.step(batch)  # a whole step: gradient all-reduces the backward started are finished
     return meter.peak
 
 
@@ -204,7 +206,7 @@ def rank_run(p: int, schedule: str, ms: list[int], layers: int, width: int, mb: 
         tr = gluon.Trainer(pnet.collect_params(), "sgd", {"learning_rate": 0.01})
         with ChunkTimer() as timer:
             sched, step, inside = median_step(pnet, tr, x, y, loss_fn, m * mb, steps, timer)
-        act_peak = activation_peak(pnet, x, y, loss_fn)
+        act_peak = activation_peak(pnet, tr, x, y, loss_fn, m * mb)
         results.append({"m": m, "sched": sched, "step": step, "busy": busy, "inside": inside,
                         "act_peak": act_peak, "param_bytes": pnet.param_bytes()})
     del net

@@ -49,7 +49,7 @@ def run_config(width: int, pairs: int, batch: int, steps: int, runs: list[dict])
         loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
         with ChunkTimer() as timer:
             _, step, _ = median_step(pnet, tr, x, y, loss_fn, batch, steps, timer)
-        peak = activation_peak(pnet, x, y, loss_fn)
+        peak = activation_peak(pnet, tr, x, y, loss_fn, batch)
         out.append({"step": step, "memory": pnet.param_bytes() * 3 + peak})
     return out
 

@@ -318,3 +318,21 @@ def overlap_probe() -> dict[str, Any]:
     got = [p.grad.clone() for p in params if p.grad is not None]
     return {"hooked": hooked, "buckets": len(kv._grad_sync.buckets), "launched_by_hooks": launched_by_hooks,
             "launched_at_end": launched_at_end, "expected": expected, "got": got}
+
+
+
+def backward_then_leave() -> int:
+    """A Trainer over the allreduce store with gradient hooks: one backward starts the buckets'
+    all-reduces, then the worker returns without ``trainer.step`` (a script that only wanted the
+    loss, or one that stopped between backward and step).  The process must still exit cleanly."""
+    net = gluon.nn.Dense(3, in_units=5)
+    net.initialize(mx.init.Xavier())
+    trainer = gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.1}, kvstore="horovod")
+    for step in range(2):  # the first step attaches the hooks; the second backward has no step
+        x, y = batch("mlp", step, 0)
+        with mx.autograd.record():
+            loss = gluon.loss.SoftmaxCrossEntropyLoss()(net(x), y)
+        loss.backward()
+        if step == 0:
+            trainer.step(8)
+    return 1

@@ -120,3 +120,9 @@ def test_two_workers_train_like_one_process_on_the_whole_batch():
             for i, (got, expected) in enumerate(zip(res[name], reference)):
                 where = f"{name}, rank {rank}, param {i}"
                 assert_close(got, expected, msg=lambda m, where=where: f"{where}: {m}")
+
+
+def test_a_worker_leaving_between_backward_and_step_exits_cleanly():
+    # the backward started the gradient buckets' all-reduces; leaving without trainer.step must
+    # neither abort the interpreter (gloo work still in flight at exit) nor hang
+    assert run_workers(w.backward_then_leave, 2, timeout=60) == [1, 1]
