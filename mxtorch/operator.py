@@ -27,7 +27,6 @@ needs no head gradient.
 from __future__ import annotations
 
 import threading
-import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -37,6 +36,7 @@ import torch
 from ._dtype import to_torch_dtype
 from .base import MXNetError
 from .context import Context, as_context, context_of
+from .registry import Registry
 
 __all__ = ["CustomOp", "CustomOpProp", "register", "get_all_registered_operators", "Custom"]
 
@@ -145,7 +145,13 @@ class CustomOpProp:
 # the registry
 # ----------------------------------------------------------------------------------------------
 
-_REGISTRY: dict[str, type[CustomOpProp]] = {}
+def _check_prop(obj: Any) -> None:
+    if not (isinstance(obj, type) and issubclass(obj, CustomOpProp)):
+        raise MXNetError(f"operator.register decorates a subclass of mx.operator.CustomOpProp, got {obj!r}")
+
+
+# the project's one registry type (case-insensitive names, replacing warns naming both classes)
+_REGISTRY: Registry[type[CustomOpProp]] = Registry("custom operator", error=MXNetError, check=_check_prop)
 _lock = threading.Lock()
 _generation = [0]  # bumped on every registration: cached specs of an older class are stale
 
@@ -158,20 +164,8 @@ def register(reg_name: str) -> Callable[[type[CustomOpProp]], type[CustomOpProp]
         raise MXNetError(f"operator.register: the name must be a non-empty str, got {reg_name!r}")
 
     def do_register(prop_cls: type[CustomOpProp]) -> type[CustomOpProp]:
-        if not (isinstance(prop_cls, type) and issubclass(prop_cls, CustomOpProp)):
-            raise MXNetError(
-                f"operator.register({reg_name!r}) decorates a subclass of mx.operator.CustomOpProp, "
-                f"got {prop_cls!r}"
-            )
         with _lock:
-            old = _REGISTRY.get(reg_name)
-            if old is not None and old is not prop_cls:
-                warnings.warn(
-                    f"custom operator {reg_name!r} was registered by {old.__module__}.{old.__qualname__}; "
-                    f"{prop_cls.__module__}.{prop_cls.__qualname__} replaces it",
-                    stacklevel=2,
-                )
-            _REGISTRY[reg_name] = prop_cls
+            _REGISTRY.register(prop_cls, name=reg_name)
             _generation[0] += 1
         return prop_cls
 
@@ -180,17 +174,16 @@ def register(reg_name: str) -> Callable[[type[CustomOpProp]], type[CustomOpProp]
 
 def get_all_registered_operators() -> list[str]:
     """The names of the registered custom operators."""
-    return sorted(_REGISTRY)
+    return _REGISTRY.names()
 
 
 def _prop_class(op_type: str) -> type[CustomOpProp]:
-    cls = _REGISTRY.get(op_type)
+    cls = _REGISTRY.find(op_type)
     if cls is None:
-        known = ", ".join(repr(n) for n in sorted(_REGISTRY)) or "none"
-        raise MXNetError(
-            f"custom operator {op_type!r} is not registered: import (or define) the module whose "
-            f"@mx.operator.register({op_type!r}) class it is before using or loading it "
-            f"(registered: {known})"
+        raise _REGISTRY.unknown(
+            op_type,
+            f"import (or define) the module whose @mx.operator.register({op_type!r}) class it is before "
+            "using or loading it",
         )
     return cls
 
