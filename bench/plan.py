@@ -105,8 +105,8 @@ def main() -> None:
         print(f"  dp={lay[0]} pp={lay[1]} tp={lay[2]}: per step {over.step_s[lay] * 1e3:.2f} ms, per slot "
               f"{over.slot_s[lay] * 1e3:.2f} ms" + (f", per pair {over.pair_s[lay[2]] * 1e3:.2f} ms"
                                                      if lay[2] > 1 else ""))
-    # four processes share this machine's cores: plan() slows each plan's compute by how many of its
-    # processes compute at once over the cores
+    # four processes share this machine's cores: plan() charges each plan at least the CPU work of all
+    # its processes (layers, gloo's collectives, updates) over the cores
     cores = os.cpu_count() or 4
     plans = parallel.plan(net, sample, world_size=4, memory_per_device=args.memory, batch_size=args.batch,
                           micro_batches=[int(v) for v in args.micro.split(",")], bandwidth=bw, latency_s=lat,

@@ -1,4 +1,5 @@
-"""The planner's time model (mxtorch.parallel.planner): measured fixed costs, shared cores, the probe."""
+"""The planner's time model (mxtorch.parallel.planner): measured fixed costs, shared cores (the job's
+CPU work over the cores, collectives beside computing ranks), the probe."""
 
 from __future__ import annotations
 
@@ -43,22 +44,57 @@ def test_measured_fixed_costs_are_added_per_step_per_slot_and_per_extra_pair():
     assert "fixed costs (measured)" in best.explain()
 
 
-def test_shared_cores_slow_the_plans_whose_processes_compute_together():
+def _key(p):
+    return (p.config.dp, p.config.pp, p.config.tp, p.micro_batches, p.schedule, p.checkpointing)
+
+
+def test_shared_cores_charge_every_processs_cpu_work_over_the_cores():
     net, x = _pair_net(2), torch.randn(4, 32)
-    kw = dict(KW, costs=[LayerCost(c.path, c.fwd_s * 100, c.bwd_s * 100, c.act_bytes, c.out_bytes,
-                                   c.param_bytes, 0.0) for c in _costs(2)])
-    alone = {(p.config.dp, p.config.pp, p.config.tp, p.micro_batches, p.schedule, p.checkpointing): p
-             for p in plan(net, x, overheads=False, **kw)}
-    shared = plan(net, x, overheads=False, cores=1, **kw)
+    costs = [LayerCost(c.path, c.fwd_s * 100, c.bwd_s * 100, c.act_bytes, c.out_bytes, c.param_bytes, 0.0)
+             for c in _costs(2)]
+    kw = dict(KW, costs=costs)
+    over = Overheads(allreduce_cpu_per_byte=1e-9, gradient_cpu_per_byte=2e-8, update_cpu_per_byte=3e-9)
+    alone = {_key(p): p for p in plan(net, x, overheads=over, **kw)}
+    shared = plan(net, x, overheads=over, cores=1, **kw)
     for p in shared:
-        a = alone[(p.config.dp, p.config.pp, p.config.tp, p.micro_batches, p.schedule, p.checkpointing)]
-        if p.config.pp == 1:  # every process computes all the time: 4 processes on 1 core
-            assert p.breakdown["compute"] == pytest.approx(4 * a.breakdown["compute"], rel=1e-6)
-        assert p.predicted_step_s >= a.predicted_step_s * (1 - 1e-9)
-    one = [p for p in shared if (p.config.pp, p.micro_batches) == (4, 1)][0]
-    a = alone[(1, 4, 1, 1, "gpipe", one.checkpointing)]
-    # pp=4 with one micro-batch: one stage computes at a time, so nothing is slowed
-    assert one.breakdown["compute"] == pytest.approx(a.breakdown["compute"], rel=0.3)
+        a = alone[_key(p)]
+        total = sum(p.cpu_work.values())
+        # no fixed costs measured here: the step is the critical path or the CPU work over one core
+        assert p.predicted_step_s == pytest.approx(max(a.predicted_step_s, total), rel=1e-9)
+        assert p.breakdown["shared cores"] == pytest.approx(p.predicted_step_s - a.predicted_step_s,
+                                                            abs=1e-12)
+        assert (p.cpu_work["tensor-parallel collectives"] > 0) == (p.config.tp > 1)
+        assert (p.cpu_work["data-parallel reduction"] > 0) == (p.config.dp > 1)
+    dp4 = next(p for p in shared if p.config.dp == 4 and not p.checkpointing)
+    params = sum(c.param_bytes for c in costs)
+    per_sample = sum(c.fwd_s + c.bwd_s for c in costs)
+    assert dp4.cpu_work["compute"] == pytest.approx(4 * per_sample * 16, rel=1e-9)  # 4 ranks x 16 samples
+    assert dp4.cpu_work["data-parallel reduction"] == pytest.approx(4 * params * 2e-8, rel=1e-9)
+    assert dp4.cpu_work["optimizer update"] == pytest.approx(4 * params * 3e-9, rel=1e-9)  # 1 state: x 3/3
+    assert dp4.breakdown["shared cores"] > 0  # 4 processes computing and reducing on 1 core
+    assert "CPU work of the 4 processes" in dp4.explain() and "the cores bound the step" in dp4.explain()
+    # pp=4 with one micro-batch: one stage computes at a time, its critical path already holds the work
+    one = next(p for p in shared if (p.config.pp, p.micro_batches, p.checkpointing) == (4, 1, False))
+    assert one.breakdown["shared cores"] == 0.0
+
+
+def test_oversubscribed_collectives_run_at_the_rate_measured_beside_computing_ranks():
+    net, x = _pair_net(2), torch.randn(4, 32)
+    slow = Overheads(shared_bandwidth=1e8)  # 12.5x slower than 10 Gbit/s (1.25e9 bytes/s)
+    kw = dict(KW, latency_s=0.0)  # bytes only: the rates' ratio shows
+    fast = {_key(p): p for p in plan(net, x, overheads=Overheads(), cores=2, **kw)}
+    for p in plan(net, x, overheads=slow, cores=2, **kw):
+        f = fast[_key(p)]
+        c = p.config
+        # a stage's gradient reduction while other stages compute; the others reduce all together
+        for key, slowed in (("data-parallel all-reduce", c.dp > 1 and c.pp > 1),
+                            ("tensor-parallel collectives", c.tp > 1 and c.dp * c.pp > 1)):
+            before, after = f.breakdown[key], p.breakdown[key]
+            assert after == pytest.approx(12.5 * before if slowed else before, rel=1e-9), (p, key)
+            assert (before > 0) == (c.dp > 1 if key.startswith("data") else c.tp > 1)
+    # as many cores as processes: nothing is shared
+    roomy = {_key(p): p.predicted_step_s for p in plan(net, x, overheads=slow, cores=4, **KW)}
+    assert roomy == {_key(p): p.predicted_step_s for p in plan(net, x, overheads=Overheads(), cores=4, **KW)}
 
 
 def test_the_probe_measures_each_layouts_fixed_costs():
@@ -69,3 +105,8 @@ def test_the_probe_measures_each_layouts_fixed_costs():
     assert set(over.slot_s) == {(1, 2, 1), (1, 1, 2)} and set(over.pair_s) == {2}
     assert all(v >= 0 for v in [*over.slot_s.values(), *over.step_s.values()]) and over.pair_s[2] > 0
     assert over.slot_s[(1, 2, 1)] > 0  # the schedule's Python and the stage transfer, per micro-batch
+    assert set(over.cpu_micro_s) == {(1, 2, 1), (1, 1, 2)} and over.cpu_micro_s[(1, 2, 1)] > 0
+    assert over.pair_cpu_s[2] > 0
+    # CPU per byte: gloo's reduction, the store's copies around it, the optimizer's update
+    assert over.gradient_cpu_per_byte > 0 and over.allreduce_cpu_per_byte > 0 and over.update_cpu_per_byte > 0
+    assert over.shared_bandwidth == 0.0  # needs 4 processes: two reduce while two compute

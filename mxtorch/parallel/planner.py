@@ -27,10 +27,27 @@ The cost model, and where its numbers come from:
   on a tiny net (one Dense pair of width 8 per stage, one sample per micro-batch) with 1 and 5
   micro-batches and fits ``step = fixed + (m + pp - 1) * per_slot``; the plan adds the fixed
   part once, the per-slot part to every slot, and the pair cost for each further pair of a stage.
-* **shared cores** (``cores=``, a job of processes on one machine): the compute of a plan is slowed
-  by ``max(1, busy / cores)``, where ``busy = dp * tp * (sum of the stages' work) / (critical
-  path)`` is how many of its processes compute at once on average (a pipeline's bubble leaves
-  cores free; data and tensor parallel ranks all compute together).
+* **optimizer update**: the slowest stage's parameters at the probe's CPU seconds per byte of a
+  Trainer update (scaled by the tensors an update touches, ``2 + optimizer_states``).
+* **shared cores** (``cores=``, a job of more processes than cores on one machine).  Measured
+  here: gloo's collectives are CPU work (a 16 MiB all-reduce costs each of 4 processes about as
+  much CPU as its wall time on 2 cores; the store's bucket copies add more), the gradient hooks
+  that hide the data-parallel reduction behind backward only hide it when a core is free, and a
+  collective among some processes runs slower while the others compute than when every process
+  takes part in it.  So, with more processes than cores:
+
+  - every process's CPU work is added up (:func:`_cpu_work`): its layers, its tensor-parallel
+    collectives and its data-parallel gradient reduction at the probe's CPU seconds per byte
+    (measured with every process reducing at once), its optimizer update, and the CPU of the
+    tiny runs' fixed costs; the step is at least the measured fixed costs (wall clock: they hold
+    the idle waits for messages) plus the rest of that work spread over the cores (the work law
+    of a schedule on ``cores`` processors), and at least the critical path above (computed as if
+    each process had its own core); ``breakdown["shared cores"]`` is what the first adds to the
+    second, and ``explain()`` prints the work by kind;
+  - a collective that runs while other processes compute (a stage's gradient reduction when
+    ``pp > 1``, a tensor-parallel group's all-reduces when ``dp * pp > 1``) moves its bytes at
+    the rate the probe measured for half the processes all-reducing while the other half
+    compute (``Overheads.shared_bandwidth``), not the rate of all of them reducing together.
 """
 
 from __future__ import annotations
@@ -114,7 +131,10 @@ class Plan:
     breakdown: dict[str, float] = field(default_factory=dict)
     memory: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
-    """What the tensor-parallel layers cost in messages (recurrent layers: per time step)."""
+    """What the tensor-parallel layers cost in messages (recurrent layers: per time step), and the
+    job's CPU work against its cores."""
+    cpu_work: dict[str, float] = field(default_factory=dict)
+    """CPU seconds of one step summed over every process, by kind (the ``cores=`` bound)."""
     _runner_up: Plan | None = None
 
     def explain(self) -> str:
@@ -175,7 +195,10 @@ def _time_unit(block: Any, x: torch.Tensor, repeats: int, saved: _Saved | None,
 
     fwd, bwd = [], []
     y: Any = None
+    params = list(block.parameters())
     for r in range(repeats):
+        for p in params:  # the Trainer drops the gradients after each step: backward allocates them anew
+            p.grad = None
         inp = x.detach().requires_grad_(x.is_floating_point())
         t0 = time.perf_counter()
         if r == 0 and saved is not None:
@@ -193,7 +216,7 @@ def _time_unit(block: Any, x: torch.Tensor, repeats: int, saved: _Saved | None,
         t2 = time.perf_counter()
         fwd.append(t1 - t0)
         bwd.append(t2 - t1)
-    for p in block.parameters():
+    for p in params:
         p.grad = None
     return min(fwd), min(bwd), y
 
@@ -239,25 +262,47 @@ Layout = tuple[int, int, int]
 @dataclass
 class Overheads:
     """Fixed costs of a layout that no layer's size explains, measured by :func:`_probe_link` on tiny
-    versions of each layout with the job's process count (so they include its contention).
+    versions of each layout with the job's process count (so they include its contention), and the
+    CPU that the job's processes burn besides the layers' compute.
 
-    ``step_s[(dp, pp, tp)]``: per training step (``train_step``'s set-up and loss broadcast, the
-    Trainer, the data-parallel all-reduce's latency); ``slot_s[(dp, pp, tp)]``: per pipeline slot
-    (one micro-batch through one stage: the schedule's Python, the stage transfer's latency, and
-    one tensor-parallel pair); ``pair_s[tp]``: one tensor-parallel pair's forward and backward on
-    one sample (DTensor's dispatch and two all-reduce latencies) for every further pair of a stage.
+    Wall clock: ``step_s[(dp, pp, tp)]``: per training step (``train_step``'s set-up and loss
+    broadcast, the Trainer, the data-parallel all-reduce's latency); ``slot_s[(dp, pp, tp)]``: per
+    pipeline slot (one micro-batch through one stage: the schedule's Python, the stage transfer's
+    latency, and one tensor-parallel pair); ``pair_s[tp]``: one tensor-parallel pair's forward and
+    backward on one sample (DTensor's dispatch and two all-reduce latencies) for every further pair
+    of a stage.
+
+    CPU seconds of one process (``time.process_time``: every thread, gloo's included), what the
+    ``cores=`` bound adds up over the job: ``cpu_step_s[layout]`` per step and ``cpu_micro_s[layout]``
+    per micro-batch of the same tiny runs, ``pair_cpu_s[tp]`` per further pair;
+    ``allreduce_cpu_per_byte``: a plain all-reduce (the tensor-parallel collectives), per byte of
+    the reduced tensor; ``gradient_cpu_per_byte``: the data-parallel gradient reduction through the
+    ``'horovod'`` store (bucket copies in and out and the all-reduce), per byte of gradients;
+    ``update_cpu_per_byte``: the Trainer's update (SGD with momentum: one state), per byte of
+    parameters, on every process at once (the plan scales it by the tensors an update touches,
+    ``2 + optimizer_states``, over the probe's 3).
     """
 
     step_s: dict[Layout, float] = field(default_factory=dict)
     slot_s: dict[Layout, float] = field(default_factory=dict)
     pair_s: dict[int, float] = field(default_factory=dict)
+    cpu_step_s: dict[Layout, float] = field(default_factory=dict)
+    cpu_micro_s: dict[Layout, float] = field(default_factory=dict)
+    pair_cpu_s: dict[int, float] = field(default_factory=dict)
+    allreduce_cpu_per_byte: float = 0.0
+    gradient_cpu_per_byte: float = 0.0
+    update_cpu_per_byte: float = 0.0
+    shared_bandwidth: float = 0.0
+    """Bytes/s (ring bytes per rank) of an all-reduce among half the processes while the others
+    compute; 0: not measured (fewer than 4 processes)."""
 
 
-def _probe_link(world_size: int = 2,
-                layouts: Sequence[Layout] = ()) -> tuple[float, float, Overheads | None]:
+def _probe_link(world_size: int = 2, layouts: Sequence[Layout] = ()) -> tuple[float, float, Overheads]:
     """(bytes/s, seconds per message, overheads) of ``world_size`` (2 to 8) local processes (gloo,
-    loopback): all-reduces of 16 MiB for the bandwidth and of 4 bytes for the latency; with
-    ``layouts`` (each multiplying to ``world_size``), tiny runs of each for its fixed costs."""
+    loopback): all-reduces of 16 MiB for the bandwidth and of 4 bytes for the latency, and the CPU
+    seconds per byte of an all-reduce and of a gradient reduction through the store, every process
+    at once; with ``layouts`` (each multiplying to ``world_size``), tiny runs of each for its fixed
+    costs (wall clock and CPU)."""
     from ..distributed.testing import run_workers
 
     n_procs = min(max(world_size, 2), 8)
@@ -266,43 +311,116 @@ def _probe_link(world_size: int = 2,
     big = max(r[0] for r in results)
     small = max(r[1] for r in results)
     n = 16 * 2**20
-    over = None
-    if todo:
-        over = Overheads()
-        for j, lay in enumerate(todo):
-            fits = [r[2][j] for r in results]
-            over.step_s[lay] = max(f[0] for f in fits)
-            over.slot_s[lay] = max(f[1] for f in fits)
-            if lay[2] > 1:
-                over.pair_s[lay[2]] = max(over.pair_s.get(lay[2], 0.0), max(f[2] for f in fits))
+    mean = len(results)
+    over = Overheads(allreduce_cpu_per_byte=sum(r[2] for r in results) / mean / n,
+                     gradient_cpu_per_byte=sum(r[3] for r in results) / mean / n,
+                     update_cpu_per_byte=sum(r[4] for r in results) / mean / n)
+    shared = max(r[5] for r in results)
+    if shared > 0:
+        half = n_procs // 2
+        over.shared_bandwidth = 2 * (half - 1) / half * n / shared
+    for j, lay in enumerate(todo):
+        fits = [r[6][j] for r in results]
+        over.step_s[lay] = max(f[0] for f in fits)
+        over.slot_s[lay] = max(f[1] for f in fits)
+        # CPU: the job's total is what matters, so the ranks' mean
+        over.cpu_step_s[lay] = sum(f[3] for f in fits) / mean
+        over.cpu_micro_s[lay] = sum(f[4] for f in fits) / mean
+        if lay[2] > 1:
+            over.pair_s[lay[2]] = max(over.pair_s.get(lay[2], 0.0), max(f[2] for f in fits))
+            over.pair_cpu_s[lay[2]] = max(over.pair_cpu_s.get(lay[2], 0.0), sum(f[5] for f in fits) / mean)
     return (2 * (n_procs - 1) / n_procs * n / max(big - small, 1e-9), small, over)  # ring bytes per rank
 
 
-def _probe_rank(layouts: Sequence[Layout] = ()) -> tuple[float, float, list[tuple[float, float, float]]]:
+def _probe_rank(layouts: Sequence[Layout] = ()) -> tuple[float, float, float, float, float, float,
+                                                        list[tuple[float, ...]]]:
+    """Wall seconds of a 16 MiB and a 4-byte all-reduce; CPU seconds of a 16 MiB all-reduce, of
+    16 MiB of gradients (1 MiB tensors, as a net's layers) summed through the 'horovod' store and of
+    the optimizer's update of 16 MiB of parameters; wall seconds of a 16 MiB all-reduce among half
+    the ranks while the others compute; each layout's tiny runs."""
     import torch.distributed as dist
 
     from ..distributed import group
+    from ..kvstore.allreduce.store import AllreduceKVStore
 
     group.init()
     buf, tiny = torch.ones(4 * 2**20), torch.ones(1)
     dist.all_reduce(buf)
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     for _ in range(3):
         dist.all_reduce(buf)
-    big = (time.perf_counter() - t0) / 3
+    big, big_cpu = (time.perf_counter() - t0) / 3, (time.process_time() - c0) / 3
     for _ in range(5):
         dist.all_reduce(tiny)
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     for _ in range(50):
         dist.all_reduce(tiny)
-    small = (time.perf_counter() - t0) / 50
-    return big, small, [_probe_layout(*lay) for lay in layouts]
+    small, small_cpu = (time.perf_counter() - t0) / 50, (time.process_time() - c0) / 50
+    shared = _probe_shared(buf)
+    store = AllreduceKVStore("horovod")
+    grads = [torch.ones(2**18) for _ in range(16)]
+    keys = list(range(len(grads)))
+    store.pushpull(keys, grads)
+    c0 = time.process_time()
+    for _ in range(3):
+        store.pushpull(keys, grads)
+    grad_cpu = (time.process_time() - c0) / 3
+    return (big, small, max(big_cpu - small_cpu, 0.0), max(grad_cpu - small_cpu, 0.0), _probe_update(),
+            shared, [_probe_layout(*lay) for lay in layouts])
 
 
-def _probe_layout(dp: int, pp: int, tp: int, steps: int = 5) -> tuple[float, float, float]:
-    """(per step, per slot, per extra pair) seconds of a tiny net laid out as (dp, pp, tp): one
-    Dense pair of width 8 per stage, one sample per micro-batch, GPipe with 1 and 5 micro-batches
-    (``m + pp - 1`` slots each)."""
+def _probe_shared(buf: torch.Tensor, busy_s: float = 0.4) -> float:
+    """Seconds of an all-reduce of ``buf`` among the first half of the ranks while the others
+    compute (matrix products) for ``busy_s``: what a stage's gradient reduction or a tensor-parallel
+    group's collective takes while other processes of the job compute; 0 for fewer than 4 ranks."""
+    import torch.distributed as dist
+
+    n, rank = dist.get_world_size(), dist.get_rank()
+    if n < 4:
+        return 0.0
+    half = dist.new_group(list(range(n // 2)))  # every rank takes part in creating it
+    dist.barrier()
+    took = 0.0
+    if rank < n // 2:
+        dist.all_reduce(buf, group=half)
+        t0 = time.perf_counter()
+        for _ in range(3):
+            dist.all_reduce(buf, group=half)
+        took = (time.perf_counter() - t0) / 3
+    else:
+        a = torch.randn(256, 256)
+        t0 = time.perf_counter()
+        while time.perf_counter() - t0 < busy_s:
+            a = torch.tanh(a @ a)
+    dist.barrier()
+    return took
+
+
+def _probe_update(repeats: int = 3) -> float:
+    """CPU seconds of a Trainer's SGD-momentum update of 16 MiB of parameters (16 tensors of 1 MiB)."""
+    from .. import gluon
+    from ..gluon import nn
+
+    net = nn.HybridSequential()
+    for _ in range(16):
+        net.add(nn.Dense(512, in_units=512, use_bias=False))
+    net.initialize()
+    tr = gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.0, "momentum": 0.9})
+    weights = [d for p in net.collect_params().values() for d in p._data or []]
+    took = []
+    for _ in range(repeats + 1):
+        for w in weights:  # as a backward leaves them (the Trainer drops them after each step)
+            w.grad = torch.ones_like(w)
+        c0 = time.process_time()
+        tr.step(1)
+        took.append(time.process_time() - c0)
+    return min(took[1:])
+
+
+def _probe_layout(dp: int, pp: int, tp: int, steps: int = 5) -> tuple[float, ...]:
+    """(per step, per slot, per extra pair) wall seconds and (per step, per micro-batch, per extra
+    pair) CPU seconds of a tiny net laid out as (dp, pp, tp): one Dense pair of width 8 per stage,
+    one sample per micro-batch, GPipe with 1 and 5 micro-batches (``m + pp - 1`` slots each)."""
     from .. import autograd, gluon
     from ..gluon import nn
     from .pipeline import parallelize
@@ -318,32 +436,36 @@ def _probe_layout(dp: int, pp: int, tp: int, steps: int = 5) -> tuple[float, flo
     tr = gluon.Trainer(pnet.collect_params(), "sgd", {"learning_rate": 0.0, "momentum": 0.9},
                        kvstore=pnet.kvstore)
     loss_fn = gluon.loss.L2Loss()
-    times = []
+    times, cpus = [], []
     for m in (1, 5):
         pnet.micro_batches = m  # the same stages, another schedule (PipelineNet keeps one per count)
         x, y = torch.randn(m, width), torch.zeros(m, width)
-        took = []
+        took, cpu = [], []
         for i in range(steps + 2):
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             pnet.train_step(x, y, loss_fn)
             tr.step(m * dp)
             if i >= 2:
                 took.append(time.perf_counter() - t0)
+                cpu.append(time.process_time() - c0)
         times.append(min(took))  # the least disturbed by other work, as profile_layers does
-    pair = 0.0
+        cpus.append(min(cpu))
+    pair = pair_cpu = 0.0
     if tp > 1:  # the stage's pair alone, one sample: every rank of each tensor-parallel group
         stage = pnet._modules[pnet.stage]
-        pt = []
+        pt, pc = [], []
         for _ in range(steps + 2):
             inp = torch.randn(1, width, requires_grad=True)
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             with autograd.record():
                 out = stage(inp)
             out.sum().backward()
             pt.append(time.perf_counter() - t0)
-        pair = min(pt[2:])
+            pc.append(time.process_time() - c0)
+        pair, pair_cpu = min(pt[2:]), min(pc[2:])
     slot = max((times[1] - times[0]) / 4, 0.0)
-    return max(times[0] - pp * slot, 0.0), slot, pair
+    micro_cpu = max((cpus[1] - cpus[0]) / 4, 0.0)  # a rank works on its own micro-batches only
+    return (max(times[0] - pp * slot, 0.0), slot, pair, max(cpus[0] - micro_cpu, 0.0), micro_cpu, pair_cpu)
 
 
 def _divisors(n: int) -> list[int]:
@@ -363,12 +485,13 @@ def plan(net: Any, sample_input: torch.Tensor, world_size: int, memory_per_devic
     (with ``bandwidth=None`` both are measured by a short two-process probe; else 50 us);
     ``costs``: per-layer costs measured before (:func:`profile_layers`) instead of measuring now;
     ``compute_scale``: how much slower a device of the job computes than this process did while
-    profiling; ``cores``: the job's processes share this many cores (a job on one machine): each
-    plan's compute is slowed by the number of its processes computing at once (its pipeline's
-    average occupancy times dp*pp*tp) over ``cores``; ``overheads``: the per-step and per-slot
-    fixed costs of each layout (:class:`Overheads`), measured with the link probe by default
-    (``bandwidth=None``; tiny runs of every layout), ``True`` to measure them even with a given
-    bandwidth, ``False`` to leave them out.
+    profiling; ``cores``: the job's processes share this many cores (a job on one machine): a plan
+    with more processes than cores takes at least its measured fixed costs plus the CPU work of
+    all its processes (layers, collectives, updates) over ``cores``, and its collectives that run
+    beside computing processes move bytes at the probe's shared rate (module docstring);
+    ``overheads``: the per-step and per-slot fixed costs of each layout and the CPU rates
+    (:class:`Overheads`), measured with the link probe by default (``bandwidth=None``; tiny runs of
+    every layout), ``True`` to measure them even with a given bandwidth, ``False`` to leave them out.
     Raises MXNetError when nothing fits, naming the memory the smallest layout would need.
     """
     if world_size < 1 or batch_size < 1:
@@ -512,26 +635,38 @@ def _predict(units: Sequence[Unit], costs: Sequence[LayerCost], pairs: dict[str,
         lat = 0.0
     else:
         tp_fixed = [(tp_count(a, b) + gate_messages(a, b)) * lat for a, b in bounds]
-    if cores:  # processes sharing the cores: those computing at once (on average) slow each other
-        crit = (m + pp - 1) * max(stage_t)
-        busy = dp * tp * sum(stage_t) * m / crit if crit > 0 else 1.0
-        scale = max(1.0, busy / cores)
-        stage_t = [t * scale for t in stage_t]
-    tp_comm = [ring * tp_bytes(a, b) * mb / bw + f if tp > 1 else 0.0 for (a, b), f in zip(bounds, tp_fixed)]
+    # more processes than cores: a collective runs while other processes compute (another pipeline
+    # stage, another tensor-parallel group) at the rate the probe measured so
+    shared_bw = over.shared_bandwidth if over is not None and cores and dp * pp * tp > cores else 0.0
+    tp_bw = shared_bw if shared_bw > 0 and dp * pp > 1 else bw
+    dp_bw = shared_bw if shared_bw > 0 and pp > 1 else bw
+    tp_comm = [ring * tp_bytes(a, b) * mb / tp_bw + f if tp > 1 else 0.0
+               for (a, b), f in zip(bounds, tp_fixed)]
     slot = max(t + c for t, c in zip(stage_t, tp_comm)) + slot_over
     compute = sum(stage_t) / len(stage_t) * m if pp > 1 else stage_t[0] * m
     pipeline = (m + pp - 1) * slot
     boundary = max((costs[b - 1].out_bytes * mb for a, b in bounds[:-1]), default=0.0)
     pp_comm = (m + pp - 2) * 2 * (boundary / bw + lat) if pp > 1 else 0.0
     stage_params = [sum(share(c, c.param_bytes) for c in costs[a:b]) for a, b in bounds]
-    dp_comm = 2 * (dp - 1) / dp * max(stage_params) / bw + lat if dp > 1 else 0.0
+    dp_comm = 2 * (dp - 1) / dp * max(stage_params) / dp_bw + lat if dp > 1 else 0.0
     fixed = step_over + (m + pp - 1) * slot_over
-    step = pipeline + pp_comm + dp_comm + step_over
+    # the optimizer's update of each stage's parameters (memory-bound: param, gradient and states)
+    per_byte = (over.update_cpu_per_byte if over is not None else 0.0) * (2 + opt_states) / 3
+    update = [params * per_byte for params in stage_params]
+    step = pipeline + pp_comm + dp_comm + step_over + max(update)  # the critical path, a core per process
     tp_time = max(tp_comm) * m if tp > 1 else 0.0
     bubble = max(0.0, pipeline - compute - tp_time - (m + pp - 1) * slot_over)
+    cpu = _cpu_work(costs, pairs, bounds, stage_t, stage_params, tp_bytes, gate_messages, layout, m, mb, over)
+    cpu["optimizer update"] = dp * tp * sum(update)
+    shared = 0.0
+    if cores:  # the job's processes share ``cores``: the measured fixed costs (their idle waits
+        # included) plus the rest of every process's CPU work spread over the cores
+        busy = fixed + sum(v for k, v in cpu.items() if k != "fixed") / cores
+        shared = max(0.0, busy - step)
+        step += shared
     breakdown = {"compute": compute, "bubble": bubble, "tensor-parallel collectives": tp_time,
                  "stage transfers": pp_comm, "data-parallel all-reduce": dp_comm,
-                 "fixed costs (measured)": fixed}
+                 "fixed costs (measured)": fixed, "optimizer update": max(update), "shared cores": shared}
     # memory of the busiest stage (the first: in 1F1B it holds the most micro-batches)
     mem_best = 0.0
     memory: dict[str, float] = {}
@@ -554,5 +689,38 @@ def _predict(units: Sequence[Unit], costs: Sequence[LayerCost], pairs: dict[str,
                          f"hidden state per time step forward (one per layer, both directions together) and "
                          f"{n_l} reduce-scatter(s) backward: {2 * n_l * steps}{' + 1' if i > 0 else ''} "
                          f"collectives per micro-batch over {steps} steps")
+    if cores:
+        total = sum(cpu.values())
+        notes.append(f"CPU work of the {dp * pp * tp} processes: " + ", ".join(
+            f"{k} {v * 1e3:.1f} ms" for k, v in cpu.items() if v > 0) + f"; over {cores} cores "
+            f"{total / cores * 1e3:.1f} ms; the measured fixed costs and the rest over the cores "
+            f"{(fixed + (total - cpu.get('fixed', 0.0)) / cores) * 1e3:.1f} ms against a critical path of "
+            f"{(step - shared) * 1e3:.1f} ms" + (": the cores bound the step" if shared > 0 else ""))
     return Plan(cfg, m, schedule, ckpt, step, int(math.ceil(mem_best)),
-                [costs[a].path for a, _ in bounds[1:]], breakdown, memory, notes)
+                [costs[a].path for a, _ in bounds[1:]], breakdown, memory, notes, cpu_work=cpu)
+
+
+def _cpu_work(costs: Sequence[LayerCost], pairs: dict[str, str], bounds: list[tuple[int, int]],
+              stage_t: list[float], stage_params: list[float], tp_bytes: Any, gate_messages: Any,
+              layout: Layout, m: int, mb: float, over: Overheads | None) -> dict[str, float]:
+    """CPU seconds of one step summed over the job's ``dp * pp * tp`` processes: each rank's layers
+    (its stage, its share of split layers, ``m`` micro-batches), its collectives' CPU (gloo reduces
+    and copies on the CPU: the tensor-parallel all-reduces and the data-parallel gradient
+    reduction, at the probe's CPU seconds per byte) and the measured fixed CPU of the layout."""
+    dp, _, tp = layout
+    o = over or Overheads()
+    fixed = o.cpu_step_s.get(layout, 0.0) + m * o.cpu_micro_s.get(layout, 0.0)
+    work = {"compute": 0.0, "tensor-parallel collectives": 0.0, "data-parallel reduction": 0.0,
+            "fixed": 0.0}
+    for (a, b), t, params in zip(bounds, stage_t, stage_params):
+        ranks = dp * tp
+        work["compute"] += ranks * t * m
+        if tp > 1:
+            n_pairs = sum(1 for i in range(a, b) if pairs.get(costs[i].path) in ("rowwise", "vocab"))
+            extra = max(0, n_pairs - 1) + gate_messages(a, b) / 2  # as the critical path counts them
+            work["tensor-parallel collectives"] += ranks * m * (
+                tp_bytes(a, b) * mb * o.allreduce_cpu_per_byte + extra * o.pair_cpu_s.get(tp, 0.0))
+        if dp > 1:
+            work["data-parallel reduction"] += ranks * params * o.gradient_cpu_per_byte
+        work["fixed"] += ranks * fixed
+    return work
