@@ -59,8 +59,8 @@ def test_shared_cores_charge_every_processs_cpu_work_over_the_cores():
     for p in shared:
         a = alone[_key(p)]
         total = sum(p.cpu_work.values())
-        # no fixed costs measured here: the step is the critical path or the CPU work over one core
-        assert p.predicted_step_s == pytest.approx(max(a.predicted_step_s, total), rel=1e-9)
+        # no fixed costs measured here: at least the critical path and the CPU work over one core
+        assert p.predicted_step_s >= max(a.predicted_step_s, total) * (1 - 1e-9)
         assert p.breakdown["shared cores"] == pytest.approx(p.predicted_step_s - a.predicted_step_s,
                                                             abs=1e-12)
         assert (p.cpu_work["tensor-parallel collectives"] > 0) == (p.config.tp > 1)
@@ -72,10 +72,25 @@ def test_shared_cores_charge_every_processs_cpu_work_over_the_cores():
     assert dp4.cpu_work["data-parallel reduction"] == pytest.approx(4 * params * 2e-8, rel=1e-9)
     assert dp4.cpu_work["optimizer update"] == pytest.approx(4 * params * 3e-9, rel=1e-9)  # 1 state: x 3/3
     assert dp4.breakdown["shared cores"] > 0  # 4 processes computing and reducing on 1 core
+    # its one slot has 4 processes working on 1 core: 4x the compute, unless the CPU work is more
+    a4 = alone[_key(dp4)]
+    assert dp4.predicted_step_s == pytest.approx(
+        max(a4.predicted_step_s + 3 * a4.breakdown["compute"], sum(dp4.cpu_work.values())), rel=1e-9)
     assert "CPU work of the 4 processes" in dp4.explain() and "the cores bound the step" in dp4.explain()
     # pp=4 with one micro-batch: one stage computes at a time, its critical path already holds the work
     one = next(p for p in shared if (p.config.pp, p.micro_batches, p.checkpointing) == (4, 1, False))
     assert one.breakdown["shared cores"] == 0.0
+
+
+def test_pipeline_slots_with_more_working_processes_than_cores_take_longer():
+    from mxtorch.parallel.planner import _slot_stretch
+
+    # pp=4, m=4: 1, 2, 3, 4, 3, 2, 1 stages at work; on 2 cores the middle slots take 1.5x and 2x
+    assert _slot_stretch(4, 4, 1, 2, False) == (9.0, 9.0)
+    assert _slot_stretch(4, 4, 1, 4, False) == (7.0, 7.0)  # a core each: no stretch
+    # dp=2 x pp=2, m=1: the last stage reduces its gradients while the first computes its backward
+    assert _slot_stretch(1, 2, 2, 2, True) == (2.0, 3.0)
+    assert _slot_stretch(1, 2, 2, 2, False) == (2.0, 2.0)
 
 
 def test_oversubscribed_collectives_run_at_the_rate_measured_beside_computing_ranks():

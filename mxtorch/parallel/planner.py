@@ -44,6 +44,10 @@ The cost model, and where its numbers come from:
     of a schedule on ``cores`` processors), and at least the critical path above (computed as if
     each process had its own core); ``breakdown["shared cores"]`` is what the first adds to the
     second, and ``explain()`` prints the work by kind;
+  - a pipeline slot whose working processes outnumber the cores takes ``working / cores`` times
+    its work (:func:`_slot_stretch`): a slot's stages times ``dp * tp``, and in the backward slots
+    also the stages already reducing their gradients (the hooks start that reduction while earlier
+    stages still run their backward: on shared cores it is not hidden);
   - a collective that runs while other processes compute (a stage's gradient reduction when
     ``pp > 1``, a tensor-parallel group's all-reduces when ``dp * pp > 1``) moves its bytes at
     the rate the probe measured for half the processes all-reducing while the other half
@@ -642,9 +646,15 @@ def _predict(units: Sequence[Unit], costs: Sequence[LayerCost], pairs: dict[str,
     dp_bw = shared_bw if shared_bw > 0 and pp > 1 else bw
     tp_comm = [ring * tp_bytes(a, b) * mb / tp_bw + f if tp > 1 else 0.0
                for (a, b), f in zip(bounds, tp_fixed)]
-    slot = max(t + c for t, c in zip(stage_t, tp_comm)) + slot_over
+    work_slot = max(t + c for t, c in zip(stage_t, tp_comm))
     compute = sum(stage_t) / len(stage_t) * m if pp > 1 else stage_t[0] * m
-    pipeline = (m + pp - 1) * slot
+    pipeline = (m + pp - 1) * (work_slot + slot_over)  # each process on its own core
+    stretched = pipeline
+    if cores:  # a slot where more processes work than there are cores takes that much longer
+        fwd = sum(share(c, c.fwd_s) * mb for c in costs)
+        fwd_frac = fwd / max(sum(per_unit), 1e-30)
+        f_sum, b_sum = _slot_stretch(m, pp, dp * tp, cores, dp > 1)
+        stretched = work_slot * (fwd_frac * f_sum + (1 - fwd_frac) * b_sum) + (m + pp - 1) * slot_over
     boundary = max((costs[b - 1].out_bytes * mb for a, b in bounds[:-1]), default=0.0)
     pp_comm = (m + pp - 2) * 2 * (boundary / bw + lat) if pp > 1 else 0.0
     stage_params = [sum(share(c, c.param_bytes) for c in costs[a:b]) for a, b in bounds]
@@ -653,17 +663,18 @@ def _predict(units: Sequence[Unit], costs: Sequence[LayerCost], pairs: dict[str,
     # the optimizer's update of each stage's parameters (memory-bound: param, gradient and states)
     per_byte = (over.update_cpu_per_byte if over is not None else 0.0) * (2 + opt_states) / 3
     update = [params * per_byte for params in stage_params]
-    step = pipeline + pp_comm + dp_comm + step_over + max(update)  # the critical path, a core per process
+    step = stretched + pp_comm + dp_comm + step_over + max(update)  # the critical path
     tp_time = max(tp_comm) * m if tp > 1 else 0.0
     bubble = max(0.0, pipeline - compute - tp_time - (m + pp - 1) * slot_over)
     cpu = _cpu_work(costs, pairs, bounds, stage_t, stage_params, tp_bytes, gate_messages, layout, m, mb, over)
     cpu["optimizer update"] = dp * tp * sum(update)
-    shared = 0.0
+    shared = stretched - pipeline
+    crit = step
     if cores:  # the job's processes share ``cores``: the measured fixed costs (their idle waits
         # included) plus the rest of every process's CPU work spread over the cores
         busy = fixed + sum(v for k, v in cpu.items() if k != "fixed") / cores
-        shared = max(0.0, busy - step)
-        step += shared
+        shared += max(0.0, busy - step)
+        step = max(step, busy)
     breakdown = {"compute": compute, "bubble": bubble, "tensor-parallel collectives": tp_time,
                  "stage transfers": pp_comm, "data-parallel all-reduce": dp_comm,
                  "fixed costs (measured)": fixed, "optimizer update": max(update), "shared cores": shared}
@@ -695,9 +706,26 @@ def _predict(units: Sequence[Unit], costs: Sequence[LayerCost], pairs: dict[str,
             f"{k} {v * 1e3:.1f} ms" for k, v in cpu.items() if v > 0) + f"; over {cores} cores "
             f"{total / cores * 1e3:.1f} ms; the measured fixed costs and the rest over the cores "
             f"{(fixed + (total - cpu.get('fixed', 0.0)) / cores) * 1e3:.1f} ms against a critical path of "
-            f"{(step - shared) * 1e3:.1f} ms" + (": the cores bound the step" if shared > 0 else ""))
+            f"{crit * 1e3:.1f} ms ({(stretched - pipeline) * 1e3:.1f} ms of it for slots where more "
+            "processes work than there are cores)" + (": the cores bound the step" if crit < step else ""))
     return Plan(cfg, m, schedule, ckpt, step, int(math.ceil(mem_best)),
                 [costs[a].path for a, _ in bounds[1:]], breakdown, memory, notes, cpu_work=cpu)
+
+
+def _slot_stretch(m: int, pp: int, per_stage: int, cores: int, reducing: bool) -> tuple[float, float]:
+    """Sums over the ``m + pp - 1`` forward and backward slots of a pipeline of how much longer each
+    slot's work takes when its working processes outnumber ``cores``: ``max(1, working / cores)``.
+    A forward slot ``k`` has the stages ``k - m < s <= k`` working, a backward slot those in reverse
+    order; with ``reducing`` (data parallelism), a stage whose backward is done reduces its gradients
+    during the later backward slots (the gradient hooks start it there), so it works too."""
+    n = m + pp - 1
+    f_sum = b_sum = 0.0
+    for k in range(n):
+        active = sum(1 for s in range(pp) if 0 <= k - s < m)
+        f_sum += max(1.0, active * per_stage / cores)
+        done = sum(1 for s in range(pp) if k > (pp - 1 - s) + m - 1) if reducing else 0
+        b_sum += max(1.0, (active + done) * per_stage / cores)
+    return f_sum, b_sum
 
 
 def _cpu_work(costs: Sequence[LayerCost], pairs: dict[str, str], bounds: list[tuple[int, int]],
