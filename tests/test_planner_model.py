@@ -71,6 +71,10 @@ def test_shared_cores_charge_every_processs_cpu_work_over_the_cores():
     assert dp4.cpu_work["compute"] == pytest.approx(4 * per_sample * 16, rel=1e-9)  # 4 ranks x 16 samples
     assert dp4.cpu_work["data-parallel reduction"] == pytest.approx(4 * params * 2e-8, rel=1e-9)
     assert dp4.cpu_work["optimizer update"] == pytest.approx(4 * params * 3e-9, rel=1e-9)  # 1 state: x 3/3
+    # on the path: the ring's bytes at 10 Gbit/s, the store's copies (beyond a bare all-reduce), a latency
+    ring = 2 * 3 / 4 / 1.25e9
+    expect = (ring + 1.9e-8) * params + 5e-5
+    assert dp4.breakdown["data-parallel all-reduce"] == pytest.approx(expect, rel=1e-9)
     assert dp4.breakdown["shared cores"] > 0  # 4 processes computing and reducing on 1 core
     # its one slot has 4 processes working on 1 core: 4x the compute, unless the CPU work is more
     a4 = alone[_key(dp4)]

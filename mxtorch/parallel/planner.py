@@ -281,7 +281,8 @@ class Overheads:
     per micro-batch of the same tiny runs, ``pair_cpu_s[tp]`` per further pair;
     ``allreduce_cpu_per_byte``: a plain all-reduce (the tensor-parallel collectives), per byte of
     the reduced tensor; ``gradient_cpu_per_byte``: the data-parallel gradient reduction through the
-    ``'horovod'`` store (bucket copies in and out and the all-reduce), per byte of gradients;
+    ``'horovod'`` store (bucket copies in and out and the all-reduce), per byte of gradients (what
+    it takes beyond ``allreduce_cpu_per_byte``, the copies, is also on the critical path);
     ``update_cpu_per_byte``: the Trainer's update (SGD with momentum: one state), per byte of
     parameters, on every process at once (the plan scales it by the tensors an update touches,
     ``2 + optimizer_states``, over the probe's 3).
@@ -658,7 +659,10 @@ def _predict(units: Sequence[Unit], costs: Sequence[LayerCost], pairs: dict[str,
     boundary = max((costs[b - 1].out_bytes * mb for a, b in bounds[:-1]), default=0.0)
     pp_comm = (m + pp - 2) * 2 * (boundary / bw + lat) if pp > 1 else 0.0
     stage_params = [sum(share(c, c.param_bytes) for c in costs[a:b]) for a, b in bounds]
-    dp_comm = 2 * (dp - 1) / dp * max(stage_params) / dp_bw + lat if dp > 1 else 0.0
+    # the store copies each gradient into its bucket and back out around the all-reduce: the CPU
+    # the probe measured for a reduction through the store beyond a bare all-reduce, per byte
+    copies = max(0.0, over.gradient_cpu_per_byte - over.allreduce_cpu_per_byte) if over is not None else 0.0
+    dp_comm = (2 * (dp - 1) / dp / dp_bw + copies) * max(stage_params) + lat if dp > 1 else 0.0
     fixed = step_over + (m + pp - 1) * slot_over
     # the optimizer's update of each stage's parameters (memory-bound: param, gradient and states)
     per_byte = (over.update_cpu_per_byte if over is not None else 0.0) * (2 + opt_states) / 3
