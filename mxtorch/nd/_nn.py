@@ -570,6 +570,19 @@ def _seq_axes(data: Tensor, axis: int, op: str) -> tuple[int, int]:
     return axis, 1 - axis
 
 
+def rnn_sequence_lengths(sequence_length: Any, steps: int, batch: int, minimum: int, op: str,
+                         error: type[Exception] = ValueError) -> Tensor:
+    """A recurrent layer's ``sequence_length`` as int64 lengths on the CPU (what torch's packing
+    takes), one per sample, each in ``[minimum, steps]``; else ``error`` naming ``op``."""
+    lens = torch.as_tensor(sequence_length).detach().to("cpu")
+    if lens.dim() != 1 or lens.shape[0] != batch:
+        raise error(f"{op}: sequence_length must have shape ({batch},), got {tuple(lens.shape)}")
+    lens = lens.round().to(torch.int64) if lens.is_floating_point() else lens.to(torch.int64)
+    if bool((lens < minimum).any()) or bool((lens > steps).any()):
+        raise error(f"{op}: sequence_length values must be in [{minimum}, {steps}], got {lens.tolist()}")
+    return lens
+
+
 def _seq_len(sequence_length: Tensor | None, batch: int, data: Tensor, op: str) -> Tensor:
     if sequence_length is None:
         raise ValueError(f"{op}: use_sequence_length=True needs sequence_length")

@@ -25,6 +25,7 @@ import torch.nn.functional as F
 from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
 
 from ..base import MXNetError
+from ..nd._nn import rnn_sequence_lengths
 
 __all__ = ["GATES", "rnn_inputs", "rnn_outputs", "param_size", "rnn_shapes", "rnn_compile"]
 
@@ -164,13 +165,7 @@ def _unpack(flat: Tensor, cfg: _Config, input_size: int) -> list[list[Tensor]]:
 
 
 def _lengths(seq: Tensor, steps: int, batch: int) -> Tensor:
-    lens = seq.detach().to("cpu")
-    if lens.dim() != 1 or lens.shape[0] != batch:
-        raise MXNetError(f"RNN: sequence_length must have shape ({batch},), got {tuple(lens.shape)}")
-    lens = lens.round().to(torch.int64) if lens.is_floating_point() else lens.to(torch.int64)
-    if bool((lens < 0).any()) or bool((lens > steps).any()):
-        raise MXNetError(f"RNN: sequence_length values must be in [0, {steps}], got {lens.tolist()}")
-    return lens
+    return rnn_sequence_lengths(seq, steps, batch, 0, "RNN", MXNetError)  # MXNet allows length 0
 
 
 # ---- the fused kernels -----------------------------------------------------------------------

@@ -17,6 +17,7 @@ from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_
 
 from ... import autograd
 from ...base import MXNetError
+from ...nd._nn import rnn_sequence_lengths
 from ..block import HybridBlock
 from ..parameter_core import Parameter
 from .base_cell import _check_states, create_state
@@ -290,13 +291,7 @@ class _RNNLayer(HybridBlock):
 
 
 def _lengths(sequence_length: Any, steps: int, batch: int) -> Tensor:
-    lens = torch.as_tensor(sequence_length).detach().to("cpu")
-    if lens.dim() != 1 or lens.shape[0] != batch:
-        raise ValueError(f"sequence_length must have shape ({batch},), got {tuple(lens.shape)}")
-    lens = lens.round().to(torch.int64) if lens.is_floating_point() else lens.to(torch.int64)
-    if bool((lens < 1).any()) or bool((lens > steps).any()):
-        raise ValueError(f"sequence_length values must be in [1, {steps}], got {lens.tolist()}")
-    return lens
+    return rnn_sequence_lengths(sequence_length, steps, batch, 1, "rnn layer")
 
 
 class RNN(_RNNLayer):
