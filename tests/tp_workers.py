@@ -274,12 +274,23 @@ def rnn_states_cases() -> list[dict[str, Any]]:
 def rnn_states_case(mode: str, mesh: Any) -> dict[str, Any]:
     """One recurrent layer split by 'gates' (tp=2), called with initial states: outputs, final states
     and the gradients of input, states and (this rank's rows of) the parameters, for a weighted sum."""
-    from mxtorch import autograd
     from mxtorch.parallel.split import Unit
     from mxtorch.parallel.tensor import shard_units
 
     layer = rnn_states_layer(mode)
     infos = shard_units([Unit("0", layer)], {"0": "gates"}, mesh.tp_mesh("cpu"), 2, mesh.tp_rank)
+    x, states, out, new = rnn_states_backward(layer, mode)
+    grads = {n: layer._param(n).data().grad for n in layer._flat_names}
+    return {"out": out.detach(), "states": [s.detach() for s in new], "x_grad": x.grad,
+            "state_grads": [s.grad for s in states], "param_grads": grads, "tp_rank": mesh.tp_rank,
+            "groups": {n: infos[id(layer._param(n))].groups for n in layer._flat_names}}
+
+
+def rnn_states_backward(layer: Any, mode: str) -> tuple[Any, list[Any], Any, list[Any]]:
+    """``layer`` on the mode's input and initial states (both needing gradients), then backward of
+    a weighted sum of the output and the final states: ``(x, states, out, final states)``."""
+    from mxtorch import autograd
+
     x, states, weights = rnn_states_inputs(mode)
     x.requires_grad_()
     for s in states:
@@ -288,10 +299,7 @@ def rnn_states_case(mode: str, mesh: Any) -> dict[str, Any]:
         out, new = layer(x, states)
         total = (out * weights[0]).sum() + sum((s * w).sum() for s, w in zip(new, weights[1:]))
     total.backward()
-    grads = {n: layer._param(n).data().grad for n in layer._flat_names}
-    return {"out": out.detach(), "states": [s.detach() for s in new], "x_grad": x.grad,
-            "state_grads": [s.grad for s in states], "param_grads": grads, "tp_rank": mesh.tp_rank,
-            "groups": {n: infos[id(layer._param(n))].groups for n in layer._flat_names}}
+    return x, states, out, new
 
 
 def rnn_states_layer(mode: str) -> Any:
