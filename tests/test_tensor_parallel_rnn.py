@@ -51,6 +51,9 @@ def test_lstm_split_by_gates_trains_like_one_process(run_ranks, tmp_path):
     _check_training("lstm", res, path)
 
 
+# slow (11 s): the fast run keeps the LSTM training test, and the GRU and RNN split layers are
+# checked forward and backward against the plain layers by the states test below
+@pytest.mark.slow
 def test_gru_and_rnn_split_by_gates_train_like_one_process(run_ranks, tmp_path):
     """A 2-layer GRU -> a bidirectional tanh RNN -> Dense, tp=2: 5 steps equal one process."""
     path = str(tmp_path / "gru.params")
