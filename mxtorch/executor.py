@@ -239,6 +239,7 @@ class Executor:
         self._ctx = ctx if isinstance(ctx, Context) else current_context()
         device = _device(ctx)
         self._arg_names = symbol.list_arguments()
+        self._arg_index = {n: i for i, n in enumerate(self._arg_names)}
         self._aux_names = symbol.list_auxiliary_states()
         self.arg_arrays: list[torch.Tensor] = _arrays(args, self._arg_names, "args", device, True)  # type: ignore
         self.grad_arrays: list[torch.Tensor | None] = _arrays(
@@ -262,6 +263,12 @@ class Executor:
         self._default_head_grads: dict[int, torch.Tensor] = {}
 
     # ------------------------------------------------------------------ dicts
+    def arg_array(self, name: str) -> torch.Tensor | None:
+        """The bound argument array called ``name`` (None if the graph has no such argument):
+        ``arg_dict.get(name)`` without building the dict."""
+        i = self._arg_index.get(name)
+        return None if i is None else self.arg_arrays[i]
+
     @property
     def arg_dict(self) -> dict[str, torch.Tensor]:
         return dict(zip(self._arg_names, self.arg_arrays, strict=True))

@@ -177,7 +177,7 @@ class DataParallelExecutorGroup:
             if not isinstance(arr, torch.Tensor):
                 arr = torch.as_tensor(np.asarray(arr))
             for ex, sl in zip(self.execs, self.slices, strict=True):
-                dst = ex.arg_dict.get(name)
+                dst = ex.arg_array(name)
                 if dst is None:
                     continue
                 part = arr[sl] if len(self.execs) > 1 else arr

@@ -144,6 +144,7 @@ class Module(BaseModule):
         self._kvstore: KVStoreBase | None = None
         self._update_on_kvstore = False
         self._updater: Any = None
+        self._update_plan: Any = None  # (param arrays, grad arrays, indices, weights, grads) of update()
         self._preload_opt_states: str | None = None
         self._data_shapes: list[tuple[str, tuple[int, ...]]] = []
         self._label_shapes: list[tuple[str, tuple[int, ...]]] = []
@@ -450,23 +451,28 @@ class Module(BaseModule):
                     continue
                 kv.pushpull(name, grads, out=weights, priority=-idx)
             return
-        ndev = len(self._context)
-        indices: list[int] = []
-        ws: list[torch.Tensor] = []
-        gs: list[torch.Tensor] = []
-        for idx, (name, weights, grads) in enumerate(
-            zip(self._param_names, group.param_arrays, group.grad_arrays, strict=True)
-        ):
-            if grads[0] is None:
-                continue
-            if kv is not None:
-                kv.pushpull(name, grads, out=grads, priority=-idx)
-            for k, (w, g) in enumerate(zip(weights, grads, strict=True)):
-                indices.append(idx * ndev + k)
-                ws.append(w)
-                gs.append(g)
-        if indices:
-            self._updater(indices, gs, ws)
+        # the updater's (index, weight, gradient) lists: the same arrays every step until the
+        # executors are bound again (new array lists), so they are built once per binding
+        plan = self._update_plan
+        if plan is None or plan[0] is not group.param_arrays or plan[1] is not group.grad_arrays:
+            ndev = len(self._context)
+            indices: list[int] = []
+            ws: list[torch.Tensor] = []
+            gs: list[torch.Tensor] = []
+            for idx, (weights, grads) in enumerate(zip(group.param_arrays, group.grad_arrays, strict=True)):
+                if grads[0] is None:
+                    continue
+                for k, (w, g) in enumerate(zip(weights, grads, strict=True)):
+                    indices.append(idx * ndev + k)
+                    ws.append(w)
+                    gs.append(g)
+            plan = self._update_plan = (group.param_arrays, group.grad_arrays, indices, ws, gs)
+        if kv is not None:
+            for idx, (name, grads) in enumerate(zip(self._param_names, group.grad_arrays, strict=True)):
+                if grads[0] is not None:
+                    kv.pushpull(name, grads, out=grads, priority=-idx)
+        if plan[2]:
+            self._updater(list(plan[2]), list(plan[4]), list(plan[3]))
 
     def get_outputs(self, merge_multi_context: bool = True) -> list[Any]:
         self._need("get_outputs", params=True)
