@@ -14,7 +14,6 @@ if [ "$#" -gt 0 ]; then
 fi
 # Two pytest workers (pytest-xdist): most tests wait on the processes they start, so one pytest
 # process kept these 2 cores only ~1.2 busy (measured: 600 s one process, 444 s with -n 2).
-# MXTORCH_TEST_JOBS=0 runs in one process. worksteal: an idle worker takes tests queued on the
-# other, so a few long multi-process tests at the end do not leave one worker waiting.
-.venv/bin/python -m pytest -q -n "${MXTORCH_TEST_JOBS:-2}" --dist worksteal -m "not slow and not cluster"
+# MXTORCH_TEST_JOBS=0 runs in one process.
+.venv/bin/python -m pytest -q -n "${MXTORCH_TEST_JOBS:-2}" -m "not slow and not cluster"
 .venv/bin/python -m pytest -q -m "cluster and not slow" tests/cluster
