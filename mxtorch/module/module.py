@@ -471,8 +471,8 @@ class Module(BaseModule):
             for idx, (name, grads) in enumerate(zip(self._param_names, group.grad_arrays, strict=True)):
                 if grads[0] is not None:
                     kv.pushpull(name, grads, out=grads, priority=-idx)
-        if plan[2]:
-            self._updater(list(plan[2]), list(plan[4]), list(plan[3]))
+        if plan[2]:  # the Updater copies the lists it is given; these stay as they are
+            self._updater(plan[2], plan[4], plan[3])
 
     def get_outputs(self, merge_multi_context: bool = True) -> list[Any]:
         self._need("get_outputs", params=True)
