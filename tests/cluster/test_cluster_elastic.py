@@ -27,16 +27,21 @@ pytestmark = [pytest.mark.cluster, pytest.mark.slow]  # three hosts, one restart
 ROOT = mx.gluon.data.vision.EMBEDDED_FASHION_MNIST_ROOT
 
 
+def _elastic_train(cluster, workers: int, out) -> list[str]:
+    """``mxtorch launch --elastic 2:3 -n workers`` over the emulated cluster's hosts, training
+    lenet_bn for one epoch with a checkpoint every 10 steps into ``out``."""
+    return [sys.executable, "-m", "mxtorch.cli.main", "launch", "--launcher", "cluster", "--cluster",
+            cluster.name, "--elastic", "2:3", "-n", str(workers), "--rendezvous-timeout", "120",
+            "mxtorch", "train", "--data-root", ROOT, "--model", "lenet_bn", "--epochs", "1",
+            "--batch-size", "64", "--kvstore", "horovod", "--no-progress", "--threads", "1",
+            "--checkpoint-every", "10", "--output", str(out)]
+
+
 @pytest.mark.timeout(600)
 @pytest.mark.cluster(hosts=3, bandwidth="1gbit")
 def test_an_elastic_job_survives_a_host_taken_down(cluster, tmp_path):
     out = tmp_path / "run"
-    argv = [sys.executable, "-m", "mxtorch.cli.main", "launch", "--launcher", "cluster", "--cluster",
-            cluster.name, "--elastic", "2:3", "-n", "3", "--rendezvous-timeout", "120",
-            "mxtorch", "train", "--data-root", ROOT, "--model", "lenet_bn", "--epochs", "1",
-            "--batch-size", "64",
-            "--kvstore", "horovod", "--no-progress", "--threads", "1", "--checkpoint-every", "10",
-            "--output", str(out)]
+    argv = _elastic_train(cluster, 3, out)
     log = tmp_path / "log.txt"
     with open(log, "w") as f:
         job = subprocess.Popen(argv, stdout=f, stderr=subprocess.STDOUT)
@@ -75,12 +80,7 @@ def _wait_for(log, pattern: str, job: subprocess.Popen, timeout: float) -> re.Ma
 @pytest.mark.cluster(hosts=3, bandwidth="1gbit")
 def test_an_elastic_job_gains_a_worker_from_another_host(cluster, tmp_path):
     out = tmp_path / "run"
-    argv = [sys.executable, "-m", "mxtorch.cli.main", "launch", "--launcher", "cluster", "--cluster",
-            cluster.name, "--elastic", "2:3", "-n", "2", "--rendezvous-timeout", "120",
-            "mxtorch", "train", "--data-root", ROOT, "--model", "lenet_bn", "--epochs", "1",
-            "--batch-size", "64",
-            "--kvstore", "horovod", "--no-progress", "--threads", "1", "--checkpoint-every", "10",
-            "--output", str(out)]
+    argv = _elastic_train(cluster, 2, out)
     env = {k: v for k, v in os.environ.items() if not k.startswith("MXTORCH_TEST_")}
     # h0 and h1 wait after step 40 of 156 (mid-epoch) until the job has 3 workers
     env["MXTORCH_TEST_PAUSE_AT_STEP"] = "40:3"
