@@ -32,6 +32,7 @@ from ..distributed import group
 from ..gluon.parameter_core import Parameter
 from ..gluon.parameter_dict import ParameterDict
 from ..gluon.serialization import load_named, load_tensors, save_tensors
+from ..kvstore.base import Capability
 from .config import Mesh, ParallelConfig
 from .split import Unit, chain_units, partition, split_at, unit_costs
 from .tensor import ShardInfo, auto_plan, check_plan, gather_full, shard_units
@@ -512,7 +513,7 @@ class PipelineNet:
         if self.cfg.dp == 1:
             return True
         store = self._kvstore
-        return store is None or not store.is_capable("async")
+        return store is None or not store.is_capable(Capability.ASYNC)
 
     def _check_batch(self, x: torch.Tensor, y: torch.Tensor | None) -> int:
         if not isinstance(x, torch.Tensor):
