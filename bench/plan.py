@@ -88,7 +88,7 @@ def main() -> None:
 
     from mxtorch import parallel
     from mxtorch.distributed.testing import run_workers
-    from mxtorch.parallel.planner import _probe_link
+    from mxtorch.parallel.planner import _probe_link, usable_cores
 
     torch.set_num_threads(1)
     net = build(args.width, args.pairs)
@@ -107,11 +107,11 @@ def main() -> None:
                                                      if lay[2] > 1 else ""))
     # four processes share this machine's cores: plan() charges each plan at least the CPU work of all
     # its processes (layers, gloo's collectives, updates) over the cores
-    cores = os.cpu_count() or 4
+    cores = usable_cores()
     plans = parallel.plan(net, sample, world_size=4, memory_per_device=args.memory, batch_size=args.batch,
                           micro_batches=[int(v) for v in args.micro.split(",")], bandwidth=bw, latency_s=lat,
                           overheads=over, cores=cores)
-    print(f"torch {torch.__version__}, {os.cpu_count()} cores; {args.pairs} pairs of Dense({args.width}), "
+    print(f"torch {torch.__version__}, {os.cpu_count()} CPUs; {args.pairs} pairs of Dense({args.width}), "
           f"global batch {args.batch}, 4 processes x 1 thread on {cores} cores; {len(plans)} feasible plans")
     groups: dict[tuple[int, int, int], list[int]] = {}
     for i, p in enumerate(plans):

@@ -31,6 +31,7 @@ def _agreed_plan(cfg: TrainConfig, info: Any) -> dict[str, Any]:
     from .. import parallel
     from ..gluon import model_zoo
     from ..gluon.data.vision import transforms
+    from ..parallel.planner import usable_cores
     from ..parallel.split import chain_units
 
     header = torch.zeros(6 + 16, dtype=torch.int64)
@@ -44,8 +45,12 @@ def _agreed_plan(cfg: TrainConfig, info: Any) -> dict[str, Any]:
         net(sample)
     units = chain_units(net, sample)
     if info.rank == 0:
+        # the job trains on CPUs: each host's processes share its usable cores (hosts alike, so the
+        # job's processes share the hosts' cores together)
+        hosts = max(info.world_size // max(info.local_size, 1), 1)
         plans = parallel.plan(net, sample, world_size=info.world_size, memory_per_device=cfg.plan_memory,
-                              batch_size=cfg.batch_size, bandwidth="8Gbit", micro_batches=(1, 2, 4, 8))
+                              batch_size=cfg.batch_size, bandwidth="8Gbit", micro_batches=(1, 2, 4, 8),
+                              cores=usable_cores() * hosts)
         best = plans[0]
         print(f"plan: {len(plans)} layouts fit {cfg.plan_memory}; the winner:\n{best.explain()}", flush=True)
         paths = [u.path for u in units]

@@ -58,6 +58,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 import re
 import time
 from collections.abc import Sequence
@@ -72,7 +73,8 @@ from .split import Unit, chain_units, partition
 from .tensor import auto_plan
 from .tp_rnn import collectives_per_step, is_recurrent
 
-__all__ = ["Plan", "LayerCost", "Overheads", "plan", "profile_layers", "parse_bytes", "parse_bandwidth"]
+__all__ = ["Plan", "LayerCost", "Overheads", "plan", "profile_layers", "parse_bytes", "parse_bandwidth",
+           "usable_cores"]
 
 _UNITS = {"": 1, "b": 1, "k": 1e3, "kb": 1e3, "kib": 2**10, "m": 1e6, "mb": 1e6, "mib": 2**20, "g": 1e9,
           "gb": 1e9, "gib": 2**30, "t": 1e12, "tb": 1e12, "tib": 2**40}
@@ -103,6 +105,15 @@ def parse_bandwidth(value: Any) -> float:
         raise MXNetError(f"plan: unknown unit prefix in bandwidth {value!r}")
     n = float(m.group(1)) * scale[prefix]
     return n / 8 if m.group(3) == "bit" else n
+
+
+def usable_cores() -> int:
+    """The CPUs this process may run on (its affinity mask: what a container or ``taskset`` leaves
+    it, not the machine's count): the ``cores`` of a job whose processes all run here."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # no affinity masks on this platform
+        return os.cpu_count() or 1
 
 
 @dataclass
@@ -490,10 +501,12 @@ def plan(net: Any, sample_input: torch.Tensor, world_size: int, memory_per_devic
     (with ``bandwidth=None`` both are measured by a short two-process probe; else 50 us);
     ``costs``: per-layer costs measured before (:func:`profile_layers`) instead of measuring now;
     ``compute_scale``: how much slower a device of the job computes than this process did while
-    profiling; ``cores``: the job's processes share this many cores (a job on one machine): a plan
+    profiling; ``cores``: the job's processes share this many cores (a job on one machine: pass
+    :func:`usable_cores` when it runs here; None, the default, gives each process its own): a plan
     with more processes than cores takes at least its measured fixed costs plus the CPU work of
     all its processes (layers, collectives, updates) over ``cores``, and its collectives that run
-    beside computing processes move bytes at the probe's shared rate (module docstring);
+    beside computing processes move bytes at the probe's shared rate (module docstring); ignored
+    when ``sample_input`` is on an accelerator (each process computes on its own device there);
     ``overheads``: the per-step and per-slot fixed costs of each layout and the CPU rates
     (:class:`Overheads`), measured with the link probe by default (``bandwidth=None``; tiny runs of
     every layout), ``True`` to measure them even with a given bandwidth, ``False`` to leave them out.
@@ -502,6 +515,10 @@ def plan(net: Any, sample_input: torch.Tensor, world_size: int, memory_per_devic
     if world_size < 1 or batch_size < 1:
         raise MXNetError(f"plan: world_size and batch_size must be >= 1, got {world_size}, {batch_size}")
     mem = parse_bytes(memory_per_device)
+    if cores is not None and cores < 1:
+        raise MXNetError(f"plan: cores must be >= 1 (or None: a core per process), got {cores}")
+    if sample_input.device.type != "cpu":
+        cores = None  # the layers run on each process's accelerator, not on the shared CPUs
     units = chain_units(net, sample_input)
     if costs is None:
         costs = profile_layers(units, sample_input)
