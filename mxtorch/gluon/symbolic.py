@@ -49,17 +49,14 @@ def _dense(b: Any, x: Symbol) -> Symbol:
     return b.act(out) if b.act is not None else out
 
 
+def _window(b: Any, kernel: Any) -> dict[str, Any]:
+    """The sliding-window attributes that convolution and pooling layers store alike."""
+    return {"kernel": kernel, "stride": b._strides, "pad": b._padding, "layout": b._layout}
+
+
 def _convolution(b: Any, x: Symbol) -> Symbol:
-    kw: dict[str, Any] = dict(
-        kernel=b._kernel,
-        stride=b._strides,
-        dilate=b._dilation,
-        pad=b._padding,
-        num_filter=b._channels,
-        num_group=b._groups,
-        no_bias=b.bias is None,
-        layout=b._layout,
-    )
+    kw = _window(b, b._kernel)
+    kw.update(dilate=b._dilation, num_filter=b._channels, num_group=b._groups, no_bias=b.bias is None)
     op = sym.Convolution
     if b._transpose:
         op = sym.Deconvolution
@@ -69,15 +66,8 @@ def _convolution(b: Any, x: Symbol) -> Symbol:
 
 
 def _pool(b: Any, x: Symbol) -> Symbol:
-    kw: dict[str, Any] = dict(
-        kernel=b._pool,
-        stride=b._strides,
-        pad=b._padding,
-        pool_type=b._type,
-        global_pool=False,
-        pooling_convention="full" if b._ceil_mode else "valid",
-        layout=b._layout,
-    )
+    kw = _window(b, b._pool)
+    kw.update(pool_type=b._type, global_pool=False, pooling_convention="full" if b._ceil_mode else "valid")
     if b._type == "avg":
         kw["count_include_pad"] = b._count_include_pad
     return sym.Pooling(x, name="fwd", **kw)  # type: ignore[no-any-return]
