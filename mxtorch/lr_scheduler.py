@@ -13,9 +13,10 @@ For increasing ``num_update`` the values are MXNet's.
 from __future__ import annotations
 
 import math
-import numbers
 from collections.abc import Sequence
 from typing import Any
+
+from .optimizer.checks import _check_int, _check_real
 
 __all__ = [
     "LRScheduler",
@@ -28,27 +29,8 @@ __all__ = [
 _WARMUP_MODES = ("linear", "constant")
 
 
-def _real(name: str, value: Any, lo: float | None = None) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{name} must be a real number, got {value!r} of type {type(value).__name__}")
-    v = float(value)
-    if not math.isfinite(v):
-        raise ValueError(f"{name} must be finite, got {value!r}")
-    if lo is not None and v < lo:
-        raise ValueError(f"{name} must be >= {lo}, got {value!r}")
-    return v
-
-
-def _int(name: str, value: Any, lo: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{name} must be an int, got {value!r} of type {type(value).__name__}")
-    if value < lo:
-        raise ValueError(f"{name} must be >= {lo}, got {value!r}")
-    return int(value)
-
-
 def _factor(value: Any) -> float:
-    f = _real("factor", value)
+    f = _check_real("factor", value)
     if not 0.0 < f <= 1.0:
         raise ValueError(f"factor must be in (0, 1] so that the learning rate decreases, got {value!r}")
     return f
@@ -71,9 +53,9 @@ class LRScheduler:
         warmup_begin_lr: float = 0.0,
         warmup_mode: str = "linear",
     ) -> None:
-        self.base_lr = _real("base_lr", base_lr, lo=0.0)
-        self.warmup_steps = _int("warmup_steps", warmup_steps, 0)
-        self.warmup_begin_lr = _real("warmup_begin_lr", warmup_begin_lr, lo=0.0)
+        self.base_lr = _check_real("base_lr", base_lr, lo=0.0)
+        self.warmup_steps = _check_int("warmup_steps", warmup_steps, 0)
+        self.warmup_begin_lr = _check_real("warmup_begin_lr", warmup_begin_lr, lo=0.0)
         if self.warmup_begin_lr > self.base_lr:
             raise ValueError(
                 f"warmup_begin_lr ({warmup_begin_lr!r}) must not exceed base_lr ({base_lr!r}): "
@@ -98,7 +80,7 @@ class LRScheduler:
         return self.warmup_begin_lr + span * float(num_update) / float(self.warmup_steps)
 
     def _check_num_update(self, num_update: Any) -> int:
-        return _int("num_update", num_update, 0)
+        return _check_int("num_update", num_update, 0)
 
     def __call__(self, num_update: int) -> float:
         """The learning rate after ``num_update`` updates: the warmup's, then :meth:`_after_warmup`'s."""
@@ -141,9 +123,9 @@ class FactorScheduler(LRScheduler):
         warmup_mode: str = "linear",
     ) -> None:
         super().__init__(base_lr, warmup_steps, warmup_begin_lr, warmup_mode)
-        self.step = _int("step", step, 1)
+        self.step = _check_int("step", step, 1)
         self.factor = _factor(factor)
-        self.stop_factor_lr = _real("stop_factor_lr", stop_factor_lr, lo=0.0)
+        self.stop_factor_lr = _check_real("stop_factor_lr", stop_factor_lr, lo=0.0)
 
     def _after_warmup(self, n: int) -> float:
         decays = max(0, (n - 1) // self.step)
@@ -192,7 +174,7 @@ class MultiFactorScheduler(LRScheduler):
         super().__init__(base_lr, warmup_steps, warmup_begin_lr, warmup_mode)
         if not isinstance(step, (list, tuple)) or len(step) == 0:
             raise TypeError(f"step must be a non-empty list of update counts, got {step!r}")
-        steps = [_int(f"step[{i}]", s, 1) for i, s in enumerate(step)]
+        steps = [_check_int(f"step[{i}]", s, 1) for i, s in enumerate(step)]
         for i in range(1, len(steps)):
             if steps[i] <= steps[i - 1]:
                 raise ValueError(
@@ -218,12 +200,12 @@ class _DecayToFinal(LRScheduler):
         warmup_mode: str = "linear",
     ) -> None:
         super().__init__(base_lr, warmup_steps, warmup_begin_lr, warmup_mode)
-        self.max_update = _int("max_update", max_update, 1)
+        self.max_update = _check_int("max_update", max_update, 1)
         if self.max_update <= self.warmup_steps:
             raise ValueError(
                 f"max_update ({max_update!r}) must be greater than warmup_steps ({warmup_steps!r})"
             )
-        self.final_lr = _real("final_lr", final_lr, lo=0.0)
+        self.final_lr = _check_real("final_lr", final_lr, lo=0.0)
 
     @property
     def max_steps(self) -> int:
@@ -265,7 +247,7 @@ class PolyScheduler(_DecayToFinal):
         warmup_mode: str = "linear",
     ) -> None:
         super().__init__(max_update, base_lr, final_lr, warmup_steps, warmup_begin_lr, warmup_mode)
-        self.power = _real("pwr", pwr, lo=0.0)
+        self.power = _check_real("pwr", pwr, lo=0.0)
 
     def _shape(self, progress: float) -> float:
         return (1.0 - progress) ** self.power
