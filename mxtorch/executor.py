@@ -198,26 +198,25 @@ class _Plan:
                     vals[s] = o
 
 
-def _adoptable(g: torch.Tensor, dst: torch.Tensor, taken: set[int]) -> bool:
-    """Whether ``dst`` may take ``g``'s memory (and if so, marks that memory taken): a fresh, whole,
-    contiguous gradient of the same layout that no other gradient array of this backward took
-    (autograd hands one tensor to several inputs of an addition) and that is not a head gradient
-    (the caller's, or the ones this executor fills in).  ``g`` may be a view (a reshape of an
-    operator's fresh output, as for FullyConnected's weight) when it spans its whole storage."""
-    if (
-        g.storage_offset()
-        or g.shape != dst.shape
-        or g.dtype != dst.dtype
-        or g.device != dst.device
-        or dst._base is not None
-        or not g.is_contiguous()
-    ):
+def _adopt(dst: torch.Tensor, g: torch.Tensor, taken: set[int]) -> bool:
+    """Let gradient array ``dst`` take ``g``'s memory instead of copying it, when that is safe:
+    ``g`` is a fresh, whole, contiguous gradient of ``dst``'s layout that no other gradient array
+    of this backward took (autograd hands one tensor to several inputs of an addition) and that is
+    not a head gradient (the caller's, or the ones this executor fills in, are in ``taken`` from
+    the start); ``dst`` is not a view of another array (its base would not see the new memory).
+    ``g`` may be a view (a reshape of an operator's fresh output, as for FullyConnected's weight)
+    when it spans its whole storage.  The array object stays, so everyone holding it sees the new
+    values.  Returns whether it did."""
+    if g.storage_offset() or dst._base is not None or not g.is_contiguous():
+        return False
+    if g.shape != dst.shape or g.dtype != dst.dtype or g.device != dst.device:
         return False
     storage = g.untyped_storage()
     ptr = storage.data_ptr()
-    if ptr in taken or storage.nbytes() != g.numel() * g.element_size():
+    if ptr in taken or storage.nbytes() != g.nbytes:
         return False
     taken.add(ptr)
+    dst.set_(g)  # type: ignore[call-overload]  # set_(Tensor) exists; the stubs lack it
     return True
 
 
@@ -365,18 +364,15 @@ class Executor:
             except RuntimeError as e:
                 raise MXNetError(f"backward: {e}; call forward(is_train=True) before each backward") from e
         taken = {hg.untyped_storage().data_ptr() for hg in hgrads}  # never adopt a head gradient
+        reqs, garrays = self._reqs, self.grad_arrays
         with torch.no_grad():
             for (i, _), g in zip(self._leaves, res, strict=True):
-                dst = self.grad_arrays[i]
+                dst = garrays[i]
                 assert dst is not None
-                if self._reqs[i] == "write":
+                if reqs[i] == "write":
                     if g is None:
                         dst.zero_()
-                    elif _adoptable(g, dst, taken):
-                        # the array object stays (everyone holding it sees the new values) and takes
-                        # the fresh gradient's memory instead of copying it
-                        dst.set_(g.untyped_storage(), 0, g.shape, g.stride())
-                    else:
+                    elif not _adopt(dst, g, taken):
                         dst.copy_(g)
                 elif g is not None:
                     dst.add_(g)

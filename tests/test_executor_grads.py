@@ -101,3 +101,22 @@ def test_the_head_gradient_handed_to_a_loss_is_never_shared_with_a_gradient_arra
         torch.testing.assert_close(ex.grad_dict["y"], torch.ones(3))
         ex.grad_dict["x"].mul_(7.0)
         ex.grad_dict["y"].add_(1.0)
+
+
+def test_gradient_arrays_that_are_views_of_a_callers_buffer_are_written_in_place() -> None:
+    # args_grad given as slices of one flat buffer (one all-reduce over all gradients): the arrays
+    # must keep their memory so the buffer sees every gradient; taking autograd's fresh memory
+    # would silently cut them off
+    data = mx.sym.var("data")
+    out = mx.sym.MakeLoss(mx.sym.sum(mx.sym.FullyConnected(data, num_hidden=4, name="fc") ** 2))
+    flat = torch.zeros(4 * 3 + 4)
+    grads = {"fc_weight": flat[:12].view(4, 3), "fc_bias": flat[12:]}
+    x, w, b = torch.randn(5, 3), torch.randn(4, 3), torch.randn(4)
+    ex = out.bind(mx.cpu(), {"data": x, "fc_weight": w, "fc_bias": b}, args_grad=grads)
+    for _ in range(2):
+        ex.forward(is_train=True)
+        ex.backward()
+        wt, bt = w.clone().requires_grad_(), b.clone().requires_grad_()
+        ((x @ wt.T + bt) ** 2).sum().backward()
+        assert wt.grad is not None and bt.grad is not None
+        torch.testing.assert_close(flat, torch.cat([wt.grad.reshape(-1), bt.grad]))
