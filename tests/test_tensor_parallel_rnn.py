@@ -15,7 +15,7 @@ from mxtorch.gluon import nn, rnn
 from mxtorch.gluon.serialization import load_tensors
 from mxtorch.parallel.split import chain_units
 from mxtorch.parallel.tensor import ShardInfo, auto_plan, check_plan
-from mxtorch.parallel.tp_rnn import collectives_per_step
+from mxtorch.parallel.tp_rnn import collectives_per_step, step_collectives
 
 sys.path.insert(0, os.path.dirname(__file__))
 import tp_workers as w  # noqa: E402
@@ -31,7 +31,7 @@ def _check_training(kind: str, results: list[dict], path: str, pp: int = 1) -> N
     plain.load_parameters(path)
     x, _ = w.rnn_data()
     torch.testing.assert_close(plain(x).detach(), ref["out"], rtol=0, atol=1e-5)
-    rec_full = sum(v.numel() * 4 for k, v in ref["params"].items() if "2h_" in k)
+    rec_full = sum(v.numel() * 4 for k, v in ref["params"].items() if w.is_recurrent_param(k))
     # each rank: half of every recurrent weight and bias of its stage
     assert sum(r["rnn_bytes"] for r in results) * 2 * pp == rec_full * len(results)
     for r in results:
@@ -49,6 +49,18 @@ def test_lstm_split_by_gates_trains_like_one_process(run_ranks, tmp_path):
     res = run_ranks(w.train_rnn, 2, "lstm", path, 5, 1, 1, True, timeout=90)
     assert all(r["plan"] == {"0": "gates"} for r in res)
     _check_training("lstm", res, path)
+
+
+def test_lstm_with_projection_split_by_gates_trains_like_one_process(run_ranks, tmp_path):
+    """LSTMP (projection_size 5, 2 layers, bidirectional) -> Dense, tp=2: the gate rows and the h2r_weight
+    columns of each rank's hidden units, one all-reduce of the partial projections per layer and step;
+    5 SGD-momentum steps equal one process, the file (MXNet's h2r_weight layout) loads into the plain
+    net, and each rank holds half of the recurrent bytes."""
+    path = str(tmp_path / "lstmp.params")
+    res = run_ranks(w.train_rnn, 2, "lstmp", path, timeout=90)
+    assert all(r["plan"] == {"0": "gates"} for r in res)
+    assert load_tensors(path)["0.l1_h2r_weight"].shape == (w.PROJ, w.RHID)
+    _check_training("lstmp", res, path)
 
 
 # slow (11 s): the fast run keeps the LSTM training test, and the GRU and RNN split layers are
@@ -81,8 +93,9 @@ def test_gru_and_rnn_split_by_gates_in_two_pipeline_stages(run_ranks, tmp_path):
 
 def test_split_layers_with_states_equal_the_plain_layer_forward_and_backward(run_ranks):
     """LSTM (2 layers, bidirectional, cell clipping), GRU (2 layers, bidirectional), ReLU RNN (2 layers),
-    called with initial states: outputs, final states, and the gradients of the input, the states and
-    each rank's rows of the parameters equal the unsplit layer's."""
+    LSTMP (projection, 2 layers, bidirectional, cell clipping with NaN mapping), called with initial
+    states: outputs, final states, and the gradients of the input, the states and each rank's rows (the
+    h2r_weight's columns) of the parameters equal the unsplit layer's."""
     results = run_ranks(w.rnn_states_cases, 2, timeout=90)
     half = w.RHID // 2
     for i, mode in enumerate(w.RNN_MODES):
@@ -98,9 +111,13 @@ def test_split_layers_with_states_equal_the_plain_layer_forward_and_backward(run
                 torch.testing.assert_close(a, s.grad, rtol=0, atol=1e-5)
             k = r["tp_rank"]
             for name in layer._flat_names:
-                assert r["groups"][name] == layer._gates
                 full = layer._param(name).data().grad
-                rows = full.unflatten(0, (layer._gates, -1))[:, k * half:(k + 1) * half].flatten(0, 1)
+                if name.endswith("h2r_weight"):  # (P, H): this rank's hidden units are columns
+                    assert r["groups"][name] == 1
+                    rows = full[:, k * half:(k + 1) * half]
+                else:
+                    assert r["groups"][name] == layer._gates
+                    rows = full.unflatten(0, (layer._gates, -1))[:, k * half:(k + 1) * half].flatten(0, 1)
                 torch.testing.assert_close(r["param_grads"][name], rows, rtol=0, atol=1e-5,
                                            msg=lambda m, n=f"{mode} {name}": f"{n}: {m}")
 
@@ -129,8 +146,12 @@ def test_auto_plan_splits_recurrent_layers_by_gates_and_plans_are_checked():
     assert auto_plan(units, 2) == {"0": "gates", "1": "colwise", "2": "rowwise"}
     assert auto_plan(units, 3) == {}  # hidden 8 does not split three ways, nor do the Dense layers
     assert collectives_per_step(lstm) == (2, 2)
-    for bad, why in [(rnn.LSTM(8, layout="NTC", input_size=4, projection_size=4), "projection"),
-                     (rnn.GRU(8, num_layers=2, dropout=0.5, layout="NTC", input_size=4), "dropout"),
+    assert step_collectives(lstm) == ("all-gather", "reduce-scatter")
+    lstmp = rnn.LSTM(8, num_layers=3, layout="NTC", input_size=4, projection_size=3)
+    assert auto_plan(chain_units(_net(lstmp, nn.Dense(4, in_units=3))), 2) == {"0": "gates"}
+    assert collectives_per_step(lstmp) == (3, 3)
+    assert step_collectives(lstmp) == ("all-reduce", "all-reduce")
+    for bad, why in [(rnn.GRU(8, num_layers=2, dropout=0.5, layout="NTC", input_size=4), "dropout"),
                      (rnn.RNN(8, layout="NTC", input_size=4, use_sequence_length=True), "sequence_length")]:
         units = chain_units(_net(bad, nn.Dense(4)))
         assert auto_plan(units, 2) == {}

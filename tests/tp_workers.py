@@ -200,11 +200,13 @@ def train_convnet3d(path: str, steps: int = 5) -> dict[str, Any]:
 # ---- recurrent layers split by hidden units ("gates") ----------------------------------------
 STEPS_T, FEAT, RHID = 5, 6, 8
 RNN_BATCH = 8
+PROJ = 5  # the LSTMP's projection_size: not a multiple of tp, so the output's gradient shares are uneven
 
 
 def build_rnn_net(kind: str, seed: int = 0) -> Any:
-    """'lstm': a 2-layer bidirectional LSTM -> Dense; 'gru': a 2-layer GRU -> a bidirectional tanh RNN
-    -> Dense (layout NTC, so that micro-batches split the batch)."""
+    """'lstm': a 2-layer bidirectional LSTM -> Dense; 'lstmp': the same with projection_size=PROJ;
+    'gru': a 2-layer GRU -> a bidirectional tanh RNN -> Dense (layout NTC, so that micro-batches split
+    the batch)."""
     import mxtorch as mx
     from mxtorch.gluon import nn, rnn
 
@@ -213,6 +215,10 @@ def build_rnn_net(kind: str, seed: int = 0) -> Any:
     if kind == "lstm":
         net.add(rnn.LSTM(RHID, num_layers=2, layout="NTC", bidirectional=True, input_size=FEAT),
                 nn.Dense(OUT, in_units=STEPS_T * 2 * RHID))
+    elif kind == "lstmp":
+        net.add(rnn.LSTM(RHID, num_layers=2, layout="NTC", bidirectional=True, input_size=FEAT,
+                         projection_size=PROJ),
+                nn.Dense(OUT, in_units=STEPS_T * 2 * PROJ))
     else:
         net.add(rnn.GRU(RHID, num_layers=2, layout="NTC", input_size=FEAT),
                 rnn.RNN(RHID, activation="tanh", layout="NTC", bidirectional=True, input_size=RHID),
@@ -255,12 +261,17 @@ def train_rnn(kind: str, path: str, steps: int = 5, dp: int = 1, pp: int = 1,
     fresh = parallel.parallelize(build_rnn_net(kind, seed=1), cfg, micro_batches=2, schedule="1f1b",
                                  kvstore=store)
     fresh.load_parameters(path)
-    rec = [p for name, p in pnet.collect_params().items() if "2h_" in name]  # i2h_*, h2h_*
+    rec = [p for name, p in pnet.collect_params().items() if is_recurrent_param(name)]
     return {"plan": pnet.tp_plan, "stage_paths": pnet.stage_paths, "losses": losses, "out": pnet(x),
             "loaded_out": fresh(x), "rnn_bytes": sum(p.data().numel() * 4 for p in rec)}
 
 
-RNN_MODES = ("lstm", "gru", "rnn")
+def is_recurrent_param(name: str) -> bool:
+    """i2h_*, h2h_* and the LSTMP's h2r_weight."""
+    return "2h_" in name or name.endswith("h2r_weight")
+
+
+RNN_MODES = ("lstm", "gru", "rnn", "lstmp")
 
 
 def rnn_states_cases() -> list[dict[str, Any]]:
@@ -310,6 +321,9 @@ def rnn_states_layer(mode: str) -> Any:
     if mode == "lstm":  # with the cell-state clip (the steps in Python on both sides)
         layer = rnn.LSTM(RHID, num_layers=2, bidirectional=True, input_size=FEAT, state_clip_min=-0.3,
                          state_clip_max=0.3)
+    elif mode == "lstmp":  # projection and the clip (with NaN mapping)
+        layer = rnn.LSTM(RHID, num_layers=2, bidirectional=True, input_size=FEAT, projection_size=PROJ,
+                         state_clip_min=-0.3, state_clip_max=0.3, state_clip_nan=True)
     elif mode == "gru":
         layer = rnn.GRU(RHID, num_layers=2, bidirectional=True, input_size=FEAT)
     else:
@@ -325,6 +339,6 @@ def rnn_states_inputs(mode: str) -> tuple[torch.Tensor, list[torch.Tensor], list
     x = torch.randn(STEPS_T, 3, FEAT, generator=g)
     shapes = [tuple(i["shape"]) for i in layer.state_info(3)]
     states = [torch.randn(s, generator=g) * 0.5 for s in shapes]
-    out_shape = (STEPS_T, 3, RHID * layer._dir)
+    out_shape = (STEPS_T, 3, (layer._projection_size or RHID) * layer._dir)
     weights = [torch.randn(s, generator=g) for s in [out_shape, *shapes]]
     return x, states, weights

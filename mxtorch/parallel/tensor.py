@@ -41,7 +41,7 @@ import torch.nn.functional as F
 
 from ..base import MXNetError
 from .split import Unit
-from .tp_rnn import gate_params, gates_forward, gates_problem, is_recurrent
+from .tp_rnn import gate_shards, gates_forward, gates_problem, is_recurrent
 
 __all__ = ["TP_STYLES", "auto_plan", "check_plan", "shard_units", "gather_full", "ShardInfo"]
 
@@ -353,11 +353,11 @@ def _shard_gates(u: Unit, mesh: Any, tp: int, rank: int) -> dict[int, ShardInfo]
     if why is not None:
         raise MXNetError(f"tp_plan: {u.path!r} ({type(block).__name__}) cannot be split by 'gates': it {why}")
     infos: dict[int, ShardInfo] = {}
-    for p in gate_params(block):
+    for p, dim, groups in gate_shards(block):
         if p._data is None or not p.shape or 0 in p.shape:
             raise MXNetError(f"tp_plan: {u.path!r}: parameter {p.name!r} has no data yet (shape {p.shape}): "
                              "give the layer its input_size, or run one forward before parallelize")
-        info = ShardInfo(tuple(p.shape), 0, tp, rank, groups=block._gates)
+        info = ShardInfo(tuple(p.shape), dim, tp, rank, groups=groups)
         _replace(p, info.local(p.data().detach()))
         infos[id(p)] = info
     object.__setattr__(block, "_tp_mesh", mesh)

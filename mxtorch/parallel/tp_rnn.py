@@ -3,20 +3,26 @@
 Each rank keeps, for every layer and direction, the rows of ``i2h_weight``, ``h2h_weight`` and both
 biases that compute its ``hidden_size / tp`` hidden units, in every gate (LSTM 4, GRU 3, RNN 1):
 rows ``g*H + [r*H/tp, (r+1)*H/tp)`` for each gate ``g``.  ``h2h_weight`` keeps all its columns,
-since every hidden unit's gates read the whole previous ``h``; so each time step computes this
-rank's gates and its slice of ``h`` (and of the LSTM cell ``c``, which never leaves the rank), then
-**one all-gather per layer and time step** (both directions in one message) rebuilds the whole
-``h`` for the next step and for the layer's output.  Backward, each all-gather becomes one
-reduce-scatter (the partial gradients of ``h`` from every rank's gates, summed onto its owner),
-and the layer's input gradient takes one all-reduce per forward (Megatron's column-layer input).
-Per micro-batch: ``num_layers * T`` all-gathers of ``N * directions * H`` elements forward, as many
-reduce-scatters backward, and one all-reduce of the input gradient.
+since every hidden unit's gates read the whole previous recurrent state; so each time step computes
+this rank's gates and its slice of ``h`` (and of the LSTM cell ``c``, which never leaves the rank).
 
-Gradient bookkeeping: inside the layer, the gradient of a gathered (replicated) tensor is
-*partial* on each rank (only its own gates read it), which the all-gather's backward sums.  The
-layer's output and final states are read by replicated layers, whose gradient is the same on
-every rank; the output passes through :class:`_OwnSliceGrad`, which keeps each rank's own hidden
-units' part of that gradient, so the reduce-scatter counts it exactly once.
+Without projection, **one all-gather per layer and time step** (both directions in one message)
+rebuilds the whole ``h`` for the next step and for the layer's output; backward, each all-gather
+becomes one reduce-scatter (the partial gradients of ``h`` from every rank's gates, summed onto
+its owner).  An LSTM with ``projection_size`` P (LSTMP: ``r = W_hr (o * tanh(c))``, and ``r`` is the
+recurrent state and the output) also keeps the *columns* of ``h2r_weight`` (P, H) of its hidden
+units: each step's partial projection ``W_hr[:, own] h[own]`` is summed by **one all-reduce per
+layer and time step** of ``N * directions * P`` elements, whose backward is an all-reduce of the
+partial gradients of ``r``.  The layer's input gradient takes one all-reduce per forward
+(Megatron's column-layer input).  So per micro-batch: ``num_layers * T`` collectives forward, as
+many backward (:func:`step_collectives` names them), and one all-reduce of the input gradient.
+
+Gradient bookkeeping: inside the layer, the gradient of a gathered or all-reduced (replicated)
+tensor is *partial* on each rank (only its own gates read it), which the collective's backward
+sums.  The layer's output and final states are read by replicated layers, whose gradient is the
+same on every rank; they pass through :class:`_OwnSliceGrad`, which keeps one share of the
+features of that gradient on each rank (the shares partition the features), so the backward's sum
+counts it exactly once.
 """
 
 from __future__ import annotations
@@ -28,7 +34,8 @@ import torch.nn.functional as F
 
 from ..base import MXNetError
 
-__all__ = ["is_recurrent", "gates_problem", "gate_params", "gates_forward", "collectives_per_step"]
+__all__ = ["is_recurrent", "gates_problem", "gate_shards", "gates_forward", "collectives_per_step",
+           "step_collectives"]
 
 
 def is_recurrent(block: Any) -> bool:
@@ -39,8 +46,6 @@ def is_recurrent(block: Any) -> bool:
 
 def gates_problem(block: Any, tp: int) -> str | None:
     """Why ``block`` (a recurrent layer) cannot be split by hidden units over ``tp`` ranks, or None."""
-    if block._projection_size is not None:
-        return "has a projection (projection_size): its h2r_weight would need another split"
     if block._dropout > 0:
         return ("has dropout between its layers: the mask would have to agree on every tensor-parallel "
                 "rank; use dropout=0 (or a Dropout layer after it)")
@@ -51,19 +56,31 @@ def gates_problem(block: Any, tp: int) -> str | None:
     return None
 
 
-def gate_params(block: Any) -> list[Any]:
-    """The Parameters that ``"gates"`` splits by hidden units (every layer and direction)."""
-    return [block._param(n) for n in block._flat_names]
+def gate_shards(block: Any) -> list[tuple[Any, int, int]]:
+    """``(Parameter, dim, groups)`` of every parameter ``"gates"`` splits by hidden units (every layer and
+    direction): the gate rows (dim 0, one block per gate) and the LSTMP's ``h2r_weight`` columns (dim 1)."""
+    return [(block._param(n), 1, 1) if n.endswith("h2r_weight") else (block._param(n), 0, block._gates)
+            for n in block._flat_names]
 
 
 def collectives_per_step(block: Any) -> tuple[int, int]:
-    """(forward all-gathers, backward reduce-scatters) per time step of one micro-batch."""
+    """(forward, backward) collectives per time step of one micro-batch: one of each per layer, each
+    carrying ``N * directions * out`` elements (``out`` = projection_size, else hidden_size / tp from
+    each rank); :func:`step_collectives` says which."""
     return block._num_layers, block._num_layers
 
 
+def step_collectives(block: Any) -> tuple[str, str]:
+    """The kinds of the per-step collectives: ('all-gather', 'reduce-scatter') of ``h``, or with a
+    projection ('all-reduce', 'all-reduce') of the partial projections ``r``."""
+    if block._projection_size is not None:
+        return "all-reduce", "all-reduce"
+    return "all-gather", "reduce-scatter"
+
+
 class _OwnSliceGrad(torch.autograd.Function):
-    """Identity forward; backward keeps only this rank's hidden units of a replicated gradient
-    (every rank holds the same one), so that the all-gather's reduce-scatter sums it once."""
+    """Identity forward; backward keeps only this rank's share of the features of a replicated gradient
+    (every rank holds the same one), so that the collective's backward sums it once."""
 
     @staticmethod
     def forward(ctx: Any, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
@@ -87,11 +104,34 @@ def _gather(local: torch.Tensor, mesh: Any) -> torch.Tensor:
     return every.view(tp, d, n, h).permute(1, 2, 0, 3).reshape(d, n, tp * h)
 
 
+class _AllReduceSum(torch.autograd.Function):
+    """Sum over the group forward; backward, the sum of every rank's partial gradient."""
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, group: Any) -> torch.Tensor:  # type: ignore[override]
+        import torch.distributed as dist
+
+        ctx.group = group
+        out = x.contiguous().clone()
+        dist.all_reduce(out, group=group)
+        return out
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None]:  # type: ignore[override]
+        import torch.distributed as dist
+
+        total = grad.contiguous().clone()
+        dist.all_reduce(total, group=ctx.group)
+        return total, None
+
+
 def _own_mask(full: int, dirs: int, tp: int, rank: int, like: torch.Tensor) -> torch.Tensor:
-    """1 on this rank's hidden units of each direction's block of ``full`` features, else 0."""
-    n = full // tp
-    m = torch.zeros(dirs, tp, n, dtype=like.dtype, device=like.device)
-    m[:, rank] = 1
+    """1 on this rank's share (its hidden units when ``full`` is hidden_size) of each direction's block of
+    ``full`` features, else 0; the shares of the ranks partition the features even when tp does not divide."""
+    base, extra = divmod(full, tp)  # as torch.tensor_split: the first ``extra`` shares one longer
+    lo, n = rank * base + min(rank, extra), base + (rank < extra)
+    m = torch.zeros(dirs, full, dtype=like.dtype, device=like.device)
+    m[:, lo:lo + n] = 1
     return m.reshape(dirs * full)
 
 
@@ -135,6 +175,8 @@ def gates_forward(self: Any, inputs: torch.Tensor, states: Any = None,
     x = inputs if self._layout == "TNC" else inputs.transpose(0, 1)  # (T, N, C)
     steps, batch = x.shape[0], x.shape[1]
     hid, loc, dirs, lstm = self._hidden_size, self._hidden_size // tp, self._dir, self._mode == "lstm"
+    proj = self._projection_size  # LSTMP: the recurrent state and output r = W_hr h, all-reduced each step
+    out_size, per = (proj, 5) if proj is not None else (hid, 4)
     skip_states = states is None
     if skip_states:
         states = self.begin_state(batch, device=x.device, dtype=x.dtype)
@@ -142,35 +184,40 @@ def gates_forward(self: Any, inputs: torch.Tensor, states: Any = None,
         states = [_copy_in(s, mesh) for s in _check_states(self, states, batch)]
     mine = slice(rank * loc, (rank + 1) * loc)
     clip = None if self._clip is None else (*self._clip, self._clip_nan)
+    group = mesh.get_group() if proj is not None else None
     layer_in = _copy_in(x, mesh)  # identity forward; the partial input gradients all-reduced backward
     h_last: list[torch.Tensor] = []
     c_last: list[torch.Tensor] = []
     for layer in range(self._num_layers):
         ks = [layer * dirs + d for d in range(dirs)]
-        ws = [[self._param(n).data() for n in self._flat_names[k * 4:(k + 1) * 4]] for k in ks]
+        ws = [[self._param(n).data() for n in self._flat_names[k * per:(k + 1) * per]] for k in ks]
         gxs = [F.linear(layer_in, w[0], w[2]) for w in ws]  # (T, N, gates * H/tp): all steps at once
-        h_full = states[0][ks[0]:ks[-1] + 1]  # (D, N, H)
-        h_loc = [h_full[d, :, mine] for d in range(dirs)]
+        h_full = states[0][ks[0]:ks[-1] + 1]  # (D, N, out_size)
+        h_loc: list[Any] = [h_full[d, :, mine] if proj is None else None for d in range(dirs)]  # GRU reads it
         c_loc: list[Any] = [states[1][k][:, mine] for k in ks] if lstm else [None] * dirs
         outs: list[list[torch.Tensor]] = [[torch.empty(0)] * steps for _ in range(dirs)]
         for t in range(steps):
             for d in range(dirs):
                 td = t if d == 0 else steps - 1 - t
                 h_loc[d], c_loc[d] = _cell(self._mode, gxs[d][td], h_full[d], h_loc[d], c_loc[d], ws[d], clip)
-            h_full = _gather(torch.stack(h_loc, 0), mesh)  # the step's one collective
+            if proj is None:  # the step's one collective
+                h_full = _gather(torch.stack(h_loc, 0), mesh)
+            else:  # this rank's units' part of every projection, summed
+                h_full = _AllReduceSum.apply(torch.stack([F.linear(h, w[4]) for h, w in zip(h_loc, ws)], 0),
+                                             group)
             for d in range(dirs):
                 outs[d][t if d == 0 else steps - 1 - t] = h_full[d]
-        layer_in = torch.cat([torch.stack(o, 0) for o in outs], dim=-1)  # (T, N, D*H)
+        layer_in = torch.cat([torch.stack(o, 0) for o in outs], dim=-1)  # (T, N, D*out_size)
         h_last.extend(h_full[d] for d in range(dirs))
         if lstm:
             c_last.extend(c_loc)
-    mask = _own_mask(hid, dirs, tp, rank, layer_in)
+    mask = _own_mask(out_size, dirs, tp, rank, layer_in)
     out = _OwnSliceGrad.apply(layer_in, mask)
     out = out if self._layout == "TNC" else out.transpose(0, 1).contiguous()  # as the fused kernel's
     if skip_states:
         return out
-    one = _own_mask(hid, 1, tp, rank, layer_in)
-    new_states = [_OwnSliceGrad.apply(torch.stack(h_last, 0), one)]
+    new_states = [_OwnSliceGrad.apply(torch.stack(h_last, 0), _own_mask(out_size, 1, tp, rank, layer_in))]
     if lstm:  # the cell state never left its rank: one all-gather, at the end
+        one = _own_mask(hid, 1, tp, rank, layer_in)
         new_states.append(_OwnSliceGrad.apply(_gather(torch.stack(c_last, 0), mesh), one))
     return out, new_states
