@@ -17,7 +17,8 @@ Styles (``tp_plan={layer path: style}``):
 - a ``"colwise"`` ``Dense`` that is the *last* layer leaves its output split over the vocabulary:
   train it with :class:`~.tp_loss.ParallelSoftmaxCrossEntropyLoss` (no rank builds full logits).
 - ``"gates"`` ``RNN``/``LSTM``/``GRU``: every gate keeps the rows of this rank's hidden units, and one
-  all-gather per layer and time step rebuilds the whole hidden state (:mod:`.tp_rnn`).
+  all-gather per layer and time step rebuilds the whole hidden state (an LSTM with a projection also
+  keeps its units' ``h2r_weight`` columns, and one all-reduce sums the projections; :mod:`.tp_rnn`).
 
 Parameters stay plain tensors holding the local shard (so the Trainer, the optimizers and the
 data-parallel store work on them unchanged); each forward views them as DTensors
