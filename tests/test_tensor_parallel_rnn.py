@@ -55,9 +55,10 @@ def test_lstm_with_projection_split_by_gates_trains_like_one_process(run_ranks, 
     """LSTMP (projection_size 5, 2 layers, bidirectional) -> Dense, tp=2: the gate rows and the h2r_weight
     columns of each rank's hidden units, one all-reduce of the partial projections per layer and step;
     5 SGD-momentum steps equal one process, the file (MXNet's h2r_weight layout) loads into the plain
-    net, and each rank holds half of the recurrent bytes."""
+    net, and each rank holds half of the recurrent bytes.  With activation checkpointing: the recomputed
+    forward repeats the all-reduces."""
     path = str(tmp_path / "lstmp.params")
-    res = run_ranks(w.train_rnn, 2, "lstmp", path, timeout=90)
+    res = run_ranks(w.train_rnn, 2, "lstmp", path, 5, 1, 1, True, timeout=90)
     assert all(r["plan"] == {"0": "gates"} for r in res)
     assert load_tensors(path)["0.l1_h2r_weight"].shape == (w.PROJ, w.RHID)
     _check_training("lstmp", res, path)
