@@ -105,7 +105,8 @@ def _gather(local: torch.Tensor, mesh: Any) -> torch.Tensor:
 
 
 class _AllReduceSum(torch.autograd.Function):
-    """Sum over the group forward; backward, the sum of every rank's partial gradient."""
+    """Sum over the group forward; backward, the sum of every rank's partial gradient.  (Our own: torch's
+    functional ``all_reduce`` has autograd only in recent releases, and the project supports torch 2.4.)"""
 
     @staticmethod
     def forward(ctx: Any, x: torch.Tensor, group: Any) -> torch.Tensor:  # type: ignore[override]
