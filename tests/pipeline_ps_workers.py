@@ -15,7 +15,7 @@ import pipeline_workers as w  # noqa: E402
 
 
 def train_over_servers(gloo_port: int, path: str, steps: int = 5, compression: dict[str, Any] | None = None,
-                       dp: int = 2, pp: int = 2) -> dict[str, Any]:
+                       dp: int = 2, pp: int = 2, update_on_kvstore: bool | None = None) -> dict[str, Any]:
     """A parameter-server worker that is also a pipeline rank (gloo for the stages, the servers
     for each stage's data-parallel gradients): dp x pp, 1F1B, 5 SGD-momentum steps."""
     import torch.distributed as dist
@@ -33,7 +33,8 @@ def train_over_servers(gloo_port: int, path: str, steps: int = 5, compression: d
     share = w.GLOBAL_BATCH // dp
     mine = slice(pnet.dp_rank * share, (pnet.dp_rank + 1) * share)
     tr = gluon.Trainer(pnet.collect_params(), "sgd", {"learning_rate": 0.1, "momentum": 0.9},
-                       kvstore=pnet.kvstore, compression_params=compression)
+                       kvstore=pnet.kvstore, compression_params=compression,
+                       update_on_kvstore=update_on_kvstore)
     loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
     losses = []
     for _ in range(steps):
@@ -104,3 +105,127 @@ def group_rounds() -> dict[str, Any]:
         kv._plans.pop(other, None)
     kv.barrier()
     return out
+
+
+# ---- the optimizer on the servers, one per pipeline stage ------------------------------------------
+SERVER_OPT = {"learning_rate": 0.1, "momentum": 0.9, "wd": 0.01}
+LR_MULTS = {"0.weight": 0.5, "6.bias": 2.0}  # stage 0's index 0 and a stage 1 key: multipliers per stage
+LR_AT_STEP_3 = 0.05
+
+
+def _with_lr_mults(net: Any) -> Any:
+    params = net._collect_params_with_prefix()
+    for name, mult in LR_MULTS.items():
+        params[name].lr_mult = mult
+    return net
+
+
+def _snapshot(net: Any) -> dict[str, torch.Tensor]:
+    return {k: p.data().detach().clone() for k, p in net._collect_params_with_prefix().items()}
+
+
+def server_optimizer_reference(folder: str, load: bool = True) -> dict[str, Any]:
+    """One process: 5 steps (the learning rate changed after step 2), Trainer.save_states after
+    step 3, then Trainer.load_states of that file (if ``load``) and a 6th step."""
+    from mxtorch import autograd, gluon
+
+    net = _with_lr_mults(w.build_mlp())
+    x, y = w.data()
+    tr = gluon.Trainer(net.collect_params(), "sgd", dict(SERVER_OPT))
+    loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
+    out: dict[str, Any] = {}
+    states = os.path.join(folder, "reference.states")
+    for step in range(1, 7):
+        if step == 6 and load:
+            tr.load_states(states)
+        with autograd.record():
+            loss = loss_fn(net(x), y)
+        loss.backward()
+        tr.step(w.GLOBAL_BATCH)
+        if step == 2:
+            tr.set_learning_rate(LR_AT_STEP_3)
+        if step == 3:
+            tr.save_states(states)
+        if step in (5, 6):
+            out[f"step{step}"] = _snapshot(net)
+    return out
+
+
+def train_with_server_optimizer(gloo_port: int, folder: str) -> dict[str, Any]:
+    """dp=2 x pp=2 over the servers with the Trainer's defaults (so the optimizer runs on the
+    servers, one per stage): the steps of :func:`server_optimizer_reference`, states saved and
+    loaded through the servers."""
+    import torch.distributed as dist
+
+    from mxtorch import gluon, parallel
+
+    kv = _join(gloo_port)
+    net = _with_lr_mults(w.build_mlp())
+    x, y = w.data()
+    pnet = parallel.parallelize(net, parallel.ParallelConfig(dp=2, pp=2), micro_batches=2, schedule="1f1b",
+                                kvstore="dist_sync")
+    share = w.GLOBAL_BATCH // 2
+    mine = slice(pnet.dp_rank * share, (pnet.dp_rank + 1) * share)
+    tr = gluon.Trainer(pnet.collect_params(), "sgd", dict(SERVER_OPT), kvstore=pnet.kvstore)
+    loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
+    states = os.path.join(folder, f"rank{kv.rank}.states")  # each rank its own (not collective)
+    res: dict[str, Any] = {}
+    for step in range(1, 7):
+        if step == 6:
+            tr.load_states(states)
+        pnet.train_step(x[mine], y[mine], loss_fn)
+        tr.step(w.GLOBAL_BATCH)
+        if step == 2:
+            tr.set_learning_rate(LR_AT_STEP_3)
+        if step == 3:
+            tr.save_states(states)
+        if step in (5, 6):
+            path = os.path.join(folder, f"step{step}.params")
+            pnet.save_parameters(path)
+            res[f"step{step}"] = path
+    res.update(update_on_kvstore=tr._update_on_kvstore, updaters=len(tr._updaters), pp_rank=pnet.pp_rank)
+    dist.destroy_process_group()
+    return res
+
+
+def _join(gloo_port: int) -> Any:
+    import torch.distributed as dist
+
+    import mxtorch as mx
+
+    kv = mx.kv.create("dist_sync")  # joins the PS job: its worker rank is the pipeline rank
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{gloo_port}", rank=kv.rank,
+                            world_size=kv.num_workers)
+    return kv
+
+
+def group_optimizers() -> dict[str, Any]:
+    """3 workers: groups {0, 1} ('a/') and {2} ('b/') name their keys 0 and 1 alike.  'a/' declares
+    SGD lr 0.1 with lr_mult 0.5 on its key 0, 'b/' SGD lr 1.0; then 'c/' ({2}) has a key but no
+    optimizer, and its push is refused."""
+    import mxtorch as mx
+    from mxtorch import optimizer
+    from mxtorch.kvstore.base import KVStoreError
+
+    kv = mx.kv.create("dist_sync")
+    rank = kv.rank
+    first = rank < 2
+    g = kv.group_view([0, 1] if first else [2], "a/" if first else "b/")
+    opt = optimizer.SGD(learning_rate=0.1 if first else 1.0)
+    if first:
+        opt.set_lr_mult({0: 0.5})
+    g.set_optimizer(opt)
+    g.init([0, 1], [torch.zeros(2), torch.zeros(3)])
+    outs = [torch.zeros(2), torch.zeros(3)]
+    for _ in range(2):  # gradient 1 per worker: the group's sum is 2 ('a/') or 1 ('b/')
+        g.pushpull([0, 1], [torch.ones(2), torch.ones(3)], out=outs)
+    res: dict[str, Any] = {"key0": outs[0].clone(), "key1": outs[1].clone(), "refused": ""}
+    if not first:
+        c = kv.group_view([2], "c/")
+        c.init(0, torch.zeros(2))
+        try:
+            c.push(0, torch.ones(2))
+        except KVStoreError as e:
+            res["refused"] = str(e)
+    kv.barrier()
+    return res

@@ -14,10 +14,20 @@ view of the job's store:
   once (other groups' keys are not waited for); ``barrier`` waits for the members;
 * ``push``/``pull``/``pushpull``/``row_sparse_pull`` and gradient compression are the
   underlying store's (same wire format, same servers);
-* the servers sum the group's gradients; the optimizer runs on the workers
-  (``update_on_kvstore=False``, which a Trainer chooses because this view does not declare
-  the OPTIMIZER capability): a server optimizer keys its per-parameter multipliers and
-  learning-rate schedule by the Trainer's indices, which several groups share.
+* ``set_optimizer`` (collective over the group: its first rank declares, then the group's
+  barrier) gives the group its own optimizer on the servers, beside the job's and the other
+  groups' (each stage's Trainer numbers its parameters from 0, so one optimizer could not tell
+  two stages' parameter 0 apart).  The servers update each of the group's keys with it, under
+  the group's own name of the key (the Trainer's index): per-parameter ``lr_mult``/``wd_mult``,
+  update counts and the learning-rate schedule are the Trainer's.  A Trainer therefore chooses
+  ``update_on_kvstore=True`` for dist_sync, as MXNet does: the optimizer states live on the
+  servers.  Its hyper-parameter changes (``set_learning_rate``, ``rescale_grad``) go to the
+  group's optimizer before the next push, and ``save_optimizer_states``/
+  ``load_optimizer_states`` (``Trainer.save_states``/``load_states``) move the group's states
+  in ``Updater.get_states`` files keyed by the Trainer's indices.  With
+  ``update_on_kvstore=False`` the servers sum the group's gradients and the workers update; a
+  group of one job must not mix the two with another group (the servers refuse to update a
+  group's key with another group's optimizer: its push gets an error).
 
 ``rank`` and ``num_workers`` are the position in, and the size of, the group.
 """
@@ -76,7 +86,7 @@ class GroupStore(KVStoreBase):
     def is_capable(self, capability: str) -> bool:
         if capability == Capability.ASYNC:
             return self._store.mode == "async"
-        return capability in (Capability.DISTRIBUTED, Capability.GRADIENT_COMPRESSION)
+        return capability in (Capability.OPTIMIZER, Capability.DISTRIBUTED, Capability.GRADIENT_COMPRESSION)
 
     def _key(self, key: Any) -> Any:
         if isinstance(key, (list, tuple)):
@@ -87,7 +97,7 @@ class GroupStore(KVStoreBase):
 
     # ---- the KVStore interface ---------------------------------------------------------------
     def init(self, key: Key | Sequence[Key], value: Value | Sequence[Value]) -> None:
-        self._store._init(self._key(key), value, self._members)
+        self._store._init(key, value, self._members, self._prefix)
 
     def push(self, key: Key | Sequence[Key], value: Value | Sequence[Value], priority: int = 0) -> None:
         self._store.push(self._key(key), value, priority)
@@ -113,9 +123,18 @@ class GroupStore(KVStoreBase):
         self._store.set_gradient_compression(compression_params)
 
     def set_optimizer(self, optimizer: Any) -> None:
-        raise KVStoreError(f"the {self.type!r} store of worker group {self._members} sums gradients only: "
-                           "the optimizer runs on the workers (create the Trainer with "
-                           "update_on_kvstore=False or None)")
+        """Run ``optimizer`` on the servers for this group's keys (collective over the group)."""
+        self._store._set_optimizer(optimizer, self._members, self._prefix)
+
+    def save_optimizer_states(self, fname: str, dump_optimizer: bool = False) -> None:
+        """Write the servers' states of this group's optimizer to ``fname`` (``Updater.get_states``
+        format, keyed by the group's own key names).  Not collective."""
+        self._store._save_optimizer_states(fname, dump_optimizer, self._prefix)
+
+    def load_optimizer_states(self, fname: str) -> None:
+        """Load a file of :meth:`save_optimizer_states` (or ``Updater.get_states``) into the servers'
+        optimizer of this group."""
+        self._store._load_optimizer_states(fname, self._prefix)
 
     def barrier(self) -> None:
         self._store._barrier(self._members)

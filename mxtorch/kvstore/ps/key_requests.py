@@ -36,8 +36,12 @@ def init_slice(shards: dict[tuple[Key, int], KeyShard], msg: Message, worker: in
         kind = str(m.get("kind", "dense"))
         group = m.get("workers")
         workers = None if group is None else frozenset(int(w) for w in group)
+        prefix = m.get("prefix")
+        index = None if prefix is None else P.key_from_json(m["index"])
     except (KeyError, TypeError, ValueError):
         raise ProtocolError("malformed INIT message") from None
+    if prefix is not None and (not isinstance(prefix, str) or workers is None):
+        raise ProtocolError("INIT names a key prefix without a worker group, or a prefix that is not a str")
     if workers is not None and (worker not in workers or
                                 not all(0 <= w < num_workers for w in workers)):
         raise ProtocolError(f"INIT from worker {worker} names the worker group {sorted(workers)}, which "
@@ -50,7 +54,7 @@ def init_slice(shards: dict[tuple[Key, int], KeyShard], msg: Message, worker: in
     sh = shards.get((msg.key, msg.shard))
     if sh is None:
         sh = KeyShard(msg.key, msg.shard, num_shards, shape, dtype, offset, numel, kind)
-        sh.workers = workers
+        sh.workers, sh.group, sh.index = workers, prefix, index
         shards[(msg.key, msg.shard)] = sh
     elif (sh.shape, sh.dtype, sh.num_shards, sh.offset, sh.numel, sh.kind) != desc:
         raise KVStoreError(
@@ -58,13 +62,13 @@ def init_slice(shards: dict[tuple[Key, int], KeyShard], msg: Message, worker: in
             f"{P.dtype_name(dtype)} (slice {offset}+{numel}), but it already is {sh.kind} shape "
             f"{sh.shape} {P.dtype_name(sh.dtype)} (slice {sh.offset}+{sh.numel}): every worker must init "
             "the same keys with the same shapes, dtypes and storage types, in the same order")
-    elif sh.workers != workers:
-        def show(g: frozenset[int] | None) -> str:
-            return "every worker" if g is None else f"workers {sorted(g)}"
+    elif sh.workers != workers or (sh.group, sh.index) != (prefix, index):
+        def show(g: frozenset[int] | None, group: str | None) -> str:
+            return "every worker" if g is None else f"workers {sorted(g)} (key prefix {group!r})"
 
-        raise KVStoreError(f"{sh.describe()}: worker {worker} initializes it for {show(workers)}, but it "
-                           f"is already the key of {show(sh.workers)}: a key belongs to one group of "
-                           "workers (give each group's keys their own names)")
+        raise KVStoreError(f"{sh.describe()}: worker {worker} initializes it for {show(workers, prefix)}, "
+                           f"but it is already the key of {show(sh.workers, sh.group)}: a key belongs to one "
+                           "group of workers (give each group's keys their own names)")
     if worker in sh.inited_by and sh.value is not None:
         raise KVStoreError(f"{sh.describe()} was already initialized by worker {worker}: init each key "
                            "once")

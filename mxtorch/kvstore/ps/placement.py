@@ -34,6 +34,13 @@ class KeyPlan:
     numel: int
     shards: list[tuple[int, int, int]]
     kind: str = "dense"  # 'row_sparse': initialized with a row_sparse value, split by rows
+    group: str | None = None  # the key prefix of the worker group that owns the key (None: the job's)
+    index: Key | None = None  # the group's own name of the key (its Trainer's index); None: ``key``
+
+    @property
+    def own_key(self) -> Key:
+        """The key as its owner names it: the server optimizer's index of the key."""
+        return self.key if self.index is None else self.index
 
     @property
     def row(self) -> int:

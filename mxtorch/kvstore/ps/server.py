@@ -28,6 +28,12 @@ scheduler connection) plus a heartbeat thread.  The server
   there can then be declared; nothing a message names is ever imported);
 * runs the optimizer the workers declared (:mod:`.optimizer_spec`), takes SET_HYPER changes,
   sends and loads optimizer states (GET_STATES / SET_STATES), writes snapshots;
+* keeps one optimizer per worker group besides the job's: SET_OPTIMIZER, SET_HYPER, GET_STATES
+  and SET_STATES naming a group's key ``prefix`` (a pipeline stage's ``pp<r>/``) act on that
+  group's optimizer, which updates the group's keys (INIT's ``prefix`` and ``index``) under the
+  group's own name of each key (its Trainer's index: lr_mult, wd_mult and update counts are the
+  Trainer's). A group key is never updated by the job's or another group's optimizer: when its
+  group declared none but another optimizer runs, its pushes get an ERROR;
 * in sync mode, when the scheduler reports a dead worker, answers every waiting and later
   request with an ERROR naming it (no round can complete any more); when a worker closes its
   store (it finished), a pull waiting for a round that worker has not pushed to gets an ERROR
@@ -89,7 +95,8 @@ class ParameterServer:
         self.nonce = secrets.token_hex(16)
         self.shards: dict[tuple[Key, int], KeyShard] = {}
         self.peers: dict[bytes, int] = {}  # connection identity -> worker rank
-        self.updater: SliceOptimizer | None = None
+        self.updater: SliceOptimizer | None = None  # the job's optimizer (keys of no group)
+        self.group_updaters: dict[str, SliceOptimizer] = {}  # a worker group's key prefix -> its optimizer
         self.decoders: dict[int, Any] = {}  # worker rank -> the compressor it declared
         self.staleness: dict[int, int | None] = {}  # worker rank -> its dist_async bound
         self.live: set[int] = set()  # workers neither dead nor finished (dist_async staleness)
@@ -373,6 +380,8 @@ class ParameterServer:
         if not sh.pushes_key(worker):
             raise KVStoreError(f"{sh.describe()} belongs to workers {sorted(sh.workers or ())}, which alone "
                                f"push it; worker {worker} is not one of them")
+        if sh.group is not None:
+            self._updater_of(sh)  # a group key nobody may update says so before it is counted
         grad = decode_push_request(sh, msg, worker, self.decoders.get(worker), self.rank)
         # a dense push arrives as the received frame: the value may become it, and pulls re-send it
         frame = msg.frames[0] if isinstance(grad, torch.Tensor) and msg.frames and \
@@ -411,22 +420,39 @@ class ParameterServer:
     def _apply(self, sh: KeyShard, grad: torch.Tensor | Rows, frame: Any = None) -> None:
         """Update the value with ``grad`` (the optimizer's step), or store it (no optimizer);
         ``frame``: the received frame whose memory a dense ``grad`` is."""
-        if self.updater is None:
+        updater = self.updater if sh.group is None else self._updater_of(sh)
+        if updater is None:
             if isinstance(grad, Rows):
                 sh.assign_rows(grad)
             else:
                 sh.set_value(grad, frame)
             return
         weight = sh.writable_value()
-        multi = self.updater.optimizer.multi_precision
+        multi = updater.optimizer.multi_precision
         if isinstance(grad, Rows):
             if grad.values.dtype != weight.dtype and not multi:
                 grad = Rows(grad.ids, grad.values.to(weight.dtype))
-            self.updater.step_rows(sh, weight, grad)
+            updater.step_rows(sh, weight, grad)
             return
         if grad.dtype != weight.dtype and not multi:
             grad = grad.to(weight.dtype)
-        self.updater.step(sh, grad, weight)
+        updater.step(sh, grad, weight)
+
+    def _updater_of(self, sh: KeyShard) -> SliceOptimizer | None:
+        """The optimizer of ``sh``'s owner (None: the servers store sums); refuses a group key whose
+        group declared no optimizer while another one runs (it must not update that key)."""
+        if sh.group is None:
+            return self.updater
+        updater = self.group_updaters.get(sh.group)
+        if updater is None and (self.group_updaters or self.updater is not None):
+            others = [repr(g) for g in sorted(self.group_updaters)] + (["the job's"] if self.updater else [])
+            raise KVStoreError(
+                f"{sh.describe()} belongs to the worker group {sorted(sh.workers or ())} with key prefix "
+                f"{sh.group!r}, which declared no optimizer to the servers, while the optimizer(s) of "
+                f"{', '.join(others)} run here: a key is updated by its own group's optimizer only. Give "
+                "every group's Trainer the same update_on_kvstore (every stage's optimizer on the servers, "
+                "or every stage's on the workers with update_on_kvstore=False)")
+        return updater
 
     # ---- pulls -----------------------------------------------------------------------------
     def _on_pull(self, identity: bytes | None, msg: Message) -> None:
@@ -501,32 +527,49 @@ class ParameterServer:
         self._ack(identity, msg)
 
     # ---- optimizer -------------------------------------------------------------------------
+    @staticmethod
+    def _prefix(msg: Message) -> str | None:
+        """The worker group an optimizer message is about (its key prefix), or None: the job's."""
+        prefix = (msg.meta or {}).get("prefix")
+        if prefix is not None and not isinstance(prefix, str):
+            raise ProtocolError(f"malformed worker group prefix {prefix!r}")
+        return prefix
+
+    def _set_updater(self, prefix: str | None, updater: SliceOptimizer) -> None:
+        if prefix is None:
+            self.updater = updater
+        else:
+            self.group_updaters[prefix] = updater
+
     def _on_set_optimizer(self, identity: bytes | None, msg: Message) -> None:
         self._worker(identity)
-        self.updater = SliceOptimizer(build_optimizer((msg.meta or {}).get("optimizer")))
+        optimizer = build_optimizer((msg.meta or {}).get("optimizer"))
+        self._set_updater(self._prefix(msg), SliceOptimizer(optimizer))
         self._ack(identity, msg)
 
-    def _require_updater(self) -> SliceOptimizer:
-        if self.updater is None:
-            raise KVStoreError(f"server {self.rank} has no optimizer: call kv.set_optimizer(...) first (a "
-                               "Trainer does so with update_on_kvstore=True)")
-        return self.updater
+    def _require_updater(self, prefix: str | None) -> SliceOptimizer:
+        updater = self.updater if prefix is None else self.group_updaters.get(prefix)
+        if updater is None:
+            whose = "" if prefix is None else f" for the worker group of key prefix {prefix!r}"
+            raise KVStoreError(f"server {self.rank} has no optimizer{whose}: call kv.set_optimizer(...) "
+                               "first (a Trainer does so with update_on_kvstore=True)")
+        return updater
 
     def _on_set_hyper(self, identity: bytes | None, msg: Message) -> None:
         self._worker(identity)
-        apply_hyper(self._require_updater().optimizer, msg.meta)
+        apply_hyper(self._require_updater(self._prefix(msg)).optimizer, msg.meta)
         self._ack(identity, msg)
 
     def _on_get_states(self, identity: bytes | None, msg: Message) -> None:
         self._worker(identity)
         tensors: list[torch.Tensor] = []
-        meta = self._require_updater().pack(self.shards, tensors)
+        meta = self._require_updater(self._prefix(msg)).pack(self.shards, tensors)
         self._send(identity, Message(Command.STATES, msg.request_id, self.node_id, meta=meta,
                                      tensors=tensors))
 
     def _on_set_states(self, identity: bytes | None, msg: Message) -> None:
         self._worker(identity)
-        self.updater = SliceOptimizer.restore(msg.meta or {}, msg.tensors, self.shards)
+        self._set_updater(self._prefix(msg), SliceOptimizer.restore(msg.meta or {}, msg.tensors, self.shards))
         self._ack(identity, msg)
 
     # ---- snapshots -------------------------------------------------------------------------
@@ -555,10 +598,12 @@ class ParameterServer:
         shards, tensors = pack_shards(self.shards.values())
         states: list[torch.Tensor] = []
         optimizer = None if self.updater is None else self.updater.record(self.shards, states)
+        groups = [[prefix, u.record(self.shards, states)]
+                  for prefix, u in sorted(self.group_updaters.items())]
         tensors.update({f"state/{j}": t for j, t in enumerate(states)})
         path = snapshot_path(folder, self.rank)
         write_snapshot(path, {"server_rank": self.rank, "mode": self.mode, "shards": shards,
-                              "optimizer": optimizer}, tensors)
+                              "optimizer": optimizer, "group_optimizers": groups}, tensors)
         self._updates = 0
         self._snapshot_versions = min((sh.version for sh in self.shards.values()), default=0)
         return path
@@ -577,9 +622,14 @@ class ParameterServer:
             return
         for sh in unpack_shards(meta, tensors, self.num_workers):
             self.shards[(sh.key, sh.shard)] = sh
-        opt = meta.get("optimizer")
+        opt, groups = meta.get("optimizer"), meta.get("group_optimizers", [])  # older snapshots: no groups
         if opt is not None:
             self.updater = SliceOptimizer.restore(opt, state_tensors(tensors), self.shards)
+        if not isinstance(groups, list) or not all(isinstance(g, list) and len(g) == 2 and
+                                                   isinstance(g[0], str) for g in groups):
+            raise KVStoreError(f"{path}: malformed group_optimizers entry")
+        for prefix, record in groups:
+            self.group_updaters[prefix] = SliceOptimizer.restore(record, state_tensors(tensors), self.shards)
         self._snapshot_versions = min((sh.version for sh in self.shards.values()), default=0)
         _log(f"server {self.rank} restored {len(self.shards)} key slice(s) from {path}")
 

@@ -69,6 +69,8 @@ class KeyShard:
     version: int = 0
     owner: int | None = None  # rank whose INIT data filled value
     workers: frozenset[int] | None = None  # the ranks that push this key (None: every worker)
+    group: str | None = None  # the key prefix of the worker group owning the key (None: the job's)
+    index: Key | None = None  # the group's own name of the key: its optimizer's index (None: key)
     inited_by: set[int] = field(default_factory=set)
     init_waiters: list[tuple[bytes, int]] = field(default_factory=list)
     round: set[int] = field(default_factory=set)
@@ -82,6 +84,11 @@ class KeyShard:
     inflight: list[Any] = field(default_factory=list)  # MessageTrackers of zero-copy sends of value
     frame: Any = None  # the received ZeroMQ frame whose memory value is (re-sent as is), else None
     stored: torch.Tensor | None = None
+
+    @property
+    def own_key(self) -> Key:
+        """The key as its owner names it: the index its optimizer updates it under."""
+        return self.key if self.index is None else self.index
 
     @property
     def value_shape(self) -> tuple[int, ...]:

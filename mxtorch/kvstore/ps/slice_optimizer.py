@@ -6,7 +6,10 @@ so states and update counts are kept per ``(key, shard)``, not per key as a loca
 :class:`~mxtorch.optimizer.Updater` keeps them.  The optimizer itself still sees the user's
 key as its index: per-key ``lr_mult``/``wd_mult`` and names apply to every slice, and each
 slice's update count (Adam's bias correction, schedulers) is the number of updates of that
-slice, which is the key's number of steps.
+slice, which is the key's number of steps.  A key of a worker group (one pipeline stage's
+``pp<r>/<key>``) is updated by that group's own optimizer under the group's name of the key
+(:attr:`KeyShard.own_key <.shard.KeyShard.own_key>`: its Trainer's index), while its state and
+count stay filed under the server's ``(key, shard)``.
 
 On the wire and in snapshots, states are ``[[key, shard, tree], ...]`` (``tree`` as packed by
 :func:`~.protocol.pack_tree`) and counts ``[[key, shard, count], ...]``, with keys as
@@ -43,34 +46,35 @@ class SliceOptimizer:
         self.counts: dict[SliceId, int] = {}
 
     # ---- updates -----------------------------------------------------------------------------
-    def _counted(self, sid: SliceId, fn: Callable[[], None]) -> None:
-        """Run ``fn`` (an update of slice ``sid``) with the optimizer counting that slice's updates."""
+    def _counted(self, sid: SliceId, key: Key, fn: Callable[[], None]) -> None:
+        """Run ``fn`` (an update of slice ``sid``, index ``key`` for the optimizer) with the optimizer
+        counting that slice's updates."""
         opt = self.optimizer
-        key = sid[0]
         counts = opt._index_update_count
         counts[key] = self.counts.get(sid, opt.begin_num_update)
         fn()
         self.counts[sid] = counts[key]
 
-    def _state(self, sid: SliceId, weight: torch.Tensor) -> Any:
+    def _state(self, sid: SliceId, key: Key, weight: torch.Tensor) -> Any:
         state = self.states.get(sid)
         if state is None and sid not in self.states:
-            state = self.states[sid] = self.optimizer.create_state_multi_precision(sid[0], weight)
+            state = self.states[sid] = self.optimizer.create_state_multi_precision(key, weight)
         return state
 
     def step(self, sh: KeyShard, grad: torch.Tensor, weight: torch.Tensor) -> None:
         """One optimizer step of slice ``sh`` (``weight``, updated in place) with the dense ``grad``."""
-        sid = (sh.key, sh.shard)
-        state = self._state(sid, weight)
-        self._counted(sid, lambda: self.optimizer.update_multi_precision([sh.key], [weight], [grad], [state]))
+        sid, key = (sh.key, sh.shard), sh.own_key
+        state = self._state(sid, key, weight)
+        opt = self.optimizer
+        self._counted(sid, key, lambda: opt.update_multi_precision([key], [weight], [grad], [state]))
 
     def step_rows(self, sh: KeyShard, weight: torch.Tensor, rows: Rows) -> None:
         """The lazy update of the rows ``rows`` touch only (states viewed like the weight)."""
-        sid = (sh.key, sh.shard)
-        state = self.states[sid] = _contiguous(self._state(sid, weight))
+        sid, key = (sh.key, sh.shard), sh.own_key
+        state = self.states[sid] = _contiguous(self._state(sid, key, weight))
         w2, ids, g2 = sh.rows_view(weight, rows)
         view = _view_like(state, weight.shape, w2.shape)
-        self._counted(sid, lambda: update_rows(self.optimizer, sh.key, w2, ids, g2, view))
+        self._counted(sid, key, lambda: update_rows(self.optimizer, key, w2, ids, g2, view))
 
     # ---- states on the wire and on disk --------------------------------------------------------
     def pack(self, held: Iterable[SliceId], tensors: list[torch.Tensor]) -> dict[str, Any]:

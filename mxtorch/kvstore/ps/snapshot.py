@@ -3,8 +3,11 @@
 ``<MXTORCH_PS_SNAPSHOT_DIR>/server-<rank>.safetensors`` holds every value slice and every
 optimizer-state tensor of the server; its safetensors metadata entry ``mxtorch.ps`` is a JSON
 document describing them (keys, shapes, dtypes, versions, the optimizer declaration, update
-counts).  The file is written to a temporary name and renamed, so a crash leaves the previous
-snapshot whole.  Reading never unpickles: safetensors for tensors, JSON for the rest.
+counts; besides the job's optimizer, ``group_optimizers``: ``[[key prefix, declaration and
+states], ...]``, one per worker group whose optimizer runs on the servers, and each slice's
+group prefix and index; snapshots without them load as before).  The file is written to a
+temporary name and renamed, so a crash leaves the previous snapshot whole.  Reading never
+unpickles: safetensors for tensors, JSON for the rest.
 
 A restarted server (same ``DMLC_SERVER_ID``) loads its snapshot and serves from it; pushes
 that arrived after the snapshot, and a sync round in progress when it was taken, are lost.
@@ -75,7 +78,8 @@ def pack_shards(shards: Iterable[KeyShard]) -> tuple[list[dict[str, Any]], dict[
         records.append({"key": P.key_to_json(sh.key), "shard": sh.shard, "num_shards": sh.num_shards,
                         "shape": list(sh.shape), "dtype": P.dtype_name(sh.dtype), "offset": sh.offset,
                         "numel": sh.numel, "kind": sh.kind, "version": sh.version, "tensor": f"value/{i}",
-                        "workers": None if sh.workers is None else sorted(sh.workers)})
+                        "workers": None if sh.workers is None else sorted(sh.workers),
+                        "group": sh.group, "index": None if sh.index is None else P.key_to_json(sh.index)})
     return records, tensors
 
 
@@ -91,6 +95,8 @@ def unpack_shards(meta: dict[str, Any], tensors: dict[str, torch.Tensor], num_wo
         sh.version = int(s["version"])
         group = s.get("workers")
         sh.workers = None if group is None else frozenset(int(w) for w in group)
+        sh.group = s.get("group")  # absent in older snapshots: no group optimizers then
+        sh.index = None if s.get("index") is None else P.key_from_json(s["index"])
         sh.inited_by = set(range(num_workers)) if sh.workers is None else set(sh.workers)
         out.append(sh)
     return out

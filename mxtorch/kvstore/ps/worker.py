@@ -117,6 +117,14 @@ def _is_sparse(t: torch.Tensor) -> bool:
 
 
 @dataclass
+class _ServerOptimizer:
+    """An optimizer this worker declared to the servers, and the hyper-parameters they last got."""
+
+    optimizer: Any
+    hyper_sent: dict[str, Any]
+
+
+@dataclass
 class _Pushed:
     """One key's pushed value, summed over its list: ``flat`` (dense) or ``ids`` + ``rows``."""
 
@@ -161,8 +169,8 @@ class DistKVStore(KVStoreBase):
             self._client.op_timeout = float(timeout)
         self._plans: dict[Key, KeyPlan] = {}
         self._server_bytes = [0] * self._client.num_servers
-        self._optimizer: Any = None
-        self._hyper_sent: dict[str, Any] | None = None
+        # the optimizers on the servers this worker declared: the job's (None) and its groups' (prefix)
+        self._optimizers: dict[str | None, _ServerOptimizer] = {}
         self._compressor: Any = None
         self._pull_dtype: torch.dtype | None = None
         self.wire_bytes_sent = 0
@@ -286,12 +294,20 @@ class DistKVStore(KVStoreBase):
         self._init(key, value, None)
 
     def _init(self, key: Key | Sequence[Key], value: Value | Sequence[Value],
-              group: Sequence[int] | None) -> None:
+              group: Sequence[int] | None, prefix: str | None = None) -> None:
         """:meth:`init`, collective over the worker ranks ``group`` (None: every worker): the keys
         then belong to that group, whose sync rounds count its members only, and the group's
-        first rank sends the values (see :meth:`group_view`)."""
+        first rank sends the values (see :meth:`group_view`).  With ``prefix`` (a group's), the
+        keys given are the group's own names: the servers store ``prefix + str(key)`` and update
+        it with the group's optimizer under the key's own name."""
         client = self._live()
         keys, values, _ = _key_list(key, value)
+        indices: dict[Key, Key] = {}  # the server's name -> the group's name of each key
+        if prefix is not None:
+            for k in keys:
+                self._check_key(k)
+            indices = {f"{prefix}{k}": k for k in keys}
+            keys = [f"{prefix}{k}" for k in keys]
         firsts: list[torch.Tensor] = []
         seen: set[Key] = set()
         fresh_keys: list[Key] = []
@@ -331,6 +347,9 @@ class DistKVStore(KVStoreBase):
         client.request_scheduler(Message(Command.KEY_CHECK, meta=check_meta), "KEY_CHECK of kv.init",
                                  "another worker has not called kv.init with these keys yet")
         plans = [self._place(k, t) for k, t in zip(keys, firsts)]
+        for plan in plans:
+            if prefix is not None:
+                plan.group, plan.index = prefix, indices[plan.key]
         sender = 0 if members is None else members[0]
         for plan, t in zip(plans, firsts):
             flat = flat_value(t.to_dense() if _is_sparse(t) else t) if self.rank == sender else None
@@ -340,6 +359,8 @@ class DistKVStore(KVStoreBase):
                                         "kind": plan.kind}
                 if members is not None:
                     meta["workers"] = members
+                if plan.group is not None:
+                    meta["prefix"], meta["index"] = plan.group, P.key_to_json(plan.own_key)
                 tensors = []
                 if flat is not None:
                     tensors = [flat.view(plan.shape) if len(plan.shards) == 1 else flat.narrow(0, off, size)]
@@ -403,7 +424,7 @@ class DistKVStore(KVStoreBase):
                 self._send_pull(client, plan, o, push=p.flat)  # one message each way per slice
                 continue
             self._send_push(client, plan, p)
-            self._send_pulls(client, plan, o, self._optimizer is None)
+            self._send_pulls(client, plan, o, plan.group not in self._optimizers)
         client.wait()
 
     def row_sparse_pull(self, key: Key | Sequence[Key], out: Any = None, priority: int = 0,
@@ -491,35 +512,55 @@ class DistKVStore(KVStoreBase):
     # ---- optimizer on the servers --------------------------------------------------------------
     def set_optimizer(self, optimizer: Any) -> None:
         """Run ``optimizer`` on the servers (collective: rank 0 declares it, then a barrier)."""
+        self._set_optimizer(optimizer, None, None)
+
+    def _set_optimizer(self, optimizer: Any, group: Sequence[int] | None, prefix: str | None) -> None:
+        """:meth:`set_optimizer` for the keys of the worker group ``group`` with key ``prefix`` (None:
+        the job's keys), collective over the group: its first rank declares, then its barrier."""
         client = self._live()
-        if self.rank == 0:
-            send_to_servers(client, self.num_servers, Command.SET_OPTIMIZER,
-                            {"optimizer": describe_optimizer(optimizer)})
-        self.barrier()
-        self._optimizer = optimizer
-        self._hyper_sent = hyper_of(optimizer)
+        if self.rank == (0 if group is None else min(group)):
+            meta: dict[str, Any] = {"optimizer": describe_optimizer(optimizer)}
+            if prefix is not None:
+                meta["prefix"] = prefix
+            send_to_servers(client, self.num_servers, Command.SET_OPTIMIZER, meta)
+        self._barrier(group)
+        self._optimizers[prefix] = _ServerOptimizer(optimizer, hyper_of(optimizer))
 
     def _sync_hyper(self, client: PSClient) -> None:
         """Send the hyper-parameters changed since the last step (a learning-rate schedule) to the servers."""
-        if self._optimizer is not None:
-            self._hyper_sent = sync_hyper(client, self.num_servers, self._optimizer, self._hyper_sent)
+        for prefix, declared in self._optimizers.items():
+            declared.hyper_sent = sync_hyper(client, self.num_servers, declared.optimizer,
+                                             declared.hyper_sent, prefix)
 
-    def _require_optimizer(self) -> Any:
-        if self._optimizer is None:
+    def _require_optimizer(self, prefix: str | None) -> Any:
+        declared = self._optimizers.get(prefix)
+        if declared is None:
             raise KVStoreError("no optimizer runs on the servers: call kv.set_optimizer(...) first (a "
                                "Trainer does so with update_on_kvstore=True)")
-        return self._optimizer
+        return declared.optimizer
 
     def save_optimizer_states(self, fname: str, dump_optimizer: bool = False) -> None:
         """Write the servers' optimizer states to ``fname`` in ``Updater.get_states`` format."""
-        optimizer = self._require_optimizer()
-        save_states(self._live(), self.num_servers, self._plans, optimizer, fname, dump_optimizer)
+        self._save_optimizer_states(fname, dump_optimizer, None)
+
+    def _save_optimizer_states(self, fname: str, dump_optimizer: bool, prefix: str | None) -> None:
+        """:meth:`save_optimizer_states` of the optimizer of group ``prefix``'s keys (None: the job's)."""
+        optimizer = self._require_optimizer(prefix)
+        save_states(self._live(), self.num_servers, self._group_plans(prefix), optimizer, fname,
+                    dump_optimizer, prefix)
 
     def load_optimizer_states(self, fname: str) -> None:
         """Load a file written by ``save_optimizer_states`` or ``Updater.get_states`` into the servers."""
-        optimizer = self._require_optimizer()
-        load_states(self._live(), self.num_servers, self._plans, optimizer, fname)
-        self._hyper_sent = hyper_of(optimizer)
+        self._load_optimizer_states(fname, None)
+
+    def _load_optimizer_states(self, fname: str, prefix: str | None) -> None:
+        """:meth:`load_optimizer_states` into the optimizer of group ``prefix`` (None: the job's)."""
+        optimizer = self._require_optimizer(prefix)
+        load_states(self._live(), self.num_servers, self._group_plans(prefix), optimizer, fname, prefix)
+        self._optimizers[prefix].hyper_sent = hyper_of(optimizer)
+
+    def _group_plans(self, prefix: str | None) -> dict[Key, KeyPlan]:
+        return {k: plan for k, plan in self._plans.items() if plan.group == prefix}
 
     # ---- snapshots and the end ------------------------------------------------------------------
     def _snapshot(self) -> list[str]:
