@@ -201,11 +201,12 @@ def _join(gloo_port: int) -> Any:
 
 def group_optimizers() -> dict[str, Any]:
     """3 workers: groups {0, 1} ('a/') and {2} ('b/') name their keys 0 and 1 alike.  'a/' declares
-    SGD lr 0.1 with lr_mult 0.5 on its key 0, 'b/' SGD lr 1.0; then 'c/' ({2}) has a key but no
-    optimizer, and its push is refused."""
+    SGD lr 0.1 with lr_mult 0.5 on its keys 0 and 2 (row_sparse: a lazy update of the pushed row),
+    'b/' SGD lr 1.0; then 'c/' ({2}) has a key but no optimizer, and its push is refused."""
     import mxtorch as mx
     from mxtorch import optimizer
     from mxtorch.kvstore.base import KVStoreError
+    from mxtorch.nd import sparse
 
     kv = mx.kv.create("dist_sync")
     rank = kv.rank
@@ -213,13 +214,19 @@ def group_optimizers() -> dict[str, Any]:
     g = kv.group_view([0, 1] if first else [2], "a/" if first else "b/")
     opt = optimizer.SGD(learning_rate=0.1 if first else 1.0)
     if first:
-        opt.set_lr_mult({0: 0.5})
+        opt.set_lr_mult({0: 0.5, 2: 0.5})
     g.set_optimizer(opt)
     g.init([0, 1], [torch.zeros(2), torch.zeros(3)])
     outs = [torch.zeros(2), torch.zeros(3)]
     for _ in range(2):  # gradient 1 per worker: the group's sum is 2 ('a/') or 1 ('b/')
         g.pushpull([0, 1], [torch.ones(2), torch.ones(3)], out=outs)
     res: dict[str, Any] = {"key0": outs[0].clone(), "key1": outs[1].clone(), "refused": ""}
+    if first:  # row 1 pushed by both (sum 2): row 1 -= 0.1 * 0.5 * 2, the other rows untouched
+        g.init(2, sparse.zeros("row_sparse", (4, 2)))
+        g.push(2, sparse.row_sparse_array((torch.ones(1, 2), [1]), shape=(4, 2)))
+        dense = torch.full((4, 2), 7.0)
+        g.pull(2, out=dense)
+        res["rows"] = dense
     if not first:
         c = kv.group_view([2], "c/")
         c.init(0, torch.zeros(2))

@@ -79,6 +79,9 @@ def test_group_optimizers_apply_to_their_own_keys_only():
     for r in res[:2]:  # 'a/': lr 0.1, key 0 lr_mult 0.5, summed gradient 2, two steps
         torch.testing.assert_close(r["key0"], torch.full((2,), -0.2))
         torch.testing.assert_close(r["key1"], torch.full((3,), -0.4))
+        rows = torch.zeros(4, 2)
+        rows[1] = -0.1
+        torch.testing.assert_close(r["rows"], rows)
         assert r["refused"] == ""
     torch.testing.assert_close(res[2]["key0"], torch.full((2,), -2.0))  # 'b/': lr 1.0, gradient 1
     torch.testing.assert_close(res[2]["key1"], torch.full((3,), -2.0))
