@@ -236,3 +236,49 @@ def group_optimizers() -> dict[str, Any]:
             res["refused"] = str(e)
     kv.barrier()
     return res
+
+
+def amp_over_servers(gloo_port: int) -> dict[str, Any]:
+    """dp=2 x pp=2 over the servers, the optimizer on them, AMP (bf16, loss scaling): 2 steps, then an
+    overflow in backward on one rank only (stage 1, dp rank 0): every rank skips that step (nothing is
+    pushed, so no sync round waits) and halves the scale; a last step trains again."""
+    import torch.distributed as dist
+
+    from mxtorch import amp, gluon, parallel
+    from mxtorch.amp import LossScaler
+
+    _join(gloo_port)
+    amp.init("bfloat16")
+    try:
+        pnet = parallel.parallelize(w.build_mlp(), parallel.ParallelConfig(dp=2, pp=2), micro_batches=2,
+                                    kvstore="dist_sync")
+        tr = gluon.Trainer(pnet.collect_params(), "sgd", {"learning_rate": 0.1, "momentum": 0.9},
+                           kvstore=pnet.kvstore)
+        scaler = amp.init_trainer(tr, LossScaler(init_scale=2.0 ** 8))
+        x, y = w.data()
+        share = w.GLOBAL_BATCH // 2
+        mine = slice(pnet.dp_rank * share, (pnet.dp_rank + 1) * share)
+        loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
+        losses = []
+        for _ in range(2):
+            losses.append(pnet.train_step(x[mine], y[mine], loss_fn, trainer=tr))
+            tr.step(w.GLOBAL_BATCH)
+        before = [p.data().detach().clone() for p in pnet.collect_params().values()]
+        handle = None
+        if (pnet.pp_rank, pnet.dp_rank) == (1, 0):
+            first = next(iter(pnet.collect_params().values())).data()
+            handle = first.register_hook(lambda g: g * float("inf"))
+        pnet.train_step(x[mine], y[mine], loss_fn, trainer=tr)
+        if handle is not None:
+            handle.remove()
+        tr.step(w.GLOBAL_BATCH)
+        unchanged = all(torch.equal(b, p.data()) for b, p in zip(before, pnet.collect_params().values()))
+        losses.append(pnet.train_step(x[mine], y[mine], loss_fn, trainer=tr))
+        tr.step(w.GLOBAL_BATCH)
+        moved = not all(torch.equal(b, p.data()) for b, p in zip(before, pnet.collect_params().values()))
+        res = {"unchanged": unchanged, "moved": moved, "scale": scaler.loss_scale, "losses": losses,
+               "update_on_kvstore": tr._update_on_kvstore}
+    finally:
+        amp.reset()
+    dist.destroy_process_group()
+    return res

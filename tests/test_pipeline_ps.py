@@ -8,6 +8,7 @@ workers that initialized it.
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 
@@ -72,6 +73,14 @@ def test_each_stage_runs_its_own_optimizer_on_the_servers(tmp_path):
     # the check can fail: step 6 on the momentum of step 5 (states not loaded) ends elsewhere
     unloaded = pw.server_optimizer_reference(str(tmp_path), load=False)["step6"]
     assert max(float((unloaded[k] - v).abs().max()) for k, v in ref["step6"].items()) > 1e-3
+
+
+def test_amp_overflow_on_one_rank_skips_the_servers_update_everywhere():
+    res = run_ps_job(pw.amp_over_servers, 4, 1, free_port(), timeout=120)
+    for r in res:
+        assert r["update_on_kvstore"] is True
+        assert r["unchanged"] and r["moved"] and r["scale"] == 2.0 ** 7
+        assert all(math.isfinite(v) for v in r["losses"])
 
 
 def test_group_optimizers_apply_to_their_own_keys_only():
