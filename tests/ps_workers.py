@@ -482,6 +482,33 @@ def snapshot_then_wait(folder: str) -> dict[str, Any]:
     return {"before": before, "after": after, "more": more}
 
 
+def group_snapshot_then_wait(folder: str) -> dict[str, Any]:
+    """Workers 0 and 1 are groups 'a/' and 'b/' of one: each runs its own SGD (lr 0.1 / 1.0, momentum
+    0.5) on its key 0 on the servers; a snapshot, the test restarts server 0, one more step."""
+    from mxtorch import optimizer
+
+    kv = _kv("dist_sync")
+    r = kv.rank
+    g = kv.group_view([r], "ab"[r] + "/")
+    g.set_optimizer(optimizer.SGD(learning_rate=0.1 if r == 0 else 1.0, momentum=0.5))
+    g.init(0, torch.zeros(3))
+    v = torch.zeros(3)
+    for _ in range(2):
+        g.pushpull(0, torch.ones(3), out=v)
+    before = v.clone()
+    kv.barrier()
+    paths = kv._snapshot() if r == 0 else []
+    kv.barrier()
+    if r == 0:
+        with open(os.path.join(folder, "snapshot-done"), "w") as f:
+            f.write("\n".join(paths))
+    _wait_for_restart(folder)
+    after = torch.zeros(3)
+    g.pull(0, out=after)
+    g.pushpull(0, torch.ones(3), out=v)
+    return {"before": before, "after": after, "more": v.clone()}
+
+
 # ---- same-script mode ---------------------------------------------------------------------------
 def same_script() -> float:
     """Every role runs this; only workers get past create()."""

@@ -173,6 +173,23 @@ def test_restarted_server_restores_its_snapshot(tmp_path):
     assert_close(big["more"][2], torch.arange(30, dtype=torch.float32) - 0.5)
 
 
+def test_a_restarted_server_restores_each_worker_groups_optimizer(tmp_path):
+    """Two worker groups ('a/', 'b/') with their own optimizers on the servers, both naming their key 0:
+    after server 0 restarts from its snapshot each group's weights and momentum are back."""
+    env = {"MXTORCH_PS_SNAPSHOT_DIR": str(tmp_path / "snap"), "MXTORCH_PS_HEARTBEAT_S": "0.3",
+           "MXTORCH_PS_DEAD_S": "30"}
+    with ps_cluster(2, 1, env=env, timeout=120) as c:
+        c.start_workers(w.group_snapshot_then_wait, str(tmp_path))
+        _wait_for_files(c, tmp_path / "snapshot-done")
+        outcomes = _restart_server_0_and_finish(c, tmp_path)
+    for o, lr in zip(outcomes, (0.1, 1.0)):
+        res = o.value
+        # SGD momentum 0.5, gradient 1: momentum -lr, -1.5 lr, then -1.75 lr (restored), not -lr (lost)
+        assert_close(res["before"], torch.full((3,), -2.5 * lr))
+        assert_close(res["after"], res["before"], rtol=0, atol=0)
+        assert_close(res["more"], torch.full((3,), -4.25 * lr))
+
+
 def test_a_round_in_progress_resumes_on_a_server_restarted_from_its_snapshot(tmp_path):
     """Worker 0 waits in a round when its server is killed; the restarted server restores the
     snapshot, worker 0 sends the lost request again (NODE_BACK), worker 1 joins the round, and
