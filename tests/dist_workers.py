@@ -321,6 +321,46 @@ def overlap_probe() -> dict[str, Any]:
 
 
 
+def accumulation_probe() -> dict[str, Any]:
+    """Hooks with ``backward_passes_per_step = 3``: three backward passes accumulate, the buckets
+    start during the third only (once per step), and the gradients become the sums over ranks of
+    the accumulated gradients; the next step counts again from zero."""
+    kv: Any = mx.kv.create("allreduce")
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(5, 64), torch.nn.Tanh(), torch.nn.Linear(64, 3))
+    params = list(model.parameters())
+
+    started: list[int] = []  # bucket all-reduces started after each hooked backward pass
+
+    def accumulated(rank: int, step: int, store: Any = None) -> list[torch.Tensor]:
+        for mb in range(3):
+            x, y = batch("mlp", 3 * step + mb, rank)
+            torch.nn.functional.cross_entropy(model(x), y.long()).backward()
+            if store is not None:
+                started.append(store.gradient_allreduces)
+        return [p.grad.clone() for p in params if p.grad is not None]
+
+    expected = []
+    for step in range(2):
+        per_rank = []
+        for rank in range(2):
+            model.zero_grad(set_to_none=True)
+            per_rank.append(accumulated(rank, step))
+        expected.append([a + b for a, b in zip(*per_rank)])
+    kv.backward_passes_per_step = 3
+    kv.attach_gradient_hooks(params, bucket_bytes=1024)
+    launched: list[int] = []
+    _count_hook_launches(kv._grad_sync, launched)
+    got = []
+    for step in range(2):
+        model.zero_grad(set_to_none=True)
+        accumulated(kv.rank, step, kv)
+        kv.synchronize_gradients(params)
+        got.append([p.grad.clone() for p in params if p.grad is not None])
+    return {"buckets": len(kv._grad_sync.buckets), "launched": launched, "started": started,
+            "allreduces": kv.gradient_allreduces, "expected": expected, "got": got}
+
+
 def backward_then_leave() -> int:
     """A Trainer over the allreduce store with gradient hooks: one backward starts the buckets'
     all-reduces, then the worker returns without ``trainer.step`` (a script that only wanted the

@@ -72,7 +72,8 @@ def train(dp: int, pp: int, schedule: str, micro: int, stages_per_rank: int, pat
     out = pnet(x)
     return {"losses": losses, "out": out, "stages": pnet.stages, "dp_rank": pnet.dp_rank,
             "pp_rank": pnet.pp_rank, "n_params": len(pnet.collect_params()), "bytes": pnet.param_bytes(),
-            "plan": pnet.tp_plan}
+            "plan": pnet.tp_plan, "allreduces": getattr(pnet.kvstore, "gradient_allreduces", None),
+            "buckets": len(pnet.kvstore._grad_sync.buckets) if dp > 1 else None}
 
 
 def train_all_schedules(path_prefix: str) -> dict[str, Any]:

@@ -99,6 +99,28 @@ def test_gradient_hooks_start_buckets_during_backward():
             assert_close(got, expected)
 
 
+def test_accumulated_gradients_are_reduced_once_per_step_after_the_last_pass():
+    for res in run_workers(w.accumulation_probe, 2, timeout=60):
+        n = res["buckets"]
+        assert n >= 3
+        # nothing starts during passes 1 and 2; every bucket during pass 3 (its end-of-backward
+        # callback, queued by the hooks that took the gradients, finds all of them started)
+        assert res["started"] == [0, 0, n, n, n, 2 * n]
+        assert res["launched"] == [n, n]
+        assert res["allreduces"] == 2 * n  # once per bucket and step, nothing redone at step time
+        for got_step, expected_step in zip(res["got"], res["expected"]):
+            for got, expected in zip(got_step, expected_step):
+                assert_close(got, expected)
+
+
+def test_backward_passes_per_step_must_be_a_positive_int():
+    from mxtorch.kvstore.allreduce.store import AllreduceKVStore
+
+    kv = AllreduceKVStore.__new__(AllreduceKVStore)  # the setter alone: no process group needed
+    for bad in (0, -1, 2.0, True, "3"):
+        with pytest.raises(ValueError, match="backward_passes_per_step must be a positive int"):
+            kv.backward_passes_per_step = bad
+
 # name, model, micro-batches per step, grad_req, contexts per worker
 SCENARIOS = [
     ("mlp", "mlp", 1, "write", 1),      # ranks start from different weights: broadcast at Trainer init

@@ -60,6 +60,8 @@ def test_data_times_pipeline_and_four_stages(run_ranks, tmp_path, ref):
     assert [(r["dp_rank"], r["pp_rank"]) for r in res] == [(0, 0), (1, 0), (0, 1), (1, 1)]
     for r in res:
         torch.testing.assert_close(r["out"], ref["out"], rtol=0, atol=1e-5)
+        # the stage's gradients are reduced once per step, after the last micro-batch's backward
+        assert r["allreduces"] == 5 * r["buckets"], (r["allreduces"], r["buckets"])
     check_against(ref, path, {"out": res[0]["out"], "losses": ref["losses"]})
     outs = run_ranks(w.load_into_other_pp, 4, path, 4, timeout=240)
     for o in outs:
@@ -226,6 +228,8 @@ def test_data_pipeline_tensor_3d_on_eight_processes(run_ranks, tmp_path, ref):
     res = run_ranks(w.train, 8, 2, 2, "1f1b", 2, 1, path, 5, 2, timeout=600)
     for r in res:
         torch.testing.assert_close(r["out"], ref["out"], rtol=0, atol=1e-5)
+        # the stage's gradients are reduced once per step, after the last micro-batch's backward
+        assert r["allreduces"] == 5 * r["buckets"], (r["allreduces"], r["buckets"])
     check_against(ref, path, {"out": res[0]["out"], "losses": ref["losses"]})
 
 

@@ -339,7 +339,11 @@ class PipelineNet:
             raise MXNetError(f"parallelize: kvstore {kvstore!r} is not available for pipelines; use "
                              "'horovod' (allreduce over the stage's data-parallel ranks) or 'dist_sync' "
                              "(parameter servers)")
-        return AllreduceKVStore(kvstore, process_group=self.mesh.dp_group)
+        store = AllreduceKVStore(kvstore, process_group=self.mesh.dp_group)
+        # each micro-batch's backward accumulates into the gradients: the Trainer's hooks reduce
+        # them after the last one, once per step (not after the first, to be redone at the step)
+        store.backward_passes_per_step = self.micro_batches
+        return store
 
     def _server_store(self, kvstore: Any) -> Any:
         """The parameter servers' store as this stage's data-parallel ranks see it: their own keys

@@ -1,5 +1,11 @@
 """Overlap with backward: gradients copied into buckets as autograd produces them, each bucket's
-all-reduce started while the rest of the backward pass runs (as DDP does)."""
+all-reduce started while the rest of the backward pass runs (as DDP does).
+
+With ``backward_passes_per_step = n`` (the store's; gradient accumulation, a pipeline's
+micro-batches) a parameter's gradient is taken at its n-th accumulation of the step, so each
+bucket is reduced once per step, after the last pass, as Horovod's ``backward_passes_per_step``
+and DDP's ``no_sync`` do; without it the first pass would start every bucket and each later
+pass would make them stale, to be reduced again at step time."""
 
 from __future__ import annotations
 
@@ -78,6 +84,8 @@ class _GradientSync:
         self.next_launch = 0
         self.stale = False
         self.callback_queued = False
+        self.seen = [0] * len(self.copies)  # this step's accumulations of each gradient
+        self.final = 0  # gradients at their last accumulation of the step (passes > 1)
         self.lock = threading.Lock()
         self.handles: list[Any] = []
         if store.num_workers > 1:
@@ -131,6 +139,13 @@ class _GradientSync:
 
     def _on_grad(self, i: int, param: torch.Tensor) -> None:
         with self.lock:
+            passes = self.store.backward_passes_per_step
+            if passes > 1:
+                self.seen[i] += 1
+                if self.seen[i] < passes:
+                    return  # more accumulations of this gradient to come this step
+                if self.seen[i] == passes:
+                    self.final += 1
             bi, m = self.owner[i]
             b = self.buckets[bi]
             if b.ready[m] or b.work is not None:
@@ -154,7 +169,8 @@ class _GradientSync:
         # comes after all of them on every rank.
         with self.lock:
             self.callback_queued = False
-            if not self.stale:
+            passes = self.store.backward_passes_per_step
+            if not self.stale and (passes == 1 or self.final == len(self.copies)):
                 self._launch_through(len(self.buckets))
 
     def _launch_ready(self) -> None:
@@ -194,6 +210,7 @@ class _GradientSync:
         else:
             b.work = _Done()
         self.next_launch = b.index + 1
+        self.store.gradient_allreduces += 1
 
     # -- at step time --
     def synchronize(self) -> None:
@@ -212,6 +229,8 @@ class _GradientSync:
                     b.reset()
                 self.next_launch = 0
                 self.stale = False
+                self.seen = [0] * len(self.copies)
+                self.final = 0
 
     def finish_in_flight(self) -> None:
         with self.lock:

@@ -68,9 +68,13 @@ class AllreduceKVStore(KVStoreBase):
         self._grad_sync: _GradientSync | None = None
         self._hooks_wanted = False
         self._bucket_bytes = DEFAULT_BUCKET_BYTES
+        self._passes = 1
         self._compressor: Any = None
         self.wire_bytes_sent = 0
         """Payload bytes this worker sent through compressed pushpulls (for benchmarks)."""
+        self.gradient_allreduces = 0
+        """Gradient bucket all-reduces started by the gradient synchronization (hooks or step):
+        one per bucket and step when nothing went stale (for benchmarks and tests)."""
 
     # ---- description -----------------------------------------------------------------
     type = Forward[str]("_type")
@@ -354,6 +358,21 @@ class AllreduceKVStore(KVStoreBase):
         self._hooks_wanted = False
 
     # ---- gradients: reduce while backward runs ----------------------------------------
+    @property
+    def backward_passes_per_step(self) -> int:
+        """Backward passes that accumulate into the gradients before each step (default 1): the
+        gradient hooks reduce each gradient after its last pass only, once per step (Horovod's
+        ``backward_passes_per_step``; a pipeline sets it to its micro-batches).  Every rank must
+        set the same value; more passes than this before a step are still correct (everything is
+        reduced again at step time), fewer leave the reduction to the step."""
+        return self._passes
+
+    @backward_passes_per_step.setter
+    def backward_passes_per_step(self, passes: int) -> None:
+        if isinstance(passes, bool) or not isinstance(passes, int) or passes < 1:
+            raise ValueError(f"backward_passes_per_step must be a positive int, got {passes!r}")
+        self._passes = passes
+
     def attach_gradient_hooks(self, params: Sequence[GradientSource],
                               bucket_bytes: int = DEFAULT_BUCKET_BYTES) -> bool:
         """Reduce the gradients of ``params`` in buckets, starting during the backward pass.
