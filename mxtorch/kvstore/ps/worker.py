@@ -347,8 +347,8 @@ class DistKVStore(KVStoreBase):
         client.request_scheduler(Message(Command.KEY_CHECK, meta=check_meta), "KEY_CHECK of kv.init",
                                  "another worker has not called kv.init with these keys yet")
         plans = [self._place(k, t) for k, t in zip(keys, firsts)]
-        for plan in plans:
-            if prefix is not None:
+        if prefix is not None:
+            for plan in plans:
                 plan.group, plan.index = prefix, indices[plan.key]
         sender = 0 if members is None else members[0]
         for plan, t in zip(plans, firsts):
