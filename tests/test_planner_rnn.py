@@ -58,3 +58,22 @@ def test_gates_cost_two_collectives_per_layer_and_time_step_and_explain_says_so(
     for p in _tp2(plan(net, x, overheads=over, **KW)):
         assert p.breakdown["tensor-parallel collectives"] == pytest.approx(40 * 2e-3 * p.micro_batches,
                                                                             rel=1e-6)
+
+
+def test_a_projected_lstm_sends_twice_the_bytes_and_explain_names_its_all_reduces():
+    # LSTMP: the partial projections are all-reduced forward and their gradients backward (two
+    # all-reduces' worth) where the plain LSTM all-gathers h and reduce-scatters its gradient (one)
+    proj = nn.HybridSequential()
+    proj.add(rnn.LSTM(HID, num_layers=2, layout="NTC", bidirectional=True, input_size=FEAT,
+                      projection_size=8), nn.Dense(4, in_units=T * 2 * 8))
+    proj.initialize()
+    x = torch.randn(2, T, FEAT)
+    kw = dict(KW, bandwidth=1e6)
+    plain_tp = _tp2(plan(_lstm_net(), x, overheads=False, latency_s=0.0, **kw))
+    proj_tp = _tp2(plan(proj, x, overheads=False, latency_s=0.0, **kw))
+    assert plain_tp and proj_tp
+    by_m = {p.micro_batches: p.breakdown["tensor-parallel collectives"] for p in plain_tp}
+    for p in proj_tp:
+        got = p.breakdown["tensor-parallel collectives"]
+        assert got == pytest.approx(2 * by_m[p.micro_batches], rel=1e-6)
+    assert "2 all-reduce(s) of the partial projections per time step forward" in proj_tp[0].explain()

@@ -76,7 +76,7 @@ from ..base import MXNetError
 from .config import ParallelConfig
 from .split import Unit, chain_units, partition
 from .tensor import auto_plan
-from .tp_rnn import collectives_per_step, is_recurrent
+from .tp_rnn import collectives_per_step, is_recurrent, step_collectives
 
 __all__ = ["Plan", "LayerCost", "Overheads", "plan", "profile_layers", "parse_bytes", "parse_bandwidth",
            "usable_cores"]
@@ -628,7 +628,8 @@ def _predict(units: Sequence[Unit], costs: Sequence[LayerCost], pairs: dict[str,
         """Per sample: each row layer's output (forward), each column layer's input gradient
         (backward; none for the network's own input); a 'gates' layer all-gathers every layer's
         output forward and reduce-scatters it backward (together ``ring`` times it, like an
-        all-reduce) and all-reduces its input gradient."""
+        all-reduce; with a projection it all-reduces the partial projections both ways, twice
+        that) and all-reduces its input gradient."""
         total = 0.0
         for i in range(a, b):
             style = pairs.get(costs[i].path)
@@ -637,7 +638,9 @@ def _predict(units: Sequence[Unit], costs: Sequence[LayerCost], pairs: dict[str,
             elif style == "colwise" and i > 0:
                 total += costs[i - 1].out_bytes
             elif style == "gates":
-                total += gate_layers[i] * costs[i].out_bytes + (costs[i - 1].out_bytes if i > 0 else 0.0)
+                per_step = 2 if step_collectives(units[i].block)[0] == "all-reduce" else 1
+                total += per_step * gate_layers[i] * costs[i].out_bytes
+                total += costs[i - 1].out_bytes if i > 0 else 0.0
         return total
 
     def tp_count(a: int, b: int) -> int:
@@ -726,9 +729,11 @@ def _predict(units: Sequence[Unit], costs: Sequence[LayerCost], pairs: dict[str,
     for i, u in enumerate(units):
         if pairs.get(u.path) == "gates":
             n_l, steps = gate_layers[i], max(costs[i].seq_steps, 1)
-            notes.append(f"{u.path} ({type(u.block).__name__}, split by gates): {n_l} all-gather(s) of the "
-                         f"hidden state per time step forward (one per layer, both directions together) and "
-                         f"{n_l} reduce-scatter(s) backward: {2 * n_l * steps}{' + 1' if i > 0 else ''} "
+            f_kind, b_kind = step_collectives(u.block)
+            what = "hidden state" if f_kind == "all-gather" else "partial projections"
+            notes.append(f"{u.path} ({type(u.block).__name__}, split by gates): {n_l} {f_kind}(s) of the "
+                         f"{what} per time step forward (one per layer, both directions together) and "
+                         f"{n_l} {b_kind}(s) backward: {2 * n_l * steps}{' + 1' if i > 0 else ''} "
                          f"collectives per micro-batch over {steps} steps")
     if cores:
         total = sum(cpu.values())
