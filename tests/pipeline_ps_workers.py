@@ -15,7 +15,8 @@ import pipeline_workers as w  # noqa: E402
 
 
 def train_over_servers(gloo_port: int, path: str, steps: int = 5, compression: dict[str, Any] | None = None,
-                       dp: int = 2, pp: int = 2, update_on_kvstore: bool | None = None) -> dict[str, Any]:
+                       dp: int = 2, pp: int = 2, update_on_kvstore: bool | None = None,
+                       store_type: str = "dist_sync") -> dict[str, Any]:
     """A parameter-server worker that is also a pipeline rank (gloo for the stages, the servers
     for each stage's data-parallel gradients): dp x pp, 1F1B, 5 SGD-momentum steps."""
     import torch.distributed as dist
@@ -23,13 +24,13 @@ def train_over_servers(gloo_port: int, path: str, steps: int = 5, compression: d
     import mxtorch as mx
     from mxtorch import gluon, parallel
 
-    kv = mx.kv.create("dist_sync")  # joins the PS job: its worker rank is the pipeline rank
+    kv = mx.kv.create(store_type)  # joins the PS job: its worker rank is the pipeline rank
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{gloo_port}", rank=kv.rank,
                             world_size=kv.num_workers)
     net = w.build_mlp()
     x, y = w.data()
     pnet = parallel.parallelize(net, parallel.ParallelConfig(dp=dp, pp=pp), micro_batches=2,
-                                schedule="1f1b", kvstore="dist_sync")
+                                schedule="1f1b", kvstore=store_type)
     share = w.GLOBAL_BATCH // dp
     mine = slice(pnet.dp_rank * share, (pnet.dp_rank + 1) * share)
     tr = gluon.Trainer(pnet.collect_params(), "sgd", {"learning_rate": 0.1, "momentum": 0.9},

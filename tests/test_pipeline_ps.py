@@ -55,6 +55,23 @@ def test_dp2_pp2_over_parameter_servers_matches_one_process(tmp_path, ref, updat
         assert mean == pytest.approx(ref["losses"], abs=1e-5)
 
 
+def test_dist_async_stages_update_on_the_servers_and_train(tmp_path):
+    """dist_async: each push is applied on arrival by its stage's optimizer on the servers (no
+    rounds), so replicas are not bit-equal to one process; the job trains and the file loads."""
+    path = str(tmp_path / "async.params")
+    res = run_ps_job(pw.train_over_servers, 4, 1, free_port(), path, 5, None, 2, 2, None, "dist_async",
+                     timeout=120)
+    assert all(r["update_on_kvstore"] is True for r in res)
+    assert [r["prefix"] for r in res] == ["pp0/", "pp0/", "pp1/", "pp1/"]
+    for r in res:
+        assert all(math.isfinite(v) for v in r["losses"]) and r["losses"][-1] < r["losses"][0], r["losses"]
+    net = w.build_mlp()
+    net.load_parameters(path)
+    x, _ = w.data()
+    out = net(x)
+    assert torch.isfinite(out).all()
+
+
 def test_each_stage_runs_its_own_optimizer_on_the_servers(tmp_path):
     """dp=2 x pp=2, 2 servers, Trainer defaults: SGD momentum + wd, lr_mult on a key of each stage (stage
     0's index 0 is another parameter than stage 1's index 0), set_learning_rate after step 2,
