@@ -156,10 +156,10 @@ class ChunkTimer:
 
 
 def median_step(pnet: Any, trainer: Any, x: torch.Tensor, y: torch.Tensor, loss_fn: Any, batch: int,
-                steps: int, timer: ChunkTimer) -> tuple[float, float, float]:
-    """Medians over ``steps`` pipelined training steps (after two warm-up ones) of the schedule
-    (``train_step``), the whole step (schedule + ``trainer.step``) and the seconds spent inside
-    the stage's chunks (``timer``, entered by the caller)."""
+                steps: int, timer: ChunkTimer, stat: Any = statistics.median) -> tuple[float, float, float]:
+    """Medians (or ``stat``) over ``steps`` pipelined training steps (after two warm-up ones) of
+    the schedule (``train_step``), the whole step (schedule + ``trainer.step``) and the seconds
+    spent inside the stage's chunks (``timer``, entered by the caller)."""
     sched, whole, inside = [], [], []
     for i in range(steps + 2):
         c0 = timer.seconds
@@ -171,7 +171,7 @@ def median_step(pnet: Any, trainer: Any, x: torch.Tensor, y: torch.Tensor, loss_
             sched.append(t1 - t0)
             whole.append(time.perf_counter() - t0)
             inside.append(timer.seconds - c0)
-    return statistics.median(sched), statistics.median(whole), statistics.median(inside)
+    return stat(sched), stat(whole), stat(inside)
 
 
 def activation_peak(pnet: Any, trainer: Any, x: torch.Tensor, y: torch.Tensor, loss_fn: Any,

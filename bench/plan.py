@@ -8,7 +8,7 @@ the peak of the activations autograd saves, on the busiest rank), the Spearman r
 of predicted against measured step times (goal >= 0.8), and how far the predicted best is from
 the measured best (goal: within 10 %).
 
-    python bench/plan.py [--width 512] [--pairs 4] [--batch 128] [--steps 5] [--micro 1,4]
+    python bench/plan.py [--width 512] [--pairs 4] [--batch 128] [--steps 9] [--micro 1,4]
 """
 
 from __future__ import annotations
@@ -48,7 +48,8 @@ def run_config(width: int, pairs: int, batch: int, steps: int, runs: list[dict])
         y = torch.randint(0, 10, (local,), generator=g).float()
         loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
         with ChunkTimer() as timer:
-            _, step, _ = median_step(pnet, tr, x, y, loss_fn, batch, steps, timer)
+            # the mean step: the plan predicts throughput (a wait some steps see counts)
+            _, step, _ = median_step(pnet, tr, x, y, loss_fn, batch, steps, timer, statistics.mean)
         peak = activation_peak(pnet, tr, x, y, loss_fn, batch)
         out.append({"step": step, "memory": pnet.param_bytes() * 3 + peak})
     return out
@@ -80,7 +81,7 @@ def main() -> None:
     ap.add_argument("--width", type=int, default=512)
     ap.add_argument("--pairs", type=int, default=4)
     ap.add_argument("--batch", type=int, default=128)
-    ap.add_argument("--steps", type=int, default=5)
+    ap.add_argument("--steps", type=int, default=9)
     ap.add_argument("--micro", default="1,4")
     ap.add_argument("--memory", default="8GiB")
     args = ap.parse_args()

@@ -27,10 +27,11 @@ The cost model, and where its numbers come from:
   on a tiny net (one Dense pair of width 8 per stage, one sample per micro-batch) with 1 and 5
   micro-batches and fits ``step = fixed + (m + pp - 1) * per_slot``; the plan adds the fixed
   part once, the per-slot part to every slot, and the pair cost for each further pair of a stage.
-  The probe takes the median of its steps, not the fastest: a wait on another process that most
-  steps see belongs to the layout (measured here: with dp=2 x pp=2 the loss broadcast that ends
-  the schedule waits 1-7 ms on most steps, about 4.5 ms more per step at the median than at the
-  minimum), and the plan predicts a typical step.
+  The probe takes the mean of its steps, not the fastest nor the median: a wait on another
+  process that some steps see belongs to the layout (measured here: with dp=2 x pp=2 the loss
+  broadcast that ends the schedule waits 1-7 ms on about half the steps), and the plan predicts
+  throughput, the time of many steps over their number; a median of such a two-valued step
+  time jumps between its values from run to run.
 * **optimizer update**: the slowest stage's parameters at the probe's CPU seconds per byte of a
   Trainer update (scaled by the tensors an update touches, ``2 + optimizer_states``).
 * **shared cores** (``cores=``, a job of more processes than cores on one machine).  Measured
@@ -442,7 +443,7 @@ def _probe_layout(dp: int, pp: int, tp: int, steps: int = 9) -> tuple[float, ...
     """(per step, per slot, per extra pair) wall seconds and (per step, per micro-batch, per extra
     pair) CPU seconds of a tiny net laid out as (dp, pp, tp): one Dense pair of width 8 per stage,
     one sample per micro-batch, GPipe with 1 and 5 micro-batches (``m + pp - 1`` slots each), the
-    median of ``steps`` steps after two warm-up ones."""
+    mean of ``steps`` steps after two warm-up ones (the pair: their median)."""
     from .. import autograd, gluon
     from ..gluon import nn
     from .pipeline import parallelize
@@ -470,11 +471,11 @@ def _probe_layout(dp: int, pp: int, tp: int, steps: int = 9) -> tuple[float, ...
             if i >= 2:
                 took.append(time.perf_counter() - t0)
                 cpu.append(time.process_time() - c0)
-        # the median step, not the fastest: a wait on another process that most steps see (the
-        # loss broadcast behind a replica's schedule, a peer's late start) is part of the layout's
-        # cost, and a job's typical step is what the plan predicts
-        times.append(statistics.median(took))
-        cpus.append(statistics.median(cpu))
+        # the mean step (throughput), not the fastest nor the median: a wait on another process
+        # that some steps see (the loss broadcast behind a replica's schedule, a peer's late
+        # start) is part of the layout's cost
+        times.append(statistics.mean(took))
+        cpus.append(statistics.mean(cpu))
     pair = pair_cpu = 0.0
     if tp > 1:  # the stage's pair alone, one sample: every rank of each tensor-parallel group
         stage = pnet._modules[pnet.stage]
