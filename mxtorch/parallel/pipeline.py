@@ -34,7 +34,7 @@ from ..gluon.parameter_dict import ParameterDict
 from ..gluon.serialization import load_named, load_tensors, save_tensors
 from ..kvstore.base import Capability
 from .config import Mesh, ParallelConfig
-from .split import Unit, chain_units, partition, split_at, unit_costs
+from .split import Unit, chain_units, checkpointed, partition, split_at, unit_costs
 from .tensor import ShardInfo, auto_plan, check_plan, gather_full, shard_units
 
 __all__ = ["parallelize", "PipelineNet", "SCHEDULES"]
@@ -58,10 +58,8 @@ class _Stage(torch.nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.checkpoint and torch.is_grad_enabled():
             # activation checkpointing: keep each layer's input only, recompute its inside in backward
-            from torch.utils.checkpoint import checkpoint
-
             for u in self.units:
-                x = checkpoint(u, x, use_reentrant=False)
+                x = checkpointed(u, x)
             return x
         for u in self.units:
             x = u(x)

@@ -75,7 +75,7 @@ import torch
 
 from ..base import MXNetError
 from .config import ParallelConfig
-from .split import Unit, chain_units, partition
+from .split import Unit, chain_units, checkpointed, partition
 from .tensor import auto_plan
 from .tp_rnn import collectives_per_step, is_recurrent, step_collectives
 
@@ -210,8 +210,6 @@ def _time_unit(block: Any, x: torch.Tensor, repeats: int, saved: _Saved | None,
                ckpt: bool = False) -> tuple[float, float, Any]:
     """The fastest forward and backward seconds of ``block`` on ``x`` (and its output); with
     ``ckpt`` run as activation checkpointing runs it (the backward recomputes the forward)."""
-    from torch.utils.checkpoint import checkpoint
-
     from .. import autograd
 
     fwd, bwd = [], []
@@ -227,7 +225,7 @@ def _time_unit(block: Any, x: torch.Tensor, repeats: int, saved: _Saved | None,
                 y = block(inp)
         elif ckpt:
             with autograd.record():
-                y = checkpoint(block, inp, use_reentrant=False)
+                y = checkpointed(block, inp)
         else:
             with autograd.record():
                 y = block(inp)

@@ -10,6 +10,7 @@ them.  :func:`partition` splits costs into contiguous stages minimising the slow
 
 from __future__ import annotations
 
+import contextlib
 import statistics
 import time
 from collections.abc import Sequence
@@ -18,9 +19,10 @@ from typing import Any
 
 import torch
 
+from .. import autograd
 from ..base import MXNetError
 
-__all__ = ["Unit", "chain_units", "unit_costs", "partition", "split_at"]
+__all__ = ["Unit", "chain_units", "unit_costs", "partition", "split_at", "checkpointed"]
 
 
 @dataclass
@@ -184,3 +186,19 @@ def split_at(units: Sequence[Unit], points: Sequence[str], stages: int) -> list[
                              f"a layer; {p!r} does not come after the previous one")
         starts.append(hits[0])
     return starts
+
+
+def checkpointed(block: Any, x: torch.Tensor) -> Any:
+    """``block(x)`` with activation checkpointing (only ``x`` is kept; backward recomputes the
+    inside).  The recomputation runs in the training mode of this call: Gluon's BatchNorm and
+    Dropout read autograd's mode, and backward may run outside ``autograd.record()`` (in predict
+    mode BatchNorm would recompute with its running statistics and save other tensors than the
+    forward did); torch restores the random state, so Dropout draws the same mask."""
+    from torch.utils.checkpoint import checkpoint
+
+    training = autograd.is_training()
+
+    def contexts() -> tuple[Any, Any]:
+        return contextlib.nullcontext(), (autograd.train_mode() if training else autograd.predict_mode())
+
+    return checkpoint(block, x, use_reentrant=False, context_fn=contexts)
