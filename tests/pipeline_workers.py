@@ -256,16 +256,23 @@ def convnet_reference(steps: int = 5) -> dict[str, torch.Tensor]:
     return one_process(build_convnet(), *image_data(), steps)["params"]
 
 
-def train_convnet_tp(path: str, steps: int = 5) -> dict[str, Any]:
-    """The convnet with tp=2 (its Dense pair split, the convolution replicated), saved to ``path``."""
+def train_convnet_tp(path: str, steps: int = 5, dp: int = 1, pp: int = 1) -> dict[str, Any]:
+    """The convnet with tp=2 (its Dense pair split, the convolution replicated), saved to ``path``;
+    with ``pp=2`` the second stage is the Dense pair, with ``dp=2`` each replica takes half the batch."""
     from mxtorch import gluon, parallel
 
-    pnet = parallel.parallelize(build_convnet(), parallel.ParallelConfig(tp=2), micro_batches=2,
-                                schedule="gpipe", kvstore=None)
+    cfg = parallel.ParallelConfig(dp=dp, pp=pp, tp=2)
+    pnet = parallel.parallelize(build_convnet(), cfg, micro_batches=2,
+                                schedule="gpipe" if pp == 1 else "1f1b",
+                                kvstore="horovod" if dp > 1 else None,
+                                split_points=["3"] if pp == 2 else None)
     x, y = image_data()
-    tr = gluon.Trainer(pnet.collect_params(), "sgd", {"learning_rate": 0.1, "momentum": 0.9})
+    share = x.shape[0] // dp
+    mine = slice(pnet.dp_rank * share, (pnet.dp_rank + 1) * share)
+    tr = gluon.Trainer(pnet.collect_params(), "sgd", {"learning_rate": 0.1, "momentum": 0.9},
+                       kvstore=pnet.kvstore)
     for _ in range(steps):
-        pnet.train_step(x, y, gluon.loss.SoftmaxCrossEntropyLoss())
+        pnet.train_step(x[mine], y[mine], gluon.loss.SoftmaxCrossEntropyLoss())
         tr.step(8)
     pnet.save_parameters(path)
     return {"plan": pnet.tp_plan}

@@ -223,7 +223,8 @@ def test_tensor_parallel_mlp_and_convnet_match_one_process(run_ranks, tmp_path, 
 
 @pytest.mark.slow
 def test_data_pipeline_tensor_3d_on_eight_processes(run_ranks, tmp_path, ref):
-    """dp=2 x pp=2 x tp=2: eight processes train to the single-process parameters."""
+    """dp=2 x pp=2 x tp=2: eight processes train the MLP and the convnet to the single-process
+    parameters."""
     path = str(tmp_path / "3d.params")
     res = run_ranks(w.train, 8, 2, 2, "1f1b", 2, 1, path, 5, 2, timeout=600)
     for r in res:
@@ -231,6 +232,12 @@ def test_data_pipeline_tensor_3d_on_eight_processes(run_ranks, tmp_path, ref):
         # the stage's gradients are reduced once per step, after the last micro-batch's backward
         assert r["allreduces"] == 5 * r["buckets"], (r["allreduces"], r["buckets"])
     check_against(ref, path, {"out": res[0]["out"], "losses": ref["losses"]})
+    cpath = str(tmp_path / "conv-3d.params")
+    plans = run_ranks(w.train_convnet_tp, 8, cpath, 5, 2, 2, timeout=600)
+    assert all(p["plan"] == {"3": "colwise", "4": "rowwise"} for p in plans)
+    got = load_tensors(cpath)
+    for k, v in w.convnet_reference().items():
+        torch.testing.assert_close(got[k], v, rtol=0, atol=1e-5, msg=lambda m, k=k: f"{k}: {m}")
 
 
 # ---- the planner --------------------------------------------------------------------------------
