@@ -125,6 +125,19 @@ def _snapshot(net: Any) -> dict[str, torch.Tensor]:
     return {k: p.data().detach().clone() for k, p in net._collect_params_with_prefix().items()}
 
 
+def _scheduled_step(tr: Any, step: int, states: str, forward_backward: Any, load: bool = True) -> None:
+    """Step ``step`` (from 1) of the server-optimizer scenario: states loaded before step 6 (if
+    ``load``), the learning rate changed after step 2, states saved after step 3."""
+    if step == 6 and load:
+        tr.load_states(states)
+    forward_backward()
+    tr.step(w.GLOBAL_BATCH)
+    if step == 2:
+        tr.set_learning_rate(LR_AT_STEP_3)
+    if step == 3:
+        tr.save_states(states)
+
+
 def server_optimizer_reference(folder: str, load: bool = True) -> dict[str, Any]:
     """One process: 5 steps (the learning rate changed after step 2), Trainer.save_states after
     step 3, then Trainer.load_states of that file (if ``load``) and a 6th step."""
@@ -137,16 +150,11 @@ def server_optimizer_reference(folder: str, load: bool = True) -> dict[str, Any]
     out: dict[str, Any] = {}
     states = os.path.join(folder, "reference.states")
     for step in range(1, 7):
-        if step == 6 and load:
-            tr.load_states(states)
-        with autograd.record():
-            loss = loss_fn(net(x), y)
-        loss.backward()
-        tr.step(w.GLOBAL_BATCH)
-        if step == 2:
-            tr.set_learning_rate(LR_AT_STEP_3)
-        if step == 3:
-            tr.save_states(states)
+        def one_step() -> None:
+            with autograd.record():
+                loss = loss_fn(net(x), y)
+            loss.backward()
+        _scheduled_step(tr, step, states, one_step, load)
         if step in (5, 6):
             out[f"step{step}"] = _snapshot(net)
     return out
@@ -172,14 +180,7 @@ def train_with_server_optimizer(gloo_port: int, folder: str) -> dict[str, Any]:
     states = os.path.join(folder, f"rank{kv.rank}.states")  # each rank its own (not collective)
     res: dict[str, Any] = {}
     for step in range(1, 7):
-        if step == 6:
-            tr.load_states(states)
-        pnet.train_step(x[mine], y[mine], loss_fn)
-        tr.step(w.GLOBAL_BATCH)
-        if step == 2:
-            tr.set_learning_rate(LR_AT_STEP_3)
-        if step == 3:
-            tr.save_states(states)
+        _scheduled_step(tr, step, states, lambda: pnet.train_step(x[mine], y[mine], loss_fn))
         if step in (5, 6):
             path = os.path.join(folder, f"step{step}.params")
             pnet.save_parameters(path)

@@ -453,6 +453,18 @@ def _wait_for_restart(folder: str, limit: float = 60.0) -> None:
         time.sleep(0.05)
 
 
+def _snapshot_then_wait_for_restart(kv: Any, folder: str) -> None:
+    """Every worker: worker 0 has the servers write a snapshot and names its files in
+    ``folder/snapshot-done``; then all wait until the test has restarted the server."""
+    kv.barrier()
+    paths = kv._snapshot() if kv.rank == 0 else []
+    kv.barrier()
+    if kv.rank == 0:
+        with open(os.path.join(folder, "snapshot-done"), "w") as f:
+            f.write("\n".join(paths))
+    _wait_for_restart(folder)
+
+
 def snapshot_then_wait(folder: str) -> dict[str, Any]:
     """Values and optimizer states into a snapshot; after the test restarts server 0, pull them back."""
     from mxtorch import optimizer
@@ -466,13 +478,7 @@ def snapshot_then_wait(folder: str) -> dict[str, Any]:
         kv.push(keys, [torch.full((3,), 1.0 + r), torch.full((4,), 2.0), torch.ones(30) * step])
     before = [torch.zeros(3), torch.zeros(4), torch.zeros(30)]
     kv.pull(keys, out=before)
-    kv.barrier()
-    paths = kv._snapshot() if r == 0 else []
-    kv.barrier()
-    if r == 0:
-        with open(os.path.join(folder, "snapshot-done"), "w") as f:
-            f.write("\n".join(paths))
-    _wait_for_restart(folder)
+    _snapshot_then_wait_for_restart(kv, folder)
     after = [torch.zeros(3), torch.zeros(4), torch.zeros(30)]
     kv.pull(keys, out=after)
     # training goes on against the restored server (momentum restored too)
@@ -496,13 +502,7 @@ def group_snapshot_then_wait(folder: str) -> dict[str, Any]:
     for _ in range(2):
         g.pushpull(0, torch.ones(3), out=v)
     before = v.clone()
-    kv.barrier()
-    paths = kv._snapshot() if r == 0 else []
-    kv.barrier()
-    if r == 0:
-        with open(os.path.join(folder, "snapshot-done"), "w") as f:
-            f.write("\n".join(paths))
-    _wait_for_restart(folder)
+    _snapshot_then_wait_for_restart(kv, folder)
     after = torch.zeros(3)
     g.pull(0, out=after)
     g.pushpull(0, torch.ones(3), out=v)
