@@ -267,3 +267,21 @@ def test_gaining_a_worker_keeps_the_accuracy_of_the_undisturbed_run(tmp_path):
     a, b = _accuracy(tmp_path / "plain"), _accuracy(tmp_path / "grown")
     print(f"held-out accuracy: undisturbed 2 workers {a:.4f}, a2 joined {b:.4f}")
     assert abs(a - b) <= 0.01
+
+
+def test_the_final_report_names_agents_in_their_order_not_the_order_they_ended():
+    import io
+
+    from mxtorch.launcher.elastic import supervise
+
+    def agent(delay: float, rc: int) -> subprocess.Popen:
+        code = f"import sys, time; time.sleep({delay}); sys.exit({rc})"
+        return subprocess.Popen([sys.executable, "-c", code])
+
+    # a2 ends first, a1 fails, a0 ends last
+    procs = {"a0": agent(1.0, 0), "a1": agent(0.3, 3), "a2": agent(0.0, 0)}
+    out = io.StringIO()
+    assert supervise(procs, timeout=60, out=out) == 0
+    last = out.getvalue().splitlines()[-1]
+    assert last == ("mxtorch launch: elastic job finished on agent(s) a0, a2; "
+                    "lost on the way: a1 (exit code 3)")

@@ -146,8 +146,9 @@ def supervise(procs: dict[str, subprocess.Popen[Any]], timeout: float | None, ou
         print("mxtorch launch: interrupted; all agents were stopped", file=out, flush=True)
         _stop(procs)
         return 130
-    finished = [n for n, rc in results.items() if rc == 0]
-    lost = [f"{n} ({_describe(rc)})" for n, rc in results.items() if rc != 0]
+    # in the agents' order, not the order they ended in (which varies from run to run)
+    finished = [n for n in procs if results[n] == 0]
+    lost = [f"{n} ({_describe(results[n])})" for n in procs if results[n] != 0]
     if finished:
         print(f"mxtorch launch: elastic job finished on agent(s) {', '.join(finished)}"
               + (f"; lost on the way: {', '.join(lost)}" if lost else ""), file=out, flush=True)
