@@ -637,9 +637,7 @@ def _predict(units: Sequence[Unit], costs: Sequence[LayerCost], pairs: dict[str,
             elif style == "colwise" and i > 0:
                 total += costs[i - 1].out_bytes
             elif style == "gates":
-                per_step = 2 if step_collectives(units[i].block)[0] == "all-reduce" else 1
-                total += per_step * gate_layers[i] * costs[i].out_bytes
-                total += costs[i - 1].out_bytes if i > 0 else 0.0
+                total += gate_volume[i] * costs[i].out_bytes + (costs[i - 1].out_bytes if i > 0 else 0.0)
         return total
 
     def tp_count(a: int, b: int) -> int:
@@ -652,6 +650,9 @@ def _predict(units: Sequence[Unit], costs: Sequence[LayerCost], pairs: dict[str,
                    if pairs.get(costs[i].path) == "gates")
 
     gate_layers = [collectives_per_step(u.block)[0] if pairs.get(u.path) == "gates" else 0 for u in units]
+    # a projected LSTM all-reduces both ways (twice an all-gather + reduce-scatter's bytes)
+    gate_volume = [n * (2 if n and step_collectives(u.block)[0] == "all-reduce" else 1)
+                   for n, u in zip(gate_layers, units, strict=True)]
 
     layout = (dp, pp, tp)
     measured = over is not None and layout in over.slot_s
