@@ -6,8 +6,9 @@
 * ``processes``: starts processes (``processes.start(argv, env=...)``) and guarantees that none
   outlives the test: on teardown each one still running is killed and reaped.
 * ``run_ranks``: :func:`mxtorch.distributed.testing.run_workers` (a function on N ranks of a real
-  gloo job over 127.0.0.1, with a timeout) -- the one harness for multi-process tests; scripts
-  run with :func:`~mxtorch.distributed.testing.run_script`, parameter-server jobs with
+  gloo job over 127.0.0.1, with a timeout; ranks fork from a forkserver that imported torch once,
+  see :func:`~mxtorch.distributed.testing.process_context`) -- the one harness for multi-process
+  tests; scripts run with :func:`~mxtorch.distributed.testing.run_script`, parameter-server jobs with
   :func:`mxtorch.kvstore.ps.testing.run_ps_job` (scheduler and servers on top of the same rules).
 
 Markers (``pyproject.toml``): ``slow`` (``bash scripts/test.sh -m slow``) and ``cluster``

@@ -35,6 +35,11 @@ def group_roundtrip() -> dict[str, Any]:
             "initialized": mxdist.is_initialized()}
 
 
+def environment_and_modules(names: list[str]) -> dict[str, Any]:
+    """The values of ``names`` in this rank's environment, its pid and working directory."""
+    return {"env": {n: os.environ.get(n) for n in names}, "pid": os.getpid(), "cwd": os.getcwd()}
+
+
 def return_rank_or_raise(bad_rank: int) -> int:
     rank = int(os.environ["RANK"])
     if rank == bad_rank:

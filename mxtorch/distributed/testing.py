@@ -41,7 +41,8 @@ from typing import Any
 from ..base import MXNetError
 from . import env as _env
 
-__all__ = ["free_port", "run_workers", "run_script", "rank_env", "WorkerFailed", "WorkerTimeout"]
+__all__ = ["free_port", "run_workers", "run_script", "rank_env", "process_context", "child_environment",
+           "WorkerFailed", "WorkerTimeout"]
 
 _GRACE_S = 5.0
 """After one rank fails, how long the others get to report (often their own, clearer error)."""
@@ -80,6 +81,42 @@ class WorkerTimeout(MXNetError):
             f"other rank): a collective waits for a peer that never joins it, or the work is too slow for "
             f"the limit{chr(10) + tails if tails else ''}"
         )
+
+
+_START_METHOD = "MXTORCH_TEST_START_METHOD"
+_PRELOAD = ["numpy", "torch"]
+_contexts: dict[str, Any] = {}
+
+
+def process_context() -> Any:
+    """The multiprocessing context the test harnesses start their processes with.
+
+    ``forkserver`` where the platform has it: one server process per test process imports
+    ``torch`` and ``numpy`` once, and each rank is forked from it, so a rank does not pay the
+    ~1 s of CPU that importing torch costs (most of a short multi-process test on a small
+    machine).  Each child still gets the parent's *current* environment, ``sys.path`` and
+    working directory (the harnesses pass the environment; multiprocessing the rest), as a
+    spawned one would.  ``MXTORCH_TEST_START_METHOD=spawn`` starts fresh interpreters instead.
+    """
+    raw = os.environ.get(_START_METHOD, "").strip().lower()
+    if raw not in ("", "spawn", "forkserver"):
+        raise ValueError(f"{_START_METHOD}={raw!r} is not a start method the test harnesses use: set it to "
+                         f"'forkserver' or 'spawn', or unset it (forkserver where available)")
+    method = raw or ("forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn")
+    ctx = _contexts.get(method)
+    if ctx is None:
+        ctx = mp.get_context(method)
+        if method == "forkserver":
+            ctx.set_forkserver_preload(_PRELOAD)
+        _contexts[method] = ctx
+    return ctx
+
+
+def child_environment(variables: Mapping[str, str]) -> None:
+    """In a harness's child: make ``os.environ`` exactly ``variables`` (the parent's environment
+    at start, plus the rank's variables), whatever environment the process was forked with."""
+    os.environ.clear()
+    os.environ.update(variables)
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -122,7 +159,7 @@ def _bootstrap(fn: Callable[..., Any], args: tuple[Any, ...], variables: dict[st
     os.dup2(fd, 2)
     os.close(fd)
     faulthandler.enable()  # a crash (segfault, abort) leaves its Python stack in that stderr
-    os.environ.update(variables)
+    child_environment(variables)
     import torch
 
     from . import exit_status, group
@@ -152,7 +189,7 @@ def run_workers(fn: Callable[..., Any], world_size: int, *args: Any, timeout: fl
     """
     if world_size < 1:
         raise ValueError(f"world_size must be >= 1, got {world_size}")
-    ctx = mp.get_context("spawn")
+    ctx = process_context()
     results: Any = ctx.Queue()
     port = free_port()
     extra = dict(env or {})
@@ -160,7 +197,7 @@ def run_workers(fn: Callable[..., Any], world_size: int, *args: Any, timeout: fl
         paths = [os.path.join(tmp, f"rank{r}.stderr") for r in range(world_size)]
         procs = []
         for r in range(world_size):
-            variables = {**rank_env(r, world_size, port, backend), **extra}
+            variables = {**os.environ, **rank_env(r, world_size, port, backend), **extra}
             # not daemonic, so that fn may start processes of its own (data loader workers)
             p = ctx.Process(target=_bootstrap, args=(fn, args, variables, r, paths[r], results),
                             name=f"mxtorch-rank{r}")

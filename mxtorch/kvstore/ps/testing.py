@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import contextlib
 import faulthandler
-import multiprocessing as mp
 import os
 import pickle
 import queue
@@ -38,7 +37,7 @@ from typing import Any
 
 from ...base import MXNetError
 from ...distributed import env as _env
-from ...distributed.testing import WorkerTimeout, free_port
+from ...distributed.testing import WorkerTimeout, child_environment, free_port, process_context
 
 __all__ = ["run_ps_job", "ps_cluster", "PSCluster", "PSJobFailed", "WorkerOutcome"]
 
@@ -85,7 +84,7 @@ def _redirect(stderr_path: str, variables: Mapping[str, str]) -> None:
     os.dup2(fd, 2)
     os.close(fd)
     faulthandler.enable()
-    os.environ.update(variables)
+    child_environment(variables)
 
 
 def _role_main(variables: dict[str, str], stderr_path: str) -> None:
@@ -151,7 +150,7 @@ class PSCluster:
             _env.DMLC_NODE_HOST: "127.0.0.1", _env.MXTORCH_DIST_TIMEOUT: str(timeout), "OMP_NUM_THREADS": "1",
             **dict(env or {}),
         }
-        self.ctx = mp.get_context("spawn")
+        self.ctx = process_context()
         self.results: Any = self.ctx.Queue()
         self.scheduler: Any = None
         self.servers: list[Any] = [None] * num_servers
@@ -166,7 +165,7 @@ class PSCluster:
         return _tail(self.log_path(name))
 
     def _role_env(self, role: str, rank: int | None, extra: Mapping[str, str] | None) -> dict[str, str]:
-        out = {**self.env, _env.DMLC_ROLE: role}
+        out = {**os.environ, **self.env, _env.DMLC_ROLE: role}
         if role == "worker":
             out[_env.DMLC_WORKER_ID] = str(rank)
         elif role == "server":
