@@ -131,7 +131,6 @@ def test_resume_falls_back_past_a_corrupt_checkpoint(tmp_path, capsys):
     assert (tmp_path / "a" / "model.params").read_bytes() == (tmp_path / "b" / "model.params").read_bytes()
 
 
-@pytest.mark.slow  # ~13 s; the fast run resumes killed jobs without pruning and runs pruning jobs
 @pytest.mark.timeout(600)
 def test_pruning_job_killed_mid_schedule_resumes_exactly(tmp_path):
     """--prune's masks and schedule position travel in the checkpoint: killed while the sparsity is

@@ -112,7 +112,6 @@ def test_manager_round_trip_and_corrupt_file_on_s3(s3_env):
     assert mgr3.extra == {"note": "step 2"}
 
 
-@pytest.mark.slow  # ~14 s; the fast run kills and resumes the local-directory job and checks the s3 writer
 @pytest.mark.timeout(400)
 def test_cli_checkpoint_dir_on_s3_killed_and_resumed(s3_env, tmp_path):
     uri = f"s3://mxtorch-ckpt/{uuid.uuid4().hex}/run"

@@ -36,7 +36,7 @@ def assert_params(path, ref, atol):
         torch.testing.assert_close(got[k], v, rtol=0, atol=atol, msg=lambda m, k=k: f"{k}: {m}")
 
 
-@pytest.mark.parametrize("update_on_kvstore", [None, pytest.param(False, marks=pytest.mark.slow)])
+@pytest.mark.parametrize("update_on_kvstore", [None, False])
 def test_dp2_pp2_over_parameter_servers_matches_one_process(tmp_path, ref, update_on_kvstore):
     """Trainer defaults (the optimizer on the servers, one per stage), and the workers updating."""
     path = str(tmp_path / "ps.params")

@@ -187,7 +187,6 @@ def test_trainer_with_sparse_embedding_gradients_equals_one_process(mode, embedd
 
 
 # ---- the recommender example through the launcher ----------------------------------------------------
-@pytest.mark.slow  # ~15 s: the example end to end; the fast run covers its pieces (sparse pulls, server rows)
 def test_recommend_example_runs_on_a_parameter_server_job():
     args = ["--kvstore", "dist_sync", "--epochs", "2", "--users", "300", "--items", "80",
             "--impressions-per-user", "40", "--batch-size", "256"]

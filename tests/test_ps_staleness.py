@@ -45,7 +45,6 @@ def test_a_staleness_bound_holds_the_fast_worker_back(tmp_path, bound):
     assert len(fast["gaps"]) == STEPS and max(fast["gaps"]) <= bound, fast["gaps"]
 
 
-@pytest.mark.slow  # ~14 s; the fast run keeps the staleness bounds' tests
 def test_staleness_zero_trains_like_dist_sync():
     sync = run_ps_job(w.plain_sgd_steps, 2, 2, "dist_sync", 4, timeout=120)
     bounded = run_ps_job(w.plain_sgd_steps, 2, 2, "dist_async", 4, timeout=120,
