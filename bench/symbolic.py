@@ -3,16 +3,19 @@
 One MLP (784-256-128-10, ReLU, softmax cross-entropy, SGD with momentum and weight decay on the
 weights — MXNet's Module exempts biases, so the Gluon and torch versions do too), one
 batch of 128, trained step by step three ways in this process, interleaved in rounds so
-machine noise hits all alike:
+machine noise hits all alike (each round starts with the next of the three, so none always
+runs right after the same other one):
 
 - ``module``: ``mx.mod.Module`` on ``mx.sym`` (forward_backward + update, as ``fit`` does);
 - ``gluon``: ``nn.HybridSequential`` + ``gluon.Trainer`` (record, loss, backward, step);
 - ``torch``: ``torch.nn.Sequential`` + ``torch.optim.SGD`` (the reference).
 
 It prints the median step time of each and the ratios module/gluon (goal <= 1.05) and
-module/torch.  With an MXNet 1.9.1 interpreter (``--mxnet-python``, default ``.venv-mxnet/bin/python``
-or ``/tmp/conformance-venv-mxnet/bin/python`` when present) it also times MXNet's own Module
-step in a subprocess (another process: compare it with care).
+module/torch, each the median over the rounds of that round's ratio (a round's steps run
+within a second of each other, so slow drift of the machine cancels in the pair).  With an
+MXNet 1.9.1 interpreter (``--mxnet-python``, default ``.venv-mxnet/bin/python`` or
+``/tmp/conformance-venv-mxnet/bin/python`` when present) it also times MXNet's own Module step
+in a subprocess (another process: compare it with care).
 
     python bench/symbolic.py [--rounds 7] [--steps 50] [--threads 1]
 """
@@ -153,18 +156,23 @@ def main() -> None:
 
     steps = {"module": _module_step(mxtorch), "gluon": _gluon_step(), "torch": _torch_step()}
     times: dict[str, list[float]] = {k: [] for k in steps}
-    for _ in range(args.rounds):
-        for k, fn in steps.items():
-            times[k].append(_time(fn, args.steps))
+    names = list(steps)
+    for r in range(args.rounds):
+        for k in names[r % len(names):] + names[: r % len(names)]:
+            times[k].append(_time(steps[k], args.steps))
     med = {k: statistics.median(v) for k, v in times.items()}
+
+    def ratio(a: str, b: str) -> float:
+        return statistics.median(x / y for x, y in zip(times[a], times[b]))
+
     print(
         f"MLP {SIZES}, batch {BATCH}, {args.threads} thread(s), median of {args.rounds} rounds x "
         f"{args.steps} steps"
     )
     for k, v in med.items():
         print(f"  {k:8s} {v * 1e3:8.3f} ms/step")
-    print(f"  module/gluon = {med['module'] / med['gluon']:.3f}  (goal <= 1.05)")
-    print(f"  module/torch = {med['module'] / med['torch']:.3f}")
+    print(f"  module/gluon = {ratio('module', 'gluon'):.3f}  (goal <= 1.05; median of the rounds' ratios)")
+    print(f"  module/torch = {ratio('module', 'torch'):.3f}")
     py = _mxnet_python(args.mxnet_python)
     if py is None:
         print("  MXNet 1.9.1: no interpreter found (--mxnet-python), skipped")
