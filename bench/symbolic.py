@@ -17,7 +17,7 @@ MXNet 1.9.1 interpreter (``--mxnet-python``, default ``.venv-mxnet/bin/python`` 
 ``/tmp/conformance-venv-mxnet/bin/python`` when present) it also times MXNet's own Module step
 in a subprocess (another process: compare it with care).
 
-    python bench/symbolic.py [--rounds 7] [--steps 50] [--threads 1]
+    python bench/symbolic.py [--rounds 15] [--steps 100] [--threads 1]
 """
 
 from __future__ import annotations
@@ -139,7 +139,7 @@ def _mxnet_python(given: str | None) -> str | None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--rounds", type=int, default=15)
     ap.add_argument("--steps", type=int, default=100)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--mxnet-python", default=None)

@@ -20,6 +20,8 @@ from ._dtype import to_torch_dtype
 from .base import MXNetError
 from .context import Context, current_context
 from .symbol._infer import infer_node_shapes
+from .symbol._loss import softmax_output_head
+from .symbol._ops import SOFTMAX_OPTIONS
 
 if TYPE_CHECKING:
     from .symbol.symbol import Symbol
@@ -125,7 +127,7 @@ def _check_shapes(
 
 
 class _Step:
-    __slots__ = ("call", "ins", "outs", "attrs", "device", "name", "op")
+    __slots__ = ("call", "ins", "outs", "attrs", "device", "name", "op", "head_loss")
 
     def __init__(
         self,
@@ -139,6 +141,8 @@ class _Step:
     ) -> None:
         self.call, self.ins, self.outs, self.attrs = call, ins, outs, attrs
         self.device, self.name, self.op = device, name, op
+        # a SoftmaxOutput whose output is a graph output: its options (see _Plan.run's roots)
+        self.head_loss: dict[str, Any] | None = None
 
 
 class _Plan:
@@ -173,8 +177,14 @@ class _Plan:
             self.steps.append(_Step(op.compiled(attrs), ins, outs, attrs, device, node.name, op.name))
         self.nslots = nslots
         self.heads = [slot[(id(n), i)] for n, i in symbol._outputs]
+        for st in self.steps:
+            if st.op == "SoftmaxOutput" and st.outs[0] in self.heads:
+                st.head_loss = {k: v for k, v in st.attrs.items() if k in SOFTMAX_OPTIONS}
 
-    def run(self, vals: list[Any], train: bool) -> None:
+    def run(self, vals: list[Any], train: bool, roots: dict[int, tuple[Any, Any]] | None = None) -> None:
+        """Run every step over ``vals``.  With ``roots`` (an executor that runs the backward
+        itself), a SoftmaxOutput head in the plain case computes its prediction outside the
+        autograd graph and ``roots[slot]`` gets (its data, the gradient for the data)."""
         for st in self.steps:
             ins = [vals[i] for i in st.ins]
             if st.device is not None:
@@ -182,6 +192,12 @@ class _Plan:
                     x.to(st.device) if isinstance(x, torch.Tensor) and x.device != st.device else x
                     for x in ins
                 ]
+            if roots is not None and st.head_loss is not None:
+                head = softmax_output_head(ins[0], ins[1], st.head_loss)
+                if head is not None:
+                    vals[st.outs[0]] = head[0]
+                    roots[st.outs[0]] = (ins[0], head[1])
+                    continue
             try:
                 out = st.call(ins, train)
             except MXNetError:
@@ -256,6 +272,7 @@ class Executor:
         # make their own gradient and ignore the head gradient; every other head needs one
         self._loss_heads = [not node.is_variable and node.opdef().is_loss for node, _ in symbol._outputs]
         self._heads: list[torch.Tensor] = []
+        self._roots: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
         self._leaves: list[tuple[int, torch.Tensor]] = []
         self.outputs: list[torch.Tensor] = []
         self._monitor: Callable[[str, torch.Tensor], None] | None = None
@@ -312,8 +329,9 @@ class Executor:
                     leaf = self.arg_arrays[i].detach().requires_grad_(True)
                     vals[i] = leaf
                     self._leaves.append((i, leaf))
+        self._roots = {}
         with torch.set_grad_enabled(bool(self._leaves)):
-            plan.run(vals, bool(is_train))
+            plan.run(vals, bool(is_train), self._roots if self._leaves else None)
         self._heads = [vals[s] for s in plan.heads]
         self.outputs = [h.detach() for h in self._heads]
         if self._monitor is not None:
@@ -336,7 +354,17 @@ class Executor:
         if len(grads) != len(self._heads):
             raise MXNetError(f"backward: {len(grads)} head gradients for {len(self._heads)} outputs")
         heads, hgrads = [], []
+        roots, started = self._roots, set()
         for k, (h, g) in enumerate(zip(self._heads, grads, strict=True)):
+            root = roots.get(self._plan.heads[k])
+            if root is not None:
+                # a plain SoftmaxOutput head: the backward starts at its data with the loss
+                # gradient (a head gradient is ignored, as by the operator); once per output
+                if root[0].requires_grad and self._plan.heads[k] not in started:
+                    started.add(self._plan.heads[k])
+                    heads.append(root[0])
+                    hgrads.append(root[1])
+                continue
             if h.requires_grad:
                 if g is None and not self._loss_heads[k]:
                     raise MXNetError(
@@ -377,6 +405,7 @@ class Executor:
                 elif g is not None:
                     dst.add_(g)
         self._leaves = []
+        self._roots = {}
 
     def _ones(self, k: int, head: torch.Tensor) -> torch.Tensor:
         """The head gradient handed to loss head ``k`` (which ignores it): ones, made once per

@@ -120,3 +120,64 @@ def test_gradient_arrays_that_are_views_of_a_callers_buffer_are_written_in_place
         ((x @ wt.T + bt) ** 2).sum().backward()
         assert wt.grad is not None and bt.grad is not None
         torch.testing.assert_close(flat, torch.cat([wt.grad.reshape(-1), bt.grad]))
+
+
+def _softmax_grad(x: torch.Tensor, label: torch.Tensor) -> torch.Tensor:
+    # d/dx of the summed cross-entropy = softmax(x) - onehot(label): SoftmaxOutput's gradient
+    xt = x.clone().requires_grad_()
+    torch.nn.functional.cross_entropy(xt, label.long(), reduction="sum").backward()
+    assert xt.grad is not None
+    return xt.grad
+
+
+@pytest.mark.parametrize("grouped", [False, True])
+def test_a_softmax_output_head_starts_the_backward_at_its_data(grouped: bool) -> None:
+    # the executor starts the backward of a plain SoftmaxOutput head at the operator's data with
+    # softmax - onehot (no autograd function in the graph): the gradients, the ignored head
+    # gradient, a head listed twice (counted once) and the prediction must be the operator's
+    data = mx.sym.var("data")
+    fc = mx.sym.FullyConnected(data, num_hidden=4, name="fc")
+    sm = mx.sym.SoftmaxOutput(fc, name="softmax")
+    net = mx.sym.Group([sm, sm]) if grouped else sm
+    ex = net.simple_bind(mx.cpu(), data=(6, 3), grad_req={"fc_weight": "write", "fc_bias": "write",
+                                                          "data": "write", "softmax_label": "null"})
+    g = torch.Generator().manual_seed(1)
+    x, w, b = torch.randn(6, 3, generator=g), torch.randn(4, 3, generator=g), torch.randn(4, generator=g)
+    label = torch.tensor([0.0, 3.0, 1.0, 2.0, 3.0, 0.0])
+    ex.copy_params_from({"fc_weight": w, "fc_bias": b})
+    outs = ex.forward(is_train=True, data=x, softmax_label=label)
+    ex.backward([torch.full((6, 4), 7.0)] * len(outs))  # ignored by the loss head
+    logits = x @ w.T + b
+    dlogits = _softmax_grad(logits, label)
+    for o in outs:
+        torch.testing.assert_close(o, torch.softmax(logits, -1))
+    torch.testing.assert_close(ex.grad_dict["fc_weight"], dlogits.T @ x)
+    torch.testing.assert_close(ex.grad_dict["fc_bias"], dlogits.sum(0))
+    torch.testing.assert_close(ex.grad_dict["data"], dlogits @ w)
+
+
+def test_a_softmax_output_of_a_variable_gives_it_the_loss_gradient_in_its_own_array() -> None:
+    # the backward's start is the argument itself: its gradient array gets a copy of the loss
+    # gradient, which stays correct on the next step
+    x = mx.sym.var("x")
+    ex = mx.sym.SoftmaxOutput(x, name="softmax").simple_bind(
+        mx.cpu(), x=(3, 5), grad_req={"x": "write", "softmax_label": "null"})
+    held = ex.grad_dict["x"]
+    label = torch.tensor([4.0, 0.0, 2.0])
+    for seed in range(2):
+        xv = torch.randn(3, 5, generator=torch.Generator().manual_seed(seed))
+        ex.forward(is_train=True, x=xv, softmax_label=label)
+        ex.backward()
+        assert ex.grad_dict["x"] is held
+        torch.testing.assert_close(held, _softmax_grad(xv, label))
+
+
+def test_a_softmax_output_with_options_keeps_its_own_rule() -> None:
+    # normalization='batch' and grad_scale are not the plain case: the operator's own backward
+    data = mx.sym.var("data")
+    net = mx.sym.SoftmaxOutput(data, name="softmax", normalization="batch", grad_scale=3.0)
+    ex = net.simple_bind(mx.cpu(), data=(4, 3), grad_req={"data": "write", "softmax_label": "null"})
+    xv, label = torch.randn(4, 3), torch.tensor([2.0, 0.0, 1.0, 1.0])
+    ex.forward(is_train=True, data=xv, softmax_label=label)
+    ex.backward()
+    torch.testing.assert_close(ex.grad_dict["data"], _softmax_grad(xv, label) * 3.0 / 4)

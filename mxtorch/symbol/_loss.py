@@ -14,7 +14,8 @@ import torch
 
 Tensor = torch.Tensor
 
-__all__ = ["softmax_output", "regression_output", "svm_output", "make_loss", "block_grad"]
+__all__ = ["softmax_output", "softmax_output_head", "regression_output", "svm_output", "make_loss",
+           "block_grad"]
 
 
 def _normalizer(normalization: str, batch: int, valid: Tensor | None, op: str) -> Any:
@@ -40,6 +41,19 @@ def _plain(o: dict[str, Any]) -> bool:
             and not o.get("out_grad", False))
 
 
+def _plain_rows(o: dict[str, Any], data: Tensor, label: Tensor) -> bool:
+    """The common case: a classifier's head with MXNet's defaults, one label per row."""
+    return (not o or set(o) <= _PLAIN and _plain(o)) and data.dim() == 2 and label.numel() == data.shape[0]
+
+
+def _plain_grad(prob: Tensor, label: Tensor) -> Tensor:
+    """``softmax - onehot(label)``, the plain case's gradient."""
+    lab = label.reshape(-1, 1).to(torch.long).clamp(0, prob.shape[1] - 1)
+    grad = prob.clone()
+    grad.scatter_add_(1, lab, torch.full_like(lab, -1, dtype=prob.dtype))
+    return grad
+
+
 class _SoftmaxOutput(torch.autograd.Function):
     @staticmethod
     def forward(ctx: Any, data: Tensor, label: Tensor, opts: dict[str, Any]) -> Tensor:
@@ -60,13 +74,8 @@ class _SoftmaxOutput(torch.autograd.Function):
     def backward(ctx: Any, grad_out: Tensor) -> Any:
         prob, label = ctx.saved_tensors
         o = ctx.opts
-        if not o or set(o) <= _PLAIN and _plain(o):
-            # the common case (a classifier's head with MXNet's defaults): softmax - onehot
-            if prob.dim() == 2 and label.numel() == prob.shape[0]:
-                lab = label.reshape(-1, 1).to(torch.long).clamp(0, prob.shape[1] - 1)
-                grad = prob.clone()
-                grad.scatter_add_(1, lab, torch.full_like(lab, -1, dtype=prob.dtype))
-                return grad, None, None
+        if _plain_rows(o, prob, label):
+            return _plain_grad(prob, label), None, None
         multi = bool(o.get("multi_output", False))
         if multi:
             p = prob.reshape(prob.shape[0], prob.shape[1], -1).movedim(1, -1).reshape(-1, prob.shape[1])
@@ -121,6 +130,18 @@ class _SoftmaxOutput(torch.autograd.Function):
 def softmax_output(data: Tensor, label: Tensor, **opts: Any) -> Tensor:
     """Softmax prediction; its gradient is ``(softmax - onehot(label)) * grad_scale / norm``."""
     return _SoftmaxOutput.apply(data, label, opts)  # type: ignore[no-any-return]
+
+
+def softmax_output_head(data: Tensor, label: Tensor, opts: dict[str, Any]) -> tuple[Tensor, Tensor] | None:
+    """For an executor that starts the backward itself: SoftmaxOutput's prediction (outside the
+    autograd graph) and the gradient its backward would hand ``data`` (the head gradient ignored,
+    as in MXNet), so the backward can start at ``data`` with no Python autograd function in the
+    graph.  None where the plain case (MXNet's defaults, one label per row) does not apply."""
+    if not _plain_rows(opts, data, label):
+        return None
+    with torch.no_grad():
+        prob = torch.softmax(data, dim=-1)
+        return prob, _plain_grad(prob, label)
 
 
 _FORWARD = {

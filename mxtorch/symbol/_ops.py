@@ -277,7 +277,7 @@ _add(OpDef("_rnn_param_concat", _nd_run(_nd_concat), None, compile=_nd_compile(_
 # output (loss) operators
 # ----------------------------------------------------------------------------------------------
 
-_SOFTMAX_KEYS = (
+SOFTMAX_OPTIONS = (
     "grad_scale",
     "ignore_label",
     "multi_output",
@@ -300,7 +300,9 @@ def _label_shape(attrs: dict[str, Any], data: Shape) -> dict[str, Shape]:
 _add(
     OpDef(
         "SoftmaxOutput",
-        lambda ins, a, t: _loss.softmax_output(ins[0], ins[1], **{k: a[k] for k in _SOFTMAX_KEYS if k in a}),
+        lambda ins, a, t: _loss.softmax_output(
+            ins[0], ins[1], **{k: a[k] for k in SOFTMAX_OPTIONS if k in a}
+        ),
         _always(["data", "label"]),
         param_shapes=_label_shape,
         is_loss=True,
