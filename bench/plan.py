@@ -89,7 +89,8 @@ def main() -> None:
 
     from mxtorch import parallel
     from mxtorch.distributed.testing import run_workers
-    from mxtorch.parallel.planner import _probe_link, usable_cores
+    from mxtorch.parallel.planner import usable_cores
+    from mxtorch.parallel.probe import probe_link
 
     torch.set_num_threads(1)
     net = build(args.width, args.pairs)
@@ -98,7 +99,7 @@ def main() -> None:
     # bandwidth is given; done here to print what the probe saw)
     layouts = [(4 // (tp * pp), pp, tp) for tp in (1, 2, 4) for pp in (1, 2, 4) if 4 % (tp * pp) == 0]
     t0 = time.perf_counter()
-    bw, lat, over = _probe_link(4, layouts)
+    bw, lat, over = probe_link(4, layouts)
     print(f"probe ({time.perf_counter() - t0:.1f} s): {bw / 1e6:.0f} MB/s, all-reduce latency "
           f"{lat * 1e6:.0f} us")
     assert over is not None

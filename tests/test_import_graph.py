@@ -161,3 +161,9 @@ def test_gluon_modules_import_in_fresh_interpreters() -> None:
         if proc.returncode != 0:
             failed[m] = err[-2000:]
     assert not failed, failed
+
+
+def test_no_module_of_the_package_is_over_700_lines() -> None:
+    # issue 14's rule: a module that grows past this is doing more than one job; split it
+    long = {name: n for name, path in _modules().items() if (n := len(path.read_text().splitlines())) > 700}
+    assert long == {}, f"split these modules (lines): {long}"

@@ -117,9 +117,9 @@ def test_oversubscribed_collectives_run_at_the_rate_measured_beside_computing_ra
 
 
 def test_the_probe_measures_each_layouts_fixed_costs():
-    from mxtorch.parallel.planner import _probe_link
+    from mxtorch.parallel.probe import probe_link
 
-    bw, lat, over = _probe_link(2, [(1, 2, 1), (1, 1, 2), (2, 2, 2)])  # the last is not 2 processes
+    bw, lat, over = probe_link(2, [(1, 2, 1), (1, 1, 2), (2, 2, 2)])  # the last is not 2 processes
     assert bw > 0 and lat > 0 and over is not None
     assert set(over.slot_s) == {(1, 2, 1), (1, 1, 2)} and set(over.pair_s) == {2}
     assert all(v >= 0 for v in [*over.slot_s.values(), *over.step_s.values()]) and over.pair_s[2] > 0
