@@ -13,7 +13,8 @@ if [ "$#" -gt 0 ]; then
   exec .venv/bin/python -m pytest -q -m "not slow and not cluster" "$@"
 fi
 # Two pytest workers (pytest-xdist): most tests wait on the processes they start, so one pytest
-# process kept these 2 cores only ~1.2 busy (measured: 600 s one process, 444 s with -n 2).
+# process kept these 2 cores only ~1.2 busy (measured then: 600 s one process, 444 s with -n 2;
+# 2026-11-27, with ranks forked from a preloaded forkserver: 270 s with -n 2, 3 workers no faster).
 # MXTORCH_TEST_JOBS=0 runs in one process.
 .venv/bin/python -m pytest -q -n "${MXTORCH_TEST_JOBS:-2}" -m "not slow and not cluster"
 .venv/bin/python -m pytest -q -m "cluster and not slow" tests/cluster
