@@ -96,7 +96,9 @@ def process_context() -> Any:
     ~1 s of CPU that importing torch costs (most of a short multi-process test on a small
     machine).  Each child still gets the parent's *current* environment, ``sys.path`` and
     working directory (the harnesses pass the environment; multiprocessing the rest), as a
-    spawned one would.  ``MXTORCH_TEST_START_METHOD=spawn`` starts fresh interpreters instead.
+    spawned one would.  ``MXTORCH_TEST_START_METHOD=spawn`` starts fresh interpreters instead:
+    use it when a rank needs a variable that torch or numpy read while being imported (torch
+    reads ``OMP_NUM_THREADS``, ``CUDA_VISIBLE_DEVICES`` and the like later, at first use).
     """
     raw = os.environ.get(_START_METHOD, "").strip().lower()
     if raw not in ("", "spawn", "forkserver"):
