@@ -881,7 +881,8 @@ SLOW = 1000.0  # the slow worker's pushes move the value by this much, the fast 
 
 def staleness_race(steps: int, folder: str, wait_for_fast: bool) -> dict[str, Any]:
     """Rank 0 pushes and pulls as fast as it can; rank 1 (slowed down) pushes once, then, with
-    ``wait_for_fast``, sleeps until rank 0 is done, else for a moment, then pushes slowly.  Rank 0
+    ``wait_for_fast``, sleeps until rank 0 is done (which started after that first push), else
+    for a moment, then pushes slowly.  Rank 0
     reads from each pulled value how many of rank 1's pushes are in: its lead (gap) per pull."""
     from mxtorch import optimizer
 
@@ -890,8 +891,13 @@ def staleness_race(steps: int, folder: str, wait_for_fast: bool) -> dict[str, An
     kv.init(0, torch.zeros(1))
     kv.barrier()
     done = os.path.join(folder, "fast-done")
+    first = os.path.join(folder, "slow-pushed-once")
     got = torch.zeros(1)
     if kv.rank == 0:
+        if wait_for_fast:  # the race starts once rank 1's first push is in (else 12 ahead, not 11)
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline and not os.path.exists(first):
+                time.sleep(0.01)
         gaps = []
         for i in range(steps):
             kv.pushpull(0, torch.full((1,), -1.0), out=got)
@@ -901,6 +907,8 @@ def staleness_race(steps: int, folder: str, wait_for_fast: bool) -> dict[str, An
             f.write("done")
         return {"gaps": gaps, "staleness": kv.staleness}
     kv.pushpull(0, torch.full((1,), -SLOW), out=got)
+    with open(first, "w") as f:
+        f.write("pushed")
     deadline = time.monotonic() + (60 if wait_for_fast else 1.0)
     while time.monotonic() < deadline and not os.path.exists(done):
         time.sleep(0.05)
