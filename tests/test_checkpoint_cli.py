@@ -83,7 +83,6 @@ def test_single_process_killed_twice_resumes_exactly(tmp_path):
     assert len(metrics["epochs"]) == 2
 
 
-@pytest.mark.slow  # the test command's time budget: `bash scripts/test.sh -m slow` runs it
 @pytest.mark.timeout(600)
 def test_two_horovod_workers_killed_mid_epoch_resume_exactly(tmp_path):
     workers = ["launch", "-n", "2", "--", "--kvstore", "horovod"]  # mxtorch launch -n 2 mxtorch train ...
@@ -96,7 +95,6 @@ def test_two_horovod_workers_killed_mid_epoch_resume_exactly(tmp_path):
     assert metrics["workers"] == 2
 
 
-@pytest.mark.slow  # the test command's time budget: `bash scripts/test.sh -m slow` runs it
 @pytest.mark.timeout(600)
 def test_dist_sync_2bit_with_a_server_killed_resumes_exactly(tmp_path):
     """The servers' optimizer states (momentum) and every worker's 2-bit residuals are restored."""
@@ -110,7 +108,6 @@ def test_dist_sync_2bit_with_a_server_killed_resumes_exactly(tmp_path):
     assert metrics["compression"]["params"]["type"] == "2bit"
 
 
-@pytest.mark.slow  # the test command's time budget: `bash scripts/test.sh -m slow` runs it
 @pytest.mark.timeout(300)
 def test_resume_falls_back_past_a_corrupt_checkpoint(tmp_path, capsys):
     """One epoch in this process; the newest checkpoint's parameters are corrupted, --resume

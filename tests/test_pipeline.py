@@ -51,7 +51,6 @@ def test_every_schedule_on_two_stages_matches_one_process(run_ranks, tmp_path, r
     assert 0 < r0["gpipe"]["bytes"] < total
 
 
-@pytest.mark.slow  # 4-process runs (20 s here): `bash scripts/test.sh -m slow`
 def test_data_times_pipeline_and_four_stages(run_ranks, tmp_path, ref):
     """dp=2 x pp=2 (the dp group's store sums gradients), the file loads into pp=4, pp=4 trains alike."""
     path = str(tmp_path / "dp2pp2.params")
@@ -221,7 +220,6 @@ def test_tensor_parallel_mlp_and_convnet_match_one_process(run_ranks, tmp_path, 
         torch.testing.assert_close(got[k], v, rtol=0, atol=1e-5, msg=lambda m, k=k: f"{k}: {m}")
 
 
-@pytest.mark.slow
 def test_data_pipeline_tensor_3d_on_eight_processes(run_ranks, tmp_path, ref):
     """dp=2 x pp=2 x tp=2: eight processes train the MLP and the convnet to the single-process
     parameters."""

@@ -64,9 +64,6 @@ def test_lstm_with_projection_split_by_gates_trains_like_one_process(run_ranks, 
     _check_training("lstmp", res, path)
 
 
-# slow (11 s): the fast run keeps the LSTM training test, and the GRU and RNN split layers are
-# checked forward and backward against the plain layers by the states test below
-@pytest.mark.slow
 def test_gru_and_rnn_split_by_gates_train_like_one_process(run_ranks, tmp_path):
     """A 2-layer GRU -> a bidirectional tanh RNN -> Dense, tp=2: 5 steps equal one process."""
     path = str(tmp_path / "gru.params")
@@ -75,7 +72,6 @@ def test_gru_and_rnn_split_by_gates_train_like_one_process(run_ranks, tmp_path):
     _check_training("gru", res, path)
 
 
-@pytest.mark.slow  # four processes on this machine's two cores
 def test_lstm_split_by_gates_with_data_parallel_replicas(run_ranks, tmp_path):
     """dp=2 x tp=2: two tensor-parallel groups, each on half the batch, the dp store summing gradients."""
     path = str(tmp_path / "dp2tp2.params")
@@ -83,7 +79,6 @@ def test_lstm_split_by_gates_with_data_parallel_replicas(run_ranks, tmp_path):
     _check_training("lstm", res, path)
 
 
-@pytest.mark.slow  # four processes on this machine's two cores
 def test_gru_and_rnn_split_by_gates_in_two_pipeline_stages(run_ranks, tmp_path):
     """pp=2 x tp=2, 1F1B: the GRU's (batch-major) output crosses the stage boundary to the RNN."""
     path = str(tmp_path / "pp2tp2.params")
