@@ -20,7 +20,7 @@ from ._dtype import to_torch_dtype
 from .base import MXNetError
 from .context import Context, current_context
 from .symbol._infer import infer_node_shapes
-from .symbol._loss import softmax_output_head
+from .symbol._loss import plain_options, softmax_output_head
 from .symbol._ops import SOFTMAX_OPTIONS
 
 if TYPE_CHECKING:
@@ -141,8 +141,9 @@ class _Step:
     ) -> None:
         self.call, self.ins, self.outs, self.attrs = call, ins, outs, attrs
         self.device, self.name, self.op = device, name, op
-        # a SoftmaxOutput whose output is a graph output: its options (see _Plan.run's roots)
-        self.head_loss: dict[str, Any] | None = None
+        # a SoftmaxOutput with MXNet's default options whose output is a graph output (see
+        # _Plan.run's roots)
+        self.head_loss = False
 
 
 class _Plan:
@@ -179,7 +180,7 @@ class _Plan:
         self.heads = [slot[(id(n), i)] for n, i in symbol._outputs]
         for st in self.steps:
             if st.op == "SoftmaxOutput" and st.outs[0] in self.heads:
-                st.head_loss = {k: v for k, v in st.attrs.items() if k in SOFTMAX_OPTIONS}
+                st.head_loss = plain_options({k: v for k, v in st.attrs.items() if k in SOFTMAX_OPTIONS})
 
     def run(self, vals: list[Any], train: bool, roots: dict[int, tuple[Any, Any]] | None = None) -> None:
         """Run every step over ``vals``.  With ``roots`` (an executor that runs the backward
@@ -192,8 +193,8 @@ class _Plan:
                     x.to(st.device) if isinstance(x, torch.Tensor) and x.device != st.device else x
                     for x in ins
                 ]
-            if roots is not None and st.head_loss is not None:
-                head = softmax_output_head(ins[0], ins[1], st.head_loss)
+            if roots is not None and st.head_loss:
+                head = softmax_output_head(ins[0], ins[1])
                 if head is not None:
                     vals[st.outs[0]] = head[0]
                     roots[st.outs[0]] = (ins[0], head[1])
@@ -356,12 +357,13 @@ class Executor:
         heads, hgrads = [], []
         roots, started = self._roots, set()
         for k, (h, g) in enumerate(zip(self._heads, grads, strict=True)):
-            root = roots.get(self._plan.heads[k])
+            slot = self._plan.heads[k]
+            root = roots.get(slot)
             if root is not None:
                 # a plain SoftmaxOutput head: the backward starts at its data with the loss
                 # gradient (a head gradient is ignored, as by the operator); once per output
-                if root[0].requires_grad and self._plan.heads[k] not in started:
-                    started.add(self._plan.heads[k])
+                if root[0].requires_grad and slot not in started:
+                    started.add(slot)
                     heads.append(root[0])
                     hgrads.append(root[1])
                 continue

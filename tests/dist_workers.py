@@ -35,7 +35,7 @@ def group_roundtrip() -> dict[str, Any]:
             "initialized": mxdist.is_initialized()}
 
 
-def environment_and_modules(names: list[str]) -> dict[str, Any]:
+def rank_environment(names: list[str]) -> dict[str, Any]:
     """The values of ``names`` in this rank's environment, its pid and working directory."""
     return {"env": {n: os.environ.get(n) for n in names}, "pid": os.getpid(), "cwd": os.getcwd()}
 

@@ -143,11 +143,11 @@ def test_ranks_get_the_parents_current_environment(monkeypatch, tmp_path, method
     # forkserver (the default) forks ranks from a server started by an earlier test: a variable
     # set or removed since must still reach the ranks as it would a spawned process
     monkeypatch.setenv("MXTORCH_TEST_START_METHOD", method)
-    run_workers(w.environment_and_modules, 1, [], timeout=60)  # the server exists from here on
+    run_workers(w.rank_environment, 1, [], timeout=60)  # the server exists from here on
     monkeypatch.setenv("MXTORCH_SET_AFTER_START", "yes")
     monkeypatch.delenv("HOME", raising=False)
     monkeypatch.chdir(tmp_path)
-    results = run_workers(w.environment_and_modules, 2, ["MXTORCH_SET_AFTER_START", "HOME", "RANK"],
+    results = run_workers(w.rank_environment, 2, ["MXTORCH_SET_AFTER_START", "HOME", "RANK"],
                           env={"MXTORCH_EXTRA": "1"}, timeout=60)
     assert [r["env"] for r in results] == [
         {"MXTORCH_SET_AFTER_START": "yes", "HOME": None, "RANK": str(rank)} for rank in range(2)]
@@ -158,7 +158,7 @@ def test_ranks_get_the_parents_current_environment(monkeypatch, tmp_path, method
 def test_a_bad_start_method_says_what_to_set(monkeypatch):
     monkeypatch.setenv("MXTORCH_TEST_START_METHOD", "fork")
     with pytest.raises(ValueError, match=r"MXTORCH_TEST_START_METHOD='fork'.*'forkserver' or 'spawn'"):
-        run_workers(w.environment_and_modules, 1, [], timeout=60)
+        run_workers(w.rank_environment, 1, [], timeout=60)
 
 
 def test_worker_exception_reaches_the_parent_with_its_traceback():

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+from torch.utils.checkpoint import checkpoint
 
 from .. import autograd
 from ..base import MXNetError
@@ -194,8 +195,6 @@ def checkpointed(block: Any, x: torch.Tensor) -> Any:
     Dropout read autograd's mode, and backward may run outside ``autograd.record()`` (in predict
     mode BatchNorm would recompute with its running statistics and save other tensors than the
     forward did); torch restores the random state, so Dropout draws the same mask."""
-    from torch.utils.checkpoint import checkpoint
-
     training = autograd.is_training()
 
     def contexts() -> tuple[Any, Any]:

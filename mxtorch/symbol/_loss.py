@@ -14,8 +14,8 @@ import torch
 
 Tensor = torch.Tensor
 
-__all__ = ["softmax_output", "softmax_output_head", "regression_output", "svm_output", "make_loss",
-           "block_grad"]
+__all__ = ["softmax_output", "softmax_output_head", "plain_options", "regression_output", "svm_output",
+           "make_loss", "block_grad"]
 
 
 def _normalizer(normalization: str, batch: int, valid: Tensor | None, op: str) -> Any:
@@ -41,9 +41,13 @@ def _plain(o: dict[str, Any]) -> bool:
             and not o.get("out_grad", False))
 
 
-def _plain_rows(o: dict[str, Any], data: Tensor, label: Tensor) -> bool:
-    """The common case: a classifier's head with MXNet's defaults, one label per row."""
-    return (not o or set(o) <= _PLAIN and _plain(o)) and data.dim() == 2 and label.numel() == data.shape[0]
+def plain_options(o: dict[str, Any]) -> bool:
+    """Whether SoftmaxOutput's options ``o`` are MXNet's defaults (the classifier head's case)."""
+    return not o or set(o) <= _PLAIN and _plain(o)
+
+
+def _one_label_per_row(data: Tensor, label: Tensor) -> bool:
+    return data.dim() == 2 and label.numel() == data.shape[0]
 
 
 def _plain_grad(prob: Tensor, label: Tensor) -> Tensor:
@@ -74,7 +78,7 @@ class _SoftmaxOutput(torch.autograd.Function):
     def backward(ctx: Any, grad_out: Tensor) -> Any:
         prob, label = ctx.saved_tensors
         o = ctx.opts
-        if _plain_rows(o, prob, label):
+        if plain_options(o) and _one_label_per_row(prob, label):
             return _plain_grad(prob, label), None, None
         multi = bool(o.get("multi_output", False))
         if multi:
@@ -132,12 +136,13 @@ def softmax_output(data: Tensor, label: Tensor, **opts: Any) -> Tensor:
     return _SoftmaxOutput.apply(data, label, opts)  # type: ignore[no-any-return]
 
 
-def softmax_output_head(data: Tensor, label: Tensor, opts: dict[str, Any]) -> tuple[Tensor, Tensor] | None:
-    """For an executor that starts the backward itself: SoftmaxOutput's prediction (outside the
-    autograd graph) and the gradient its backward would hand ``data`` (the head gradient ignored,
-    as in MXNet), so the backward can start at ``data`` with no Python autograd function in the
-    graph.  None where the plain case (MXNet's defaults, one label per row) does not apply."""
-    if not _plain_rows(opts, data, label):
+def softmax_output_head(data: Tensor, label: Tensor) -> tuple[Tensor, Tensor] | None:
+    """For an executor that starts the backward itself, of a SoftmaxOutput whose options are
+    MXNet's defaults (:func:`plain_options`): the prediction (outside the autograd graph) and the
+    gradient the operator's backward would hand ``data`` (the head gradient ignored, as in MXNet),
+    so the backward can start at ``data`` with no Python autograd function in the graph.  None
+    unless there is one label per row of 2-D data (the operator's autograd function then)."""
+    if not _one_label_per_row(data, label):
         return None
     with torch.no_grad():
         prob = torch.softmax(data, dim=-1)
