@@ -83,3 +83,40 @@ def gradual_ps(kvstore: str, update_on_kvstore: bool | None, steps: int) -> dict
     weights = {k: p.data().detach().clone() for k, p in params.items()}
     return {"masks": masks, "zero": zero_after_step, "weights": weights, "pulled_nonzero": pulled_nonzero,
             "update_on_kvstore": trainer._update_on_kvstore, "sparsity": pruning.sparsity(net)["total"]}
+
+
+def random_masks_without_pruner(steps: int) -> dict[str, Any]:
+    """One-shot ``random`` pruning of a small MLP under the 'horovod' store, the Pruner dropped and
+    garbage-collected before training: the masks (the same seed on every rank) must stay enforced
+    by the network itself.  Returns the masks and the weights after ``steps`` training steps."""
+    import gc
+
+    import mxtorch as mx
+    from mxtorch import autograd, gluon
+    from mxtorch.contrib import pruning
+    from mxtorch.gluon import nn
+
+    torch.set_num_threads(1)
+    kv = mx.kv.create("horovod")
+    mx.random.seed(100 + kv.rank)  # each rank its own initial weights: rank 0's are broadcast
+    net = nn.HybridSequential()
+    net.add(nn.Dense(16, activation="relu", in_units=8), nn.Dense(4, in_units=16))
+    net.initialize()
+    trainer = gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.1, "momentum": 0.9,
+                                                          "wd": 1e-3}, kvstore=kv)
+    pruner = pruning.Pruner("random", seed=5)
+    pruner.apply(net, sparsity=0.6)
+    masks = pruner.masks
+    del pruner
+    gc.collect()
+    loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
+    g = torch.Generator().manual_seed(7 + kv.rank)
+    for _ in range(steps):
+        x = torch.randn(6, 8, generator=g)
+        y = torch.randint(0, 4, (6,), generator=g)
+        with autograd.record():
+            loss = loss_fn(net(x), y)
+        loss.backward()
+        trainer.step(6 * kv.num_workers)
+    weights = {k: p.data().detach().clone() for k, p in net._collect_params_with_prefix().items()}
+    return {"masks": masks, "weights": weights}

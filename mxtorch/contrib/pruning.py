@@ -29,6 +29,12 @@ concatenations a channel can only go where the layer's output reaches the next l
 How masks stay applied.  Each masked parameter copy gets a gradient hook that zeroes the masked
 entries of its gradient as backward produces it, i.e. before any reduction: every store
 (``local``, ``horovod`` with its backward-time reduction, ``dist_sync``) sums masked gradients.
+The masks belong to the network, not to the Pruner: the hooks hold them, so they stay enforced
+for as long as the parameters live, whether or not the Pruner object is kept
+(``Pruner("l1").apply(net, sparsity=0.7)`` alone prunes for good); a later Pruner on the same
+network takes them over, and :meth:`Pruner.remove` ends them.  (Copies made after the Pruner is
+gone, by ``reset_ctx`` or ``cast``, are hooked by the next ``pruner.step()``: keep the Pruner
+for those.)
 When masks change, the masked entries of the weights and of the Trainer's optimizer states
 (momentum, Adam's moments, multi-precision master weights) are set to zero.  A zero weight with
 a zero gradient and zero optimizer state stays exactly zero through SGD (momentum, weight decay
@@ -147,11 +153,13 @@ def _mask_tensors(state: Any, mask: torch.Tensor) -> None:
             _mask_tensors(s, mask)
 
 
-class _Masked:
-    """One masked parameter: its mask (bool, CPU), per-device copies, and its gradient hooks."""
+class _MaskCell:
+    """A parameter's mask as its gradient hooks read it (bool, CPU, plus per-device copies), and the
+    hooks themselves.  The hooks hold the cell strongly and the cell holds nothing of the network (a
+    weak reference to each hooked tensor, and hook handles, which are weak too): the mask guards the
+    gradients for as long as the tensors live, whether or not a Pruner is kept, without a cycle."""
 
-    def __init__(self, param: Parameter, mask: torch.Tensor) -> None:
-        self.param = param
+    def __init__(self, mask: torch.Tensor) -> None:
         self.mask = mask
         self._on: dict[torch.device, torch.Tensor] = {}
         self.hooked: list[tuple[weakref.ref[torch.Tensor], Any]] = []
@@ -167,13 +175,10 @@ class _Masked:
         self._on = {}
 
     def grad_hook(self) -> Callable[[torch.Tensor], torch.Tensor]:
-        ref = weakref.ref(self)
-
         def hook(g: torch.Tensor) -> torch.Tensor:
-            me = ref()
-            if me is None or g.layout != torch.strided:
+            if g.layout != torch.strided:
                 return g
-            return g.masked_fill(~me.on(g.device), 0)
+            return g.masked_fill(~self.on(g.device), 0)
 
         return hook
 
@@ -181,6 +186,48 @@ class _Masked:
         for _, h in self.hooked:
             h.remove()
         self.hooked = []
+
+
+# The masks belong to the network: each masked Parameter's cell, found again by a later Pruner (which
+# takes it over instead of stacking a second set of hooks).  Weak keys: a dropped net takes its masks.
+_CELLS: weakref.WeakKeyDictionary[Parameter, _MaskCell] = weakref.WeakKeyDictionary()
+
+
+class _Masked:
+    """One parameter a Pruner masks: the parameter and its (shared, registered) mask cell."""
+
+    def __init__(self, param: Parameter, mask: torch.Tensor) -> None:
+        self.param = param
+        cell = _CELLS.get(param)
+        if cell is None:
+            cell = _CELLS[param] = _MaskCell(mask)
+        else:
+            cell.set_mask(mask)
+        self.cell = cell
+
+    @property
+    def mask(self) -> torch.Tensor:
+        return self.cell.mask
+
+    @property
+    def hooked(self) -> list[tuple[weakref.ref[torch.Tensor], Any]]:
+        return self.cell.hooked
+
+    @hooked.setter
+    def hooked(self, value: list[tuple[weakref.ref[torch.Tensor], Any]]) -> None:
+        self.cell.hooked = value
+
+    def on(self, device: torch.device) -> torch.Tensor:
+        return self.cell.on(device)
+
+    def set_mask(self, mask: torch.Tensor) -> None:
+        self.cell.set_mask(mask)
+
+    def remove_hooks(self) -> None:
+        """Stop masking this parameter's gradients (its cell leaves the network)."""
+        self.cell.remove_hooks()
+        if _CELLS.get(self.param) is self.cell:
+            del _CELLS[self.param]
 
 
 class Pruner:
@@ -441,7 +488,7 @@ class Pruner:
                 m.hooked = live
             for d in data:
                 if d.requires_grad and not any(r() is d for r, _ in m.hooked):
-                    m.hooked.append((weakref.ref(d), d.register_hook(m.grad_hook())))
+                    m.hooked.append((weakref.ref(d), d.register_hook(m.cell.grad_hook())))
             trainer = p._trainer
             store_updates = (trainer is not None and trainer._kv_initialized and trainer._update_on_kvstore
                              and not any(p is q for q in trainer._params_to_init))
