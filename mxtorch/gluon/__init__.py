@@ -16,6 +16,7 @@ _SUBMODULES = {
     "data": "mxtorch.gluon.data",
     "utils": "mxtorch.gluon.utils",
     "model_zoo": "mxtorch.gluon.model_zoo",
+    "contrib": "mxtorch.gluon.contrib",
     "trainer": "mxtorch.gluon.trainer",
 }
 _LAZY_NAMES = {"Trainer": ("mxtorch.gluon.trainer", "Trainer")}

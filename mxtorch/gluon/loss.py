@@ -20,6 +20,7 @@ import torch.nn.functional as F
 
 from ..base import MXNetError
 from ..util import is_np_array
+from ._loss_graphs import GRAPHS
 from .block import HybridBlock
 
 __all__ = [
@@ -124,6 +125,16 @@ class Loss(HybridBlock):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(batch_axis={self._batch_axis}, w={self._weight})"
+
+    def hybrid_forward(self, F: Any, *args: Any, **kwargs: Any) -> Any:
+        """MXNet's graph of this loss with ``F`` = ``mx.sym`` (or ``mx.nd``): what
+        ``loss(mx.sym.var('pred'), mx.sym.var('label'))`` builds.  A subclass that defines its own
+        ``forward`` is traced through that instead."""
+        owner = next(c for c in type(self).__mro__ if "forward" in c.__dict__)
+        graph = GRAPHS.get(owner.__name__) if owner.__module__ == __name__ else None
+        if graph is None:
+            return self.forward(*args, **kwargs)
+        return graph(F, self, *args, **kwargs)
 
 
 # ---- regression ------------------------------------------------------------------------------

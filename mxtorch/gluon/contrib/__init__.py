@@ -1,0 +1,24 @@
+"""Gluon's contributed packages (MXNet's ``mxnet.gluon.contrib``): ``nn`` (Concurrent,
+HybridConcurrent, SyncBatchNorm, SparseEmbedding, ...), ``estimator`` (``Estimator.fit`` with
+event handlers) and ``data`` (IntervalSampler).  Submodules load on first use."""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_SUBMODULES = {
+    "nn": "mxtorch.gluon.contrib.nn",
+    "estimator": "mxtorch.gluon.contrib.estimator",
+    "data": "mxtorch.gluon.contrib.data",
+}
+
+__all__ = sorted(_SUBMODULES)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _SUBMODULES:
+        mod = importlib.import_module(_SUBMODULES[name])
+        globals()[name] = mod
+        return mod
+    raise AttributeError(f"module 'mxtorch.gluon.contrib' has no attribute {name!r}")
