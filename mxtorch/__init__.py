@@ -72,6 +72,8 @@ _SUBMODULES = {
     "io": "mxtorch.io",
     "parallel": "mxtorch.parallel",
     "checkpoint": "mxtorch.checkpoint",
+    "contrib": "mxtorch.contrib",
+    "runtime": "mxtorch.runtime",
 }
 
 __all__ = [

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import ctypes
 import numbers
+import os
 from typing import Any
 
 import numpy as np
 
 __all__ = [
-    "MXNetError", "DeferredInitializationError", "py_str", "string_types", "numeric_types",
-    "integer_types", "classproperty",
+    "MXNetError", "DeferredInitializationError", "NotImplementedForSymbol", "NotSupportedForSparseNDArray",
+    "py_str", "string_types", "numeric_types", "integer_types", "classproperty", "mx_real_t", "mx_uint",
+    "mx_int", "mx_float", "data_dir", "data_dir_default",
 ]
 
 string_types = (str,)
@@ -22,12 +25,77 @@ integer_types = (int, np.integer)
 """Python and numpy integers (MXNet's ``integer_types``)."""
 
 
+mx_real_t = np.float32
+"""MXNet's default real type (numpy.float32)."""
+
+# the C types MXNet's ctypes layer named; code that builds its own C calls imports them from here
+mx_int = ctypes.c_int
+mx_uint = ctypes.c_uint
+mx_float = ctypes.c_float
+
+
+class _NullType:
+    """Placeholder for "argument not given" in MXNet's operator signatures (``_Null``)."""
+
+    def __repr__(self) -> str:
+        return "_Null"
+
+
+_Null = _NullType()
+
+
 class MXNetError(RuntimeError):
     """Base class of mxtorch's errors (named as in MXNet so ``except mx.MXNetError`` works)."""
 
 
+class _UnsupportedForType(MXNetError):
+    """An operator called on a kind of array it does not support; the message names both."""
+
+    _kind = ""
+
+    def __init__(self, function: Any, alias: str | None = None, *args: Any) -> None:
+        super().__init__()
+        self.function = getattr(function, "__name__", str(function))
+        self.alias = alias
+        self.args = tuple(str(type(a)) for a in args)
+
+    def __str__(self) -> str:
+        alias = f' (namely operator "{self.alias}")' if self.alias else ""
+        args = f" with arguments ({', '.join(self.args)})" if self.args else ""
+        return f"Function {self.function}{alias}{args} {self._kind}"
+
+
+class NotImplementedForSymbol(_UnsupportedForType):
+    """An NDArray-only function called on a Symbol (MXNet's error of the same name)."""
+
+    _kind = "is not implemented for Symbol and only available in NDArray."
+
+
+class NotSupportedForSparseNDArray(_UnsupportedForType):
+    """A dense-only function called on a sparse array (MXNet's error of the same name)."""
+
+    _kind = "is not supported for SparseNDArray and only available in NDArray."
+
+
 class DeferredInitializationError(MXNetError):
     """A parameter's shape is not known yet: run a forward pass first, or give the shape."""
+
+
+def _as_list(obj: Any) -> Any:
+    """``obj`` itself when it is a list or tuple, else ``[obj]``."""
+    return obj if isinstance(obj, (list, tuple)) else [obj]
+
+
+def data_dir_default() -> str:
+    """Where MXNet keeps downloads by default: ``~/.mxnet`` (``%APPDATA%/mxnet`` on Windows)."""
+    if os.name == "nt" and os.environ.get("APPDATA"):
+        return os.path.join(os.environ["APPDATA"], "mxnet")
+    return os.path.join(os.path.expanduser("~"), ".mxnet")
+
+
+def data_dir() -> str:
+    """The data directory: ``$MXNET_HOME``, else :func:`data_dir_default`."""
+    return os.getenv("MXNET_HOME", data_dir_default())
 
 
 def py_str(x: bytes | str) -> str:

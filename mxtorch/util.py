@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 __all__ = [
     "is_np_array", "is_np_shape", "set_np", "reset_np", "set_np_shape", "np_array", "np_shape",
-    "use_np", "use_np_array", "use_np_shape", "makedirs",
+    "use_np", "use_np_array", "use_np_shape", "makedirs", "getenv", "setenv",
 ]
 
 _F = TypeVar("_F")
@@ -119,3 +119,21 @@ def makedirs(d: str) -> None:
     import os
 
     os.makedirs(d, exist_ok=True)
+
+
+def getenv(name: str) -> str | None:
+    """The environment variable ``name`` as this process sees it, None when unset (MXNet's
+    ``util.getenv``, which read the C++ library's view of the same environment)."""
+    import os
+
+    return os.environ.get(name)
+
+
+def setenv(name: str, value: str | None) -> None:
+    """Set the environment variable ``name`` (None unsets it), as MXNet's ``util.setenv``."""
+    import os
+
+    if value is None:
+        os.environ.pop(name, None)
+    else:
+        os.environ[name] = str(value)

@@ -1,8 +1,20 @@
-"""Contributed extensions outside MXNet 1.x's core API (``mxtorch.contrib.pruning``).
+"""Contributed extensions outside MXNet 1.x's core API (``mxtorch.contrib.pruning``), and MXNet's
+``mx.contrib`` modules (``mxtorch.contrib.autograd``: the first autograd API).
 
-Nothing here is imported by ``import mxtorch``: ``from mxtorch.contrib import pruning``.
+Submodules load on first use: ``mx.contrib.autograd`` or ``from mxtorch.contrib import pruning``.
 """
 
 from __future__ import annotations
 
-__all__ = ["pruning"]
+import importlib
+from typing import Any
+
+__all__ = ["pruning", "autograd"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in __all__:
+        mod = importlib.import_module(f"{__name__}.{name}")
+        globals()[name] = mod
+        return mod
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

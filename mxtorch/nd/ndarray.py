@@ -48,6 +48,9 @@ __all__ = [
 NDArray = torch.Tensor
 """MXNet's array type: here simply ``torch.Tensor``."""
 
+py_slice = slice
+"""Python's ``slice`` (MXNet's module names it so because ``slice`` is an operator there)."""
+
 _STORAGE_TYPE_UNDEFINED = -1
 _STORAGE_TYPE_DEFAULT = 0
 _STORAGE_TYPE_ROW_SPARSE = 1
