@@ -137,7 +137,8 @@ def test_ssh_dry_run_puts_scheduler_and_servers_on_the_first_host(hostfile, caps
     for line, role, extra in ((lines[0], "scheduler", ""), (lines[1], "server", "DMLC_SERVER_ID=0 X=1 "),
                               (lines[2], "server", "DMLC_SERVER_ID=1 X=1 ")):
         assert line[:6] == ["ssh", "-o", "StrictHostKeyChecking=no", "-o", "BatchMode=yes", "alpha"]
-        assert line[6] == (f"cd {tmp_path} && export DMLC_ROLE={role} DMLC_NUM_WORKER=3 DMLC_NUM_SERVER=2 "
+        assert line[6] == (f"read -r MXTORCH_PS_SECRET && export MXTORCH_PS_SECRET && "  # from stdin
+                           f"cd {tmp_path} && export DMLC_ROLE={role} DMLC_NUM_WORKER=3 DMLC_NUM_SERVER=2 "
                            f"DMLC_PS_ROOT_URI=alpha DMLC_PS_ROOT_PORT=7001 {extra}&& "
                            f"{PY} -m mxtorch.cli.main {role}")
     for line, host in zip(lines[3:], ("alpha", "bob@beta")):
@@ -152,7 +153,8 @@ def test_mpi_dry_run_with_servers(hostfile, capsys):
                     "--ps-root-port", "9000")
     assert lines[0] == ["mpirun", "-np", "1", "-H", "alpha:1", "-x", "DMLC_ROLE=scheduler", "-x",
                         "DMLC_NUM_WORKER=2", "-x", "DMLC_NUM_SERVER=1", "-x", "DMLC_PS_ROOT_URI=alpha", "-x",
-                        "DMLC_PS_ROOT_PORT=9000", PY, "-m", "mxtorch.cli.main", "scheduler"]
+                        "DMLC_PS_ROOT_PORT=9000", "-x", "MXTORCH_PS_SECRET", PY, "-m", "mxtorch.cli.main",
+                        "scheduler"]  # the secret's value: from mpirun's environment, not this line
     assert lines[1][:5] == ["mpirun", "-np", "1", "-H", "alpha:1"] and "DMLC_SERVER_ID=0" in lines[1]
     assert lines[1][-1] == "server"
     workers = lines[2]
@@ -244,7 +246,7 @@ def test_a_worker_started_but_not_recorded_when_a_server_fails_is_stopped(monkey
     started: list[int] = []
     bystander = subprocess.Popen([PY, "-c", "import time; time.sleep(120)"])  # the caller's own child
 
-    def interrupted_start(spec, master_addr, report):
+    def interrupted_start(spec, master_addr, report, hidden_env=None):
         child = subprocess.Popen([PY, "-c", "import time; time.sleep(120)"])
         started.append(child.pid)
         del child  # the handle is lost, as when the interruption lands inside elastic's start-up

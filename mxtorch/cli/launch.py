@@ -18,9 +18,11 @@ per line, optional `slots=K` or `:K`, `#` comments); --dry-run prints them, one 
 `mxtorch server`; with --ps-roles same-command, COMMAND itself with DMLC_ROLE=scheduler|server,
 as MXNet's launcher did), on the first host remotely.  Workers also get DMLC_WORKER_ID (= RANK);
 servers get --env-server, and import the modules of --server-import first (where custom
-optimizers the servers run are registered).  The job's exit status is the workers'; a
-scheduler or server that fails stops the job, and one still running after the workers end is
-stopped and reported.
+optimizers the servers run are registered).  Every process gets the job's MXTORCH_PS_SECRET in
+its environment (this shell's if set, else a fresh random one): only they can join the job.  It
+is never put on a command line (ssh passes it on stdin), so --env cannot carry it.  The job's
+exit status is the workers'; a scheduler or server that fails stops the job, and one still
+running after the workers end is stopped and reported.
 
 cluster: the hosts of an emulated cluster on this machine (`mxtorch cluster up`; --cluster NAME
 when several are up), one torchrun agent per host; -H may list its hosts (h0, h1 slots=2, ...).
@@ -205,7 +207,7 @@ def _check_servers(spec: JobSpec) -> None:
 
 def launch(opts: LaunchOptions) -> int:
     """Start (or, with ``dry_run``, print) the job ``opts`` describes; returns its exit status."""
-    from ..launcher import local, ps, remote
+    from ..launcher import local, ps, remote, secret
 
     if opts.join:
         if opts.command:
@@ -228,8 +230,11 @@ def launch(opts: LaunchOptions) -> int:
     if opts.launcher == "cluster":
         from ..cluster.launch import launch_on_cluster
 
-        return launch_on_cluster(spec, opts.cluster, opts.hostfile, dry_run=bool(opts.dry_run),
+        code = launch_on_cluster(spec, opts.cluster, opts.hostfile, dry_run=bool(opts.dry_run),
                                  ps_hosts=opts.ps_hosts.split(",") if opts.ps_hosts else None)
+        if opts.dry_run:
+            _secret_note(spec)
+        return code
     if opts.launcher == "local":
         if opts.hostfile:
             raise LaunchError("-H/--hostfile is for --launcher ssh, mpi or slurm; the local launcher runs "
@@ -237,6 +242,7 @@ def launch(opts: LaunchOptions) -> int:
         if opts.dry_run:
             for c in [*ps.local_ps_commands(spec), _local_equivalent(ps.worker_spec(spec, resolve=True))]:
                 print(shlex.join(c))
+            _secret_note(spec)
             return 0
         return ps.launch_local_with_servers(spec) if spec.num_servers else local.launch_local(spec)
     hosts = remote.read_hostfile(opts.hostfile) if opts.hostfile else None
@@ -252,8 +258,18 @@ def launch(opts: LaunchOptions) -> int:
     if opts.dry_run:
         for c in commands:
             print(shlex.join(c))
+        _secret_note(spec)
         return 0
-    return remote.run_commands(commands, timeout=spec.timeout)
+    delivery = remote.secret_delivery(opts.launcher, secret.job_secret(spec))
+    return remote.run_commands(commands, timeout=spec.timeout, **delivery)
+
+
+def _secret_note(spec: JobSpec) -> None:
+    if spec.num_servers:
+        print("mxtorch launch: note: every process of the job also gets MXTORCH_PS_SECRET (this shell's, "
+              "else a fresh one per job) in its environment; it is never on a command line, so it is not "
+              "shown (ssh reads it from stdin, mpirun -x and srun --export=ALL from their environment)",
+              file=sys.stderr)
 
 
 def _launch_elastic(opts: LaunchOptions, spec: JobSpec) -> int:

@@ -12,7 +12,8 @@ address, optionally with ``slots=K``, read as for the ssh launcher; without one,
 (``-s M``): ``ps_hosts`` names the scheduler's host and then one host per server (or one host
 for all of them); by default the servers take the last ``min(M, H - 1)`` hosts (round robin),
 the scheduler sits with server 0, and the workers get the other hosts, so that every byte
-between a worker and a server crosses two shaped links.
+between a worker and a server crosses two shaped links.  The job's ``MXTORCH_PS_SECRET``
+(:mod:`mxtorch.launcher.secret`) is in the environment of every command, never on its line.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from ..launcher import DEFAULT_MASTER_PORT, JobSpec, LaunchError, resolve_comman
 from ..launcher import remote as _remote
 from ..launcher.elastic import ElasticSettings
 from ..launcher.job import RESTART_ENV
+from ..launcher.secret import job_secret, secret_environment
 from .cluster import Cluster, Host, host_environment
 from .errors import ClusterError
 
@@ -149,7 +151,8 @@ def launch_on_cluster(spec: JobSpec, cluster_name: str | None, hostfile: str | N
         for c in commands:
             print(shlex.join(c))
         return 0
-    return _remote.run_commands(commands, timeout=spec.timeout)
+    # the job's secret: in the environment `ip netns exec` passes on, not among the `env VAR=...` words
+    return _remote.run_commands(commands, timeout=spec.timeout, env=secret_environment(job_secret(spec)))
 
 
 ELASTIC_STORE_PORT = 29400

@@ -19,6 +19,7 @@ be killed and started again (same ``DMLC_SERVER_ID``, same host) to test snapsho
 from __future__ import annotations
 
 import os
+import secrets
 import shutil
 import subprocess
 import sys
@@ -156,7 +157,8 @@ class ParameterServerNodes(Closing):
 
     ``scheduler_host`` and ``server_hosts`` (one per server) choose the hosts; ``env`` goes to
     every node (e.g. ``MXTORCH_PS_SNAPSHOT_DIR``).  Workers are started separately, with
-    :meth:`worker_env` in their environment.  Each node's output is kept in a file
+    :meth:`worker_env` in their environment (which holds the job's fresh ``MXTORCH_PS_SECRET``,
+    as a launcher's job would, unless ``env`` gives one or None).  Each node's output is kept in a file
     (:meth:`output`); :meth:`close` kills whatever still runs.
     """
 
@@ -172,6 +174,8 @@ class ParameterServerNodes(Closing):
         self.num_workers, self.num_servers = num_workers, num_servers
         self.root_port = root_port
         self.env = dict(env or {})
+        # None in env: a job without a secret (as one started by hand)
+        self.secret = self.env.get(_env.MXTORCH_PS_SECRET, secrets.token_hex(32))
         self._dir = tempfile.mkdtemp(prefix="mxtorch-psnodes-")
         self.procs: dict[str, subprocess.Popen[Any]] = {}
         self._files: list[IO[str]] = []
@@ -191,6 +195,7 @@ class ParameterServerNodes(Closing):
             _env.DMLC_PS_ROOT_PORT: str(self.root_port),
             _env.DMLC_NUM_SERVER: str(self.num_servers),
             _env.DMLC_NUM_WORKER: str(self.num_workers),
+            **({_env.MXTORCH_PS_SECRET: self.secret} if self.secret else {}),
         }
 
     def start_server(self, rank: int) -> None:

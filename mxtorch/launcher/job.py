@@ -17,7 +17,14 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from ..base import MXNetError
-from ..distributed.env import DMLC_NUM_SERVER, DMLC_NUM_WORKER, DMLC_PS_ROOT_PORT, DMLC_PS_ROOT_URI, DMLC_ROLE
+from ..distributed.env import (
+    DMLC_NUM_SERVER,
+    DMLC_NUM_WORKER,
+    DMLC_PS_ROOT_PORT,
+    DMLC_PS_ROOT_URI,
+    DMLC_ROLE,
+    MXTORCH_PS_SECRET,
+)
 
 __all__ = ["LaunchError", "JobSpec", "parse_env_pairs", "worker_environment", "resolve_command",
            "DEFAULT_MASTER_PORT", "RESTART_ENV", "PS_ROLE_MODES"]
@@ -47,7 +54,8 @@ class JobSpec:
     """One distributed job, independent of the launcher that starts it.
 
     ``env`` goes to every process, ``worker_env`` to workers and ``server_env`` to parameter
-    servers (applied after ``env``, so they win).  ``timeout`` is in seconds (``None``: no
+    servers (applied after ``env``, so they win); none may hold ``MXTORCH_PS_SECRET``, which
+    travels apart from command lines (:mod:`.secret`).  ``timeout`` is in seconds (``None``: no
     limit); ``master_port`` ``None`` lets the launcher choose.  With servers, ``ps_roles``
     says what the scheduler and servers run (:data:`PS_ROLE_MODES`) and ``ps_root_port`` is the
     scheduler's port (``None``: a free port locally, ``master_port + 1`` on a cluster).
@@ -84,6 +92,13 @@ class JobSpec:
             raise LaunchError(f"--max-restarts {self.max_restarts} with -s {self.num_servers}: the scheduler "
                               "admits each worker once, so restarted workers cannot rejoin a "
                               "parameter-server job; use --max-restarts 0")
+        for option, env in (("--env", self.env), ("--env-worker", self.worker_env),
+                            ("--env-server", self.server_env)):
+            if MXTORCH_PS_SECRET in env:  # it would be on command lines: ps shows them to every user
+                raise LaunchError(f"{option} {MXTORCH_PS_SECRET}:...: a secret on a command line can be read "
+                                  f"by every user of the machine (ps); export {MXTORCH_PS_SECRET} in the "
+                                  "launcher's environment instead (every process of the job gets it), or "
+                                  "leave it out: the launcher makes one per job")
 
 
 def _check_int(what: str, value: object, minimum: int) -> None:

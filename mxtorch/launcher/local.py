@@ -114,8 +114,12 @@ def _recording_logs_specs(log_dir: str) -> Any:
     return RecordingLogsSpecs()
 
 
-def launch_local(spec: JobSpec, *, master_addr: str = "127.0.0.1", report: IO[str] | None = None) -> int:
+def launch_local(spec: JobSpec, *, master_addr: str = "127.0.0.1", report: IO[str] | None = None,
+                 hidden_env: Mapping[str, str] | None = None) -> int:
     """Run ``spec`` with ``spec.num_workers`` local workers; returns the job's exit status.
+
+    ``hidden_env``: variables the workers also get that must not show in a report or command
+    line (the job's ``MXTORCH_PS_SECRET``, :mod:`.secret`).
 
     0 when every worker succeeded; the first failed worker's exit code (128 + signal number
     for a signal) when one failed, after printing which rank failed and why to ``report``
@@ -130,6 +134,7 @@ def launch_local(spec: JobSpec, *, master_addr: str = "127.0.0.1", report: IO[st
     port = spec.master_port if spec.master_port is not None else _free_port(master_addr)
     env = worker_environment(spec, master_addr, port)
     env.update(RESTART_ENV)
+    env.update(hidden_env or {})
     if spec.num_workers > 1 and "OMP_NUM_THREADS" not in os.environ:
         env.setdefault("OMP_NUM_THREADS", "1")  # as torchrun: N workers must not oversubscribe the cores
     log_dir = tempfile.mkdtemp(prefix="mxtorch-launch-")

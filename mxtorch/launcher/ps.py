@@ -15,6 +15,8 @@ torchrun's agent, exactly as without servers.  Every process gets MXNet's variab
 ``DMLC_NODE_HOST``     local servers: 127.0.0.1 (the address they advertise)
 ``DMLC_WORKER_ID``     workers: their ``RANK`` (under mpirun/srun, set by ``python -m
                        mxtorch.launcher``)
+``MXTORCH_PS_SECRET``  every process: the job's secret (the launcher's own if set, else a
+                       fresh one), never on a command line (:mod:`.secret`)
 =====================  ==================================================================
 
 ``--ps-roles same-command`` is MXNet's ``tools/launch.py`` way instead: the scheduler and the
@@ -57,10 +59,12 @@ from ..distributed.env import (
     DMLC_ROLE,
     DMLC_SERVER_ID,
     DMLC_WORKER_ID,
+    MXTORCH_PS_SECRET,
     RANK,
 )
 from .job import JobSpec, LaunchError, resolve_command, worker_environment
 from .remote import Host, _exports, _port, assign_workers
+from .secret import READ_SECRET, job_secret, secret_environment
 
 __all__ = ["PSRole", "ServerDied", "ps_roles", "role_environment", "with_worker_id", "worker_spec",
            "check_available", "remote_ps_commands", "local_ps_commands", "launch_local_with_servers",
@@ -200,7 +204,8 @@ def remote_ps_commands(launcher: str, spec: JobSpec, hosts: Sequence[Host] | Non
     if launcher == "ssh":
         if first is None:
             raise LaunchError("--launcher ssh needs a hostfile: -H FILE (one host per line)")
-        cd = f"cd {shlex.quote(workdir or os.getcwd())}"
+        # the secret comes on ssh's stdin (run_commands(..., stdin=...)), never on this line
+        cd = f"{READ_SECRET} && cd {shlex.quote(workdir or os.getcwd())}"
         return [["ssh", "-o", "StrictHostKeyChecking=no", "-o", "BatchMode=yes", first.name,
                  f"{cd} && {_exports(r.env)} && {shlex.join(r.command)}"] for r in roles]
     if launcher == "mpi":
@@ -211,7 +216,7 @@ def remote_ps_commands(launcher: str, spec: JobSpec, hosts: Sequence[Host] | Non
             cmd = ["mpirun", "-np", "1", "-H", f"{first.name}:1"]
             for k, v in r.env.items():
                 cmd += ["-x", f"{k}={v}"]
-            out.append([*cmd, *r.command])
+            out.append([*cmd, "-x", MXTORCH_PS_SECRET, *r.command])  # its value: from mpirun's environment
         return out
     if launcher == "slurm":
         out = []
@@ -535,7 +540,8 @@ def launch_local_with_servers(spec: JobSpec, *, master_addr: str = "127.0.0.1",
         raise LaunchError(f"--env {DMLC_PS_ROOT_PORT}:{seen[DMLC_PS_ROOT_PORT]}: not a port number; "
                           "use --ps-root-port PORT")
     roles = ps_roles(spec, seen[DMLC_PS_ROOT_URI], int(seen[DMLC_PS_ROOT_PORT]))
-    base = dict(os.environ)
+    hidden = secret_environment(job_secret(spec))  # every process of the job, no command line
+    base = {**os.environ, **hidden}
     if "OMP_NUM_THREADS" not in base:
         base["OMP_NUM_THREADS"] = "1"  # as for the workers: the processes share this machine's cores
     for r in roles:
@@ -549,7 +555,8 @@ def launch_local_with_servers(spec: JobSpec, *, master_addr: str = "127.0.0.1",
         before = _child_pids()  # the servers, and whatever else the calling program runs
         try:
             with servers.watching():
-                code = launch_local(worker_spec(spec, resolve=True), master_addr=master_addr, report=out)
+                code = launch_local(worker_spec(spec, resolve=True), master_addr=master_addr, report=out,
+                                    hidden_env=hidden)
         except ServerDied:
             code = None
             # workers that elastic started but had not recorded when it was interrupted

@@ -26,7 +26,7 @@ import time
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import IO
+from typing import IO, Any
 
 from ..distributed.env import (
     DMLC_PS_ROOT_URI,
@@ -36,15 +36,17 @@ from ..distributed.env import (
     LOCAL_WORLD_SIZE,
     MASTER_ADDR,
     MASTER_PORT,
+    MXTORCH_PS_SECRET,
     RANK,
     WORLD_SIZE,
     DistributedConfigError,
     world_info_from_env,
 )
 from .job import DEFAULT_MASTER_PORT, RESTART_ENV, JobSpec, LaunchError, worker_environment
+from .secret import READ_SECRET
 
 __all__ = ["Host", "parse_hostfile", "read_hostfile", "assign_workers", "torchrun_command", "ssh_commands",
-           "mpi_command", "slurm_command", "run_commands", "rank_environment"]
+           "mpi_command", "slurm_command", "run_commands", "rank_environment", "secret_delivery"]
 
 _HOST_RE = re.compile(r"^(?:[A-Za-z0-9._-]+@)?[A-Za-z0-9._-]+$")
 
@@ -152,7 +154,11 @@ def torchrun_command(spec: JobSpec, *, nnodes: int, nproc_per_node: int, node_ra
 
 def ssh_commands(spec: JobSpec, hosts: Sequence[Host], *, python: str = sys.executable,
                  workdir: str | None = None, run_id: str | None = None) -> list[list[str]]:
-    """One ``ssh`` command per host that runs workers, in node-rank order."""
+    """One ``ssh`` command per host that runs workers, in node-rank order.
+
+    With servers, the remote shell first reads the job's secret from ssh's stdin
+    (:data:`~.secret.READ_SECRET`; :func:`run_commands` ``stdin=`` writes it there).
+    """
     placed = assign_workers(hosts, spec.num_workers)
     master = placed[0][0].address
     env = worker_environment(spec, master, _port(spec))
@@ -160,6 +166,8 @@ def ssh_commands(spec: JobSpec, hosts: Sequence[Host], *, python: str = sys.exec
         env.update(RESTART_ENV)
     run_id = run_id or "mxtorch-" + uuid.uuid4().hex[:12]  # one rendezvous id for every host
     cd = f"cd {shlex.quote(workdir or os.getcwd())}"
+    if spec.num_servers:
+        cd = f"{READ_SECRET} && {cd}"
     commands = []
     for node_rank, (host, n) in enumerate(placed):
         run = torchrun_command(spec, nnodes=len(placed), nproc_per_node=n, node_rank=node_rank,
@@ -176,7 +184,8 @@ def _no_restarts(spec: JobSpec, launcher: str) -> None:
 
 
 def mpi_command(spec: JobSpec, hosts: Sequence[Host], *, python: str = sys.executable) -> list[str]:
-    """An Open MPI ``mpirun`` command starting every worker (``-x NAME=VALUE`` for the environment)."""
+    """An Open MPI ``mpirun`` command starting every worker (``-x NAME=VALUE`` for the environment;
+    with servers ``-x MXTORCH_PS_SECRET``, whose value mpirun takes from its own environment)."""
     _no_restarts(spec, "mpi")
     placed = assign_workers(hosts, spec.num_workers)
     env = worker_environment(spec, placed[0][0].address, _port(spec))
@@ -184,6 +193,8 @@ def mpi_command(spec: JobSpec, hosts: Sequence[Host], *, python: str = sys.execu
     cmd = ["mpirun", "-np", str(spec.num_workers), "-H", ",".join(f"{h.name}:{n}" for h, n in placed)]
     for k, v in env.items():
         cmd += ["-x", f"{k}={v}"]
+    if spec.num_servers:
+        cmd += ["-x", MXTORCH_PS_SECRET]
     return [*cmd, python, "-m", "mxtorch.launcher", *spec.command]
 
 
@@ -192,6 +203,7 @@ def slurm_command(spec: JobSpec, hosts: Sequence[Host] | None = None, *,
     """An ``srun`` command starting every worker in the current allocation (or on ``hosts``).
 
     Rank 0's host, the rendezvous address, is found by each worker from Slurm's node list.
+    ``--export=ALL`` also hands the tasks srun's own environment, where the job's secret is.
     """
     _no_restarts(spec, "slurm")
     cmd = ["srun", f"--ntasks={spec.num_workers}"]
@@ -210,16 +222,20 @@ def slurm_command(spec: JobSpec, hosts: Sequence[Host] | None = None, *,
 
 
 def run_commands(commands: Sequence[Sequence[str]], *, timeout: float | None = None,
-                 report: IO[str] | None = None, poll_s: float = 0.2) -> int:
+                 report: IO[str] | None = None, poll_s: float = 0.2, env: Mapping[str, str] | None = None,
+                 stdin: bytes | None = None) -> int:
     """Run ``commands`` side by side; the first failure (or the time limit) stops the others.
 
+    ``env`` is added to this process's environment for each command; ``stdin`` is written to
+    each command's stdin, which is then closed (how ssh commands receive the job's secret).
     Returns 0, the failed command's exit status, or 124 on timeout.
     """
     out = report if report is not None else sys.stderr
     tool = commands[0][0]
     if shutil.which(tool) is None:
         raise LaunchError(f"{tool!r} is not on PATH: install it or use --dry-run to see the commands")
-    procs = [subprocess.Popen(list(c)) for c in commands]
+    full = {**os.environ, **env} if env else None
+    procs = [_start(c, full, stdin) for c in commands]
     deadline = None if timeout is None else time.monotonic() + timeout
     try:
         while True:
@@ -246,6 +262,29 @@ def run_commands(commands: Sequence[Sequence[str]], *, timeout: float | None = N
                 p.wait(timeout=10)
             except subprocess.TimeoutExpired:
                 p.kill()
+
+
+def _start(command: Sequence[str], env: Mapping[str, str] | None,
+           stdin: bytes | None) -> subprocess.Popen[bytes]:
+    proc = subprocess.Popen(list(command), env=env, stdin=subprocess.PIPE if stdin is not None else None)
+    if stdin is not None:
+        assert proc.stdin is not None
+        try:
+            proc.stdin.write(stdin)
+            proc.stdin.close()
+        except BrokenPipeError:  # it ended at once: run_commands reports its exit status
+            pass
+    return proc
+
+
+def secret_delivery(launcher: str, secret: str | None) -> dict[str, Any]:
+    """How :func:`run_commands` hands ``secret`` to the commands of ``launcher`` (its keyword
+    arguments): ssh reads it from stdin, mpirun and srun from their environment."""
+    if secret is None:
+        return {}
+    if launcher == "ssh":
+        return {"stdin": (secret + "\n").encode()}
+    return {"env": {MXTORCH_PS_SECRET: secret}}
 
 
 # ---- the worker entry point for mpirun / srun ---------------------------------------------------
