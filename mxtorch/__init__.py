@@ -76,13 +76,21 @@ _SUBMODULES = {
     "runtime": "mxtorch.runtime",
 }
 
+_UTIL_NAMES = ("is_np_shape", "set_np_shape", "np_shape", "use_np_shape", "is_np_array", "np_array",
+               "use_np_array", "use_np")  # MXNet's top level re-exports these from mxnet.util
+
+
 __all__ = [
     "Context", "cpu", "gpu", "cpu_pinned", "num_gpus", "current_context", "autograd", "MXNetError",
-    "DeferredInitializationError", "__version__", *sorted(_SUBMODULES),
+    "DeferredInitializationError", "__version__", *sorted(_SUBMODULES), *_UTIL_NAMES,
 ]
 
 
 def __getattr__(name: str) -> Any:
+    if name in _UTIL_NAMES:
+        from . import util
+
+        return getattr(util, name)
     if name == "AttrScope":
         from .symbol._scope import AttrScope
 
@@ -96,4 +104,4 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_SUBMODULES))
+    return sorted(set(globals()) | set(_SUBMODULES) | set(_UTIL_NAMES))

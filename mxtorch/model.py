@@ -1,8 +1,8 @@
 """``mx.model``: checkpoint files of symbolic models and the legacy ``FeedForward`` API.
 
 A checkpoint is ``prefix-symbol.json`` (MXNet's graph JSON) plus ``prefix-%04d.params``
-(``arg:NAME``/``aux:NAME`` arrays).  mxtorch writes the params file as safetensors and reads
-both safetensors and MXNet's binary format, so checkpoints MXNet wrote load unchanged.
+(``arg:NAME``/``aux:NAME`` arrays).  mxtorch writes the params file in MXNet's binary format (so
+MXNet 1.x loads it) and reads both that and safetensors.
 """
 
 from __future__ import annotations
@@ -30,13 +30,15 @@ def save_checkpoint(
     arg_params: Mapping[str, torch.Tensor],
     aux_params: Mapping[str, torch.Tensor],
     remove_amp_cast: bool = True,
+    format: str | None = None,
 ) -> None:
-    """Write ``prefix-symbol.json`` (if ``symbol`` is given) and ``prefix-%04d.params``."""
+    """Write ``prefix-symbol.json`` (if ``symbol`` is given) and ``prefix-%04d.params`` (MXNet's
+    format; ``format='safetensors'`` for safetensors)."""
     if symbol is not None:
         symbol.save(f"{prefix}-symbol.json")
     data = {f"arg:{k}": v.detach().to("cpu") for k, v in arg_params.items()}
     data.update({f"aux:{k}": v.detach().to("cpu") for k, v in aux_params.items()})
-    nd_io.save(f"{prefix}-{epoch:04d}.params", data)
+    nd_io.save(f"{prefix}-{epoch:04d}.params", data, format=format)
 
 
 def load_params(prefix: str, epoch: int) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:

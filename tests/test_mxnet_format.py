@@ -253,13 +253,30 @@ def test_round_trip_sparse_including_empty(tmp_path: object) -> None:
     assert sparse.indptr(got[1]).tolist() == [0, 1, 1, 3]
 
 
-def test_default_save_stays_safetensors(tmp_path: object) -> None:
-    path = os.path.join(str(tmp_path), "x.st")
-    mx.nd.save(path, [torch.ones(2)])
-    with open(path, "rb") as f:
-        assert not is_mxnet_file(f.read(16))
-    got = mx.nd.load(path)
-    assert isinstance(got, list) and torch.equal(got[0], torch.ones(2))
+def test_default_save_is_mxnet_format_safetensors_on_request(tmp_path: object) -> None:
+    folder = str(tmp_path)
+
+    def head(name: str) -> bytes:
+        with open(os.path.join(folder, name), "rb") as f:
+            return f.read(16)
+
+    mx.nd.save(os.path.join(folder, "x.nd"), [torch.ones(2)])
+    assert head("x.nd") == LIST_HEAD  # MXNet's format: what mx.nd.save of MXNet 1.x writes
+    mx.nd.save(os.path.join(folder, "x.safetensors"), [torch.ones(2)])
+    mx.nd.save(os.path.join(folder, "y.nd"), [torch.ones(2)], format="safetensors")
+    mx.nd.save(os.path.join(folder, "z.safetensors"), [torch.ones(2)], format="mxnet")  # explicit wins
+    assert not is_mxnet_file(head("x.safetensors")) and not is_mxnet_file(head("y.nd"))
+    assert head("z.safetensors") == LIST_HEAD
+    for name in ("x.nd", "x.safetensors", "y.nd", "z.safetensors"):  # loading tells them apart
+        got = mx.nd.load(os.path.join(folder, name))
+        assert isinstance(got, list) and torch.equal(got[0], torch.ones(2))
+    with pytest.raises(ValueError, match=r"format must be one of \('mxnet', 'safetensors'\)"):
+        mx.nd.save(os.path.join(folder, "w.nd"), [torch.ones(2)], format="pickle")
+    assert not os.path.exists(os.path.join(folder, "w.nd"))
+    # a dtype MXNet's format lacks: the error says how to keep it
+    with pytest.raises(TypeError, match="MXNet's format cannot hold"):
+        mx.nd.save(os.path.join(folder, "i16.nd"), [torch.ones(2, dtype=torch.int16)])
+    mx.nd.save(os.path.join(folder, "i16.safetensors"), [torch.ones(2, dtype=torch.int16)])
 
 
 def test_save_tensors_mxnet_format_loads_into_block(tmp_path: object) -> None:

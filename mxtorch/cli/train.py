@@ -581,7 +581,7 @@ def train(cfg: TrainConfig, log: Any = None) -> dict[str, Any]:
         return result
     os.makedirs(cfg.output, exist_ok=True)
     params_path = os.path.join(cfg.output, "model.params")
-    net.save_parameters(params_path)
+    net.save_parameters(params_path, format="safetensors")  # mxtorch's own output: safetensors
     result["params_file"] = params_path
     atomic_write_text(os.path.join(cfg.output, "metrics.json"), json.dumps(result, indent=2))
     say(f"final held-out accuracy: {result['final_test_acc']:.4f}  ({total:.1f}s); saved {params_path} and "

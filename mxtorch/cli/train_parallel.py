@@ -173,7 +173,8 @@ def train_pipelined(cfg: TrainConfig, log: Any = None) -> dict[str, Any]:
               "torch": torch.__version__, "mxtorch": mx.__version__}
     os.makedirs(cfg.output, exist_ok=True)
     params_path = os.path.join(cfg.output, "model.params")
-    pnet.save_parameters(params_path)  # every rank: the stages meet in one whole-model file
+    # every rank: the stages meet in one whole-model file (mxtorch's own output: safetensors)
+    pnet.save_parameters(params_path, format="safetensors")
     if lead:
         result["params_file"] = params_path
         atomic_write_text(os.path.join(cfg.output, "metrics.json"), json.dumps(result, indent=2))

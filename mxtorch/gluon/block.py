@@ -266,8 +266,10 @@ class Block(torch.nn.Module):
             setattr(mod, attr, p)
         return self
 
-    def save_parameters(self, filename: str, deduplicate: bool = False) -> None:
-        """Save the parameters as safetensors, keyed by attribute path ('0.weight').
+    def save_parameters(self, filename: str, deduplicate: bool = False, format: str | None = None) -> None:
+        """Save the parameters keyed by attribute path ('0.weight'), in MXNet's NDArray format
+        (MXNet 1.x's ``load_parameters`` reads it) or, with ``format='safetensors'`` or a
+        ``.safetensors`` file name, as safetensors.
 
         A parameter shared by several sub-blocks is saved under each of its paths, or once
         (under its first path) with ``deduplicate=True``.  Copies on several contexts are averaged.
@@ -279,7 +281,7 @@ class Block(torch.nn.Module):
                 continue
             seen.add(id(p))
             out[k] = p._reduce()
-        save_tensors(filename, out)
+        save_tensors(filename, out, format=format)
 
     def load_parameters(
         self,

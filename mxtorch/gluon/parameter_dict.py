@@ -175,8 +175,9 @@ class ParameterDict(MutableMapping[str, Parameter]):
                 out._params[k] = v
         return out
 
-    def save(self, filename: str, strip_prefix: str = "") -> None:
-        """Save every parameter under its name, less ``strip_prefix`` (MXNet's legacy format)."""
+    def save(self, filename: str, strip_prefix: str = "", format: str | None = None) -> None:
+        """Save every parameter under its name, less ``strip_prefix`` (MXNet's legacy naming), in
+        MXNet's NDArray format unless ``format='safetensors'`` or the name ends in ``.safetensors``."""
         tensors = {}
         for p in self._params.values():
             if not p.name.startswith(strip_prefix):
@@ -186,7 +187,7 @@ class ParameterDict(MutableMapping[str, Parameter]):
                     "name_scope()?); use save_parameters, which names parameters by attribute path"
                 )
             tensors[p.name[len(strip_prefix):]] = p._reduce()
-        save_tensors(filename, tensors)
+        save_tensors(filename, tensors, format=format)
 
     def load(self, filename: str, ctx: Any = None, allow_missing: bool = False,
              ignore_extra: bool = False, restore_prefix: str = "", cast_dtype: bool = False,

@@ -1,5 +1,5 @@
-"""Parameter files: safetensors (or MXNet's NDArray format) on disk, written atomically, read without
-unpickling."""
+"""Parameter files: MXNet's NDArray format (or safetensors) on disk, written atomically, read without
+unpickling; reading tells the two apart by their first bytes."""
 
 from __future__ import annotations
 
@@ -11,26 +11,24 @@ import torch
 
 from ..base import MXNetError
 from ..checkpoint_io import atomic_write_bytes
+from ..nd._io import resolve_format
 from ..nd.mxnet_format import read_mxnet_file, write_mxnet
 from .parameter_core import Parameter
 
 __all__ = ["save_tensors", "load_tensors", "load_named"]
 
 
-_FORMATS = ("safetensors", "mxnet")
-
-
 def save_tensors(filename: str | os.PathLike[str], tensors: Mapping[str, torch.Tensor],
-                 metadata: dict[str, str] | None = None, format: str = "safetensors") -> None:
+                 metadata: dict[str, str] | None = None, format: str | None = None) -> None:
     """Write ``tensors`` to ``filename``; a crash mid-write leaves the old file.
 
-    ``format='mxnet'`` writes MXNet's NDArray format (``metadata`` must then be empty: it has no
-    place for it), which MXNet's ``load_parameters`` and ``mx.nd.load`` read.
+    By default in MXNet's NDArray format, which MXNet's ``load_parameters`` and ``mx.nd.load``
+    read (``metadata`` must then be empty: it has no place for it); ``format='safetensors'`` or a
+    ``.safetensors`` file name writes safetensors (see :func:`mxtorch.nd._io.resolve_format`).
     """
     from safetensors.torch import save
 
-    if format not in _FORMATS:
-        raise ValueError(f"save_tensors: format must be one of {_FORMATS}, got {format!r}")
+    format = resolve_format(filename, format, "save_tensors")
     if format == "mxnet":
         if metadata:
             raise ValueError(f"save_tensors: MXNet's format has no place for metadata, got "

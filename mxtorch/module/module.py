@@ -489,12 +489,13 @@ class Module(BaseModule):
         self._exec_group.update_metric(eval_metric, labels, pre_sliced)
 
     # ------------------------------------------------------------------ files
-    def save_params(self, fname: str) -> None:
-        """Write ``arg:NAME`` / ``aux:NAME`` arrays (safetensors; ``mx.nd.load`` reads it)."""
+    def save_params(self, fname: str, format: str | None = None) -> None:
+        """Write ``arg:NAME`` / ``aux:NAME`` arrays in MXNet's format (``format='safetensors'`` or a
+        ``.safetensors`` name: safetensors); MXNet's and mxtorch's ``mx.nd.load`` read it."""
         arg, aux = self.get_params()
         data = {f"arg:{k}": v for k, v in arg.items()}
         data.update({f"aux:{k}": v for k, v in aux.items()})
-        nd_io.save(fname, data)
+        nd_io.save(fname, data, format=format)
 
     def load_params(self, fname: str) -> None:
         loaded = nd_io.load(fname)

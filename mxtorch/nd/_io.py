@@ -1,6 +1,8 @@
-"""``nd.save`` / ``nd.load``: lists or dicts of tensors in safetensors or MXNet's own format (no pickle).
+"""``nd.save`` / ``nd.load``: lists or dicts of tensors in MXNet's own format or safetensors (no pickle).
 
-``load`` tells the formats apart by the first bytes of the file (see
+``save`` writes MXNet's binary NDArray format by default, so MXNet 1.x reads what MXNet code saved
+through mxtorch; a ``.safetensors`` file name or ``format='safetensors'`` asks for safetensors
+(see :func:`resolve_format`).  ``load`` tells the formats apart by the first bytes of the file (see
 :func:`mxtorch.nd.mxnet_format.is_mxnet_file`), so files MXNet wrote with ``mx.nd.save``,
 gluon ``.params`` files and Module checkpoints load as they are.
 """
@@ -17,26 +19,39 @@ from ..base import MXNetError
 from ..checkpoint_io import atomic_write_bytes
 from .mxnet_format import is_mxnet_file, read_mxnet, read_mxnet_file, write_mxnet
 
-__all__ = ["save", "load", "load_frombuffer"]
+__all__ = ["save", "load", "load_frombuffer", "resolve_format", "FORMATS"]
 
 _KIND_KEY = "mxtorch_container"
-_FORMATS = ("safetensors", "mxnet")
+FORMATS = ("mxnet", "safetensors")
+"""The file formats mxtorch writes: MXNet's binary NDArray format and safetensors."""
+
+
+def resolve_format(fname: str | os.PathLike[str], format: str | None, what: str) -> str:
+    """The format ``what`` writes ``fname`` in: ``format`` when given, else safetensors for a
+    ``.safetensors`` name and MXNet's format for any other (MXNet code's files stay MXNet's)."""
+    if format is None:
+        return "safetensors" if os.fspath(fname).lower().endswith(".safetensors") else "mxnet"
+    if format not in FORMATS:
+        raise ValueError(f"{what}: format must be one of {FORMATS} (or None: MXNet's format unless the "
+                         f"file name ends in .safetensors), got {format!r}")
+    return format
 
 
 def save(
     fname: str | os.PathLike[str],
     data: torch.Tensor | Sequence[torch.Tensor] | Mapping[str, torch.Tensor],
-    format: str = "safetensors",
+    format: str | None = None,
 ) -> None:
-    """Save a tensor, a list of tensors (keys '0', '1', ...) or a dict of str -> tensor.
+    """Save a tensor, a list of tensors or a dict of str -> tensor.
 
-    ``format='mxnet'`` writes MXNet's NDArray format (readable by ``mx.nd.load``; see
-    :func:`mxtorch.nd.mxnet_format.write_mxnet`), which also holds row_sparse and csr arrays.
+    By default in MXNet's NDArray format, which MXNet 1.x's ``mx.nd.load`` reads (see
+    :func:`mxtorch.nd.mxnet_format.write_mxnet`; it also holds row_sparse and csr arrays).
+    ``format='safetensors'`` or a file name ending in ``.safetensors`` writes safetensors (a list
+    under the keys '0', '1', ...), which also holds dtypes MXNet lacks (int16, uint16 ...).
     """
     from safetensors.torch import save as save_bytes
 
-    if format not in _FORMATS:
-        raise ValueError(f"save: format must be one of {_FORMATS}, got {format!r}")
+    format = resolve_format(fname, format, "save")
     if isinstance(data, torch.Tensor):
         data = [data]
     if isinstance(data, Mapping):

@@ -273,7 +273,8 @@ def _raw(t: torch.Tensor) -> bytes:
 def _flag(t: torch.Tensor, key: str) -> int:
     if t.dtype not in _FLAGS:
         raise TypeError(f"write_mxnet: array {key!r} has dtype {t.dtype}, which MXNet's format cannot hold; "
-                        f"cast it to one of {[str(d).replace('torch.', '') for d in _FLAGS]}")
+                        f"cast it to one of {[str(d).replace('torch.', '') for d in _FLAGS]}, or save as "
+                        "safetensors (format='safetensors' or a file name ending in .safetensors)")
     return _FLAGS[t.dtype]
 
 

@@ -546,8 +546,9 @@ class PipelineNet:
         return out
 
     # ---- parameters files --------------------------------------------------------------
-    def save_parameters(self, filename: str) -> None:
-        """Write the whole (unpartitioned) model, as ``net.save_parameters`` would; call on every rank.
+    def save_parameters(self, filename: str, format: str | None = None) -> None:
+        """Write the whole (unpartitioned) model, as ``net.save_parameters`` would (the same
+        ``format`` rule); call on every rank.
 
         The first rank of each stage sends its parameters to rank 0, which writes the file
         atomically; every rank returns once it is written.
@@ -573,7 +574,7 @@ class PipelineNet:
                     buf = torch.empty(shape, dtype=dtype)
                     dist.recv(buf, src=src)
                     arrays[name] = buf
-            save_tensors(os.fspath(filename), arrays)
+            save_tensors(os.fspath(filename), arrays, format=format)
         elif self.mesh.dp_rank == 0 and self.mesh.tp_rank == 0:
             for s, name, _p in order:
                 if s in self._modules:

@@ -14,7 +14,7 @@ import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
-from ..base import MXNetError
+from ..base import MXNetError, NotImplementedForSymbol
 from ..checkpoint_io import atomic_write_text
 from . import _ops
 from ._scope import HIDDEN_KEYS, AttrScope, NameManager, attr_string, parse_attr
@@ -200,7 +200,8 @@ class Symbol:
         return (load_json, (self.tojson(),))
 
     def __bool__(self) -> bool:
-        raise NotImplementedError("the truth value of a Symbol is not defined: it has no value until bound")
+        # MXNet's error type; its message says the truth value exists only for NDArrays
+        raise NotImplementedForSymbol(self.__bool__, "bool")
 
     # -------------------------------------------------------------------- attributes
     def attr(self, key: str) -> str | None:
