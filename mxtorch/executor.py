@@ -237,6 +237,15 @@ def _adopt(dst: torch.Tensor, g: torch.Tensor, taken: set[int]) -> bool:
     return True
 
 
+def _first_elements(arr: torch.Tensor, shape: Shape) -> torch.Tensor:
+    """``arr``'s first elements as an array of ``shape`` (sharing memory) when it has enough of
+    them and is contiguous, else new zeros of ``shape``."""
+    n = int(np.prod(shape))
+    if arr.is_contiguous() and arr.numel() >= n:
+        return arr.detach().reshape(-1)[:n].view(shape)
+    return torch.zeros(shape, dtype=arr.dtype, device=arr.device)
+
+
 class Executor:
     """A bound graph: ``forward``, ``backward``, ``outputs`` and the argument, gradient and
     auxiliary arrays (as lists in ``list_arguments`` order and as dicts)."""
@@ -278,6 +287,11 @@ class Executor:
         self.outputs: list[torch.Tensor] = []
         self._monitor: Callable[[str, torch.Tensor], None] | None = None
         self._default_head_grads: dict[int, torch.Tensor] = {}
+        # the is_train of the last forward that did not record for backward (None: none since)
+        self._unrecorded: bool | None = None
+        # arrays the outputs are copied into (views of the outputs of the executor this one was
+        # reshaped from, whose memory MXNet shares); None: fresh tensors each forward
+        self._out_buffers: list[torch.Tensor] | None = None
 
     # ------------------------------------------------------------------ dicts
     def arg_array(self, name: str) -> torch.Tensor | None:
@@ -304,8 +318,10 @@ class Executor:
 
     # ------------------------------------------------------------------ running
     def forward(self, is_train: bool = False, **kwargs: Any) -> list[torch.Tensor]:
-        """Run the graph (``is_train``: training mode, record for ``backward``); keyword arrays
-        are first copied into the arguments of those names."""
+        """Run the graph (``is_train``: training mode, recorded for ``backward``); keyword arrays
+        are first copied into the arguments of those names.  As in MXNet, ``backward`` also
+        works after ``forward(is_train=False)`` (operators then in inference mode): that forward
+        records nothing and ``backward`` runs it again recording."""
         for k, v in kwargs.items():
             if k not in self._arg_names:
                 raise MXNetError(f"forward: {k!r} is not an argument of the symbol ({self._arg_names})")
@@ -318,13 +334,17 @@ class Executor:
                     "use reshape() to bind other shapes"
                 ),
             )
+        return self._run(bool(is_train), bool(is_train))
+
+    def _run(self, is_train: bool, record: bool) -> list[torch.Tensor]:
         plan = self._plan
         vals: list[Any] = [None] * plan.nslots
         nargs = len(self.arg_arrays)
         vals[:nargs] = self.arg_arrays
         vals[nargs : nargs + len(self.aux_arrays)] = self.aux_arrays
         self._leaves = []
-        if is_train:
+        self._unrecorded = None if record else is_train
+        if record:
             for i, req in enumerate(self._reqs):
                 if req != "null":
                     leaf = self.arg_arrays[i].detach().requires_grad_(True)
@@ -335,6 +355,11 @@ class Executor:
             plan.run(vals, bool(is_train), self._roots if self._leaves else None)
         self._heads = [vals[s] for s in plan.heads]
         self.outputs = [h.detach() for h in self._heads]
+        if self._out_buffers is not None:
+            with torch.no_grad():
+                for buf, out in zip(self._out_buffers, self.outputs, strict=True):
+                    buf.copy_(out)
+            self.outputs = list(self._out_buffers)
         if self._monitor is not None:
             for name, out in zip(self._output_names, self.outputs, strict=True):
                 self._monitor(name, out)
@@ -344,6 +369,8 @@ class Executor:
         """Gradients of the arguments bound with a gradient array, from the head gradients
         ``out_grads``: loss outputs make their own gradient (and ignore a given one); every other
         output that the gradient depends on needs one, as in MXNet."""
+        if not self._leaves and self._unrecorded is not None and any(r != "null" for r in self._reqs):
+            self._run(self._unrecorded, True)  # the last forward was not recorded: run it again, recording
         if not self._leaves:
             return
         if out_grads is None:
@@ -455,7 +482,8 @@ class Executor:
         self, partial_shaping: bool = False, allow_up_sizing: bool = False, **kwargs: Any
     ) -> Executor:
         """An executor of the same graph for new input shapes, sharing every array whose shape
-        does not change."""
+        does not change; as in MXNet, an array that shrinks (and each output) is a view of the first
+        elements of this executor's array, and one that grows (``allow_up_sizing``) gets new memory."""
         arg_shapes, _, aux_shapes = self._symbol.infer_shape(**kwargs)
         if arg_shapes is None:
             raise MXNetError(f"reshape: the shapes {kwargs} do not determine every shape of the graph")
@@ -477,14 +505,39 @@ class Executor:
                     f"reshape: {name!r} would grow from {tuple(arr.shape)} to {tuple(shape)}; "
                     "pass allow_up_sizing=True to allow new memory"
                 )
-            args.append(torch.zeros(shape, dtype=arr.dtype, device=arr.device))
-            grads.append(None if g is None else torch.zeros(shape, dtype=g.dtype, device=g.device))
+            args.append(_first_elements(arr, shape))
+            grads.append(None if g is None else _first_elements(g, shape))
         for shape, arr in zip(aux_shapes, self.aux_arrays, strict=True):
             if tuple(shape) != tuple(arr.shape):
                 raise MXNetError(
                     f"reshape: an auxiliary state would change shape {tuple(arr.shape)} -> {shape}"
                 )
-        return Executor(self._symbol, self._ctx, args, grads, self._reqs, self.aux_arrays, self._group2ctx)
+        new = Executor(self._symbol, self._ctx, args, grads, self._reqs, self.aux_arrays, self._group2ctx)
+        new._out_buffers = self._shared_outputs(new, [tuple(a.shape) for a in args])
+        return new
+
+    def _shared_outputs(self, new: Executor, arg_shapes: list[Shape]) -> list[torch.Tensor] | None:
+        """Views of this executor's outputs (allocated now if it has not run yet) for ``new``'s
+        outputs, where none grows; None (fresh outputs) otherwise."""
+        _, out_shapes, _ = self._symbol.infer_shape(*arg_shapes)
+        if out_shapes is None:
+            return None
+        if not self.outputs:
+            shapes = dict(zip(self._arg_names, (tuple(a.shape) for a in self.arg_arrays), strict=True))
+            _, mine, _ = self._symbol.infer_shape(**shapes)
+            types = self._symbol.infer_type(**{n: a.dtype for n, a in zip(self._arg_names, self.arg_arrays,
+                                                                            strict=True)})[1]
+            if mine is None:
+                return None
+            device = self.arg_arrays[0].device if self.arg_arrays else _device(self._ctx)
+            self.outputs = [torch.zeros(sh, dtype=to_torch_dtype(t), device=device)
+                            for sh, t in zip(mine, types, strict=True)]
+        views = []
+        for out, shape in zip(self.outputs, out_shapes, strict=True):
+            if out.numel() < int(np.prod(shape)) or not out.is_contiguous():
+                return None
+            views.append(_first_elements(out, tuple(shape)))
+        return views
 
     def debug_str(self) -> str:
         lines = [f"Symbol outputs: {self._output_names}"]

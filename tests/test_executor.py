@@ -183,18 +183,49 @@ def test_forward_keywords_copy_into_the_arguments() -> None:
         ex.forward(data=[[1.0]])
 
 
-def test_backward_without_forward_training_changes_nothing() -> None:
+def test_backward_after_inference_forward_computes_gradients() -> None:
+    # MXNet's executor computes gradients after forward(is_train=False) too (test_bind relies on it)
     x = S.Variable("x")
     g = torch.full((2,), 3.0)
     ex = (x * 2).bind(mx.cpu(), {"x": torch.ones(2)}, args_grad={"x": g})
+    ex.backward(torch.ones(2))  # no forward yet: nothing to differentiate, nothing changes
+    _close(g, [3.0, 3.0])
     ex.forward(is_train=False)
     ex.backward(torch.ones(2))
+    _close(g, [2.0, 2.0])
+    g.fill_(3.0)
+    ex.backward(torch.ones(2))  # one backward per forward
     _close(g, [3.0, 3.0])
     ex.forward(is_train=True)
     with pytest.raises(MXNetError, match="2 head gradients for 1 outputs"):
         ex.backward([torch.ones(2), torch.ones(2)])
     ex.backward(torch.tensor([1.0, -1.0]))
     _close(g, [2.0, -2.0])
+    # dot's gradients (MXNet's test_dot): d(x.w)/dx = g w^T, d/dw = x^T g
+    a, b = torch.arange(6.0).reshape(2, 3), torch.arange(12.0).reshape(3, 4) / 10
+    ga, gb = torch.empty(2, 3), torch.empty(3, 4)
+    ex = S.dot(S.Variable("a"), S.Variable("b")).bind(mx.cpu(), [a, b], args_grad=[ga, gb])
+    ex.forward()
+    ex.backward([torch.ones(2, 4)])
+    _close(ga, (torch.ones(2, 4) @ b.T).numpy())
+    _close(gb, (a.T @ torch.ones(2, 4)).numpy())
+
+
+def test_reshape_shares_memory_as_mxnet() -> None:
+    x = S.Variable("x")
+    y = S.FullyConnected(x, num_hidden=4, name="fc")
+    exe = y.simple_bind(mx.cpu(), x=(5, 4), grad_req="null")
+    exe.arg_arrays[0][:] = 1
+    exe.arg_arrays[1][:] = torch.ones(4, 4)
+    small = exe.reshape(x=(3, 4))  # shrinking: views of the first elements, outputs too
+    assert small.arg_arrays[0].data_ptr() == exe.arg_arrays[0].data_ptr()
+    small.forward()
+    _close(small.outputs[0], np.full((3, 4), 4.0))
+    _close(exe.outputs[0][:3], np.full((3, 4), 4.0))
+    big = exe.reshape(allow_up_sizing=True, x=(6, 4))  # growing: new memory for x only
+    big.arg_arrays[0][:] = 0
+    _close(exe.arg_arrays[0], np.ones((5, 4)))
+    assert big.arg_arrays[1] is exe.arg_arrays[1]
 
 
 def test_simple_bind_allocates_from_shapes_and_types() -> None:
