@@ -16,3 +16,92 @@ def test_top_level_np_shape_names_and_base_names() -> None:
         assert mx.is_np_shape()
     assert not mx.is_np_shape()
     assert mx.base.mx_real_t is np.float32
+
+
+S = mx.sym
+
+
+def test_compose_names_the_head_and_children_of_a_split() -> None:
+    net2 = S.FullyConnected(S.Activation(S.FullyConnected(name="fc3", num_hidden=10), act_type="relu"),
+                            name="fc4", num_hidden=20)
+    src = S.FullyConnected(S.var("data"), name="fc1", num_hidden=10)
+    composed = net2(fc3_data=src, name="composed")
+    assert composed.name == "composed" and net2.name == "fc4"  # the original graph is unchanged
+    assert composed.list_arguments()[:3] == ["data", "fc1_weight", "fc1_bias"]
+    split = S.SliceChannel(S.var("data"), num_outputs=3, name="slice")
+    children = split.get_children()
+    assert children is not None and children.list_outputs() == ["data"]  # one node, not three
+
+
+def test_gen_atomic_symbol_keeps_op_and_attributes() -> None:
+    s = S.RNN(S.var("data"), S.var("p"), S.var("h0"), S.var("h1"), state_size=10, num_layers=2,
+              bidirectional=True, state_outputs=True, mode="lstm", name="rnn")
+    atom = s._gen_atomic_symbol()
+    assert atom.list_arguments() == [] and len(atom) == len(s)
+    assert atom[0].attr("state_size") == "10" and atom[0].attr("mode") == "lstm"
+
+
+def test_infer_type_partial_leaves_undetermined_types_none() -> None:
+    data = S.var("data")
+    fc = S.FullyConnected(S.Cast(data, dtype="float32"), num_hidden=4, name="fc")
+    mlp = S.SoftmaxOutput(fc, name="sm")
+    arg, out, aux = mlp.infer_type_partial()
+    assert arg == [None, np.float32, np.float32, np.float32] and out == [np.float32] and aux == []
+    assert mlp.infer_type(data=np.float16)[0][0] is np.float16
+
+
+def test_tojson_marks_numpy_shape_graphs() -> None:
+    import json
+
+    assert "is_np_shape" not in json.loads(S.var("x").tojson())["attrs"]
+    with mx.np_shape(True):
+        assert json.loads(S.var("x").tojson())["attrs"]["is_np_shape"] == ["int", 1]
+
+
+def _shapes(sym: mx.sym.Symbol, **given: tuple[int, ...]) -> dict[str, tuple[int, ...]]:
+    arg, _, _ = sym.infer_shape(**given)
+    assert arg is not None
+    return dict(zip(sym.list_arguments(), arg, strict=True))
+
+
+def test_backward_inference_from_known_outputs() -> None:
+    # FullyConnected: the batch size of its data from its output (made known by the addition)
+    a, c = S.var("a", shape=(0, 10)), S.var("c", shape=(5, 0))
+    got = _shapes(S.FullyConnected(a, num_hidden=21, name="fc") + c)
+    assert got["a"] == (5, 10) and got["c"] == (5, 21)
+    # a split's input from one output; Concat's shared batch size from its output
+    part = S.SliceChannel(S.var("a", shape=(0, 15, 0)), num_outputs=3)[1]
+    got = _shapes(part + S.var("c", shape=(3, 5, 2)))
+    assert got["a"] == (3, 15, 2)
+    cat = S.Concat(S.var("a", shape=(0, 10)), S.var("b", shape=(0, 5)), num_args=2, dim=1)
+    got = _shapes(S.var("d", shape=(2, 0)) + cat)
+    assert got == {"d": (2, 15), "a": (2, 10), "b": (2, 5)}
+    # a stride-1 convolution with padding 1 keeps the spatial size: 32x32 out means 32x32 in
+    conv = S.Convolution(S.var("a", shape=(0, 3, 0, 0)), num_filter=4, kernel=(3, 3), pad=(1, 1), name="cv")
+    assert _shapes(conv + S.var("c", shape=(2, 4, 32, 32)))["a"] == (2, 3, 32, 32)
+    # a parameter behind an operator: the FullyConnected weight's shape reaches w through the shape
+    # constraint of _identity_with_attr_like_rhs
+    w = S.var("w")
+    wt = S._internal._identity_with_attr_like_rhs(S.broadcast_add(w, S.var("ws", shape=(1,))), w)
+    fc = S.FullyConnected(S.var("data"), weight=wt, num_hidden=11, no_bias=True)
+    assert _shapes(fc, data=(7, 100))["w"] == (11, 100)
+
+
+def test_partial_shapes_in_legacy_and_numpy_semantics() -> None:
+    z = S.dot(S.var("x"), S.var("y"))
+    assert z.infer_shape_partial(x=(0, 3, 4), y=(4, 5))[1] == [(0, 3, 5)]
+    assert S.sin(S.var("d")).infer_shape_partial()[0] == [()]
+    with mx.np_shape(True):
+        assert z.infer_shape_partial(x=(-1, 3, 4), y=(4, 5))[1] == [(-1, 3, 5)]
+        assert S.sin(S.var("d")).infer_shape_partial()[0] == [None]
+    # where infers nothing until its condition's shape is known in full
+    w = S.where(S.var("cond"), S.var("x"), S.var("y"))
+    assert w.infer_shape_partial(cond=(0, 2), x=(0, 2), y=(0, 2))[1] == [()]
+
+
+def test_batch_take_values_and_no_gradient() -> None:
+    import torch
+
+    x = torch.tensor([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]])
+    out = S.batch_take(S.var("a"), S.var("i")).eval(a=x, i=torch.tensor([0, 1, 5]))[0]
+    assert out.tolist() == [1.0, 4.0, 6.0]  # the last index is clipped into range

@@ -29,6 +29,10 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
+    if name == "_internal":  # MXNet's internal operators by graph name (imported on first use)
+        import importlib
+
+        return importlib.import_module(f"{__name__}._internal")
     if name.startswith("__") or not _ops.has_op(name):
         raise AttributeError(f"module 'mxtorch.symbol' has no operator {name!r}")
 

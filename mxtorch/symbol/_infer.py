@@ -21,6 +21,7 @@ import torch
 
 from .._dtype import to_torch_dtype
 from ..base import MXNetError
+from ..util import is_np_shape
 from ._scope import parse_attr
 
 if TYPE_CHECKING:
@@ -144,8 +145,15 @@ def _partial_param_shapes(op: Any, attrs: Mapping[str, Any], data: Shape) -> dic
     }
 
 
+# operators whose outputs stay unknown until these inputs are known in full (MXNet's where
+# infers nothing from a partly known condition)
+_NEEDS_KNOWN = {"where": (0,)}
+
+
 def _partial_outputs(node: _Node, shapes: list[Shape], dtypes: list[Any]) -> list[Shape | None]:
     """Partial output shapes of ``node`` whose inputs have partial shapes (None where unknown)."""
+    if any(k < len(shapes) and not _known(shapes[k]) for k in _NEEDS_KNOWN.get(str(node.op), ())):
+        return [None] * node.num_total()
     runs = []
     for size in _PROBES:
         try:
@@ -168,6 +176,7 @@ _SAME_SHAPE = {
     "_minimum_scalar", "_equal_scalar", "_not_equal_scalar", "_greater_scalar", "_greater_equal_scalar",
     "_lesser_scalar", "_lesser_equal_scalar", "Activation", "BlockGrad", "MakeLoss", "make_loss", "_copy",
     "relu", "sigmoid", "tanh", "exp", "log", "sqrt", "square", "abs", "negative", "Dropout",
+    "_identity_with_attr_like_rhs", "Cast", "cast", "identity",
 }  # fmt: skip
 
 
@@ -287,10 +296,13 @@ def infer_node_shapes(
                 dt = code_dtype(n.attrs["__dtype__"])
             if dt is not None:
                 var_types[n.name] = to_torch_dtype(dt)
+    from ._backward import solve_backward  # it builds on this module's helpers
+
     done: dict[int, tuple[Any, ...]] = {}  # node id -> the input shapes its outputs were computed from
     while True:
         _forward_shapes(nodes, var_shapes, var_types, out_shapes, out_types, done, part)
-        if not _same_shape_backward(nodes, out_shapes, var_shapes, part):
+        changed = _same_shape_backward(nodes, out_shapes, var_shapes, part)
+        if not changed and not solve_backward(nodes, out_shapes, out_types, var_shapes, part):
             return var_shapes, out_shapes, out_types
 
 
@@ -334,6 +346,14 @@ def _forward_shapes(
                     var_shapes[src.name] = shape
                     out_shapes[id(src)] = [shape]
                     in_shapes[k] = shape
+                elif in_shapes[k] is None:  # an operator's output feeds the parameter (a Cast of it)
+                    j = n.inputs[k][1]
+                    if _known(shape):
+                        out_shapes.setdefault(id(src), [None] * src.num_total())[j] = shape
+                        in_shapes[k] = shape
+                    else:
+                        outs = part.setdefault(id(src), [None] * src.num_total())
+                        outs[j] = _merge(outs[j], shape, src.name)
                 elif op.name in _STRICT_PARAMS and in_shapes[k] is not None and tuple(in_shapes[k]) != shape:
                     raise MXNetError(
                         f"infer_shape: operator {n.name!r} ({n.op}) needs its {names[k]} of shape {shape} "
@@ -356,7 +376,10 @@ def _forward_shapes(
             ]
             if all(p is not None for p in partials):
                 types = [t if t is not None else torch.float32 for t in in_types]
-                part[id(n)] = _partial_outputs(n, partials, types)  # type: ignore[arg-type]
+                new = _partial_outputs(n, partials, types)  # type: ignore[arg-type]
+                old = part.get(id(n)) or [None] * total
+                part[id(n)] = [o if p is None else _merge(o, p, n.name)
+                               for o, p in zip(old, new, strict=True)]
             continue
         part.pop(id(n), None)
         done[id(n)] = key
@@ -388,19 +411,26 @@ def infer_shape(
             stacklevel=3,
         )
         return None, None, None
-    fill: Shape = ()
-    return (
-        [s if s is not None else fill for s in arg],
-        [s if s is not None else fill for s in out],
-        [s if s is not None else fill for s in aux],
-    )
+    if is_np_shape():  # NumPy shape semantics: -1 for an unknown dimension, None for an unknown shape
+        def show(s: Any) -> Any:
+            return None if s is None else tuple(d if d > 0 else -1 for d in s)
+    else:
+        def show(s: Any) -> Any:
+            return () if s is None else tuple(s)
+    return [show(s) for s in arg], [show(s) for s in out], [show(s) for s in aux]
 
 
 def _np_type(t: Any) -> Any:
     return np.dtype(str(t).replace("torch.", "")).type
 
 
-def infer_type(sym: Symbol, args: Sequence[Any], kwargs: Mapping[str, Any]) -> tuple[Any, Any, Any]:
+def infer_type(
+    sym: Symbol, args: Sequence[Any], kwargs: Mapping[str, Any], partial: bool = False
+) -> tuple[Any, Any, Any]:
+    """Types flow forward from the given types, ``__dtype__`` attributes and operators' ``dtype``
+    parameters.  ``partial``: a type nothing determines is None (MXNet's infer_type_partial);
+    otherwise it is float32, MXNet's default real type."""
+    default = None if partial else torch.float32
     given = {k: to_torch_dtype(v) for k, v in _given(sym, args, kwargs, "infer_type").items()}
     types: dict[str, Any] = dict(given)
     out_types: dict[int, list[Any]] = {}
@@ -413,10 +443,11 @@ def infer_type(sym: Symbol, args: Sequence[Any], kwargs: Mapping[str, Any]) -> t
             continue
         op = n.opdef()
         in_types = [out_types[id(src)][i] for src, i in n.inputs]
-        data_type = next((t for t in in_types if t is not None), torch.float32)
+        data_type = next((t for t in in_types if t is not None), default)
         attrs = n.params()
         if op.infer_types is not None:  # Custom: its property's infer_type
-            want, outs = op.infer_types([t if t is not None else data_type for t in in_types])
+            fallback = data_type or torch.float32
+            want, outs = op.infer_types([t if t is not None else fallback for t in in_types])
             for k, (src, _) in enumerate(n.inputs):
                 if src.is_variable and in_types[k] is None and k < len(want):
                     types[src.name] = want[k]
@@ -424,7 +455,7 @@ def infer_type(sym: Symbol, args: Sequence[Any], kwargs: Mapping[str, Any]) -> t
             out_types[id(n)] = list(outs)
             continue
         for k, (src, _) in enumerate(n.inputs):
-            if src.is_variable and in_types[k] is None:
+            if src.is_variable and in_types[k] is None and data_type is not None:
                 types[src.name] = _input_type(op, attrs, k, data_type)
                 out_types[id(src)] = [types[src.name]]
         out = to_torch_dtype(attrs.get("dtype", "float32")) if n.op == "Embedding" else data_type
@@ -433,8 +464,13 @@ def infer_type(sym: Symbol, args: Sequence[Any], kwargs: Mapping[str, Any]) -> t
         out_types[id(n)] = [out] * n.num_total()
     for n in sym._nodes():
         if n.is_variable and n.name not in types:
-            types[n.name] = out_types[id(n)][0] or torch.float32
-    arg = [_np_type(types[n]) for n in sym.list_arguments()]
-    aux = [_np_type(types[n]) for n in sym.list_auxiliary_states()]
-    out_list = [_np_type(out_types[id(node)][i]) for node, i in sym._outputs]
+            types[n.name] = out_types[id(n)][0] or default
+
+    def np_type(t: Any) -> Any:
+        return None if t is None else _np_type(t)
+
+    arg = [np_type(types[n]) for n in sym.list_arguments()]
+    aux = [np_type(types[n]) for n in sym.list_auxiliary_states()]
+    out_list = [np_type(out_types[id(node)][i]) for node, i in sym._outputs]
     return arg, out_list, aux
+

@@ -65,6 +65,7 @@ class OpDef:
     compile: Callable[[dict[str, Any]], Callable[[list[Any], bool], Any]] | None = None
     infer: Callable[[list[Shape], list[Any]], list[tuple[Shape, Any]]] | None = None
     infer_types: Callable[[list[Any]], tuple[list[Any], list[Any]]] | None = None
+    differentiable: bool = True  # False: MXNet defines no gradient (binding it for training fails)
 
     def compiled(self, attrs: dict[str, Any]) -> Callable[[list[Any], bool], Any]:
         """``call(inputs, train)`` with ``attrs`` bound once (what a bound graph runs per node)."""
@@ -359,6 +360,21 @@ def _make_loss_run(ins: list[Any], a: dict[str, Any], t: bool) -> Any:
 _add(OpDef("MakeLoss", _make_loss_run, _always(["data"]), is_loss=True))
 _add(OpDef("make_loss", _make_loss_run, _always(["data"]), is_loss=True))
 _add(OpDef("BlockGrad", lambda ins, a, t: _loss.block_grad(ins[0]), _always(["data"])), "stop_gradient")
+# lhs's values with rhs's shape: a shape constraint for inference (both inputs share one shape)
+_add(OpDef("_identity_with_attr_like_rhs", lambda ins, a, t: ins[0], _always(["lhs", "rhs"])))
+
+
+def _batch_take_run(ins: list[Any], a: dict[str, Any], t: bool) -> Any:
+    # MXNet's batch_take: out[i] = a[i, indices[i]] for a 2-D a; indices are clipped into range
+    x, idx = ins
+    if x.dim() != 2 or idx.dim() != 1 or idx.shape[0] != x.shape[0]:
+        raise MXNetError(f"batch_take: needs a of shape (n, m) and indices of shape (n,), got "
+                         f"{tuple(x.shape)} and {tuple(idx.shape)}")
+    cols = idx.to(torch.int64).clamp(0, max(x.shape[1] - 1, 0))
+    return x.gather(1, cols.reshape(-1, 1)).reshape(-1)
+
+
+_add(OpDef("batch_take", _batch_take_run, _always(["a", "indices"]), differentiable=False))
 
 
 # ----------------------------------------------------------------------------------------------

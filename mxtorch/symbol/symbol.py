@@ -16,6 +16,7 @@ from typing import Any
 
 from ..base import MXNetError, NotImplementedForSymbol
 from ..checkpoint_io import atomic_write_text
+from ..util import is_np_shape
 from . import _ops
 from ._scope import HIDDEN_KEYS, AttrScope, NameManager, attr_string, parse_attr
 
@@ -155,9 +156,19 @@ class Symbol:
         return Symbol([(n, i) for n in self._nodes() for i in range(n.num_visible())])
 
     def get_children(self) -> Symbol | None:
-        """The inputs of this symbol's node (None for a variable)."""
-        ins = [inp for node, _ in self._outputs for inp in node.inputs]
+        """The inputs of this symbol's node(s), each node once (None for a variable)."""
+        nodes = list({id(node): node for node, _ in self._outputs}.values())  # a split's outputs: one node
+        ins = [inp for node in nodes for inp in node.inputs]
         return Symbol(ins) if ins else None
+
+    def _gen_atomic_symbol(self) -> Symbol:
+        """A symbol of this symbol's operator and attributes with no inputs (MXNet's atomic
+        symbol, which composition fills)."""
+        node = self._outputs[0][0]
+        if node.is_variable:
+            raise MXNetError(f"_gen_atomic_symbol: {node.name!r} is a variable, not an operator")
+        atom = _Node(node.op, node.name, dict(node.attrs), [])
+        return Symbol([(atom, i) for i in range(node.num_visible())])
 
     def __len__(self) -> int:
         return len(self._outputs)
@@ -229,6 +240,9 @@ class Symbol:
     def __call__(self, *args: Symbol, **kwargs: Symbol) -> Symbol:
         """A copy of this graph with variables replaced: positional in ``list_arguments`` order
         or by name (``net(data=other)``)."""
+        new_name = kwargs.pop("name", None)  # MXNet's compose names the head node
+        if new_name is not None and not isinstance(new_name, str):
+            raise TypeError(f"compose: name must be a str, got {type(new_name).__name__}")
         subst: dict[str, Symbol] = {}
         names = self.list_arguments()
         if len(args) > len(names):
@@ -265,6 +279,8 @@ class Symbol:
         for n, i in self._outputs:
             r = memo[id(n)]
             outs.append(r if isinstance(r, tuple) else (r, i))
+        if new_name is not None and not outs[0][0].is_variable and outs[0][0] is not self._outputs[0][0]:
+            outs[0][0].name = new_name
         return Symbol(outs)
 
     def __getattr__(self, name: str) -> Any:
@@ -345,6 +361,12 @@ class Symbol:
 
         return infer_type(self, args, kwargs)
 
+    def infer_type_partial(self, *args: Any, **kwargs: Any) -> tuple[Any, Any, Any]:
+        """Like :meth:`infer_type`; a type nothing determines is None."""
+        from ._infer import infer_type
+
+        return infer_type(self, args, kwargs, partial=True)
+
     def tojson(self) -> str:
         """The graph in MXNet's JSON format (what MXNet 1.x writes to ``prefix-symbol.json``)."""
         nodes = self._nodes()
@@ -361,12 +383,15 @@ class Symbol:
             ]
             out_nodes.append(entry)
             row_ptr.append(row_ptr[-1] + n.num_total())
+        graph_attrs: dict[str, list[Any]] = {"mxnet_version": ["int", MXNET_VERSION]}
+        if is_np_shape():  # MXNet marks graphs made under NumPy shape semantics (0: a zero-size dim)
+            graph_attrs["is_np_shape"] = ["int", 1]
         graph = {
             "nodes": out_nodes,
             "arg_nodes": [i for i, n in enumerate(nodes) if n.is_variable],
             "node_row_ptr": row_ptr,
             "heads": [[index[id(n)], i, 0] for n, i in self._outputs],
-            "attrs": {"mxnet_version": ["int", MXNET_VERSION]},
+            "attrs": graph_attrs,
         }
         return json.dumps(graph, indent=2)
 
