@@ -23,8 +23,10 @@ class Context:
     Usable as a ``with`` block that sets :func:`current_context` for code in it.
     """
 
-    _devtype2str = {1: "cpu", 2: "gpu", 3: "cpu_pinned"}
-    _str2devtype = {"cpu": 1, "gpu": 2, "cpu_pinned": 3}
+    # MXNet's device type codes; 'cpu_shared' (shared-memory CPU arrays, for worker processes)
+    # and 'cpu_pinned' live on torch's CPU device like 'cpu'
+    _devtype2str = {1: "cpu", 2: "gpu", 3: "cpu_pinned", 5: "cpu_shared"}
+    _str2devtype = {"cpu": 1, "gpu": 2, "cpu_pinned": 3, "cpu_shared": 5}
     __slots__ = ("device_type", "device_id", "_old")
 
     def __init__(self, device_type: str | Context, device_id: int = 0) -> None:

@@ -319,12 +319,49 @@ def retain(self: torch.Tensor, indices: Any) -> torch.Tensor:
     return sparse.retain(self, indices)
 
 
+def expand_dims(self: torch.Tensor, axis: int, inplace: bool = False) -> torch.Tensor:
+    """The array with a size-1 axis inserted at ``axis``: a copy, or with ``inplace`` a view that
+    shares this array's memory (MXNet's method)."""
+    from .nd._shape import expand_dims as nd_expand_dims
+
+    view = nd_expand_dims(self, axis)
+    return view if inplace else view.clone()
+
+
+def _basic_indexing_slice_is_contiguous(slc_key: Any, shape: Any) -> bool:
+    """Whether basic indexing ``x[slc_key]`` (ints and slices) of a C-contiguous array of ``shape``
+    gives a C-contiguous view (numpy's rule: size-1 axes do not matter, an empty result is
+    contiguous)."""
+    key = slc_key if isinstance(slc_key, tuple) else (slc_key,)
+    dims = [int(n) for n in shape]
+    strides = [1] * len(dims)
+    for i in range(len(dims) - 2, -1, -1):
+        strides[i] = strides[i + 1] * dims[i + 1]
+    out: list[tuple[int, int]] = []
+    for i, n in enumerate(dims):
+        k = key[i] if i < len(key) else slice(None)
+        if isinstance(k, slice):
+            start, stop, step = k.indices(n)
+            out.append((len(range(start, stop, step)), strides[i] * step))
+        elif not isinstance(k, (int, np.integer)):
+            raise TypeError(f"basic indexing takes ints and slices, got {type(k).__name__}")
+    if any(size == 0 for size, _ in out):
+        return True
+    expected = 1
+    for size, stride in reversed(out):
+        if size != 1:
+            if stride != expected:
+                return False
+            expected *= size
+    return True
+
+
 # MXNet NDArray methods that are mx.nd operators applied to the array itself
 # (x.one_hot(3) is mx.nd.one_hot(x, 3)); only names torch.Tensor does not define are added.
 _ND_OPERATOR_METHODS = (
     "reshape_like", "zeros_like", "ones_like", "broadcast_axes", "broadcast_like", "pad", "split_v2",
     "slice", "slice_axis", "slice_like", "one_hot", "pick", "argmax_channel", "shape_array",
-    "size_array", "expand_dims", "depth_to_space", "space_to_depth", "nanprod", "rint", "degrees",
+    "size_array", "depth_to_space", "space_to_depth", "nanprod", "rint", "degrees",
     "radians", "cbrt", "rcbrt", "softmin",
 )
 
@@ -366,6 +403,8 @@ def _table() -> dict[str, Any]:
         "asscipy": asscipy,
         "check_format": check_format,
         "retain": retain,
+        "expand_dims": expand_dims,
+        "_basic_indexing_slice_is_contiguous": staticmethod(_basic_indexing_slice_is_contiguous),
     }
     for name in _ND_OPERATOR_METHODS:
         table[name] = _nd_method(name)

@@ -19,12 +19,17 @@ from __future__ import annotations
 import torch
 
 from ..operator import Custom as Custom  # MXNet's Python custom operators (mx.operator.register)
-from . import _creation, _io, _nn, _ops, ndarray, random, sparse
+from . import _creation, _io, _legacy, _nn, _ops, _random_pdf, contrib, ndarray, random, sparse
+from . import _internal as _internal  # mx.nd._internal: MXNet's underscore operators
+from ._cached_op import CachedOp
 from ._common import mx_operator as _mx_operator
 from ._creation import *  # noqa: F403
 from ._io import *  # noqa: F403
+from ._legacy import *  # noqa: F403
+from ._legacy import SAMPLER_ALIASES as _SAMPLER_ALIASES
 from ._nn import *  # noqa: F403
 from ._ops import *  # noqa: F403
+from ._random_pdf import *  # noqa: F403
 from .ndarray import (
     from_dlpack,
     histogram,
@@ -40,12 +45,16 @@ NDArray = torch.Tensor
 
 __all__ = [
     "NDArray", "ndarray", "random", "sparse", "from_dlpack", "histogram", "moveaxis", "onehot_encode",
-    "true_divide", "to_dlpack_for_read", "to_dlpack_for_write",
+    "true_divide", "to_dlpack_for_read", "to_dlpack_for_write", "contrib", "CachedOp",
+    *sorted(_SAMPLER_ALIASES),
 ] + [
-    n for n in (*_creation.__all__, *_io.__all__, *_nn.__all__, *_ops.__all__) if n != "infer_reshape"
+    n for n in (*_creation.__all__, *_io.__all__, *_nn.__all__, *_ops.__all__, *_legacy.__all__,
+                *_random_pdf.__all__) if n != "infer_reshape"
 ]
+globals().update(_SAMPLER_ALIASES)
 
-_OPERATORS = (*_ops.__all__, *_nn.__all__, "cast", "Cast", "zeros_like", "ones_like", "full_like")
+_OPERATORS = (*_ops.__all__, *_nn.__all__, *_legacy.__all__, *_random_pdf.__all__, "cast", "Cast",
+              "zeros_like", "ones_like", "full_like")
 for _name in _OPERATORS:
     if _name != "infer_reshape":
         globals()[_name] = _mx_operator(globals()[_name])

@@ -87,11 +87,20 @@ def array(source_array: Any, ctx: CtxLike = None, dtype: Any = None) -> torch.Te
 
 
 def from_numpy(ndarray: np.ndarray, zero_copy: bool = True) -> torch.Tensor:
-    """A CPU tensor sharing memory with ``ndarray`` (keeps its dtype); a copy if not zero_copy."""
+    """A CPU tensor sharing memory with ``ndarray`` (keeps its dtype); a copy if not zero_copy.
+
+    As in MXNet, zero_copy hands the memory to the array: the numpy array becomes read-only
+    (write through the tensor), and it must be C-contiguous."""
     if not isinstance(ndarray, np.ndarray):
         raise TypeError(f"from_numpy expects a numpy.ndarray, got {type(ndarray).__name__}")
+    if not zero_copy:
+        return torch.from_numpy(np.ascontiguousarray(ndarray)).clone()
+    if not ndarray.flags["C_CONTIGUOUS"]:
+        raise ValueError("from_numpy with zero_copy=True needs a C-contiguous array: pass "
+                         "np.ascontiguousarray(a), or zero_copy=False for a copy")
     t = torch.from_numpy(ndarray)
-    return t if zero_copy else t.clone()
+    ndarray.flags.writeable = False
+    return t
 
 
 def empty(shape: Any, ctx: CtxLike = None, dtype: Any = None, stype: Any = None) -> torch.Tensor:

@@ -87,6 +87,7 @@ def _reduce(
     axes = norm_axes(axis, data.dim(), exclude)
     if not axes:
         return data.clone()
+    keepdims = bool(keepdims)  # MXNet code passes 0/1
     out = fn(data, axes, keepdims)
     return out if keepdims else _no0d(out)
 
@@ -154,7 +155,7 @@ def nanprod(data: Tensor, axis: Any = None, keepdims: bool = False, exclude: boo
 def moments(data: Tensor, axes: Any = None, keepdims: bool = False) -> list[Tensor]:
     """[mean, variance] over ``axes`` (the biased variance)."""
     ax = norm_axes(axes, data.dim())
-    var, mu = torch.var_mean(data, dim=ax, correction=0, keepdim=keepdims)
+    var, mu = torch.var_mean(data, dim=ax, correction=0, keepdim=bool(keepdims))
     return [mu if keepdims else _no0d(mu), var if keepdims else _no0d(var)]
 
 
@@ -166,7 +167,7 @@ def norm(
         raise ValueError(f"norm: ord must be 1 or 2, got {ord!r}")
     axes = norm_axes(axis, data.dim())
     x = data if is_float(data) else data.float()
-    out = torch.linalg.vector_norm(x, ord=ord, dim=axes, keepdim=keepdims)
+    out = torch.linalg.vector_norm(x, ord=ord, dim=axes, keepdim=bool(keepdims))
     target = dtype_of(out_dtype, data.dtype if is_float(data) else torch.float32)
     out = out.to(target)
     return out if keepdims else _no0d(out)
@@ -179,7 +180,7 @@ def _arg_reduce(data: Tensor, axis: Any, keepdims: bool, largest: bool) -> Tenso
         out = idx.reshape((1,) * data.dim()) if keepdims else idx.reshape(1)
     else:
         ax = norm_axis(axis, data.dim())
-        out = fn(data, dim=ax, keepdim=keepdims)
+        out = fn(data, dim=ax, keepdim=bool(keepdims))
     return out.to(torch.float32)
 
 

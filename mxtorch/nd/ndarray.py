@@ -7,6 +7,7 @@ here (``moveaxis``, ``onehot_encode``, ``true_divide``, DLPack exchange ...) wor
 
 from __future__ import annotations
 
+import numbers
 from typing import Any
 
 import numpy as np
@@ -82,13 +83,18 @@ def true_divide(lhs: Any, rhs: Any) -> Any:
 
 def moveaxis(tensor: torch.Tensor, source: Any, destination: Any) -> torch.Tensor:
     """``tensor`` with axes ``source`` moved to ``destination`` (ints or sequences of ints), as numpy."""
-    src = (source,) if isinstance(source, int) else tuple(source)
-    dst = (destination,) if isinstance(destination, int) else tuple(destination)
+    src = (source,) if isinstance(source, numbers.Integral) else tuple(source)
+    dst = (destination,) if isinstance(destination, numbers.Integral) else tuple(destination)
     if len(src) != len(dst):
         raise ValueError(f"moveaxis: source {source!r} and destination {destination!r} need as many axes")
     nd = tensor.dim()
-    return torch.movedim(tensor, tuple(norm_axis(a, nd, "source") for a in src),
-                         tuple(norm_axis(a, nd, "destination") for a in dst))
+    src_axes = tuple(norm_axis(a, nd, "source") for a in src)
+    dst_axes = tuple(norm_axis(a, nd, "destination") for a in dst)
+    if len(set(src_axes)) != len(src_axes) or len(set(dst_axes)) != len(dst_axes):
+        raise ValueError(
+            f"moveaxis: source {source!r} and destination {destination!r} must not repeat an axis"
+        )
+    return torch.movedim(tensor, src_axes, dst_axes)
 
 
 def onehot_encode(indices: Any, out: torch.Tensor) -> torch.Tensor:

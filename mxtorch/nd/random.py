@@ -29,6 +29,13 @@ __all__ = [
     "generalized_negative_binomial",
     "multinomial",
     "shuffle",
+    "uniform_like",
+    "normal_like",
+    "exponential_like",
+    "gamma_like",
+    "poisson_like",
+    "negative_binomial_like",
+    "generalized_negative_binomial_like",
 ]
 
 Tensor = torch.Tensor
@@ -239,3 +246,35 @@ def shuffle(data: Tensor, **kwargs: Any) -> Tensor:
         return data.clone()
     perm = torch.randperm(data.shape[0], device=data.device)
     return data.index_select(0, perm)
+
+
+def _like(sampler: Callable[..., Tensor]) -> Callable[..., Tensor]:
+    """``<sampler>_like(data, <parameters>)``: samples of ``data``'s shape, dtype and device."""
+    skip = ("shape", "dtype", "ctx", "out", "kwargs")
+    params = [p for p in inspect.signature(sampler).parameters if p not in skip]
+    name = f"{sampler.__name__}_like"
+
+    def sample_like(data: Tensor | None = None, *args: Any, out: Tensor | None = None,
+                    **kwargs: Any) -> Tensor:
+        if not isinstance(data, Tensor):
+            raise TypeError(f"{name}() needs the array whose shape to follow as data, "
+                            f"got {type(data).__name__}")
+        kwargs.pop("name", None)
+        given = dict(zip(params, args))
+        given.update({k: kwargs.pop(k) for k in list(kwargs) if k in params})
+        if kwargs:
+            raise TypeError(f"{name}() got unexpected keyword arguments {sorted(kwargs)}")
+        return sampler(**given, shape=tuple(data.shape), dtype=data.dtype, ctx=data.device, out=out)
+
+    sample_like.__name__ = sample_like.__qualname__ = name
+    sample_like.__doc__ = f"``{sampler.__name__}`` samples with the shape, dtype and device of ``data``."
+    return sample_like
+
+
+uniform_like = _like(uniform)
+normal_like = _like(normal)
+exponential_like = _like(exponential)
+gamma_like = _like(gamma)
+poisson_like = _like(poisson)
+negative_binomial_like = _like(negative_binomial)
+generalized_negative_binomial_like = _like(generalized_negative_binomial)

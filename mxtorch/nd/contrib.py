@@ -1,0 +1,78 @@
+"""``mx.nd.contrib``: MXNet's contributed operators that MXNet code reaches as ``mx.nd.contrib.<op>``.
+
+``isinf``/``isfinite``/``isnan`` give 1/0 in the input's dtype (MXNet's comparison rule);
+``rand_zipfian`` draws classes from the log-uniform (Zipfian) distribution that candidate
+sampling uses, with the expected count of each class; ``allclose`` is MXNet's one-element test.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+
+from ..context import Context
+from ._common import as_tensor, device_of, mx_operator
+
+Tensor = torch.Tensor
+
+__all__ = ["isinf", "isfinite", "isnan", "rand_zipfian", "allclose"]
+
+
+@mx_operator
+def isinf(data: Tensor) -> Tensor:
+    """1 where ``data`` is +inf or -inf, else 0 (in ``data``'s dtype)."""
+    return torch.isinf(data).to(data.dtype)
+
+
+@mx_operator
+def isfinite(data: Tensor) -> Tensor:
+    """1 where ``data`` is neither inf nor NaN, else 0 (in ``data``'s dtype)."""
+    return torch.isfinite(data).to(data.dtype)
+
+
+@mx_operator
+def isnan(data: Tensor) -> Tensor:
+    """1 where ``data`` is NaN, else 0 (in ``data``'s dtype)."""
+    return torch.isnan(data).to(data.dtype)
+
+
+def _zipf_expected(classes: Tensor, num_sampled: int, range_max: int) -> Tensor:
+    # P(class) = (log(class + 2) - log(class + 1)) / log(range_max + 1)
+    c = classes.to(torch.float64)
+    return (torch.log((c + 2.0) / (c + 1.0)) / math.log(range_max + 1) * num_sampled).to(torch.float32)
+
+
+def zipfian_classes(shape: tuple[int, ...], range_max: int, device: torch.device) -> Tensor:
+    """int64 classes in [0, range_max) with P(c) = log((c + 2) / (c + 1)) / log(range_max + 1)."""
+    u = torch.rand(shape, dtype=torch.float64, device=device)
+    return (torch.exp(u * math.log(range_max + 1)) - 1).to(torch.int64) % range_max
+
+
+def rand_zipfian(
+    true_classes: Any, num_sampled: int, range_max: int, ctx: Context | str | None = None
+) -> list[Tensor]:
+    """Draw ``num_sampled`` classes (with replacement) from the Zipfian distribution over
+    [0, range_max); returns ``[sampled_classes (int64), expected count of each true class,
+    expected count of each sampled class]`` (float32; count = num_sampled * P(class))."""
+    if num_sampled < 1 or range_max < 1:
+        raise ValueError(
+            f"rand_zipfian: num_sampled ({num_sampled}) and range_max ({range_max}) must be positive"
+        )
+    true = as_tensor(true_classes)
+    device = true.device if ctx is None else device_of(ctx)
+    sampled = zipfian_classes((int(num_sampled),), int(range_max), device)
+    return [
+        sampled,
+        _zipf_expected(true.to(device), num_sampled, range_max),
+        _zipf_expected(sampled, num_sampled, range_max),
+    ]
+
+
+def allclose(a: Any, b: Any, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = True) -> Tensor:
+    """``[1.]`` when every pair satisfies ``|a - b| <= atol + rtol * |b|``, else ``[0.]``."""
+    ta = as_tensor(a)
+    tb = as_tensor(b, like=ta)
+    ok = torch.allclose(ta.to(torch.float64), tb.to(torch.float64), rtol=rtol, atol=atol, equal_nan=equal_nan)
+    return torch.tensor([1.0 if ok else 0.0], device=ta.device)
