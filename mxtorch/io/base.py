@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import torch
 
-__all__ = ["DataDesc", "DataBatch", "DataIter", "numpy_dtype"]
+__all__ = ["DataDesc", "DataBatch", "DataIter", "NativeBatchIter", "numpy_dtype"]
 
 
 def numpy_dtype(dtype: Any) -> Any:
@@ -198,3 +198,18 @@ class BatchIter(DataIter):
 
     def getpad(self) -> int:
         return int(self._current().pad or 0)
+
+
+class NativeBatchIter(BatchIter):
+    """A BatchIter in the role of MXNet's iterators written in C++ (``MXDataIter``: CSVIter,
+    MNISTIter ...), whose ``getdata`` / ``getlabel`` give the batch's one data / label array itself
+    rather than a list (the DataBatch still holds lists)."""
+
+    def getdata(self) -> Any:  # type: ignore[override]
+        data = self._current().data or []
+        return data[0] if data else None
+
+    def getlabel(self) -> Any:  # type: ignore[override]
+        label = self._current().label or []
+        return label[0] if label else None
+

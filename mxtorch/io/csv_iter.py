@@ -36,7 +36,7 @@ import numpy as np
 import torch
 
 from ..base import MXNetError
-from .base import BatchIter, DataBatch, DataDesc, check_kwargs
+from .base import DataBatch, DataDesc, NativeBatchIter, check_kwargs
 
 __all__ = ["CSVIter"]
 
@@ -133,7 +133,7 @@ def _parse_rows(files: list[Path], width: int, dtype: type, what: str, shape: tu
     return np.concatenate(blocks, axis=0)
 
 
-class CSVIter(BatchIter):
+class CSVIter(NativeBatchIter):
     """Iterates over the rows of a CSV file (or a directory of them); see the module docstring.
 
     ``batch_size`` is required, as in MXNet.  ``data_name`` / ``label_name`` name the arrays in

@@ -27,7 +27,7 @@ import torch
 
 from ..base import MXNetError
 from ..gluon.data.vision.datasets import EMBEDDED_FASHION_MNIST_ROOT, read_idx
-from .base import BatchIter, DataBatch, DataDesc, check_kwargs
+from .base import DataBatch, DataDesc, NativeBatchIter, check_kwargs
 
 __all__ = ["MNISTIter", "EMBEDDED_FASHION_MNIST_ROOT", "mxnet_shuffle_order"]
 
@@ -89,7 +89,7 @@ def _part(count: int, num_parts: int, part_index: int) -> tuple[int, int]:
     return start, end
 
 
-class MNISTIter(BatchIter):
+class MNISTIter(NativeBatchIter):
     """Iterates over MNIST-format image and label files; see the module docstring."""
 
     def __init__(

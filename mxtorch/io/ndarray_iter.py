@@ -47,6 +47,10 @@ def _as_tensor(value: Any, name: str) -> torch.Tensor:
             raise TypeError(f"NDArrayIter: input {name!r} is a {value.layout} tensor; give a dense or a CSR "
                             "array (e.g. .to_dense() or .tostype('csr'))")
         return value.detach()
+    if type(value).__module__.startswith("scipy.sparse") and hasattr(value, "tocsr"):
+        # a scipy sparse matrix (MXNet takes scipy.sparse.csr_matrix): kept sparse as CSR
+        m = value.tocsr()
+        return csr_matrix((m.data, m.indices, m.indptr), shape=m.shape, dtype=m.dtype)
     try:
         out = nd_array(value)
     except (TypeError, ValueError) as err:
