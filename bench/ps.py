@@ -31,8 +31,12 @@ Prints, measured in one run (every job on 127.0.0.1, started by
     dist_async every worker runs steps for as long as the slow worker's sleeps of those steps
     take (``--slow-steps`` x ``--slow-ms``).
 
+(d) ZeroMQ's CURVE encryption against plain ZeroMQ, round trips of ``--curve-kib`` (4 KiB to
+    64 MiB) between this process and an echo process (bench/_curve.py): what encrypting the
+    parameter server's traffic would cost; its HMAC authentication costs nothing per message.
+
     python bench/ps.py [--size-mib 100] [--keys 25,1] [--servers 1,2] [--rounds 7] [--reps 2]
-                       [--model mlp] [--train-servers 2] [--slow-ms 100] [--parts bw,train,slow]
+                       [--model mlp] [--train-servers 2] [--slow-ms 100] [--parts bw,train,slow,curve]
 
 On a machine with fewer cores than processes the numbers measure shared CPUs as much as the
 transport: the load average is printed at the start and the end.
@@ -736,7 +740,8 @@ def bench_training(args: argparse.Namespace, parts: set[str]) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--parts", default="bw,train,slow", help="which of bw (a), train (b), slow (c) to run")
+    ap.add_argument("--parts", default="bw,train,slow,curve",
+                    help="which of bw (a), train (b), slow (c), curve (d) to run")
     ap.add_argument("--size-mib", type=float, default=100, help="(a) model size")
     ap.add_argument("--keys", default="25,1", help="(a) the model cut into this many keys (one layout each)")
     ap.add_argument("--servers", default="1,2", help="(a) server counts")
@@ -751,6 +756,7 @@ def main() -> None:
     ap.add_argument("--train-servers", type=int, default=2, help="(b), (c): servers of the training jobs")
     ap.add_argument("--slow-ms", type=float, default=100.0, help="(c): worker 1 sleeps this long every step")
     ap.add_argument("--slow-steps", type=int, default=30, help="(c): steps each worker runs")
+    ap.add_argument("--curve-kib", default="4,1024,16384,65536", help="(d) message sizes in KiB")
     ap.add_argument("--threads", type=int, default=1, help="torch threads per process")
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds any one job may last")
     ap.add_argument("--mxnet-python", default=DEFAULT_MXNET_PYTHON,
@@ -758,9 +764,9 @@ def main() -> None:
                          "leave out the MXNet column)")
     args = ap.parse_args()
     parts = {p for p in args.parts.split(",") if p}
-    unknown = parts - {"bw", "train", "slow"}
+    unknown = parts - {"bw", "train", "slow", "curve"}
     if unknown:
-        ap.error(f"--parts: unknown part(s) {sorted(unknown)}; use bw, train, slow")
+        ap.error(f"--parts: unknown part(s) {sorted(unknown)}; use bw, train, slow, curve")
     print(f"torch {torch.__version__}, {args.threads} torch thread(s) per process, {os.cpu_count()} CPUs, "
           f"127.0.0.1; {_load()} at the start")
     t_start = time.perf_counter()
@@ -768,6 +774,10 @@ def main() -> None:
         bench_bandwidth(args)
     if parts & {"train", "slow"}:
         bench_training(args, parts)
+    if "curve" in parts:
+        from _curve import run as bench_curve
+
+        bench_curve(tuple(int(k) for k in args.curve_kib.split(",")), args.rounds, args.timeout)
     print(f"\n{_load()} at the end; {time.perf_counter() - t_start:.0f} s")
 
 

@@ -47,3 +47,12 @@ def test_training_and_slowed_worker_tables() -> None:
 def test_mxnet_column_where_its_venv_exists() -> None:
     out = _run(*TINY, "--parts", "bw", "--keys", "2")
     assert "MXNet ms" in out and "MXNet column" not in out, out
+
+
+@pytest.mark.slow  # a benchmark's end-to-end run (bench/ps.py --parts curve)
+def test_curve_table_prints_both_transports_and_their_ratio() -> None:
+    out = _run("--parts", "curve", "--curve-kib", "4,64", "--rounds", "1", "--timeout", "90")
+    assert "(d) ZeroMQ CURVE encryption against plain ZeroMQ" in out
+    rows = [ln.split() for ln in out.splitlines() if ln.split()[1:2] == ["KiB"]]
+    assert [r[:2] for r in rows[:2]] == [["4", "KiB"], ["64", "KiB"]], out
+    assert all(len(r) == 8 and float(r[5]) > 0 for r in rows), out  # plain, CURVE, ratio, latencies
