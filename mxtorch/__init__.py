@@ -86,11 +86,6 @@ __all__ = [
 ]
 
 
-# MXNet's top-level NumPy-mode switches (``mx.np_shape()``, ``mx.use_np`` ...), from mxtorch.util
-_UTIL_NAMES = ("is_np_shape", "set_np_shape", "np_shape", "use_np_shape", "is_np_array", "np_array",
-               "use_np_array", "use_np")
-
-
 def __getattr__(name: str) -> Any:
     if name in _UTIL_NAMES:
         from . import util

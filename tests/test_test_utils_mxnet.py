@@ -152,8 +152,13 @@ def test_contrib_autograd_sections_and_grad() -> None:
             assert not mx.autograd.is_recording() and not mx.autograd.is_training()
         assert mx.autograd.is_recording()
     assert not mx.autograd.is_recording() and not mx.autograd.is_training()
-    assert cag.set_is_training(True) is False
-    assert cag.set_is_training(False) is True
+    assert torch.is_grad_enabled()  # leaving a section restores torch's grad mode as well
+    grad_mode = torch.is_grad_enabled()
+    try:
+        assert cag.set_is_training(True) is False
+        assert cag.set_is_training(False) is True
+    finally:  # set_recording(False) also turns torch's grad mode off, as mx.autograd.set_recording does
+        torch.set_grad_enabled(grad_mode)
 
     x = mx.nd.array([1.0, 2.0, 3.0])
     grads, loss = cag.grad_and_loss(lambda v: (v * v).sum())(x)

@@ -40,17 +40,19 @@ class TrainingStateScope:
 
     def __init__(self, enter_state: bool) -> None:
         self._enter_state = bool(enter_state)
-        self._prev: tuple[bool, bool] | None = None
+        self._scope: Any = None
 
     def __enter__(self) -> None:
-        self._prev = (_autograd.set_recording(self._enter_state), _autograd.set_training(self._enter_state))
+        # mx.autograd's scope: restores recording, training and torch's grad mode on exit
+        self._scope = _autograd._scope(self._enter_state, self._enter_state)
+        self._scope.__enter__()
 
     def __exit__(
         self, ptype: type[BaseException] | None, value: BaseException | None, trace: TracebackType | None
     ) -> None:
-        if self._prev is not None:
-            _autograd.set_recording(self._prev[0])
-            _autograd.set_training(self._prev[1])
+        if self._scope is not None:
+            self._scope.__exit__(ptype, value, trace)
+            self._scope = None
 
 
 def train_section() -> TrainingStateScope:
