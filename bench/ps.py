@@ -49,6 +49,7 @@ import contextlib
 import faulthandler
 import json
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -399,6 +400,8 @@ def run_job(worker_fn: Callable[[dict[str, Any]], Any], cfg: dict[str, Any], num
     from mxtorch.distributed.testing import WorkerTimeout
     from mxtorch.kvstore.ps.testing import PSJobFailed, ps_cluster
 
+    # authenticated, as every job a launcher starts: what is measured is what users run
+    env = {"MXTORCH_PS_SECRET": secrets.token_hex(32), **(env or {})}
     with _port_dir() as port_dir, ps_cluster(num_workers, num_servers, env=env, timeout=timeout,
                                              start=False) as c:
         c.start_scheduler()
