@@ -12,6 +12,7 @@ import os
 import shlex
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -188,3 +189,53 @@ def test_a_launched_job_refuses_a_process_that_does_not_know_its_secret(tmp_path
     assert lines[2].startswith("intruder with a forged proof: refused: CHALLENGE then ERROR: "), lines
     assert "authentication failed: wrong MXTORCH_PS_SECRET" in lines[2]
     assert lines[3] == "job: sum=[1.0, 1.0]"  # the job itself went on
+
+
+def _job_processes(marker: str) -> dict[int, tuple[str | None, bytes]]:
+    """pid -> (its MXTORCH_PS_SECRET, its command line) of each process whose environment holds ``marker``."""
+    found = {}
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                env = dict(e.split(b"=", 1) for e in f.read().split(b"\0") if b"=" in e)
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                argv = f.read()
+        except OSError:
+            continue
+        if env.get(b"SECRET_TEST_MARK") == marker.encode():
+            secret = env.get(b"MXTORCH_PS_SECRET")
+            found[int(pid)] = (secret.decode() if secret is not None else None, argv)
+    return found
+
+
+@pytest.mark.slow  # a training run; its launcher (launch_local_with_servers) is the local test's
+@pytest.mark.skipif(not _has_ps(), reason="mxtorch.kvstore.ps (the parameter server) is missing")
+def test_train_with_servers_gives_its_processes_a_secret_off_their_command_lines(tmp_path):
+    import mxtorch as mx
+
+    marker = os.urandom(8).hex()
+    args = ["train", "--workers", "1", "--servers", "1", "--kvstore", "dist_sync", "--model", "mlp",
+            "--data-root", mx.gluon.data.vision.EMBEDDED_FASHION_MNIST_ROOT, "--epochs", "1", "--batch-size",
+            "256", "--no-progress", "--output", str(tmp_path / "out")]
+    job = subprocess.Popen([PY, "-m", "mxtorch.cli.main", *args], stdout=subprocess.DEVNULL,
+                           stderr=subprocess.PIPE, env=_clean_env(tmp_path, SECRET_TEST_MARK=marker))
+    seen: dict[int, tuple[str | None, bytes]] = {}
+    try:
+        while job.poll() is None:  # the job's processes, as they come and go
+            seen.update(_job_processes(marker))
+            time.sleep(0.2)
+    finally:
+        _, err = job.communicate(timeout=JOB_TIMEOUT)
+    assert job.returncode == 0, err[-3000:]
+    roles = {"scheduler": [], "server": [], "train": []}
+    for secret, argv in seen.values():
+        words = argv.split(b"\0")
+        for role in roles:
+            if role.encode() in words:
+                roles[role].append(secret)
+    # the launching `mxtorch train` holds none; its scheduler, server and worker hold one, the same
+    assert roles["scheduler"] and roles["server"] and len(roles["train"]) >= 2, seen
+    secrets_seen = {s for s in roles["scheduler"] + roles["server"] + roles["train"] if s is not None}
+    assert len(secrets_seen) == 1 and len(next(iter(secrets_seen))) == 64, seen
+    assert roles["train"].count(None) == 1  # the launcher itself
+    assert all(next(iter(secrets_seen)).encode() not in argv for _, argv in seen.values())
