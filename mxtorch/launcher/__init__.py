@@ -2,7 +2,8 @@
 
 ``mxtorch launch`` (:mod:`mxtorch.cli.launch`) is the command line; this package holds what
 it uses: the job description (:mod:`.job`), the local launcher on torch's elastic agent
-(:mod:`.local`) and the ssh / mpirun / srun command builders (:mod:`.remote`).
+(:mod:`.local`), the ssh / mpirun / srun command builders (:mod:`.remote`) and the per-job
+secret of parameter-server jobs, handed over outside command lines (:mod:`.secret`).
 """
 
 from .job import (

@@ -16,6 +16,7 @@ launcher   how the secret reaches the job's processes
 local      the launcher's environment, inherited by the scheduler, servers and torchrun's workers
 ssh        ssh's stdin: the remote shell runs ``read -r MXTORCH_PS_SECRET; export ...`` first
            (:data:`READ_SECRET`), then the command; only the variable's *name* is on the line
+           (the remote login shell must be a POSIX shell, as for the ``export`` it already runs)
 mpi        ``mpirun -x MXTORCH_PS_SECRET`` (the name: Open MPI takes the value from mpirun's
            environment and ships it to the ranks with the job, not on a command line)
 slurm      ``srun --export=ALL,...``: srun's own environment, which holds the secret, goes to the tasks
