@@ -51,7 +51,8 @@ __all__ = [
     "DMLC_SERVER_ID", "DMLC_NODE_HOST", "DMLC_INTERFACE", "MXNET_KVSTORE_BIGARRAY_BOUND", "MXTORCH_PS_SECRET",
     "MXTORCH_PS_PORT", "MXTORCH_PS_HEARTBEAT_S", "MXTORCH_PS_DEAD_S", "MXTORCH_PS_STALENESS",
     "MXTORCH_PS_SNAPSHOT_DIR", "MXTORCH_PS_SNAPSHOT_EVERY", "MXTORCH_PS_ADOPT_PULLS",
-    "MXTORCH_PS_PIECE_BYTES", "MXTORCH_PS_SERVER_IMPORTS",
+    "MXTORCH_PS_PIECE_BYTES", "MXTORCH_PS_SERVER_IMPORTS", "MXTORCH_PS_LOST_S",
+    "MXTORCH_PS_MAX_MESSAGE_BYTES", "MXTORCH_PS_BIND_ALL",
 ]
 
 # ---- torchrun / torch.distributed (env:// rendezvous); ``mxtorch launch`` sets these too ----
@@ -143,7 +144,17 @@ MXTORCH_PS_PORT = "MXTORCH_PS_PORT"
 MXTORCH_PS_HEARTBEAT_S = "MXTORCH_PS_HEARTBEAT_S"
 """Seconds between a parameter-server node's heartbeats to the scheduler (default 1.0)."""
 MXTORCH_PS_DEAD_S = "MXTORCH_PS_DEAD_S"
-"""A parameter-server node silent this many seconds is declared dead (default max(5, 5 x heartbeat))."""
+"""A parameter-server node silent this many seconds whose connection has closed (its process is
+gone) is declared dead (default max(5, 5 x heartbeat))."""
+MXTORCH_PS_LOST_S = "MXTORCH_PS_LOST_S"
+"""A parameter-server node silent this many seconds is declared dead even though its connection
+is still open (a cut link, a frozen host); default max(30, 6 x MXTORCH_PS_DEAD_S)."""
+MXTORCH_PS_MAX_MESSAGE_BYTES = "MXTORCH_PS_MAX_MESSAGE_BYTES"
+"""The largest message frame a parameter-server scheduler or server accepts; a larger one is
+dropped by ZeroMQ (with its connection) before it is held (default: from the key slicing)."""
+MXTORCH_PS_BIND_ALL = "MXTORCH_PS_BIND_ALL"
+"""1: parameter-server schedulers and servers listen on every interface, not only the address
+they were given (DMLC_PS_ROOT_URI, DMLC_NODE_HOST); default 0."""
 MXTORCH_PS_STALENESS = "MXTORCH_PS_STALENESS"
 """dist_async: the most updates a worker may run ahead of the slowest (unset: unbounded)."""
 MXTORCH_PS_SNAPSHOT_DIR = "MXTORCH_PS_SNAPSHOT_DIR"

@@ -283,11 +283,10 @@ class PSClient:
                         raise KVStoreError(f"worker {self.rank}: {text}; in dist_sync every worker takes "
                                            "part in every round and barrier, so this job cannot continue: "
                                            "restart it")
-        silence = self.heartbeat.scheduler_silence() if self.heartbeat is not None else 0.0
-        if silence > self.config.dead_s:
-            raise KVStoreError(f"worker {self.rank}: the scheduler at {self.config.root_address} has not "
-                               f"answered heartbeats for {silence:.1f} s "
-                               f"(MXTORCH_PS_DEAD_S={self.config.dead_s:g}): it died or the network is down")
+        hb = self.heartbeat
+        if hb is not None and hb.scheduler_gone():
+            raise KVStoreError(f"worker {self.rank}: the scheduler at {self.config.root_address} "
+                               f"{hb.describe_silence()}")
 
     def _timeout_error(self, limit: float) -> KVStoreError:
         reqs = list(self.pending.values())
@@ -316,7 +315,7 @@ class PSClient:
             deadline = time.monotonic() + min(5.0, self.config.timeout)
             while time.monotonic() < deadline:
                 if not self.sched.poll(100):
-                    if hb is not None and hb.scheduler_silence() > self.config.dead_s:
+                    if hb is not None and hb.scheduler_gone():
                         break
                     continue
                 msg = P.decode(self.sched.recv_multipart(copy=False))

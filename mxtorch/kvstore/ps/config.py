@@ -19,7 +19,20 @@ variable                          meaning
 ``MXTORCH_PS_SECRET``             shared secret: nodes must prove they know it to join (HMAC-SHA256)
 ``MXTORCH_DIST_TIMEOUT``          seconds any wait on a peer may last (default 300)
 ``MXTORCH_PS_HEARTBEAT_S``        seconds between heartbeats (default 1.0)
-``MXTORCH_PS_DEAD_S``             silence after which a node is dead (default max(5, 5 x heartbeat))
+``MXTORCH_PS_DEAD_S``             silence after which a node whose connection has closed is dead (default
+                                  max(5, 5 x heartbeat)): a killed process's kernel closes its sockets
+``MXTORCH_PS_LOST_S``             silence after which a node is dead although its connection is still open
+                                  (a cut link, a frozen host; default max(30, 6 x MXTORCH_PS_DEAD_S)): a
+                                  live process starved of CPU keeps its connections and is not declared dead
+``MXTORCH_PS_MAX_MESSAGE_BYTES``  the largest message frame a scheduler or server accepts; ZeroMQ drops a
+                                  larger one (and its connection) before holding it.  Default: servers
+                                  ``8 x max(MXNET_KVSTORE_BIGARRAY_BOUND, MXTORCH_PS_PIECE_BYTES / 2)``
+                                  plus 1 MiB (the largest slice of any dtype, or its float64 optimizer
+                                  state), 4 GiB with ``MXTORCH_PS_PIECE_BYTES=0`` (slices then have no
+                                  bound known in advance); the scheduler 16 MiB (control messages only)
+``MXTORCH_PS_BIND_ALL``           1: the scheduler and servers listen on every interface instead of only
+                                  ``DMLC_PS_ROOT_URI`` / their advertised address (multi-host jobs behind
+                                  NAT, where the address others use is not a local one); default 0
 ``MXNET_KVSTORE_BIGARRAY_BOUND``  elements above which a key is split over all servers (1000000)
 ``MXTORCH_PS_STALENESS``          dist_async: pushes a worker may be ahead of the slowest (unset: any)
 ``MXTORCH_PS_SNAPSHOT_DIR``       where servers write snapshots (unset: no snapshots)
@@ -35,6 +48,13 @@ variable                          meaning
 Without ``DMLC_NODE_HOST`` or ``DMLC_INTERFACE`` a server advertises the local address its
 host uses to reach the scheduler (127.0.0.1 when the scheduler is local).
 
+Listening: the scheduler binds ``DMLC_PS_ROOT_URI`` and a server its advertised address
+(:func:`listen_host`), not every interface: a job started on 127.0.0.1 cannot be reached from
+the network.  A host name is resolved first; one that names no local address (NAT), or a
+machine name that resolves to a loopback address (Debian's ``127.0.1.1``), makes the process
+listen on every interface, with a warning.  A job without ``MXTORCH_PS_SECRET`` (started by hand
+with MXNet's variables) runs, and logs once that any process that reaches it may join.
+
 Example::
 
     >>> cfg = PSConfig.from_env({"DMLC_ROLE": "worker", "DMLC_PS_ROOT_URI": "127.0.0.1",
@@ -48,6 +68,8 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import ipaddress
+import logging
 import math
 import os
 import re
@@ -61,7 +83,10 @@ from ...distributed.env import DistributedConfigError
 from ..base import KVStoreError
 
 __all__ = ["PSConfig", "ROLES", "PS_LAUNCH_HINT", "DEFAULT_HEARTBEAT_S", "DEFAULT_BIGARRAY_BOUND",
-           "interface_address", "parse_modules", "import_server_modules"]
+           "SCHEDULER_MAX_MESSAGE_BYTES", "interface_address", "listen_host", "parse_modules",
+           "import_server_modules", "warn_unauthenticated"]
+
+_logger = logging.getLogger("mxtorch.kvstore.ps")
 
 ROLES = ("worker", "server", "scheduler")
 PS_LAUNCH_HINT = ("start the job with `mxtorch launch -n N -s M python script.py` (N workers, M servers), "
@@ -70,8 +95,12 @@ PS_LAUNCH_HINT = ("start the job with `mxtorch launch -n N -s M python script.py
 """How to start a parameter-server job; quoted by configuration errors."""
 DEFAULT_HEARTBEAT_S = 1.0
 DEFAULT_BIGARRAY_BOUND = 1_000_000
-DEFAULT_PIECE_BYTES = 4 << 20  # bytes per slice of a key above the big-array bound
 """MXNet's default of MXNET_KVSTORE_BIGARRAY_BOUND (elements)."""
+DEFAULT_PIECE_BYTES = 4 << 20  # bytes per slice of a key above the big-array bound
+SCHEDULER_MAX_MESSAGE_BYTES = 16 << 20
+"""The scheduler's default frame limit: its largest message is a KEY_CHECK (~50 bytes a key)."""
+_UNSLICED_MAX_MESSAGE_BYTES = 4 << 30  # MXTORCH_PS_PIECE_BYTES=0: slices have no bound known in advance
+_MAX_ITEMSIZE = 8  # float64/int64 values, and an optimizer's float32 master copy of a float16 slice
 
 
 def _raw(environ: Mapping[str, str], name: str) -> str | None:
@@ -159,6 +188,9 @@ class PSConfig:
     timeout: float = _env.DEFAULT_TIMEOUT_S
     heartbeat_s: float = DEFAULT_HEARTBEAT_S
     dead_s: float = 5.0
+    lost_s: float = 30.0
+    max_message_bytes: int | None = None
+    bind_all: bool = False
     bigarray_bound: int = DEFAULT_BIGARRAY_BOUND
     staleness: int | None = None
     snapshot_dir: str | None = None
@@ -203,6 +235,10 @@ class PSConfig:
         if dead <= heartbeat:
             raise _bad(_env.MXTORCH_PS_DEAD_S, str(env[_env.MXTORCH_PS_DEAD_S]),
                        f"more seconds than {_env.MXTORCH_PS_HEARTBEAT_S} ({heartbeat:g}); a few heartbeats")
+        lost = _seconds(env, _env.MXTORCH_PS_LOST_S) or max(30.0, 6.0 * dead)
+        if lost < dead:
+            raise _bad(_env.MXTORCH_PS_LOST_S, str(env[_env.MXTORCH_PS_LOST_S]),
+                       f"at least {_env.MXTORCH_PS_DEAD_S} ({dead:g}) seconds")
         secret = _raw(env, _env.MXTORCH_PS_SECRET)
         bound = _int(env, _env.MXNET_KVSTORE_BIGARRAY_BOUND, 1)
         every = _int(env, _env.MXTORCH_PS_SNAPSHOT_EVERY, 0)
@@ -213,7 +249,9 @@ class PSConfig:
             worker_id=worker_id, server_id=server_id, node_host=_raw(env, _env.DMLC_NODE_HOST),
             interface=_raw(env, _env.DMLC_INTERFACE), port=_int(env, _env.MXTORCH_PS_PORT, 1, 65535),
             secret=secret.encode("utf-8") if secret is not None else None,
-            timeout=_env.default_timeout(env), heartbeat_s=heartbeat, dead_s=dead,
+            timeout=_env.default_timeout(env), heartbeat_s=heartbeat, dead_s=dead, lost_s=lost,
+            max_message_bytes=_int(env, _env.MXTORCH_PS_MAX_MESSAGE_BYTES, 1024),
+            bind_all=_int(env, _env.MXTORCH_PS_BIND_ALL, 0, 1) == 1,
             bigarray_bound=bound if bound is not None else DEFAULT_BIGARRAY_BOUND,
             staleness=_int(env, _env.MXTORCH_PS_STALENESS, 0),
             snapshot_dir=_raw(env, _env.MXTORCH_PS_SNAPSHOT_DIR), snapshot_every=every or 0,
@@ -227,6 +265,22 @@ class PSConfig:
         host = f"[{self.root_uri}]" if ":" in self.root_uri else self.root_uri
         return f"tcp://{host}:{self.root_port}"
 
+    def server_max_message_bytes(self) -> int:
+        """The largest frame a server accepts (``MXTORCH_PS_MAX_MESSAGE_BYTES``, else from the slicing:
+        a key of at most the big-array bound elements travels whole, a larger one in slices of at most
+        ``piece_bytes``; any dtype's value or float64 state of such a slice fits)."""
+        if self.max_message_bytes is not None:
+            return self.max_message_bytes
+        if self.piece_bytes == 0:
+            return _UNSLICED_MAX_MESSAGE_BYTES
+        return _MAX_ITEMSIZE * max(self.bigarray_bound, self.piece_bytes // 2) + (1 << 20)
+
+    def scheduler_max_message_bytes(self) -> int:
+        """The largest frame the scheduler accepts (``MXTORCH_PS_MAX_MESSAGE_BYTES``, else 16 MiB)."""
+        if self.max_message_bytes is not None:
+            return self.max_message_bytes
+        return SCHEDULER_MAX_MESSAGE_BYTES
+
     def advertised_host(self) -> str:
         """The address a server tells the workers: DMLC_NODE_HOST, DMLC_INTERFACE's, or the route's."""
         if self.node_host:
@@ -234,6 +288,42 @@ class PSConfig:
         if self.interface:
             return interface_address(self.interface)
         return _route_address(self.root_uri, self.root_port)
+
+
+def listen_host(host: str, bind_all: bool = False) -> str:
+    """The address to bind for ``host`` (the scheduler's DMLC_PS_ROOT_URI, a server's advertised
+    address): an IP literal as it is, a host name resolved to its IPv4 address; ``'*'`` (every
+    interface) with ``bind_all``, for a name that does not resolve, or for a machine name that
+    resolves to a loopback address (other hosts reach it at another one)."""
+    if bind_all:
+        return "*"
+    name = host.strip("[]")
+    try:
+        return str(ipaddress.ip_address(name))
+    except ValueError:
+        pass
+    try:
+        address = socket.getaddrinfo(name, None, socket.AF_INET, socket.SOCK_STREAM)[0][4][0]
+    except (socket.gaierror, IndexError, UnicodeError):
+        return "*"
+    if ipaddress.ip_address(address).is_loopback and name != "localhost":
+        return "*"
+    return str(address)
+
+
+_warned_unauthenticated = False
+
+
+def warn_unauthenticated(config: PSConfig, who: str, address: str) -> None:
+    """Log once per process that the job has no ``MXTORCH_PS_SECRET``: whoever reaches ``address`` joins."""
+    global _warned_unauthenticated
+    if config.secret is not None or _warned_unauthenticated:
+        return
+    _warned_unauthenticated = True
+    _logger.warning(
+        "mxtorch ps %s: this job has no %s: any process that reaches %s may join it as a node; start jobs "
+        "with `mxtorch launch` (which sets a secret) or set the same secret in every process",
+        who, _env.MXTORCH_PS_SECRET, address)
 
 
 def _route_address(host: str, port: int) -> str:

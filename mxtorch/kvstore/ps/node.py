@@ -3,12 +3,15 @@
 :func:`join` registers a node with the scheduler and returns its assignment (ASSIGN for a
 server, LAYOUT for a worker), answering the scheduler's challenge when the job has a secret.
 :class:`Heartbeat` runs in its own thread with its own socket: it sends a HEARTBEAT every
-``heartbeat_s`` seconds and records when the scheduler last answered, so that a node notices
-a dead scheduler (:meth:`Heartbeat.scheduler_silence`).
+``heartbeat_s`` seconds and records when the scheduler last answered and whether its
+connection is open, so that a node notices a dead scheduler (:meth:`Heartbeat.scheduler_gone`:
+silent past ``MXTORCH_PS_DEAD_S`` with the connection closed, or past ``MXTORCH_PS_LOST_S``) but
+not a starved one, and not its own stop (a process that was stopped sees a long silence).
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import secrets
 import socket
@@ -19,12 +22,15 @@ from typing import Any
 import zmq
 
 from ..base import KVStoreError
-from .config import PSConfig
+from .config import PSConfig, listen_host, warn_unauthenticated
+from .peers import ConnectionState, set_max_message_bytes
 from .protocol import Command, Message, ProtocolError, recv, send, sign, verify
 
 __all__ = ["configure_socket", "bind_router", "join", "JoinError", "Heartbeat", "new_identity"]
 
 _HWM = 0  # unbounded queues: a burst of pushes must never block or drop
+_RETRY_S = 0.5  # a restarted server's REGISTER waits this long while its old process's connections close
+_logger = logging.getLogger("mxtorch.kvstore.ps.server")
 
 
 class JoinError(ProtocolError):
@@ -45,30 +51,32 @@ def configure_socket(sock: zmq.Socket, linger_ms: int = 2000) -> zmq.Socket:
 
 
 def bind_router(ctx: zmq.Context, config: PSConfig, port: Any, who: str) -> tuple[zmq.Socket, str]:
-    """A server's ROUTER socket bound on its advertised host -- at ``port`` (a restarted server's
-    old one), else ``MXTORCH_PS_PORT``, else an ephemeral port -- and the address workers reach it
-    at; ``who`` names the server in the error when no port can be had."""
+    """A server's ROUTER socket bound on its advertised host (:func:`~.config.listen_host`) -- at
+    ``port`` (a restarted server's old one), else ``MXTORCH_PS_PORT``, else an ephemeral port --
+    and the address workers reach it at; ``who`` names the server in the error when no port can
+    be had.  Frames above the server's ``MXTORCH_PS_MAX_MESSAGE_BYTES`` are dropped by ZeroMQ."""
     sock = configure_socket(ctx.socket(zmq.ROUTER))
+    set_max_message_bytes(sock, config.server_max_message_bytes())
     host = config.advertised_host()
+    listen = listen_host(host, config.bind_all)
     wanted = int(port) if port else config.port
     deadline = time.monotonic() + min(config.timeout, 30.0)
     while True:
         try:
-            if wanted:
-                try:
-                    sock.bind(f"tcp://{host}:{wanted}")
-                except zmq.ZMQError as e:
-                    if e.errno != zmq.EADDRNOTAVAIL:
-                        raise
-                    sock.bind(f"tcp://*:{wanted}")  # a host name that is not a local address
-                bound = wanted
-            else:
-                try:
-                    bound = sock.bind_to_random_port(f"tcp://{host}")
-                except zmq.ZMQError as e:
-                    if e.errno != zmq.EADDRNOTAVAIL:
-                        raise
-                    bound = sock.bind_to_random_port("tcp://*")
+            try:
+                where = f"[{listen}]" if ":" in listen else listen
+                if wanted:
+                    sock.bind(f"tcp://{where}:{wanted}")
+                    bound = wanted
+                else:
+                    bound = sock.bind_to_random_port(f"tcp://{where}")
+            except zmq.ZMQError as e:
+                if e.errno != zmq.EADDRNOTAVAIL or listen == "*":
+                    raise
+                _logger.warning("mxtorch %s: %s is not an address of this host: listening on every interface",
+                                who, host)
+                listen = "*"  # an advertised address that is not a local one (NAT)
+                continue
             break
         except zmq.ZMQError as e:
             if time.monotonic() > deadline:
@@ -76,6 +84,10 @@ def bind_router(ctx: zmq.Context, config: PSConfig, port: Any, who: str) -> tupl
                 raise KVStoreError(f"{who} cannot listen on {host}:{wanted or 'any port'}: "
                                    f"{e}; free the port or set MXTORCH_PS_PORT / DMLC_NODE_HOST") from e
             time.sleep(0.2)  # a restarted server's old port may still be held a moment
+    if listen == "*" and not config.bind_all and host != "*":
+        _logger.warning("mxtorch %s: %s names this machine but no single local address: listening on every "
+                        "interface", who, host)
+    warn_unauthenticated(config, who, f"{host}:{bound}")
     h = f"[{host}]" if ":" in host else host
     return sock, f"tcp://{h}:{bound}"
 
@@ -90,7 +102,8 @@ def join(ctx: zmq.Context, config: PSConfig, info: dict[str, Any], expect: Comma
 
     ``info`` is the REGISTER content (role, ids, ...).  Raises :class:`JoinError` when the
     scheduler refuses the node (its reason is quoted) or does not answer within ``timeout``
-    (default: the job timeout).
+    (default: the job timeout).  A restarted server whose old process's connections are still
+    open (ERROR code ``rank_alive``) asks again until they close or the time is up.
     """
     sock = configure_socket(ctx.socket(zmq.DEALER))
     sock.setsockopt(zmq.IDENTITY, new_identity(info["role"][0]))
@@ -113,6 +126,11 @@ def join(ctx: zmq.Context, config: PSConfig, info: dict[str, Any], expect: Comma
             _, msg = recv(sock)
             m = msg.meta or {}
             if msg.command == Command.ERROR:
+                if m.get("code") == "rank_alive" and deadline - time.monotonic() > _RETRY_S:
+                    time.sleep(_RETRY_S)
+                    challenged = False
+                    send(sock, Message(Command.REGISTER, meta=meta))
+                    continue
                 raise JoinError(f"the scheduler at {config.root_address} refused this {info['role']}: "
                                 f"{m.get('message', 'no reason given')}")
             if msg.command == Command.CHALLENGE:
@@ -148,15 +166,35 @@ class Heartbeat(threading.Thread):
         self._token = token
         self._stop_event = threading.Event()
         self._last_answer = time.monotonic()
+        self._connected = True  # until the socket monitor says otherwise
 
     def scheduler_silence(self) -> float:
         """Seconds since the scheduler last answered a heartbeat."""
         return time.monotonic() - self._last_answer
 
+    def scheduler_gone(self) -> bool:
+        """The scheduler is dead: silent past ``MXTORCH_PS_DEAD_S`` with its connection closed (its
+        process is gone), or past ``MXTORCH_PS_LOST_S`` (a cut link, a frozen host)."""
+        silence = self.scheduler_silence()
+        return silence > self._config.lost_s or (not self._connected and silence > self._config.dead_s)
+
+    def describe_silence(self) -> str:
+        """Why :meth:`scheduler_gone` says so, for an error message."""
+        silence = self.scheduler_silence()
+        if self._connected:
+            return (f"has not answered heartbeats for {silence:.1f} s with its connection open "
+                    f"(MXTORCH_PS_LOST_S={self._config.lost_s:g}): its host or the network is down")
+        return (f"has not answered heartbeats for {silence:.1f} s and its connection closed "
+                f"(MXTORCH_PS_DEAD_S={self._config.dead_s:g}): it died")
+
     def run(self) -> None:
         sock = configure_socket(self._ctx.socket(zmq.DEALER), linger_ms=0)
         sock.setsockopt(zmq.IDENTITY, new_identity("hb"))
+        state = ConnectionState(sock)
         sock.connect(self._config.root_address)
+        poller = zmq.Poller()
+        poller.register(sock, zmq.POLLIN)
+        poller.register(state.monitor, zmq.POLLIN)
         period = self._config.heartbeat_s
         try:
             while not self._stop_event.is_set():
@@ -166,15 +204,21 @@ class Heartbeat(threading.Thread):
                     left = end - time.monotonic()
                     if left <= 0:
                         break
-                    if sock.poll(int(min(left, 0.2) * 1000) + 1):
+                    events = dict(poller.poll(int(min(left, 0.2) * 1000) + 1))
+                    if state.monitor in events:
+                        state.update()
+                        self._connected = state.connected
+                    if sock in events:
                         try:
                             recv(sock, flags=zmq.NOBLOCK)
                             self._last_answer = time.monotonic()
+                            self._connected = True
                         except (zmq.Again, ProtocolError):
                             pass
         except zmq.ZMQError:
             pass  # the context is being terminated
         finally:
+            state.close()
             sock.close(0)
 
     def stop(self) -> None:

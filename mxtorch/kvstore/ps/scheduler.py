@@ -13,18 +13,29 @@ It binds a ROUTER on ``DMLC_PS_ROOT_PORT`` and
    A BARRIER or KEY_CHECK whose JSON names a ``group`` of worker ranks (the store of one
    pipeline stage's data-parallel ranks) waits for, and compares, the living members of that
    group only; without one, every living worker;
-4. declares a node dead after ``MXTORCH_PS_DEAD_S`` seconds of silence and broadcasts
+4. declares a node dead when it has been silent for ``MXTORCH_PS_DEAD_S`` seconds and its
+   connections have closed (a killed process's kernel closes them at once), or silent for
+   ``MXTORCH_PS_LOST_S`` seconds with its connections open (a cut link, a frozen host): a live
+   process starved of CPU, or stopped for a while, is not declared dead.  It then broadcasts
    NODE_DEAD to every node.  In dist_sync a dead worker fails every barrier (it can never
    arrive); in dist_async barriers count the living workers only;
-5. re-admits a restarted server (same ``DMLC_SERVER_ID``): ASSIGN with its old port, then
-   NODE_BACK to the workers once it is READY;
+5. re-admits a restarted server (same ``DMLC_SERVER_ID``) once the old one is dead or its
+   connections have closed: ASSIGN with its old port, then NODE_BACK to the workers once it is
+   READY.  A rank that is alive is never handed to a second connection (nor, while the job
+   assembles, a rank another node has claimed): the claim is refused and logged;
 6. tells the servers when a worker has sent SHUTDOWN (WORKER_DONE: dist_async staleness stops
    waiting for it); when every worker has (or is dead) tells the servers to stop and exits:
    0 if the job ended normally, 1 if a server died or a dist_sync worker died.
+
+It listens on ``DMLC_PS_ROOT_URI`` only (:func:`~.config.listen_host`), takes frames of at most
+``MXTORCH_PS_MAX_MESSAGE_BYTES`` (16 MiB), and never stops for a peer's message: anything that
+cannot be decoded or handled is refused (an ERROR reply, a rate-limited log line naming the
+peer's address) and the scheduler keeps serving.
 """
 
 from __future__ import annotations
 
+import logging
 import secrets
 import sys
 import time
@@ -35,13 +46,17 @@ import zmq
 
 from ..base import KVStoreError
 from . import protocol as P
-from .config import PSConfig
+from .config import PSConfig, listen_host, warn_unauthenticated
 from .node import configure_socket
+from .peers import ClosedConnections, ExpiringTable, Refusals, set_max_message_bytes
 from .protocol import Command, Message, ProtocolError
 
 __all__ = ["Scheduler", "run_scheduler"]
 
 _Request = TypeVar("_Request", bound=tuple[Any, ...])  # a waiting request: (identity, request id, ...)
+_logger = logging.getLogger("mxtorch.kvstore.ps.scheduler")
+_CHALLENGES = 1024  # unanswered challenges kept (a flood of REGISTERs evicts the oldest)
+_CHALLENGE_TTL_S = 30.0  # a node answers its challenge in milliseconds
 
 
 def _log(text: str) -> None:
@@ -61,6 +76,13 @@ class _Node:
     nonce: str | None = None
     ready: bool = False
     incarnation: int = 0
+    hb_identity: bytes | None = None  # the connection its heartbeats come from
+    closed: bool = False  # one of its connections closed and has not come back
+
+    def gone(self, now: float, dead_s: float, lost_s: float) -> bool:
+        """Dead: silent past ``dead_s`` with a connection closed, or past ``lost_s`` anyway."""
+        silent = now - self.last_seen
+        return silent > lost_s or (self.closed and silent > dead_s)
 
     def describe(self) -> str:
         where = f"pid {self.info.get('pid')} on {self.info.get('host')}"
@@ -73,6 +95,10 @@ class _JobFailed(Exception):
     pass
 
 
+class _RankAlive(KVStoreError):
+    """A claim on a rank whose node is alive (answered with ERROR code ``rank_alive``)."""
+
+
 class Scheduler:
     """The scheduler's state; :meth:`run` is the whole life of the process."""
 
@@ -82,7 +108,10 @@ class Scheduler:
         self.sock = configure_socket(self.ctx.socket(zmq.ROUTER), linger_ms=1000)
         self.token = secrets.token_hex(16)
         self.pending: dict[bytes, _Node] = {}  # registered, not yet ranked
-        self.challenges: dict[bytes, str] = {}
+        self.challenges: ExpiringTable[str] = ExpiringTable(_CHALLENGE_TTL_S, _CHALLENGES)
+        self.hb_nodes: dict[bytes, _Node] = {}  # heartbeat connection -> its node
+        self.watch: ClosedConnections | None = None
+        self.refusals = Refusals(_logger, "mxtorch ps scheduler")
         self.servers: list[_Node] = []
         self.workers: list[_Node] = []
         self.by_identity: dict[bytes, _Node] = {}
@@ -95,13 +124,29 @@ class Scheduler:
 
     # ---- life cycle -----------------------------------------------------------------------
     def run(self) -> int:
+        cfg = self.config
+        set_max_message_bytes(self.sock, cfg.scheduler_max_message_bytes())
+        self.watch = ClosedConnections(self.sock)
+        host = listen_host(cfg.root_uri, cfg.bind_all)
         try:
-            self.sock.bind(f"tcp://*:{self.config.root_port}")
+            try:
+                self.sock.bind(f"tcp://{f'[{host}]' if ':' in host else host}:{cfg.root_port}")
+            except zmq.ZMQError as e:
+                if e.errno != zmq.EADDRNOTAVAIL:
+                    raise
+                _logger.warning("mxtorch ps scheduler: DMLC_PS_ROOT_URI=%s is not an address of this host: "
+                                "listening on every interface", cfg.root_uri)
+                host = "*"
+                self.sock.bind(f"tcp://*:{cfg.root_port}")
         except zmq.ZMQError as e:
-            _log(f"cannot listen on port {self.config.root_port} (DMLC_PS_ROOT_PORT): {e}; choose a free "
-                 "port")
+            _log(f"cannot listen on {host}:{cfg.root_port} (DMLC_PS_ROOT_URI, DMLC_PS_ROOT_PORT): {e}; "
+                 "choose a free port")
             self._close()
             return 1
+        if host == "*" and not cfg.bind_all:
+            _logger.warning("mxtorch ps scheduler: DMLC_PS_ROOT_URI=%s names this machine but no single "
+                            "local address: listening on every interface", cfg.root_uri)
+        warn_unauthenticated(cfg, "scheduler", f"port {cfg.root_port}")
         try:
             self._assemble()
             code = self._serve()
@@ -116,31 +161,71 @@ class Scheduler:
         return code
 
     def _close(self) -> None:
+        if self.watch is not None:
+            self.watch.close()
         self.sock.close(linger=1000)
         self.ctx.term()
 
-    def _poll(self, timeout_s: float) -> list[tuple[bytes, Message]]:
-        out: list[tuple[bytes, Message]] = []
-        if not self.sock.poll(max(1, int(timeout_s * 1000))):
-            return out
-        while len(out) < 1000:
-            try:
-                frames = self.sock.recv_multipart(zmq.NOBLOCK, copy=False)
-            except zmq.Again:
-                break
-            identity = frames[0].bytes
-            try:
-                out.append((identity, P.decode(frames[1:])))
-            except ProtocolError as e:
-                self._send(identity, Message(Command.ERROR, meta={"message": f"scheduler: {e}"}))
+    def _poll(self, timeout_s: float) -> list[tuple[bytes, Message, Any]]:
+        """The messages waiting (identity, message, first frame), after at most ``timeout_s``;
+        undecodable ones are refused here."""
+        out: list[tuple[bytes, Message, Any]] = []
+        if self.sock.poll(max(1, int(timeout_s * 1000))):
+            while len(out) < 1000:
+                try:
+                    frames = self.sock.recv_multipart(zmq.NOBLOCK, copy=False)
+                except zmq.Again:
+                    break
+                identity = frames[0].bytes
+                assert self.watch is not None
+                self.watch.note(frames[0], identity)
+                try:
+                    out.append((identity, P.decode(frames[1:]), frames[0]))
+                except Exception as e:  # any failure to decode a peer's bytes: refuse them, keep serving
+                    self.refusals.refuse(frames[0], f"undecodable message: {type(e).__name__}: {e}",
+                                         None if isinstance(e, ProtocolError) else e)
+                    self._send(identity, Message(Command.ERROR, meta={"message": f"scheduler: {e}"}))
+        self._take_closed()
         return out
+
+    def _take_closed(self) -> None:
+        """Forget what peers whose connections closed left behind; mark nodes that lost one."""
+        assert self.watch is not None
+        for identity in self.watch.closed():
+            self.challenges.pop(identity)
+            self.pending.pop(identity, None)
+            node = self.by_identity.get(identity) or self.hb_nodes.get(identity)
+            if node is not None:
+                node.closed = True
+
+    def _seen(self, node: _Node) -> None:
+        node.last_seen = time.monotonic()
+        node.closed = False  # read after the close was taken: a new connection of that identity
+
+    def _refuse(self, identity: bytes, frame: Any, msg: Message, text: str,
+                exc: BaseException | None = None, code: str = "error") -> None:
+        """Refuse ``msg``: log it (rate-limited, naming the peer's address) and reply ERROR."""
+        self.refusals.refuse(frame, f"{msg.command.name}: {text}", exc)
+        self._reply_error(identity, msg, text, code)
+
+    def _handle(self, identity: bytes, msg: Message, frame: Any, handler: Any) -> None:
+        """Run ``handler(identity, msg)``; a failure is the peer's message's: refuse it, keep serving."""
+        try:
+            handler(identity, msg)
+        except _JobFailed:
+            raise
+        except KVStoreError as e:
+            code = "rank_alive" if isinstance(e, _RankAlive) else "error"
+            self._refuse(identity, frame, msg, str(e), code=code)
+        except Exception as e:  # a message that trips a handler: refused, with the traceback at debug level
+            self._refuse(identity, frame, msg, f"scheduler failed on it: {type(e).__name__}: {e}", e)
 
     def _send(self, identity: bytes, msg: Message) -> None:
         msg.sender = P.SCHEDULER_NODE
         P.send(self.sock, msg, identity)
 
-    def _reply_error(self, identity: bytes, req: Message, text: str) -> None:
-        self._send(identity, Message(Command.ERROR, req.request_id, meta={"message": text}))
+    def _reply_error(self, identity: bytes, req: Message, text: str, code: str = "error") -> None:
+        self._send(identity, Message(Command.ERROR, req.request_id, meta={"message": text, "code": code}))
 
     def _broadcast_error(self, text: str) -> None:
         for node in [*self.pending.values(), *self.servers, *self.workers]:
@@ -163,11 +248,12 @@ class Scheduler:
                     f"workers registered{self._missing(servers, workers)}; start the missing processes "
                     f"(mxtorch launch -n {cfg.num_workers} -s {cfg.num_servers} ...) or fix "
                     "DMLC_NUM_SERVER/DMLC_NUM_WORKER")
-            for identity, msg in self._poll(0.2):
+            for identity, msg, frame in self._poll(0.2):
                 if msg.command == Command.REGISTER:
-                    self._on_register(identity, msg)
+                    self._handle(identity, msg, frame, self._on_register)
                 elif msg.command != Command.HEARTBEAT:
-                    self._reply_error(identity, msg, "the job has not started yet: register first")
+                    self._refuse(identity, frame, msg, "the job has not started yet: register first")
+        self.mode = str(workers[0].info["mode"])
         self.servers = self._rank(servers, "server", "server_id", cfg.num_servers)
         self.workers = self._rank(workers, "worker", "worker_id", cfg.num_workers)
         self.pending.clear()
@@ -185,14 +271,14 @@ class Scheduler:
                 late = [n.describe() for n in self.servers if not n.ready]
                 raise _JobFailed(f"server(s) {late} registered but did not report READY within "
                                  f"{cfg.timeout:g} s (MXTORCH_DIST_TIMEOUT): see their logs")
-            for identity, msg in self._poll(0.2):
+            for identity, msg, frame in self._poll(0.2):
                 node = self.by_identity.get(identity)
                 if msg.command == Command.READY and node is not None and node.role == "server":
-                    self._on_ready(node, msg)
+                    self._handle(identity, msg, frame, lambda _, m, n=node: self._on_ready(n, m))
                 elif msg.command == Command.HEARTBEAT:
-                    self._on_heartbeat(identity, msg)
+                    self._handle(identity, msg, frame, self._on_heartbeat)
                 else:
-                    self._reply_error(identity, msg, "the job is still assembling")
+                    self._refuse(identity, frame, msg, "the job is still assembling")
         hosts: dict[str, list[_Node]] = {}
         for n in self.workers:
             hosts.setdefault(str(n.info.get("host")), []).append(n)
@@ -219,21 +305,14 @@ class Scheduler:
                     parts.append(f"missing {role} rank(s) {missing}")
         return f" ({'; '.join(parts)})" if parts else ""
 
-    def _rank(self, nodes: list[_Node], role: str, key: str, total: int) -> list[_Node]:
+    @staticmethod
+    def _rank(nodes: list[_Node], role: str, key: str, total: int) -> list[_Node]:
+        """Ranks: the one a node asked for (unique: checked at REGISTER), the others in arrival order."""
         out: list[_Node | None] = [None] * total
         for n in nodes:
             r = n.info.get(key)
-            if r is None:
-                continue
-            if not isinstance(r, int) or not 0 <= r < total:
-                raise _JobFailed(f"{role} pid {n.info.get('pid')} on {n.info.get('host')} asks for rank "
-                                 f"{r!r}, outside 0..{total - 1}")
-            other = out[r]
-            if other is not None:
-                raise _JobFailed(f"two {role}s claim rank {r}: pid {other.info.get('pid')} on "
-                                 f"{other.info.get('host')} and pid {n.info.get('pid')} on "
-                                 f"{n.info.get('host')}; give every {role} its own DMLC_{role.upper()}_ID")
-            out[r] = n
+            if r is not None:
+                out[r] = n
         free = iter(i for i, n in enumerate(out) if n is None)
         for n in nodes:
             if n.info.get(key) is None:
@@ -249,44 +328,48 @@ class Scheduler:
         m = msg.meta or {}
         role = m.get("role")
         if role not in ("server", "worker"):
-            self._reply_error(identity, msg, f"cannot register role {role!r}")
-            return
+            raise KVStoreError(f"cannot register role {str(role)[:40]!r}")
         secret = self.config.secret
         if secret is not None:
             challenge = self.challenges.get(identity)
             if challenge is None or not P.verify(secret, m.get("hmac"), "node", challenge):
                 if challenge is not None and m.get("hmac") is not None:
-                    who = f"{role} pid {m.get('pid')} on {m.get('host')}"
-                    _log(f"refused {who}: wrong MXTORCH_PS_SECRET proof")
-                    self._reply_error(identity, msg, "authentication failed: wrong MXTORCH_PS_SECRET")
-                    return
+                    self.challenges.pop(identity)
+                    raise KVStoreError("authentication failed: wrong MXTORCH_PS_SECRET")
                 nonce = secrets.token_hex(16)
-                self.challenges[identity] = nonce
+                self.challenges.put(identity, nonce)
                 proof = P.sign(secret, "scheduler", str(m.get("nonce", "")))
                 self._send(identity, Message(Command.CHALLENGE, msg.request_id, meta={"nonce": nonce,
                                                                                      "proof": proof}))
                 return
+            self.challenges.pop(identity)
         node = _Node(str(role), identity, m)
         if self.running:
             self._admit_late(node, msg)
             return
+        who = f"{role} pid {m.get('pid')!r:.20} on {m.get('host')!r:.80}"
+        total = self.config.num_workers if role == "worker" else self.config.num_servers
+        key = f"{role}_id"
+        rank = m.get(key)
+        if rank is not None and (type(rank) is not int or not 0 <= rank < total):
+            raise KVStoreError(f"{who} asks for rank {str(rank)[:20]}, outside 0..{total - 1}")
+        others = [n for n in self.pending.values() if n.role == role and n.identity != identity]
         if role == "worker":
             mode = m.get("mode")
             if mode not in ("sync", "async"):
-                self._reply_error(identity, msg, f"worker registered with unknown mode {mode!r}")
-                return
-            if self.mode is None:
-                self.mode = mode
-            elif mode != self.mode:
-                who = f"pid {m.get('pid')} on {m.get('host')}"
-                raise _JobFailed(f"workers disagree on the KVStore type: {who} "
-                                 f"created a dist_{mode} store, others dist_{self.mode}; every worker must "
-                                 "create the same type")
-        total = self.config.num_workers if role == "worker" else self.config.num_servers
-        if identity not in self.pending and sum(n.role == role for n in self.pending.values()) >= total:
-            self._reply_error(identity, msg, f"the job already has its {total} {role}s (DMLC_NUM_"
-                                             f"{'WORKER' if role == 'worker' else 'SERVER'}={total})")
-            return
+                raise KVStoreError(f"worker registered with unknown mode {str(mode)[:20]!r}")
+            first = next((n for n in others), None)
+            if first is not None and first.info["mode"] != mode:
+                raise KVStoreError(f"workers disagree on the KVStore type: {who} created a dist_{mode} "
+                                   f"store, pid {first.info.get('pid')} on {first.info.get('host')} a "
+                                   f"dist_{first.info['mode']} one; every worker must create the same type")
+        holder = next((n for n in others if rank is not None and n.info.get(key) == rank), None)
+        if holder is not None:  # the first claim stands: a second connection never takes a rank
+            raise KVStoreError(f"{role} rank {rank} is already taken by pid {holder.info.get('pid')} on "
+                               f"{holder.info.get('host')}; give every {role} its own DMLC_{role.upper()}_ID")
+        if identity not in self.pending and len(others) >= total:
+            raise KVStoreError(f"the job already has its {total} {role}s (DMLC_NUM_"
+                               f"{'WORKER' if role == 'worker' else 'SERVER'}={total})")
         self.pending[identity] = node
 
     def _assign(self, node: _Node, restart: bool, port: int | None) -> None:
@@ -296,23 +379,25 @@ class Scheduler:
 
     def _on_ready(self, node: _Node, msg: Message) -> None:
         m = msg.meta or {}
-        node.address = str(m.get("address"))
-        node.nonce = str(m.get("nonce"))
+        node.address = str(m.get("address"))[:300]
+        node.nonce = str(m.get("nonce"))[:300]
         node.ready = True
-        node.last_seen = time.monotonic()
+        self._seen(node)
 
     def _admit_late(self, node: _Node, msg: Message) -> None:
         # A server coming back (restart with its DMLC_SERVER_ID); workers cannot join late.
         rank = node.info.get("server_id")
         if node.role != "server":
-            self._reply_error(node.identity, msg, f"the job already has its {self.config.num_workers} "
-                                                  "workers; workers cannot join a running job")
-            return
+            raise KVStoreError(f"the job already has its {self.config.num_workers} workers; workers cannot "
+                               "join a running job")
         if not isinstance(rank, int) or not 0 <= rank < len(self.servers):
-            self._reply_error(node.identity, msg, "a server joining a running job must set DMLC_SERVER_ID to "
-                                                  f"the rank it replaces (0..{len(self.servers) - 1})")
-            return
+            raise KVStoreError("a server joining a running job must set DMLC_SERVER_ID to the rank it "
+                               f"replaces (0..{len(self.servers) - 1})")
         old = self.servers[rank]
+        if old.state == "alive" and not old.closed:
+            raise _RankAlive(f"server {rank} is alive (its connections are open): a second process cannot "
+                             "take its rank; a restarted server is admitted once the old one's connections "
+                             "close")
         port = None
         if old.address:
             try:
@@ -320,6 +405,8 @@ class Scheduler:
             except ValueError:
                 port = None
         self.by_identity.pop(old.identity, None)
+        if old.hb_identity is not None:
+            self.hb_nodes.pop(old.hb_identity, None)
         node.rank, node.node_id = rank, old.node_id
         node.incarnation = old.incarnation + 1
         self.servers[rank] = node
@@ -332,8 +419,8 @@ class Scheduler:
         cfg = self.config
         tick = max(0.05, min(cfg.heartbeat_s / 2, 0.5))
         while True:
-            for identity, msg in self._poll(tick):
-                self._dispatch(identity, msg)
+            for identity, msg, frame in self._poll(tick):
+                self._handle(identity, msg, frame, self._dispatch)
             self._check_dead()
             if all(n.state != "alive" for n in self.workers):
                 return self._stop_servers()
@@ -347,59 +434,58 @@ class Scheduler:
             return
         node = self.by_identity.get(identity)
         if node is None:
-            self._reply_error(identity, msg, "this connection is not part of the job (register first)")
-            return
+            raise KVStoreError("this connection is not part of the job (register first)")
         if node.state == "dead":
             # it was declared dead but speaks again: too late, the others were told
-            self._reply_error(identity, msg, f"{node.describe()} was declared dead (silent for more "
-                                             f"than {self.config.dead_s:g} s, MXTORCH_PS_DEAD_S) and cannot "
-                                             "rejoin")
+            self._reply_error(identity, msg, f"{node.describe()} was declared dead and cannot rejoin")
             return
-        node.last_seen = time.monotonic()
-        try:
-            if msg.command == Command.READY and node.role == "server":
-                self._on_ready(node, msg)
-                self._announce_back(node)
-            elif node.role != "worker":
-                raise KVStoreError(f"{node.describe()} sent {msg.command.name}, which only workers send")
-            elif msg.command == Command.BARRIER:
-                group = self._group(node, msg)
-                self.barrier.setdefault(group, {})[node.rank] = (identity, msg.request_id)
-                self._maybe_release_barrier()
-            elif msg.command == Command.KEY_CHECK:
-                keys = (msg.meta or {}).get("keys")
-                if not isinstance(keys, list):
-                    raise ProtocolError("malformed KEY_CHECK")
-                group = self._group(node, msg)
-                self.key_check.setdefault(group, {})[node.rank] = (identity, msg.request_id, keys)
-                self._maybe_finish_key_check()
-            elif msg.command == Command.NUM_DEAD:
-                self._on_num_dead(node, msg)
-            elif msg.command == Command.SHUTDOWN and (msg.meta or {}).get("failed"):
-                # the worker is ending in failure (sys.exit(3), an exception): as dead as a silent one
-                self._send(identity, Message(Command.ACK, msg.request_id))
-                text = f"{node.describe()} {str((msg.meta or {})['failed'])}"
-                _log(f"{text}: it left the job")
-                self._declare_dead(node, text, {"reason": text})
-            elif msg.command == Command.SHUTDOWN:
-                node.state = "finished"
-                self._send(identity, Message(Command.ACK, msg.request_id))
-                for server in self.servers:  # dist_async staleness: it no longer holds others back
-                    if server.state == "alive":
-                        self._send(server.identity, Message(Command.WORKER_DONE, meta={"rank": node.rank}))
-                self._maybe_release_barrier()
-                self._maybe_finish_key_check()
-            else:
-                raise KVStoreError(f"the scheduler does not handle {msg.command.name}")
-        except KVStoreError as e:
-            self._reply_error(identity, msg, str(e))
+        self._seen(node)
+        if msg.command == Command.READY and node.role == "server":
+            self._on_ready(node, msg)
+            self._announce_back(node)
+        elif node.role != "worker":
+            raise KVStoreError(f"{node.describe()} sent {msg.command.name}, which only workers send")
+        elif msg.command == Command.BARRIER:
+            group = self._group(node, msg)
+            self.barrier.setdefault(group, {})[node.rank] = (identity, msg.request_id)
+            self._maybe_release_barrier()
+        elif msg.command == Command.KEY_CHECK:
+            keys = (msg.meta or {}).get("keys")
+            if not isinstance(keys, list):
+                raise ProtocolError("malformed KEY_CHECK")
+            group = self._group(node, msg)
+            self.key_check.setdefault(group, {})[node.rank] = (identity, msg.request_id, keys)
+            self._maybe_finish_key_check()
+        elif msg.command == Command.NUM_DEAD:
+            self._on_num_dead(node, msg)
+        elif msg.command == Command.SHUTDOWN and (msg.meta or {}).get("failed"):
+            # the worker is ending in failure (sys.exit(3), an exception): as dead as a silent one
+            self._send(identity, Message(Command.ACK, msg.request_id))
+            text = f"{node.describe()} {str((msg.meta or {})['failed'])[:500]}"
+            _log(f"{text}: it left the job")
+            self._declare_dead(node, text, {"reason": text})
+        elif msg.command == Command.SHUTDOWN:
+            node.state = "finished"
+            self._send(identity, Message(Command.ACK, msg.request_id))
+            for server in self.servers:  # dist_async staleness: it no longer holds others back
+                if server.state == "alive":
+                    self._send(server.identity, Message(Command.WORKER_DONE, meta={"rank": node.rank}))
+            self._maybe_release_barrier()
+            self._maybe_finish_key_check()
+        else:
+            raise KVStoreError(f"the scheduler does not handle {msg.command.name}")
 
     def _on_heartbeat(self, identity: bytes, msg: Message) -> None:
         if msg.key != self.token:
-            return  # not from this job
+            return  # not from this job: no answer
         node = self._node_by_id(msg.sender)
         if node is not None and node.state == "alive":
-            node.last_seen = time.monotonic()
+            if node.hb_identity != identity:  # its heartbeat connection: a close of it counts
+                if node.hb_identity is not None:
+                    self.hb_nodes.pop(node.hb_identity, None)
+                node.hb_identity = identity
+                self.hb_nodes[identity] = node
+            self._seen(node)
         self._send(identity, Message(Command.ACK, msg.request_id))
 
     def _node_by_id(self, node_id: int) -> _Node | None:
@@ -500,12 +586,17 @@ class Scheduler:
 
     def _check_dead(self) -> None:
         now = time.monotonic()
+        cfg = self.config
         for n in (*self.servers, *self.workers):
-            if n.state != "alive" or now - n.last_seen <= self.config.dead_s:
+            if n.state != "alive" or not n.gone(now, cfg.dead_s, cfg.lost_s):
                 continue
             silent = now - n.last_seen
-            text = (f"{n.describe()} has been silent for {silent:.1f} s "
-                    f"(MXTORCH_PS_DEAD_S={self.config.dead_s:g})")
+            if n.closed:
+                text = (f"{n.describe()} has been silent for {silent:.1f} s and its connection closed "
+                        f"(MXTORCH_PS_DEAD_S={cfg.dead_s:g})")
+            else:
+                text = (f"{n.describe()} has been silent for {silent:.1f} s with its connection open "
+                        f"(MXTORCH_PS_LOST_S={cfg.lost_s:g}): its host or the network is down")
             _log(f"{text}: declared dead")
             self._declare_dead(n, text, {"silent_s": silent})
 
@@ -536,11 +627,11 @@ class Scheduler:
             self._send(n.identity, Message(Command.SHUTDOWN))
         deadline = time.monotonic() + grace
         while waiting and time.monotonic() < deadline:
-            for identity, msg in self._poll(0.2):
+            for identity, msg, frame in self._poll(0.2):
                 if msg.command == Command.ACK and identity in waiting:
                     waiting.pop(identity).state = "finished"
                 elif msg.command == Command.HEARTBEAT:
-                    self._on_heartbeat(identity, msg)
+                    self._handle(identity, msg, frame, self._on_heartbeat)
         if waiting:
             _log(f"server(s) {[n.describe() for n in waiting.values()]} did not acknowledge SHUTDOWN within "
                  f"{grace:g} s")

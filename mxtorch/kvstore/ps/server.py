@@ -42,16 +42,20 @@ scheduler connection) plus a heartbeat thread.  The server
 * exits 0 on the scheduler's SHUTDOWN, 1 when the scheduler goes silent or joining fails.
 
 Requests from a connection that has not said HELLO get ERROR code ``not_greeted`` (a worker
-re-greets a restarted server and retries).  A bad request never stops the server: it gets an
-ERROR reply that names what was wrong (the key requests are checked and decoded by
-:mod:`.key_requests`).
+re-greets a restarted server and retries).  A worker rank belongs to the connection that said
+HELLO for it until that connection closes: a HELLO from another connection claiming it is
+refused.  A bad request never stops the server: it gets an ERROR reply that names what was
+wrong (the key requests are checked and decoded by :mod:`.key_requests`); a message that cannot
+be decoded, or that trips a handler, is refused with a rate-limited log line naming the peer's
+address (the traceback at debug level).  The server listens on its advertised address only and
+ZeroMQ drops frames above ``MXTORCH_PS_MAX_MESSAGE_BYTES`` (:mod:`.config`) before holding them.
 """
 
 from __future__ import annotations
 
+import logging
 import secrets
 import sys
-import traceback
 from collections.abc import Callable
 from typing import Any, cast
 
@@ -65,6 +69,7 @@ from .config import PSConfig, import_server_modules
 from .key_requests import decode_push_request, init_slice, narrow_dtype, row_ids
 from .node import Heartbeat, JoinError, bind_router, join
 from .optimizer_spec import apply_hyper, build_optimizer
+from .peers import ClosedConnections, Refusals
 from .protocol import Command, Flag, Message, ProtocolError
 from .rows import Rows, gather_rows, stored_rows
 from .shard import KeyShard, PendingPull
@@ -75,6 +80,7 @@ __all__ = ["ParameterServer", "run_server"]
 
 _DRAIN = 256  # messages handled per socket before looking at the other one
 _EVENTS, _POLLIN, _NOBLOCK = int(zmq.EVENTS), int(zmq.POLLIN), int(zmq.NOBLOCK)
+_logger = logging.getLogger("mxtorch.kvstore.ps.server")
 
 
 def _log(text: str) -> None:
@@ -107,6 +113,8 @@ class ParameterServer:
         self._snapshot_versions = 0
         self.sock: zmq.Socket | None = None
         self.sched: zmq.Socket | None = None
+        self.watch: ClosedConnections | None = None  # which workers' connections closed
+        self.refusals = Refusals(_logger, "mxtorch ps server")
         self._handlers: dict[Command, Callable[[bytes | None, Message], None]] = {
             Command.HELLO: self._on_hello,
             Command.INIT: self._on_init,
@@ -141,6 +149,8 @@ class ParameterServer:
             self.live = set(range(self.num_workers))
             self.mode = str(m["mode"])
             self.sock, self.address = bind_router(self.ctx, self.config, m.get("port"), f"server {self.rank}")
+            self.watch = ClosedConnections(self.sock)
+            self.refusals = Refusals(_logger, f"mxtorch ps server {self.rank}")
             if m.get("restart"):
                 self._restore()
             P.send(self.sched, Message(Command.READY, sender=self.node_id,
@@ -154,16 +164,19 @@ class ParameterServer:
         finally:
             if hb is not None:
                 hb.stop()
+            if self.watch is not None:
+                self.watch.close()
             for s in (self.sock, self.sched):
                 if s is not None:
                     s.close(linger=500)
             self.ctx.term()
 
     def _loop(self, hb: Heartbeat) -> int:
-        assert self.sock is not None and self.sched is not None
+        assert self.sock is not None and self.sched is not None and self.watch is not None
         poller = zmq.Poller()
         poller.register(self.sock, zmq.POLLIN)
         poller.register(self.sched, zmq.POLLIN)
+        poller.register(self.watch.monitor, zmq.POLLIN)
         tick = max(50, int(self.config.heartbeat_s * 1000))
         while self.exit_code is None:
             events = dict(poller.poll(tick))
@@ -171,10 +184,12 @@ class ParameterServer:
                 self._drain(self.sched, router=False)
             if self.sock in events and self.exit_code is None:
                 self._drain(self.sock, router=True)
-            if self.exit_code is None and hb.scheduler_silence() > self.config.dead_s:
-                _log(f"server {self.rank}: the scheduler at {self.config.root_address} has not answered for "
-                     f"{hb.scheduler_silence():.1f} s (MXTORCH_PS_DEAD_S={self.config.dead_s:g}): the job is "
-                     "gone, exiting")
+            if self.watch.monitor in events:  # after the messages: one read later is from a new connection
+                for identity in self.watch.closed():
+                    self.peers.pop(identity, None)  # its rank may be greeted again
+            if self.exit_code is None and hb.scheduler_gone():
+                _log(f"server {self.rank}: the scheduler at {self.config.root_address} "
+                     f"{hb.describe_silence()}: the job is gone, exiting")
                 return 1
         return self.exit_code
 
@@ -189,32 +204,52 @@ class ParameterServer:
             identity = frames[0].bytes if router else None
             try:
                 msg = P.decode(frames[1:] if router else frames)
-            except ProtocolError as e:
-                if identity is not None:
-                    self._send(identity, Message(Command.ERROR, sender=self.node_id,
-                                                 meta={"message": f"server {self.rank}: {e}"}))
+            except Exception as e:  # any failure to decode a peer's bytes: refuse them, keep serving
+                if identity is None:
+                    _log(f"server {self.rank}: undecodable message from the scheduler: {type(e).__name__}: "
+                         f"{e}")
+                    continue
+                self.refusals.refuse(frames[0], f"undecodable message: {type(e).__name__}: {e}",
+                                     None if isinstance(e, ProtocolError) else e)
+                self._send(identity, Message(Command.ERROR, sender=self.node_id,
+                                             meta={"message": f"server {self.rank}: {e}"}))
                 continue
-            self._handle(identity, msg)
+            self._handle(identity, msg, frames[0])
             if self.exit_code is not None:
                 return
 
-    def _handle(self, identity: bytes | None, msg: Message) -> None:
+    def _handle(self, identity: bytes | None, msg: Message, frame: Any = None) -> None:
         handler = self._handlers.get(msg.command)
         try:
             if handler is None:
                 raise ProtocolError(f"a server does not handle {msg.command.name} messages")
             if identity is not None and msg.command != Command.HELLO and identity not in self.peers:
+                self.refusals.refuse(frame, f"{msg.command.name} from a connection that has not said HELLO")
                 self._error(identity, msg, f"server {self.rank} ({self.address}) does not know this "
                                            "connection: "
                                            "it restarted or was never greeted (HELLO)", code="not_greeted")
                 return
             handler(identity, msg)
-        except KVStoreError as e:
+            if msg.command == Command.HELLO and identity is not None and self.watch is not None:
+                self.watch.note(frame, identity)  # a close of this connection frees its rank
+        except ProtocolError as e:  # a malformed request
+            self._refuse(identity, msg, frame, str(e))
+        except KVStoreError as e:  # a request the job's state cannot take: the worker is told why
             self._error(identity, msg, str(e))
-        except Exception as e:  # a bug or a bad request: report it, keep serving
-            _log(traceback.format_exc())
-            what = f"{type(e).__name__}: {e}"
-            self._error(identity, msg, f"server {self.rank} failed on {msg.command.name}: {what}")
+        except Exception as e:  # a request that trips a handler (or a bug): refused, keep serving
+            self._refuse(identity, msg, frame, f"server {self.rank} failed on {msg.command.name}: "
+                                               f"{type(e).__name__}: {e}", e)
+
+    def _refuse(self, identity: bytes | None, msg: Message, frame: Any, text: str,
+                exc: BaseException | None = None) -> None:
+        """Refuse ``msg``: a rate-limited log line naming the peer's address, and an ERROR reply."""
+        if identity is None:
+            _log(f"server {self.rank}: a message from the scheduler failed: {text}")
+            if exc is not None:
+                _logger.debug("traceback", exc_info=exc)
+        else:
+            self.refusals.refuse(frame, f"{msg.command.name}: {text}", exc)
+        self._error(identity, msg, text)
 
     # ---- replies --------------------------------------------------------------------------
     def _send(self, identity: bytes | None, msg: Message, track: bool = False) -> list[Any]:
@@ -257,16 +292,16 @@ class ParameterServer:
             raise ProtocolError(f"malformed HELLO (rank {rank!r})")
         secret = self.config.secret
         if secret is not None and not P.verify(secret, m.get("hmac"), "hello", self.nonce, identity):
-            _log(f"refused a connection claiming to be worker {rank}: wrong MXTORCH_PS_SECRET proof")
-            self._error(identity, msg, f"server {self.rank}: authentication failed (MXTORCH_PS_SECRET)")
-            return
+            raise ProtocolError(f"server {self.rank}: a HELLO claiming worker {rank} failed authentication "
+                                "(MXTORCH_PS_SECRET)")
+        holder = next((other for other, r in self.peers.items() if r == rank and other != identity), None)
+        if holder is not None:  # a second connection never takes a rank whose connection is open
+            raise ProtocolError(f"server {self.rank}: worker {rank} is connected already; a second "
+                                "connection cannot claim its rank")
         bound = m.get("staleness", self.config.staleness)
         if bound is not None and (not isinstance(bound, int) or isinstance(bound, bool) or bound < 0):
             raise ProtocolError(f"malformed HELLO (staleness {bound!r})")
         decoder = build_compressor(m.get("compression"))
-        for other, r in list(self.peers.items()):  # a restarted worker replaces its old connection
-            if r == rank and other != identity:
-                del self.peers[other]
         self.peers[identity] = rank
         self.staleness[rank] = bound
         self.decoders[rank] = decoder

@@ -225,6 +225,13 @@ class DistKVStore(KVStoreBase):
         piece = self._config.piece_bytes // t.element_size()
         shards = place(t.numel(), t.element_size(), self._server_bytes, self._config.bigarray_bound, row,
                        piece=max(piece, 1) if self._config.piece_bytes else 0)
+        limit = self._config.server_max_message_bytes()
+        largest = max(size for _, _, size in shards) * t.element_size()
+        if largest > limit:  # the servers' ZeroMQ would drop it with the connection: say so now
+            raise KVStoreError(f"key {key!r}: a slice of {largest} bytes is larger than the {limit} bytes a "
+                               "server accepts in one message (MXTORCH_PS_MAX_MESSAGE_BYTES): raise that "
+                               "limit on every process, or cut keys smaller (MXTORCH_PS_PIECE_BYTES, "
+                               "MXNET_KVSTORE_BIGARRAY_BOUND)")
         return KeyPlan(key, t.shape, t.dtype, t.numel(), shards, kind)
 
     def placement(self, key: Key) -> list[tuple[int, int, int]]:
