@@ -237,6 +237,36 @@ def _adopt(dst: torch.Tensor, g: torch.Tensor, taken: set[int]) -> bool:
     return True
 
 
+def _check_differentiable(symbol: Symbol, wanted: set[str]) -> None:
+    """MXNetError when the gradient of an argument in ``wanted`` would pass through an operator
+    MXNet defines no gradient for (``batch_take``); a stop_gradient (BlockGrad) above it makes the
+    graph bindable, as in MXNet."""
+    if not wanted:
+        return
+    nodes = symbol._nodes()
+    depends: set[int] = set()  # nodes downstream of an argument that wants a gradient
+    for n in nodes:
+        if (n.is_variable and n.name in wanted) or any(id(src) in depends for src, _ in n.inputs):
+            depends.add(id(n))
+    seen: set[int] = set()
+    stack = [n for n, _ in symbol._outputs]
+    while stack:
+        n = stack.pop()
+        if id(n) in seen or n.is_variable or id(n) not in depends:
+            continue
+        seen.add(id(n))
+        op = n.opdef()
+        if op.name == "BlockGrad":
+            continue
+        if not op.differentiable:
+            raise MXNetError(
+                f"bind: operator {n.name!r} ({n.op}) has no gradient, but the gradient of "
+                f"{sorted(wanted)[:5]} would pass through it; put its output behind mx.sym.stop_gradient "
+                "or bind those arguments with grad_req='null'"
+            )
+        stack.extend(src for src, _ in n.inputs)
+
+
 def _first_elements(arr: torch.Tensor, shape: Shape) -> torch.Tensor:
     """``arr``'s first elements as an array of ``shape`` (sharing memory) when it has enough of
     them and is contiguous, else new zeros of ``shape``."""
@@ -272,10 +302,16 @@ class Executor:
         )
         self.aux_arrays: list[torch.Tensor] = _arrays(aux_states, self._aux_names, "aux_states", device, True)  # type: ignore
         self._reqs = _grad_reqs(grad_req, self._arg_names, self.grad_arrays)
+        _check_differentiable(symbol, {n for n, r in zip(self._arg_names, self._reqs, strict=True)
+                                       if r != "null"})
         _check_shapes(
             symbol, self._arg_names, self.arg_arrays, self.grad_arrays, self._aux_names, self.aux_arrays
         )
         self._group2ctx = dict(group2ctx or {})
+        from .symbol._optimize import cse_enabled
+
+        # get_optimized_symbol's passes, as the environment set them at bind (built on first use)
+        self._cse = cse_enabled()
         self._plan = _Plan(symbol, self._arg_names, self._aux_names, self._group2ctx)
         self._output_names = symbol.list_outputs()
         # heads whose operator is a loss (SoftmaxOutput, *RegressionOutput, SVMOutput, MakeLoss)
@@ -289,6 +325,7 @@ class Executor:
         self._default_head_grads: dict[int, torch.Tensor] = {}
         # the is_train of the last forward that did not record for backward (None: none since)
         self._unrecorded: bool | None = None
+        self._recorded = False  # whether the last forward recorded for a backward not yet run
         # arrays the outputs are copied into (views of the outputs of the executor this one was
         # reshaped from, whose memory MXNet shares); None: fresh tensors each forward
         self._out_buffers: list[torch.Tensor] | None = None
@@ -344,10 +381,13 @@ class Executor:
         vals[nargs : nargs + len(self.aux_arrays)] = self.aux_arrays
         self._leaves = []
         self._unrecorded = None if record else is_train
+        self._recorded = record
         if record:
             for i, req in enumerate(self._reqs):
-                if req != "null":
-                    leaf = self.arg_arrays[i].detach().requires_grad_(True)
+                # integer arguments have no gradient in torch: their gradient arrays get zeros
+                arg = self.arg_arrays[i]
+                if req != "null" and (arg.is_floating_point() or arg.is_complex()):
+                    leaf = arg.detach().requires_grad_(True)
                     vals[i] = leaf
                     self._leaves.append((i, leaf))
         self._roots = {}
@@ -369,9 +409,9 @@ class Executor:
         """Gradients of the arguments bound with a gradient array, from the head gradients
         ``out_grads``: loss outputs make their own gradient (and ignore a given one); every other
         output that the gradient depends on needs one, as in MXNet."""
-        if not self._leaves and self._unrecorded is not None and any(r != "null" for r in self._reqs):
+        if not self._recorded and self._unrecorded is not None and any(r != "null" for r in self._reqs):
             self._run(self._unrecorded, True)  # the last forward was not recorded: run it again, recording
-        if not self._leaves:
+        if not self._recorded:
             return
         if out_grads is None:
             grads: list[Any] = [None] * len(self._heads)
@@ -413,7 +453,7 @@ class Executor:
                 heads.append(h)
                 hgrads.append(g)
         leaves = [leaf for _, leaf in self._leaves]
-        if not heads:
+        if not heads or not leaves:
             res: Sequence[torch.Tensor | None] = [None] * len(leaves)
         else:
             try:
@@ -433,8 +473,13 @@ class Executor:
                         dst.copy_(g)
                 elif g is not None:
                     dst.add_(g)
+            for i, req in enumerate(reqs):
+                dst = garrays[i]
+                if req == "write" and dst is not None and not (dst.is_floating_point() or dst.is_complex()):
+                    dst.zero_()
         self._leaves = []
         self._roots = {}
+        self._recorded = False
 
     def _ones(self, k: int, head: torch.Tensor) -> torch.Tensor:
         """The head gradient handed to loss head ``k`` (which ignores it): ones, made once per
@@ -538,6 +583,13 @@ class Executor:
                 return None
             views.append(_first_elements(out, tuple(shape)))
         return views
+
+    def get_optimized_symbol(self) -> Symbol:
+        """The bound graph after MXNet's graph passes (common-subexpression elimination unless
+        ``MXNET_ELIMINATE_COMMON_EXPR=0`` at bind); it computes the same outputs."""
+        from .symbol._optimize import eliminate_common_expr
+
+        return eliminate_common_expr(self._symbol) if self._cse else self._symbol
 
     def debug_str(self) -> str:
         lines = [f"Symbol outputs: {self._output_names}"]

@@ -105,3 +105,40 @@ def test_batch_take_values_and_no_gradient() -> None:
     x = torch.tensor([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]])
     out = S.batch_take(S.var("a"), S.var("i")).eval(a=x, i=torch.tensor([0, 1, 5]))[0]
     assert out.tolist() == [1.0, 4.0, 6.0]  # the last index is clipped into range
+
+
+def test_binding_a_gradient_through_an_operator_without_one_fails() -> None:
+    import pytest
+    import torch
+
+    x, idx = S.var("x"), S.var("idx")
+    y = S.batch_take(x, idx)
+    types = {"x": np.float32, "idx": np.int32}
+    with pytest.raises(mx.MXNetError, match=r"\(batch_take\) has no gradient"):
+        y.simple_bind(mx.cpu(), x=(4, 3), idx=(4,), type_dict=types)
+    y.simple_bind(mx.cpu(), x=(4, 3), idx=(4,), type_dict=types, grad_req="null")  # nothing to differentiate
+    exe = S.stop_gradient(y).simple_bind(mx.cpu(), x=(4, 3), idx=(4,), type_dict=types)
+    exe.grad_dict["idx"][:] = 7  # an integer argument's gradient array is written zeros
+    exe.forward(is_train=True)
+    exe.backward()
+    assert exe.grad_dict["idx"].tolist() == [0, 0, 0, 0] and exe.grad_dict["idx"].dtype == torch.int32
+
+
+def test_get_optimized_symbol_merges_common_expressions(monkeypatch: object) -> None:
+    import pytest
+
+    a, b = S.var("a"), S.var("b")
+
+    def optimized(sym: mx.sym.Symbol) -> mx.sym.Symbol:
+        shapes = {n: (2, 3) for n in sym.list_inputs()}
+        return sym.simple_bind(mx.cpu(), **shapes).get_optimized_symbol()  # type: ignore[no-any-return]
+
+    assert len(optimized((a + b) + (a + b)).get_internals()) == 4  # a, b, one a+b, the sum
+    assert len(optimized((a + 1) + (a + 2)).get_internals()) == 4  # different scalars: nothing merges
+    d = a + 1
+    grp = optimized(S.Group([a * d + b, a * d + b]))  # one a*d+b, then a copy for the second output
+    assert len(grp.get_internals()) == 6 and grp.list_outputs()[1].endswith("_output")
+    assert len(optimized(S.Dropout(a) + S.Dropout(a)).get_internals()) == 4  # random: kept apart
+    mp: pytest.MonkeyPatch = monkeypatch  # type: ignore[assignment]
+    mp.setenv("MXNET_ELIMINATE_COMMON_EXPR", "0")
+    assert len(optimized((a + b) + (a + b)).get_internals()) == 5

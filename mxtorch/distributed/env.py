@@ -52,7 +52,7 @@ __all__ = [
     "MXTORCH_PS_PORT", "MXTORCH_PS_HEARTBEAT_S", "MXTORCH_PS_DEAD_S", "MXTORCH_PS_STALENESS",
     "MXTORCH_PS_SNAPSHOT_DIR", "MXTORCH_PS_SNAPSHOT_EVERY", "MXTORCH_PS_ADOPT_PULLS",
     "MXTORCH_PS_PIECE_BYTES", "MXTORCH_PS_SERVER_IMPORTS", "MXTORCH_PS_LOST_S",
-    "MXTORCH_PS_MAX_MESSAGE_BYTES", "MXTORCH_PS_BIND_ALL",
+    "MXTORCH_PS_MAX_MESSAGE_BYTES", "MXTORCH_PS_BIND_ALL", "MXNET_ELIMINATE_COMMON_EXPR",
 ]
 
 # ---- torchrun / torch.distributed (env:// rendezvous); ``mxtorch launch`` sets these too ----
@@ -130,6 +130,9 @@ DMLC_INTERFACE = "DMLC_INTERFACE"
 """Network interface (e.g. eth0) whose IPv4 address a server advertises."""
 MXNET_KVSTORE_BIGARRAY_BOUND = "MXNET_KVSTORE_BIGARRAY_BOUND"
 """Elements above which a parameter-server key is split across all servers (default 1000000)."""
+MXNET_ELIMINATE_COMMON_EXPR = "MXNET_ELIMINATE_COMMON_EXPR"
+"""1 (default) or 0: whether a bound executor's optimized graph (``get_optimized_symbol``) merges
+operator nodes that repeat the same deterministic computation on the same inputs (MXNet's)."""
 
 # ---- mxtorch's own ----
 MXTORCH_DIST_TIMEOUT = "MXTORCH_DIST_TIMEOUT"
