@@ -35,7 +35,20 @@ __all__ = [
     "grad",
     "mark_variables",
     "Function",
+    "NDArray",
+    "Symbol",  # noqa: F822 - provided by the module __getattr__ below
 ]
+
+NDArray = torch.Tensor
+"""MXNet's ``autograd`` module hands out ``NDArray`` (and ``Symbol``) with ``import *``: here the tensor."""
+
+
+def __getattr__(name: str) -> Any:
+    if name == "Symbol":  # imported on first use: the symbol package imports this module
+        from .symbol import Symbol
+
+        return Symbol
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class _State(threading.local):
@@ -124,15 +137,26 @@ def _as_list(x: torch.Tensor | Sequence[torch.Tensor]) -> list[torch.Tensor]:
     return [x] if isinstance(x, torch.Tensor) else list(x)
 
 
+def _ones_like(h: torch.Tensor) -> torch.Tensor:
+    """A head gradient of ones in the head's storage (a sparse head gets every entry: torch's
+    ones_like cannot fill sparse storage)."""
+    if h.layout == torch.strided:
+        return torch.ones_like(h)
+    ones = torch.ones(h.shape, dtype=h.dtype, device=h.device)
+    if h.layout == torch.sparse_coo:
+        return ones.to_sparse(h.sparse_dim())
+    return ones.to_sparse(layout=h.layout)
+
+
 def _default_head_grads(
     heads: list[torch.Tensor], head_grads: torch.Tensor | Sequence[torch.Tensor | None] | None
 ) -> list[torch.Tensor]:
     if head_grads is None:
-        return [torch.ones_like(h) for h in heads]
+        return [_ones_like(h) for h in heads]
     hg = _as_list(head_grads)  # type: ignore[arg-type]
     if len(hg) != len(heads):
         raise ValueError(f"got {len(hg)} head_grads for {len(heads)} heads: give one per head (or None)")
-    return [torch.ones_like(h) if g is None else g for h, g in zip(heads, hg)]
+    return [_ones_like(h) if g is None else g for h, g in zip(heads, hg)]
 
 
 def backward(
@@ -219,6 +243,7 @@ def mark_variables(
         attach_grad(v, req)
         if g is not None and req != "null":
             v.grad = g
+            v._mx_grad_buf = g  # type: ignore[attr-defined]  # backward writes into this very array
 
 
 class _FunctionBridge(torch.autograd.Function):
@@ -308,7 +333,7 @@ def _backward(self: torch.Tensor, gradient: Any = None, retain_graph: Any = None
             raise TypeError("backward() got both gradient and out_grad: give one of them")
         gradient = out_grad
     if gradient is None and self.numel() != 1 and self.requires_grad:
-        gradient = torch.ones_like(self)
+        gradient = _ones_like(self)
     _torch_backward(self, gradient, retain_graph, create_graph, inputs)
 
 

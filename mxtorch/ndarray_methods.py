@@ -137,17 +137,60 @@ def copyto(self: torch.Tensor, other: torch.Tensor | Context | str) -> torch.Ten
     return out
 
 
+def _zero_grad(t: torch.Tensor, grad_stype: str | None) -> torch.Tensor:
+    from .nd import sparse
+
+    kind = grad_stype or sparse.stype(t)
+    if kind == "default":
+        return torch.zeros(t.shape, dtype=t.dtype, device=t.device)
+    return sparse.zeros(kind, tuple(t.shape), ctx=context_of(t), dtype=t.dtype)
+
+
+def _keep_grad_buffer(t: torch.Tensor) -> None:
+    # after torch accumulated a backward's gradient into t.grad: MXNet's gradient array is the
+    # buffer attach_grad / mark_variables gave (in its storage type); torch may have replaced
+    # t.grad by a new tensor (a sparse variable, a buffer of another layout), so write the
+    # value back into the buffer
+    t._mx_fresh = True  # type: ignore[attr-defined]
+    buf = getattr(t, "_mx_grad_buf", None)
+    g = t.grad
+    if buf is None or g is None or g is buf:
+        return
+    from .nd import sparse
+
+    with torch.no_grad():
+        if buf.layout == torch.strided:
+            buf.copy_(g.to_dense() if g.layout != torch.strided else g)
+        else:
+            value = sparse.tostype(g.to_dense() if g.layout != torch.strided else g, sparse.stype(buf))
+            try:
+                buf.copy_(value)
+            except RuntimeError:  # a csr buffer cannot change its number of stored values in place
+                t._mx_grad_buf = buf = value  # type: ignore[attr-defined]
+    t.grad = buf
+
+
+def _fresh_grad_get(self: torch.Tensor) -> bool:
+    return bool(getattr(self, "_mx_fresh", False))
+
+
+def _fresh_grad_set(self: torch.Tensor, value: bool) -> None:
+    self._mx_fresh = bool(value)  # type: ignore[attr-defined]
+
+
 def attach_grad(self: torch.Tensor, grad_req: str = "write", stype: Any = None) -> None:
-    """Make the tensor a variable to differentiate against, with a zero ``.grad``.
+    """Make the tensor a variable to differentiate against, with a zero gradient array.
 
     ``grad_req`` ('write', 'add' or 'null') is kept in ``_mx_grad_req``; mxtorch.autograd
-    reads it to decide whether a new backward overwrites or adds to ``.grad``.  A non-leaf
-    tensor is detached in place first (it becomes a new leaf, as in MXNet).
+    reads it to decide whether a new backward overwrites or adds to ``.grad``.  ``stype``
+    ('default', 'row_sparse' or 'csr'; default: the array's own) is the gradient's storage
+    type, kept across backward passes.  A non-leaf tensor is detached in place first (it
+    becomes a new leaf, as in MXNet).
     """
     if grad_req not in _GRAD_REQS:
         raise ValueError(f"attach_grad: grad_req must be one of {_GRAD_REQS}, got {grad_req!r}")
-    if stype not in (None, "default"):
-        raise ValueError(f"attach_grad: only stype 'default' is supported, got {stype!r}")
+    if stype not in (None, "default", "row_sparse", "csr"):
+        raise ValueError(f"attach_grad: stype must be 'default', 'row_sparse' or 'csr', got {stype!r}")
     if grad_req == "null":
         if not self.is_leaf:
             self.detach_()
@@ -159,9 +202,12 @@ def attach_grad(self: torch.Tensor, grad_req: str = "write", stype: Any = None) 
         if not self.is_leaf:
             self.detach_()
         self.requires_grad_(True)
-        self.grad = torch.zeros_like(self)
+        self.grad = _zero_grad(self, stype)
+        self._mx_grad_buf = self.grad  # type: ignore[attr-defined]
+        self._mx_fresh = False  # type: ignore[attr-defined]
         if not getattr(self, "_mx_write_hook", False):
             self.register_hook(_write_rule(weakref.ref(self)))
+            self.register_post_accumulate_grad_hook(_keep_grad_buffer)
             self._mx_write_hook = True  # type: ignore[attr-defined]
     self._mx_grad_req = grad_req  # type: ignore[attr-defined]
 
@@ -404,6 +450,9 @@ def _table() -> dict[str, Any]:
         "check_format": check_format,
         "retain": retain,
         "expand_dims": expand_dims,
+        "_fresh_grad": property(
+            _fresh_grad_get, _fresh_grad_set,
+            doc="Whether a backward wrote this variable's gradient since it was last reset."),
         "_basic_indexing_slice_is_contiguous": staticmethod(_basic_indexing_slice_is_contiguous),
     }
     for name in _ND_OPERATOR_METHODS:

@@ -22,7 +22,7 @@ NAMES = {
     "check_format", "retain", "reshape_like", "zeros_like", "ones_like", "broadcast_axes", "broadcast_like",
     "pad", "split_v2", "slice", "slice_axis", "slice_like", "one_hot", "pick", "argmax_channel",
     "shape_array", "size_array", "expand_dims", "depth_to_space", "space_to_depth", "nanprod", "rint",
-    "degrees", "radians", "cbrt", "rcbrt", "softmin", "_basic_indexing_slice_is_contiguous",
+    "degrees", "radians", "cbrt", "rcbrt", "softmin", "_basic_indexing_slice_is_contiguous", "_fresh_grad",
 }
 
 # The public methods and properties of MXNet 1.9's NDArray, RowSparseNDArray and CSRNDArray

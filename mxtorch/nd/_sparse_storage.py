@@ -146,7 +146,10 @@ class SparseNDArray(torch.Tensor):
                 except Exception:
                     raise first from None
         if type(out) is torch.Tensor and out.layout != torch.strided:
-            out = torch.Tensor._make_subclass(cls, out, out.requires_grad)
+            # _make_subclass makes a new leaf: a result in the autograd graph stays torch's sparse
+            # tensor (as_subclass cannot wrap sparse storage)
+            if out.grad_fn is None:
+                out = torch.Tensor._make_subclass(cls, out, out.requires_grad)
         return out
 
 
