@@ -20,11 +20,15 @@ from .. import nd
 from .._dtype import to_torch_dtype
 from ..base import MXNetError
 from ..context import Context
+from ._block_fields import MXNetBlockFields
+from ._hybrid_inputs import check_against, check_kinds, check_one_context, input_format
+from ._summary import summarize
 from .parameter_core import Parameter, _fwd, wrap_torch_parameter
 from .parameter_dict import ParameterDict
 from .serialization import load_named, load_tensors, save_tensors
 from .symbolic import call_symbolic, has_symbol
 from .symbolic import input_names as symbolic_input_names
+from .utils import HookHandle
 
 __all__ = ["Block", "HybridBlock", "collect_params", "as_parameters", "HYBRIDIZE_ENV"]
 
@@ -141,7 +145,7 @@ class _BlockScope:
             self._old = None
 
 
-class Block(torch.nn.Module):
+class Block(MXNetBlockFields, torch.nn.Module):
     """Base class of all Gluon layers and models; a ``torch.nn.Module``.
 
     Assigning a :class:`Parameter` or a child block as an attribute registers it.  Names follow
@@ -208,6 +212,14 @@ class Block(torch.nn.Module):
         else:
             super().__delattr__(name)
 
+    def register_forward_pre_hook(self, hook: Any, **kwargs: Any) -> HookHandle:  # type: ignore[override]
+        """Call ``hook(block, inputs)`` before each forward; ``handle.detach()`` removes it."""
+        return HookHandle(super().register_forward_pre_hook(hook, **kwargs))
+
+    def register_forward_hook(self, hook: Any, **kwargs: Any) -> HookHandle:  # type: ignore[override]
+        """Call ``hook(block, inputs, output)`` after each forward; ``handle.detach()`` removes it."""
+        return HookHandle(super().register_forward_hook(hook, **kwargs))
+
     def register_child(self, block: torch.nn.Module, name: str | None = None) -> torch.nn.Module:
         """Register ``block`` as a child (named by position when ``name`` is None)."""
         self.add_module(name if name is not None else str(len(self._modules)), block)
@@ -240,6 +252,9 @@ class Block(torch.nn.Module):
         ``'.*weight|.*bias'``.  Parameters of plain torch modules inside are named by the
         prefix of the nearest block and their attribute path ('net0_fc.weight').
         """
+        for mod in self.modules():
+            if isinstance(mod, Block):
+                mod._check_container_with_block()
         return collect_params(self, select)
 
     def _collect_params_with_prefix(self, prefix: str = "") -> OrderedDict[str, Parameter]:
@@ -347,6 +362,7 @@ class Block(torch.nn.Module):
     # ---- calling -----------------------------------------------------------------------
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if has_symbol(args):
+            check_kinds(self, args)
             return call_symbolic(self, args, kwargs)
         if _fwd.depth or torch.compiler.is_compiling():
             return super().__call__(*args, **kwargs)
@@ -363,46 +379,9 @@ class Block(torch.nn.Module):
         raise NotImplementedError(f"{type(self).__name__} must define forward()")
 
     def summary(self, *inputs: Any) -> str:
-        """Print (and return) a table of layers, output shapes and parameter counts."""
-        rows: list[tuple[str, str, int]] = []
-        hooks = []
-
-        def hook(mod: torch.nn.Module, _inp: Any, out: Any, name: str = "") -> None:
-            shape = _shapes(out)
-            n = sum(p.numel() for p in mod.parameters(recurse=False))
-            gp = getattr(mod, "_gluon_params", {})
-            n = max(n, sum(int(torch.Size(p.shape).numel()) for p in gp.values()
-                           if p.shape is not None and p.is_initialized))
-            rows.append((f"{name or 'Input'} ({type(mod).__name__})", shape, n))
-
-        for name, mod in self.named_modules():
-            hooks.append(mod.register_forward_hook(lambda m, i, o, name=name: hook(m, i, o, name)))
-        try:
-            self(*inputs)
-        finally:
-            for h in hooks:
-                h.remove()
-        rows = [rows[-1]] + rows[:-1] if rows else rows
-        total = sum(p.numel() for p in self.parameters())
-        trainable = sum(p.numel() for p in self.parameters() if p.requires_grad)
-        w = max([len(r[0]) for r in rows] + [20])
-        lines = ["-" * (w + 40), f"{'Layer (type)':<{w}} {'Output Shape':<25} {'Param #':>12}",
-                 "=" * (w + 40)]
-        lines += [f"{a:<{w}} {b:<25} {c:>12,}" for a, b, c in rows]
-        lines += ["=" * (w + 40), f"Parameters in forward computation graph: {total:,}",
-                  f"Trainable params: {trainable:,}", f"Non-trainable params: {total - trainable:,}",
-                  "-" * (w + 40)]
-        text = "\n".join(lines)
-        print(text)
-        return text
-
-
-def _shapes(out: Any) -> str:
-    if isinstance(out, torch.Tensor):
-        return str(tuple(out.shape))
-    if isinstance(out, (list, tuple)):
-        return "[" + ", ".join(_shapes(o) for o in out) + "]"
-    return type(out).__name__
+        """Print (and return) a table of layers, output shapes and parameter counts (the network
+        must not be hybridized, as in MXNet)."""
+        return summarize(self, *inputs)
 
 
 def collect_params(module: torch.nn.Module, select: str | None = None) -> ParameterDict:
@@ -527,6 +506,7 @@ class HybridBlock(Block):
             if backend not in known:
                 raise ValueError(f"hybridize: unknown backend {backend!r}; use 'eager' or one of {known}")
         object.__setattr__(self, "_hybrid_active", bool(active))
+        object.__setattr__(self, "_in_format", None)
         object.__setattr__(self, "_compiled", None)
         object.__setattr__(self, "_compile_failed", False)
         object.__setattr__(self, "_trial", None)
@@ -596,7 +576,10 @@ class HybridBlock(Block):
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if has_symbol(args):
+            check_kinds(self, args)
             return call_symbolic(self, args, kwargs)
+        if self._hybrid_active and not _fwd.depth:
+            self._check_hybrid_inputs(args)
         if self._infer_pending:
             self._run_infer_shape(args)
         if (not self._hybrid_active or self._compile_failed or self._hybrid_choice == "eager"
@@ -627,10 +610,23 @@ class HybridBlock(Block):
             return self._timed_call(kind, args, kwargs)
         return self._compiled_call(args, kwargs)
 
+    def _check_hybrid_inputs(self, args: tuple[Any, ...]) -> None:
+        """MXNet's rules for a hybridized block's inputs (see :mod:`._hybrid_inputs`)."""
+        name = type(self).__name__
+        fmt = input_format(list(args), name)
+        stored = self.__dict__.get("_in_format")
+        if stored is None:
+            check_kinds(self, args)
+            object.__setattr__(self, "_in_format", fmt)
+        else:
+            check_against(stored, fmt, name)
+        check_one_context(args, name)
+
     def forward(self, *args: Any) -> Any:
         hf = getattr(self, "hybrid_forward", None)
         if hf is None:
             raise NotImplementedError(f"{type(self).__name__} must define forward() (or hybrid_forward())")
+        check_kinds(self, args)
         params = {}
         for name, p in self._gluon_params.items():
             if not p.is_initialized and p._deferred is not None:

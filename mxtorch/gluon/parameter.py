@@ -6,7 +6,14 @@ from __future__ import annotations
 
 from ..base import DeferredInitializationError
 from .block import as_parameters
-from .parameter_core import Constant, Parameter, forward_context, numpy_dtype, wrap_torch_parameter
+from .parameter_core import (
+    Constant,
+    GluonUsageError,
+    Parameter,
+    forward_context,
+    numpy_dtype,
+    wrap_torch_parameter,
+)
 from .parameter_dict import ParameterDict
 
 __all__ = [
@@ -14,6 +21,7 @@ __all__ = [
     "Constant",
     "ParameterDict",
     "DeferredInitializationError",
+    "GluonUsageError",
     "forward_context",
     "as_parameters",
     "numpy_dtype",

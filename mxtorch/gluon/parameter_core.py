@@ -21,8 +21,14 @@ from .._dtype import dtype_name, to_torch_dtype
 from ..base import DeferredInitializationError, MXNetError
 from ..context import Context, as_context, context_of, current_context
 from ..nd import sparse
+from ..nd._common import tag
 
-__all__ = ["Parameter", "Constant", "DeferredInitializationError", "forward_context"]
+__all__ = ["Parameter", "Constant", "DeferredInitializationError", "GluonUsageError", "forward_context"]
+
+
+class GluonUsageError(MXNetError, AssertionError):
+    """A Gluon API used against its rules (an invalid storage type, a summary of a hybridized
+    network...): MXNet asserted these, so MXNet code catches them as ``AssertionError``."""
 
 _GRAD_REQS = ("write", "add", "null")
 _STYPES = ("default", "row_sparse")
@@ -95,7 +101,7 @@ class Parameter:
         self._differentiable = differentiable
         for what, value in (("stype", stype), ("grad_stype", grad_stype)):
             if value not in _STYPES:
-                raise MXNetError(
+                raise GluonUsageError(
                     f"Parameter {name!r}: {what}={value!r} is not available; use one of {_STYPES} "
                     "('csr' parameters are not supported)"
                 )
@@ -163,7 +169,7 @@ class Parameter:
         self._grad_req = req
         if self._data is not None:
             for d in self._data:
-                d.requires_grad_(req != "null")
+                d.requires_grad_(req != "null" and (d.is_floating_point() or d.is_complex()))
                 if req == "null":
                     d.grad = None
 
@@ -215,8 +221,11 @@ class Parameter:
         self._deferred = None
 
     def _set_copies(self, tensors: list[torch.Tensor], ctx_list: list[Context]) -> None:
-        req = self._grad_req != "null"
+        # integer parameters (MXNet allows them) hold values only: torch gives them no gradient
+        req = self._grad_req != "null" and (tensors[0].is_floating_point() or tensors[0].is_complex())
         self._data = [torch.nn.Parameter(t.detach(), requires_grad=req) for t in tensors]
+        for d, c in zip(self._data, ctx_list):
+            tag(d, c)  # p.data(mx.cpu(1)).context is cpu(1), as the copy was made for it
         self._ctx_list = list(ctx_list)
         self._ctx_index = {c: i for i, c in enumerate(ctx_list)}
         self._sync_owners()
@@ -261,6 +270,19 @@ class Parameter:
     @property
     def is_initialized(self) -> bool:
         return self._data is not None
+
+    # MXNet code reads these private fields; they are views of this parameter's state
+    @property
+    def _grad(self) -> list[torch.Tensor] | None:
+        """The gradient buffers, one per context (None without data or with grad_req 'null')."""
+        if self._data is None or self._grad_req == "null":
+            return None
+        return self.list_grad()
+
+    @property
+    def _deferred_init(self) -> tuple[Any, ...]:
+        """``(init, ctx_list, default_init, None)`` while initialization waits for the shape, else ``()``."""
+        return () if self._deferred is None else (*self._deferred, None)
 
     # ---- access ------------------------------------------------------------------------
     def _check(self) -> list[torch.nn.Parameter]:
@@ -502,11 +524,17 @@ class Parameter:
         self._dtype = to_torch_dtype(dtype)
         if self._data is None:
             return
+        dt = self._dtype
+        req = self._grad_req != "null" and (dt.is_floating_point or dt.is_complex)
         with torch.no_grad():
             for d in self._data:
-                d.data = d.data.to(self._dtype)
+                if not req:  # an integer copy cannot require a gradient (or keep a float one)
+                    d.requires_grad_(False)
+                    d.grad = None
+                d.data = d.data.to(dt)
                 if d.grad is not None:
-                    d.grad = d.grad.to(self._dtype)
+                    d.grad = d.grad.to(dt)
+                d.requires_grad_(req)
 
     def var(self) -> Any:
         """This parameter as a graph variable (``mx.sym.var``) with its shape, dtype, initializer and

@@ -21,7 +21,7 @@ from ..symbol import Group, Symbol
 from ..symbol import load as load_symbol
 from ..symbol import var as sym_var
 from .block import HybridBlock
-from .parameter_core import Parameter
+from .parameter_core import GluonUsageError, Parameter
 from .parameter_dict import ParameterDict
 from .symbolic import has_symbol
 
@@ -83,6 +83,11 @@ class SymbolBlock(HybridBlock):
         strip = len(_common_prefix(names))
         self._by_name: dict[str, Parameter] = {}
         for n in names:
+            stype = attrs.get(n, {}).get("__storage_type__", "0")
+            if stype not in ("0", "-1"):  # MXNet's rule (asserted): a graph runs on dense parameters
+                raise GluonUsageError(f"SymbolBlock: parameter {n!r} has a sparse storage type "
+                                      f"(__storage_type__={stype}); SymbolBlock supports dense parameters "
+                                      "only: declare it without stype, or use a Block with row_sparse_data")
             p = given.get(n)
             if p is None:
                 aux = n in aux_names

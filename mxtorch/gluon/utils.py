@@ -1,4 +1,4 @@
-"""Gluon utilities: split_data, split_and_load, clip_global_norm."""
+"""Gluon utilities: split_data, split_and_load, clip_global_norm, check_sha1, HookHandle."""
 
 from __future__ import annotations
 
@@ -7,10 +7,11 @@ from collections.abc import Sequence
 from typing import Any
 
 import torch
+from torch.utils.hooks import RemovableHandle
 
 from ..context import Context, as_context
 
-__all__ = ["split_data", "split_and_load", "clip_global_norm", "check_sha1"]
+__all__ = ["split_data", "split_and_load", "clip_global_norm", "check_sha1", "HookHandle", "shape_is_known"]
 
 
 def split_data(data: Any, num_slice: int, batch_axis: int = 0, even_split: bool = True) -> list[torch.Tensor]:
@@ -152,3 +153,21 @@ def check_sha1(filename: str, sha1_hash: str) -> bool:
         for chunk in iter(lambda: f.read(1 << 20), b""):
             h.update(chunk)
     return h.hexdigest() == sha1_hash
+
+
+class HookHandle(RemovableHandle):
+    """The handle of a hook registered on a Block: ``detach()`` (MXNet's name), ``remove()``
+    (torch's) or leaving a ``with`` block removes the hook.  It is torch's ``RemovableHandle``."""
+
+    def __init__(self, handle: RemovableHandle) -> None:  # noqa: D107 - adopts torch's handle
+        self.__dict__.update(vars(handle))
+
+    def detach(self) -> None:
+        self.remove()
+
+
+def shape_is_known(shape: Sequence[int] | None) -> bool:
+    """Whether every dimension of ``shape`` is known (MXNet's legacy rule: 0 and -1 are unknown)."""
+    if shape is None:
+        return False
+    return all(int(s) > 0 for s in shape)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -47,6 +48,15 @@ class Sequential(Block):
                 x, *rest = x
                 args = tuple(rest)
         return (x, *args) if args else x
+
+    def hybridize(self, active: bool = True, **kwargs: Any) -> None:
+        """Hybridize the HybridBlock children; warns, as MXNet does, when all children are
+        HybridBlocks (a HybridSequential would compile them as one graph)."""
+        if not isinstance(self, HybridBlock) and self._modules and \
+                all(isinstance(c, HybridBlock) for c in self._modules.values()):
+            warnings.warn(f"All children of this Sequential layer '{self.prefix}' are HybridBlocks: "
+                          "consider using HybridSequential for the best performance", stacklevel=2)
+        super().hybridize(active, **kwargs)
 
     def __getitem__(self, key: int | slice) -> Any:
         mods: list[Any] = list(self._modules.values())
@@ -94,8 +104,8 @@ class Dense(HybridBlock):
         params: Any = None,
     ) -> None:
         super().__init__(prefix, params)
-        if int(units) <= 0:
-            raise ValueError(f"Dense: units must be a positive int, got {units!r}")
+        if int(units) < 0:  # MXNet builds Dense(0) (an empty layer), so 0 is not refused here
+            raise ValueError(f"Dense: units must be a non-negative int, got {units!r}")
         self._units = int(units)
         self._in_units = int(in_units)
         self._flatten = flatten
