@@ -151,3 +151,26 @@ def attack(address: str, messages: list[list[bytes]], connections: int = 2, wait
         for s in socks:
             s.close()
         ctx.term()
+
+
+def init_over_the_message_limit() -> dict[str, str]:
+    """kv.init of a key slice, and of a key list, larger than MXTORCH_PS_MAX_MESSAGE_BYTES (set to
+    4096 by the test): both refused at once, naming the variable; the store still works."""
+    import mxtorch as mx
+    from mxtorch.kvstore import KVStoreError
+
+    kv = mx.kv.create("dist_sync")
+    errors = {}
+    for what, keys, values in (("slice", "big", torch.zeros(2048)),
+                               ("keys", [f"k{i}" for i in range(300)], [torch.zeros(1)] * 300)):
+        try:
+            kv.init(keys, values)
+            errors[what] = "no error"
+        except KVStoreError as e:
+            errors[what] = str(e)
+    kv.init("small", torch.zeros(4))
+    kv.push("small", torch.ones(4))
+    out = torch.zeros(4)
+    kv.pull("small", out=out)
+    errors["value"] = str(out.tolist())
+    return errors

@@ -269,3 +269,14 @@ def test_message_limits_follow_the_key_slicing_and_the_variable():
     assert _config("server", 1, MXTORCH_PS_DEAD_S=10).lost_s == 60.0
     with pytest.raises(Exception, match="MXTORCH_PS_LOST_S='3'"):
         _config("server", 1, MXTORCH_PS_DEAD_S=10, MXTORCH_PS_LOST_S=3)
+
+
+def test_a_key_or_key_list_over_the_message_limit_is_refused_at_init_naming_the_variable():
+    from mxtorch.kvstore.ps.testing import run_ps_job
+
+    (got,) = run_ps_job(hw.init_over_the_message_limit, 1, 1, env={"MXTORCH_PS_MAX_MESSAGE_BYTES": "4096"},
+                        timeout=120)
+    assert "a slice of 8192 bytes is larger than the 4096 bytes" in got["slice"], got
+    assert "more than the 4096 bytes the scheduler accepts" in got["keys"], got
+    assert "MXTORCH_PS_MAX_MESSAGE_BYTES" in got["slice"] and "MXTORCH_PS_MAX_MESSAGE_BYTES" in got["keys"]
+    assert got["value"] == "[1.0, 1.0, 1.0, 1.0]"

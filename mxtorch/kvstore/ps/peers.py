@@ -139,7 +139,8 @@ class Refusals:
         self._peers.move_to_end(address)
         while len(self._peers) > self._max_peers:
             self._peers.popitem(last=False)
-        self._logger.warning("%s: refused a message from %s: %s%s", self._who, address, what[:300], more)
+        text = "".join(c if c.isprintable() else "?" for c in what[:300])  # no forged log lines
+        self._logger.warning("%s: refused a message from %s: %s%s", self._who, address, text, more)
 
 
 class ExpiringTable(Generic[_V]):

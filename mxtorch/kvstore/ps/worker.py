@@ -79,6 +79,7 @@ from __future__ import annotations
 
 import atexit
 import functools
+import json
 import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -351,6 +352,12 @@ class DistKVStore(KVStoreBase):
         check_meta: dict[str, Any] = {"keys": check}
         if members is not None:
             check_meta["group"] = members
+        size, limit = len(json.dumps(check_meta)), self._config.scheduler_max_message_bytes()
+        if size > limit:  # the scheduler's ZeroMQ would drop it with the connection: say so now
+            raise KVStoreError(f"kv.init of {len(keys)} keys describes them in {size} bytes, more than the "
+                               f"{limit} bytes the scheduler accepts in one message "
+                               "(MXTORCH_PS_MAX_MESSAGE_BYTES): init the keys in several calls, or raise "
+                               "that limit on every process")
         client.request_scheduler(Message(Command.KEY_CHECK, meta=check_meta), "KEY_CHECK of kv.init",
                                  "another worker has not called kv.init with these keys yet")
         plans = [self._place(k, t) for k, t in zip(keys, firsts)]
