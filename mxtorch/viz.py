@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import numpy as np
@@ -91,6 +92,11 @@ def plot_network(
         raise MXNetError("plot_network needs the graphviz Python package: pip install graphviz") from e
     from .symbol._infer import infer_node_shapes
 
+    names = [n.name for n in _graph(symbol)]
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated:  # MXNet's warning: nodes are drawn by name in MXNet, so equal names merge there
+        warnings.warn("There are multiple variables with the same name in your graph, this may result in a "
+                      f"cyclic graph; repeated names: {', '.join(repeated)}", stacklevel=2)
     out_shapes: dict[int, list[Any]] = {}
     if shape is not None:
         _, out_shapes, _ = infer_node_shapes(symbol, {k: tuple(v) for k, v in shape.items()})

@@ -69,7 +69,7 @@ def test_print_summary_lists_layers_shapes_and_parameter_counts() -> None:
 
 
 def test_plot_network_draws_the_graph(tmp_path: Path) -> None:
-    pytest.importorskip("graphviz")  # the `viz` extra; scripts/setup.sh installs it
+    pytest.importorskip("graphviz")  # a dependency of mxtorch (as of MXNet)
     dot = mx.viz.plot_network(_mlp(), shape={"data": (5, 4)})
     src = dot.source
     assert "FullyConnected" in src and "SoftmaxOutput" in src and "Activation" in src

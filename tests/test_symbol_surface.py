@@ -142,3 +142,22 @@ def test_get_optimized_symbol_merges_common_expressions(monkeypatch: object) -> 
     mp: pytest.MonkeyPatch = monkeypatch  # type: ignore[assignment]
     mp.setenv("MXNET_ELIMINATE_COMMON_EXPR", "0")
     assert len(optimized((a + b) + (a + b)).get_internals()) == 5
+
+
+def test_two_variables_of_one_name_keep_their_own_shapes() -> None:
+    import warnings
+
+    import pytest
+
+    # two layers both named 'fc' create two variables named fc_weight: shapes are per node, as in MXNet
+    net = S.FullyConnected(S.var("data"), name="fc", num_hidden=128)
+    net = S.FullyConnected(S.Activation(net, act_type="relu"), name="fc", num_hidden=10)
+    _, out, _ = net.get_internals().infer_shape(data=(100, 200))
+    assert out is not None and out[-1] == (100, 10)
+    assert net.list_arguments() == ["data", "fc_weight", "fc_bias", "fc_weight", "fc_bias"]
+    pytest.importorskip("graphviz")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        mx.viz.plot_network(net, shape={"data": (100, 200)})
+    assert len(caught) == 1 and "multiple variables with the same name" in str(caught[0].message)
+    assert "fc_weight" in str(caught[0].message)

@@ -100,7 +100,7 @@ def solve_backward(
     nodes: Sequence[_Node],
     out_shapes: dict[int, list[Any]],
     out_types: dict[int, list[Any]],
-    var_shapes: dict[str, Shape],
+    var_shapes: dict[Any, Shape],
     part: dict[Any, Any],
 ) -> bool:
     """Fill unknown inputs of operators whose outputs are known (see the module docstring);
@@ -138,10 +138,10 @@ def solve_backward(
             if inf._known(shape):
                 out_shapes[id(src)][i] = shape
                 if src.is_variable:
-                    part.pop(src.name, None)
-                    var_shapes[src.name] = shape
+                    part.pop(inf.var_key(src), None)
+                    var_shapes[inf.var_key(src)] = shape
             elif src.is_variable:
-                part[src.name] = shape
+                part[inf.var_key(src)] = shape
             else:
                 outs = part.setdefault(id(src), [None] * src.num_total())
                 outs[i] = shape

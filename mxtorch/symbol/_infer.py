@@ -189,7 +189,7 @@ _STRICT_PARAMS = {
 def _same_shape_backward(
     nodes: Sequence[_Node],
     out_shapes: dict[int, list[Any]],
-    var_shapes: dict[str, Shape],
+    var_shapes: dict[Any, Shape],
     part: dict[Any, Any],
 ) -> bool:
     """Give unknown inputs of same-shape operators the shape of a known input or output, or the
@@ -209,8 +209,8 @@ def _same_shape_backward(
             if not _known(merged):
                 part.setdefault(id(n), [None] * n.num_total())[0] = merged
                 for src, _ in n.inputs:
-                    if src.is_variable and part.get(src.name) != merged:
-                        part[src.name] = merged
+                    if src.is_variable and part.get(var_key(src)) != merged:
+                        part[var_key(src)] = merged
                         changed = True
                 continue
             known = merged
@@ -230,9 +230,15 @@ def _same_shape_backward(
                     _merge(hint, tuple(known), src.name if src.is_variable else n.name)  # raises on conflict
                 out_shapes[id(src)][i] = known
                 if src.is_variable:
-                    var_shapes[src.name] = known
+                    var_shapes[var_key(src)] = known
                 changed = True
     return changed
+
+
+def var_key(node: _Node) -> tuple[str, int]:
+    """The key of a variable node in the inference tables: variables are nodes (MXNet infers per
+    node), so two variables of one name (two layers both named 'fc') keep their own shapes."""
+    return ("var", id(node))
 
 
 def _input_type(op: Any, attrs: Mapping[str, Any], k: int, data_type: Any) -> Any:
@@ -249,7 +255,7 @@ def _input_type(op: Any, attrs: Mapping[str, Any], k: int, data_type: Any) -> An
 def _partial_of(part: Mapping[Any, Any], entry: tuple[_Node, int]) -> Shape | None:
     src, i = entry
     if src.is_variable:
-        return part.get(src.name)  # type: ignore[no-any-return]
+        return part.get(var_key(src))  # type: ignore[no-any-return]
     outs = part.get(id(src))
     return None if outs is None else outs[i]  # type: ignore[no-any-return]
 
@@ -276,8 +282,8 @@ def infer_node_shapes(
     Shapes flow forward through every operator and backward through same-shape operators,
     repeated until nothing changes."""
     part: dict[Any, Any] = {} if partial is None else partial
-    var_shapes: dict[str, Shape] = {}
-    var_types: dict[str, Any] = {}
+    var_shapes: dict[Any, Shape] = {}
+    var_types: dict[Any, Any] = {}
     out_shapes: dict[int, list[Any]] = {}
     out_types: dict[int, list[Any]] = {}
     dtypes = dtypes or {}
@@ -288,14 +294,14 @@ def infer_node_shapes(
             if s is None and "__shape__" in n.attrs:
                 s = parse_attr(n.attrs["__shape__"])
             if s is not None and _known(tuple(s)):
-                var_shapes[n.name] = tuple(int(d) for d in s)
+                var_shapes[var_key(n)] = tuple(int(d) for d in s)
             elif s is not None and len(s) > 0:
-                part[n.name] = tuple(max(int(d), 0) for d in s)  # MXNet's 0 (or -1): unknown
+                part[var_key(n)] = tuple(max(int(d), 0) for d in s)  # MXNet's 0 (or -1): unknown
             dt = dtypes.get(n.name)
             if dt is None and "__dtype__" in n.attrs:
                 dt = code_dtype(n.attrs["__dtype__"])
             if dt is not None:
-                var_types[n.name] = to_torch_dtype(dt)
+                var_types[var_key(n)] = to_torch_dtype(dt)
     from ._backward import solve_backward  # it builds on this module's helpers
 
     done: dict[int, tuple[Any, ...]] = {}  # node id -> the input shapes its outputs were computed from
@@ -303,13 +309,24 @@ def infer_node_shapes(
         _forward_shapes(nodes, var_shapes, var_types, out_shapes, out_types, done, part)
         changed = _same_shape_backward(nodes, out_shapes, var_shapes, part)
         if not changed and not solve_backward(nodes, out_shapes, out_types, var_shapes, part):
-            return var_shapes, out_shapes, out_types
+            break
+    # by name for the callers (variables are nodes: two of one name may differ; a known shape wins)
+    named: dict[str, Shape] = {}
+    for n in nodes:
+        if n.is_variable:
+            shape = var_shapes.get(var_key(n))
+            if shape is not None:
+                named.setdefault(n.name, shape)
+    for n in nodes:
+        if n.is_variable and n.name not in named and var_key(n) in part:
+            part.setdefault(n.name, part[var_key(n)])
+    return named, out_shapes, out_types
 
 
 def _forward_shapes(
     nodes: Sequence[_Node],
-    var_shapes: dict[str, Shape],
-    var_types: dict[str, Any],
+    var_shapes: dict[Any, Shape],
+    var_types: dict[Any, Any],
     out_shapes: dict[int, list[Any]],
     out_types: dict[int, list[Any]],
     done: dict[int, tuple[Any, ...]],
@@ -317,8 +334,8 @@ def _forward_shapes(
 ) -> None:
     for n in nodes:
         if n.is_variable:
-            out_shapes[id(n)] = [var_shapes.get(n.name)]
-            out_types[id(n)] = [var_types.get(n.name)]
+            out_shapes[id(n)] = [var_shapes.get(var_key(n))]
+            out_types[id(n)] = [var_types.get(var_key(n))]
             continue
         op = n.opdef()
         attrs = n.params()
@@ -340,10 +357,10 @@ def _forward_shapes(
                     continue
                 shape = tuple(int(d) for d in wanted[names[k]])
                 if in_shapes[k] is None and src.is_variable and not _known(shape):
-                    part[src.name] = _merge(part.get(src.name), shape, src.name)
+                    part[var_key(src)] = _merge(part.get(var_key(src)), shape, src.name)
                 elif in_shapes[k] is None and src.is_variable:
-                    _merge(part.pop(src.name, None), shape, src.name)  # raises on conflict
-                    var_shapes[src.name] = shape
+                    _merge(part.pop(var_key(src), None), shape, src.name)  # raises on conflict
+                    var_shapes[var_key(src)] = shape
                     out_shapes[id(src)] = [shape]
                     in_shapes[k] = shape
                 elif in_shapes[k] is None:  # an operator's output feeds the parameter (a Cast of it)
@@ -361,9 +378,9 @@ def _forward_shapes(
                     )
         for k, (src, _) in enumerate(n.inputs):
             if src.is_variable and in_types[k] is None:
-                var_types.setdefault(src.name, _input_type(op, attrs, k, data_type))
-                out_types[id(src)] = [var_types[src.name]]
-                in_types[k] = var_types[src.name]
+                var_types.setdefault(var_key(src), _input_type(op, attrs, k, data_type))
+                out_types[id(src)] = [var_types[var_key(src)]]
+                in_types[k] = var_types[var_key(src)]
         total = n.num_total()
         key = tuple(in_shapes)
         if done.get(id(n)) == key:
