@@ -243,28 +243,16 @@ def _check_differentiable(symbol: Symbol, wanted: set[str]) -> None:
     graph bindable, as in MXNet."""
     if not wanted:
         return
-    nodes = symbol._nodes()
-    depends: set[int] = set()  # nodes downstream of an argument that wants a gradient
-    for n in nodes:
-        if (n.is_variable and n.name in wanted) or any(id(src) in depends for src, _ in n.inputs):
-            depends.add(id(n))
-    seen: set[int] = set()
-    stack = [n for n, _ in symbol._outputs]
-    while stack:
-        n = stack.pop()
-        if id(n) in seen or n.is_variable or id(n) not in depends:
-            continue
-        seen.add(id(n))
-        op = n.opdef()
-        if op.name == "BlockGrad":
-            continue
-        if not op.differentiable:
+    from .symbol._memory import gradient_path
+
+    path = gradient_path(symbol, wanted)
+    for n in symbol._nodes():
+        if id(n) in path and not n.opdef().differentiable:
             raise MXNetError(
                 f"bind: operator {n.name!r} ({n.op}) has no gradient, but the gradient of "
                 f"{sorted(wanted)[:5]} would pass through it; put its output behind mx.sym.stop_gradient "
                 "or bind those arguments with grad_req='null'"
             )
-        stack.extend(src for src, _ in n.inputs)
 
 
 def _first_elements(arr: torch.Tensor, shape: Shape) -> torch.Tensor:
@@ -592,9 +580,19 @@ class Executor:
         return eliminate_common_expr(self._symbol) if self._cse else self._symbol
 
     def debug_str(self) -> str:
+        """The plan's steps, then ``Total N MB allocated``: the intermediate arrays' memory, which
+        MXNet reports too (outputs kept for backward, the peak of the others; see symbol._memory)."""
+        from .symbol._memory import intermediate_bytes
+
         lines = [f"Symbol outputs: {self._output_names}"]
         for st in self._plan.steps:
             lines.append(f"Op:{st.op}, Name={st.name}, inputs={list(st.ins)}, outputs={list(st.outs)}")
+        given = {n: tuple(a.shape) for n, a in zip(self._arg_names, self.arg_arrays, strict=True)}
+        given.update({n: tuple(a.shape) for n, a in zip(self._aux_names, self.aux_arrays, strict=True)})
+        dtypes = {n: a.dtype for n, a in zip(self._arg_names, self.arg_arrays, strict=True)}
+        _, shapes, types = infer_node_shapes(self._symbol, given, dtypes)
+        wanted = {n for n, r in zip(self._arg_names, self._reqs, strict=True) if r != "null"}
+        lines.append(f"Total {intermediate_bytes(self._symbol, shapes, types, wanted) >> 20} MB allocated")
         return "\n".join(lines)
 
 

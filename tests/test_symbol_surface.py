@@ -161,3 +161,25 @@ def test_two_variables_of_one_name_keep_their_own_shapes() -> None:
         mx.viz.plot_network(net, shape={"data": (100, 200)})
     assert len(caught) == 1 and "multiple variables with the same name" in str(caught[0].message)
     assert "fc_weight" in str(caught[0].message)
+
+
+def test_debug_str_reports_the_intermediate_memory() -> None:
+    import re
+
+    data = S.var("data")
+    x = data
+    for _ in range(4):
+        x = x * x
+    shape = (256, 1024)  # float32: 1 MiB per intermediate
+
+    def total(sym: mx.sym.Symbol, req: str) -> int:
+        exe = sym.simple_bind(mx.cpu(), data=shape, grad_req=req)
+        m = re.search(r"Total (\d+) MB allocated", exe.debug_str())
+        assert m is not None
+        return int(m.group(1))
+
+    # training keeps all four products for the backward; without gradients at most two live at
+    # once besides the output (two intermediates + the output: 3 MiB)
+    assert total(x, "write") == 4
+    assert total(x, "null") == 3
+    assert total(S.stop_gradient(x), "write") == 3  # nothing to differentiate: as without gradients
