@@ -717,8 +717,8 @@ def embedding_training(mode: str, steps: int) -> list[torch.Tensor]:
         trainer.step(x.shape[0] * parts)  # the global batch
     params = list(net.collect_params().values())
     if kv is not None and mode == "server_rows":  # the local copy holds only the rows read
-        kv.pull(0, out=params[0].data())
-    return [p.data().detach().clone() for p in params]
+        kv.pull(0, out=params[0]._data[0])  # (a row_sparse weight has no data(): read its copy)
+    return [p._data[0].detach().clone() for p in params]
 
 
 # ---- gradient compression -----------------------------------------------------------------------

@@ -471,12 +471,21 @@ def test_parameter_stypes_and_sparse_grad_buffer():
     p.initialize(init="ones")
     g = p.grad()
     assert sparse.stype(g) == "row_sparse" and g._nnz() == 0 and g.shape == (5, 2)
-    torch.nn.functional.embedding(torch.tensor([1, 3]), p.data(), sparse=True).sum().backward()
+    # MXNet's rules: a row_sparse weight is read by rows, and those live in its Trainer's store
+    with pytest.raises(mx.MXNetError, match="row_sparse_data"):
+        p.data()
+    with pytest.raises(mx.MXNetError, match="row_sparse_data"):
+        p.list_data()
+    with pytest.raises(mx.MXNetError, match="before a Trainer"):
+        p.row_sparse_data(torch.tensor([1]))
+    trainer = gluon.Trainer([p], "sgd")  # noqa: F841 - held: the parameter keeps only a weak reference
+    w = p.row_sparse_data(torch.tensor([1, 3]))
+    torch.nn.functional.embedding(torch.tensor([1, 3]), w, sparse=True).sum().backward()
     assert sparse.indices(p.grad()).tolist() == [1, 3]
     p.zero_grad()
     assert sparse.stype(p.grad()) == "row_sparse" and p.grad()._nnz() == 0
     rows = p.row_sparse_data(torch.tensor([4, 0, 4]))
-    assert rows is p.data() and torch.equal(rows[[0, 4]], torch.ones(2, 2))  # the array gradients flow into
+    assert rows is w and torch.equal(rows[[0, 4]], torch.ones(2, 2))  # the array gradients flow into
     assert len(p.list_row_sparse_data(torch.tensor([1]))) == 1
     p.zero_grad()
     with mx.autograd.record():
@@ -506,9 +515,9 @@ def test_row_sparse_data_pulls_rows_from_the_store_holding_the_weights():
     store._store[0].fill_(7.0)  # the store's copy moved on (as on a parameter server)
     rows = p.row_sparse_data(torch.tensor([4, 1]))
     assert rows[[1, 4]].eq(7).all()
-    local = p.data(mx.cpu(0))
+    local = p._data[0]  # the local copy on cpu(0) (data() refuses a row_sparse weight)
     assert local[[1, 4]].eq(7).all() and local[[0, 2, 3, 5]].eq(0).all()  # only those rows were pulled
-    assert p.data(mx.cpu(1)).eq(0).all()  # another context's copy is pulled when asked for
+    assert p._data[1].eq(0).all()  # another context's copy is pulled when asked for
     with pytest.raises(mx.MXNetError, match="another Trainer"):
         gluon.Trainer([p], "sgd", {"learning_rate": 1.0})
 
@@ -542,7 +551,7 @@ def test_embedding_with_a_row_sparse_weight_reads_fresh_rows():
     trainer._kvstore._store[0].fill_(3.0)
     x = mx.nd.array([1, 5], ctx=mx.cpu(1), dtype="int64")  # a batch on the second context
     assert emb(x).eq(3).all()
-    w = emb.weight.data(mx.cpu(1))
+    w = emb.weight._data[1]  # the local copy on cpu(1)
     assert w[[1, 5]].eq(3).all() and w[[0, 2, 3, 4, 6, 7]].eq(0).all()
 
 

@@ -316,22 +316,36 @@ class Parameter:
         )
 
     def data(self, ctx: Context | None = None) -> torch.nn.Parameter:
-        """The copy on ``ctx`` (default: the context of the running forward pass, or the first)."""
+        """The copy on ``ctx`` (default: the context of the running forward pass, or the first).
+
+        A parameter with ``stype='row_sparse'`` is read by rows: :meth:`row_sparse_data` (MXNet's
+        rule; so a HybridBlock, whose graph reads whole arrays, cannot use one).
+        """
         data = self._data
-        if data is not None and len(data) == 1 and ctx is None:
+        if data is not None and len(data) == 1 and ctx is None and self.stype == "default":
             return data[0]
-        data = self._check()
-        return data[self._index(ctx)]
+        self._dense_only("data()")
+        return self._copy_on(ctx)
 
     def list_data(self) -> list[torch.nn.Parameter]:
+        self._dense_only("list_data()")
         return list(self._check())
+
+    def _dense_only(self, what: str) -> None:
+        if self.stype != "default":
+            raise MXNetError(f"Parameter {self.name!r} has stype {self.stype!r}: it is read by rows with "
+                             f"row_sparse_data(row_ids), not {what}")
+
+    def _copy_on(self, ctx: Context | None) -> torch.nn.Parameter:
+        """The local copy on ``ctx`` whatever the storage type (for the framework's own use)."""
+        return self._check()[self._index(ctx)]
 
     def grad(self, ctx: Context | None = None) -> torch.Tensor:
         """The gradient buffer on ``ctx`` (zeros before the first backward; with
         ``grad_stype='row_sparse'`` a row_sparse tensor, empty before the first backward)."""
         if self._grad_req == "null":
             raise MXNetError(f"Parameter {self.name!r} has grad_req='null': it has no gradient")
-        d = self.data(ctx)
+        d = self._copy_on(ctx)
         if d.grad is None:
             d.grad = self._zero_grad_like(d)
         return d.grad
@@ -428,7 +442,7 @@ class Parameter:
         (``w = p.row_sparse_data(ids); loss(f(w)).backward()`` fills ``p.grad()``); it is the
         dense local copy, so rows outside ``row_id`` hold the values last read, where MXNet's
         row_sparse array holds no other rows.  For parameters with ``stype`` or ``grad_stype``
-        'row_sparse'.
+        'row_sparse'; with ``stype='row_sparse'`` a Trainer must have been created with it.
         """
         return self._row_sparse_arrays(row_id, all_contexts=False)[0]
 
@@ -443,6 +457,10 @@ class Parameter:
                 "row_sparse_data() is for row_sparse parameters; use data() instead"
             )
         data = self._check()
+        if self.stype == "row_sparse" and self._trainer is None:
+            # MXNet's rule: the rows live in the Trainer's store, so there must be one
+            raise MXNetError(f"Parameter {self.name!r} (stype='row_sparse'): cannot get row_sparse data "
+                             "before a Trainer is created with it")
         if all_contexts:
             indices = list(range(len(data)))
         else:

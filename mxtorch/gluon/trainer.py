@@ -258,7 +258,7 @@ class Trainer:
             kv = self._dense_store(spec)
             upd = kv is not None and _env_update_on_kvstore() and kvs.capable(kv, cap.OPTIMIZER)
             if kv is not None and spec == "local" and upd:
-                biggest = max((p.list_data()[0].numel() for p in self._params if p._data is not None),
+                biggest = max((p._check()[0].numel() for p in self._params if p._data is not None),
                               default=0)
                 upd = biggest <= _BIG_LOCAL_PARAM  # the CPU would be the bottleneck: update on the devices
             if kv is not None and kvs.capable(kv, cap.DISTRIBUTED) and kvs.capable(kv, cap.ASYNC):
@@ -313,7 +313,7 @@ class Trainer:
                 waiting.append(p)
                 continue
             idx = self._param2idx[id(p)]
-            datas = p.list_data()
+            datas = p._check()
             if p.stype != "default":
                 with torch.no_grad():
                     kv.init(idx, datas[0])

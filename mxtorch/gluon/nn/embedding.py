@@ -58,9 +58,11 @@ class Embedding(HybridBlock):
                 bad = lo if lo < 0 else hi
                 raise MXNetError(f"Embedding: index {bad} is out of range for input_dim={self._input_dim} "
                                  f"(expected 0 <= index < {self._input_dim})")
-        weight = self.weight.data()
-        if self.weight.stype == "row_sparse":
+        if self.weight.stype == "row_sparse":  # read by rows: the looked-up ones are pulled first
+            weight = self.weight._copy_on(None)
             self.weight._fresh_rows(torch.unique(idx.reshape(-1)), [self.weight._index(None)])
+        else:
+            weight = self.weight.data()
         return F.embedding(idx, weight, sparse=self._sparse_grad)
 
     def __repr__(self) -> str:
