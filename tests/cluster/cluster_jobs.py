@@ -11,10 +11,10 @@ import sys
 from pathlib import Path
 
 import torch
-from safetensors.torch import load_file
 
 from mxtorch.cluster.testing import HostJob
 from mxtorch.distributed.testing import run_script
+from mxtorch.gluon.serialization import load_tensors
 
 WORKER = str(Path(__file__).resolve().parent / "cluster_train.py")
 PY = sys.executable
@@ -26,7 +26,7 @@ GRACE = 30.0  # process start and exit on a busy 2-core machine
 
 def final_params(out: Path, world: int) -> dict[str, torch.Tensor]:
     """Rank 0's parameters, after checking that every rank ended with the same ones."""
-    ranks = [load_file(f"{out}.rank{r}") for r in range(world)]
+    ranks = [load_tensors(f"{out}.rank{r}") for r in range(world)]  # save_parameters' files
     for r, p in enumerate(ranks[1:], start=1):
         for k in ranks[0]:
             assert torch.equal(p[k], ranks[0][k]), f"rank {r} differs from rank 0 in {k}"
