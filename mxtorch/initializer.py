@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 import numpy
 import torch
 
+from . import bounded_json
 from .registry import Registry, RegistryError, subclasses_of
 
 __all__ = [
@@ -256,10 +257,7 @@ def create(init: Any = None, /, **kwargs: Any) -> Initializer:
         if text.startswith("["):
             if kwargs:
                 raise TypeError(f"create() got keyword arguments {kwargs!r} along with the spec {init!r}")
-            try:
-                spec = json.loads(text)
-            except json.JSONDecodeError as err:
-                raise ValueError(f"cannot parse initializer spec {init!r}: {err}") from None
+            spec = bounded_json.loads(text, f"initializer spec {init[:80]!r}", ValueError)
             return create(spec)
         klass = _REGISTRY[text]
         return klass(**kwargs)

@@ -92,7 +92,7 @@ def test_decode_refuses_pickles_without_running_them(tmp_path):
 
 @pytest.mark.parametrize("payload,match", [
     (b"{}", "not an mxtorch JSON payload"),
-    (_codec.MAGIC + b"{not json", "malformed JSON"),
+    (_codec.MAGIC + b"{not json", "not valid JSON"),
     (_codec.MAGIC + b'{"__mxtorch__":"pickle","data":""}', "unknown tag 'pickle'"),
     (_codec.MAGIC + b'{"__mxtorch__":"tensor","dtype":"float32","shape":[2],"data":"AAAA"}', "data bytes"),
     (_codec.MAGIC + b'{"__mxtorch__":"tensor","dtype":"object","shape":[1],"data":""}', "unsupported tensor"),

@@ -53,8 +53,30 @@ class Storage:
         self.fs.pipe_file(tmp, data)
         self.fs.mv(tmp, p)
 
-    def read(self, rel: str) -> bytes:
-        return bytes(self.fs.cat_file(self.path(rel)))
+    def read(self, rel: str, max_bytes: int | None = None) -> bytes:
+        """The bytes of ``rel``; with ``max_bytes``, at most ``max_bytes + 1`` of them are read (a
+        caller that gets more knows the file is larger than it may be, without reading it all)."""
+        if max_bytes is None:
+            return bytes(self.fs.cat_file(self.path(rel)))
+        with self.fs.open(self.path(rel), "rb") as f:
+            return bytes(f.read(max_bytes + 1))
+
+    def size(self, rel: str) -> int:
+        """The size of the file ``rel`` in bytes (FileNotFoundError when it is absent)."""
+        return int(self.fs.size(self.path(rel)))
+
+    def escapes(self, rel: str) -> str | None:
+        """Why the file ``rel`` may not be read as part of the folder (a link leading outside the
+        root, not a regular file), or None when it may.  Only local disks have links."""
+        if not self.local:
+            return None
+        p = self.path(rel)
+        real, root = os.path.realpath(p), os.path.realpath(self.root)
+        if os.path.commonpath([real, root]) != root:
+            return f"it leads to {real!r}, outside {self.uri!r}"
+        if os.path.exists(p) and not os.path.isfile(p):  # a device or a pipe would never end
+            return "it is not a regular file"
+        return None
 
     def exists(self, rel: str) -> bool:
         return bool(self.fs.exists(self.path(rel)))

@@ -13,6 +13,7 @@ from typing import Any
 
 import torch
 
+from .. import bounded_json
 from .._closing import Closing
 from ..base import MXNetError
 from . import _state
@@ -26,6 +27,10 @@ VERSION = 1
 PARAMS = "params.safetensors"
 STATE = "state.json"  # rank 0: the extra values and the lr scheduler's settings
 _STEP_DIR = re.compile(r"^step-(\d+)$")
+_FILE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,200}\Z")  # what _write names: no '/', no '..'
+_SHA256 = re.compile(r"^[0-9a-f]{64}\Z")
+MAX_MANIFEST_BYTES = 16 << 20
+"""Largest manifest read (one entry per file: a few hundred bytes per rank)."""
 _IntList = list[int]  # the method CheckpointManager.list shadows the builtin in the class body
 
 
@@ -271,10 +276,13 @@ class CheckpointManager(Closing):
                 if not self.storage.exists(name):
                     continue
                 try:
-                    done = json.loads(self.storage.read(name))
+                    done = bounded_json.loads(self.storage.read(name, max_bytes=MAX_MANIFEST_BYTES), name,
+                                              ValueError, max_bytes=MAX_MANIFEST_BYTES, expect=dict)
                 except (ValueError, FileNotFoundError):
                     continue  # being written (non-atomic file systems): read it next round
                 if done.get("token") == self._token and done.get("seq") == seq and done.get("step") == step:
+                    if not isinstance(done.get("files"), dict):
+                        raise CheckpointError(f"step {step}: {self.storage.describe(name)} has no file list")
                     merged.update(done["files"])
                     waiting.discard(r)
             if waiting:
@@ -342,38 +350,72 @@ class CheckpointManager(Closing):
     def _read(self, step: int, keep: bool = True) -> tuple[dict[str, Any], dict[str, bytes]]:
         folder = f"step-{step}"
         st = self.storage
-        where = st.describe(f"{folder}/{MANIFEST}")
+        manifest = self._read_manifest(step)
+        out: dict[str, bytes] = {}
+        for name, rec in sorted(manifest["files"].items()):
+            rel = f"{folder}/{name}"
+            path = st.describe(rel)
+            why = st.escapes(rel)
+            if why is not None:
+                raise CheckpointError(f"checkpoint step {step} is corrupt: {path} cannot be in it: {why}")
+            size = rec["size"]
+            try:
+                found = st.size(rel)
+                data = st.read(rel, max_bytes=size) if found == size else b""
+            except FileNotFoundError as err:
+                raise CheckpointError(f"checkpoint step {step} is incomplete: {path} is missing") from err
+            except OSError as err:
+                raise CheckpointError(f"checkpoint step {step}: cannot read {path}: {err}") from err
+            if found != size or len(data) != size:
+                got = found if found != size else len(data)
+                raise CheckpointError(f"checkpoint step {step} is corrupt: {path} has {got} bytes, the "
+                                      f"manifest says {size} (truncated?)")
+            if hashlib.sha256(data).hexdigest() != rec["sha256"]:
+                raise CheckpointError(f"checkpoint step {step} is corrupt: {path} fails its sha256 checksum")
+            if keep:
+                out[name] = data
+        return manifest, out
+
+    def _read_manifest(self, step: int) -> dict[str, Any]:
+        """The manifest of checkpoint ``step``, checked: CheckpointError naming the file for one that
+        is missing, larger than :data:`MAX_MANIFEST_BYTES`, not JSON (or nested too deep), of
+        another format or step, or whose file entries are not plain names of files in the step's
+        folder with a size (int >= 0) and a sha256 (64 hex digits)."""
+        rel = f"step-{step}/{MANIFEST}"
+        st = self.storage
+        where = st.describe(rel)
+        why = st.escapes(rel)
+        if why is not None:
+            raise CheckpointError(f"checkpoint step {step}: {where} cannot be its manifest: {why}")
         try:
-            manifest = json.loads(st.read(f"{folder}/{MANIFEST}"))
+            raw = st.read(rel, max_bytes=MAX_MANIFEST_BYTES)
         except FileNotFoundError as err:
             raise CheckpointError(f"checkpoint step {step} has no manifest ({where}): it was never "
                                   "committed") from err
-        except ValueError as err:
-            raise CheckpointError(f"checkpoint step {step}: {where} is not valid JSON ({err})") from err
+        except OSError as err:
+            raise CheckpointError(f"checkpoint step {step}: cannot read {where}: {err}") from err
+        manifest = bounded_json.loads(raw, f"checkpoint step {step}: {where}", CheckpointError,
+                                      max_bytes=MAX_MANIFEST_BYTES)
         if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
             raise CheckpointError(f"checkpoint step {step}: {where} is not a manifest of {FORMAT}")
-        if not isinstance(manifest.get("version"), int) or manifest["version"] > VERSION:
-            raise CheckpointError(f"checkpoint step {step}: {where} has version {manifest.get('version')!r}; "
+        version = manifest.get("version")
+        if isinstance(version, bool) or not isinstance(version, int) or version > VERSION:
+            raise CheckpointError(f"checkpoint step {step}: {where} has version {version!r:.40}; "
                                   f"this mxtorch reads up to {VERSION} (upgrade mxtorch)")
         files = manifest.get("files")
         if not isinstance(files, dict) or manifest.get("step") != step:
             raise CheckpointError(f"checkpoint step {step}: {where} is malformed (no file list, or another "
                                   "step)")
-        out: dict[str, bytes] = {}
-        for name, rec in sorted(files.items()):
-            path = st.describe(f"{folder}/{name}")
-            try:
-                data = st.read(f"{folder}/{name}")
-            except FileNotFoundError as err:
-                raise CheckpointError(f"checkpoint step {step} is incomplete: {path} is missing") from err
-            if len(data) != rec.get("size"):
-                raise CheckpointError(f"checkpoint step {step} is corrupt: {path} has {len(data)} bytes, the "
-                                      f"manifest says {rec.get('size')} (truncated?)")
-            if hashlib.sha256(data).hexdigest() != rec.get("sha256"):
-                raise CheckpointError(f"checkpoint step {step} is corrupt: {path} fails its sha256 checksum")
-            if keep:
-                out[name] = data
-        return manifest, out
+        for name, rec in files.items():
+            if not _FILE_NAME.match(name):
+                raise CheckpointError(f"checkpoint step {step}: {where} lists the file {name!r:.100}, which "
+                                      "is not a plain file name inside the checkpoint's folder")
+            if not isinstance(rec, dict) or isinstance(rec.get("size"), bool) or \
+                    not isinstance(rec.get("size"), int) or rec["size"] < 0 or \
+                    not isinstance(rec.get("sha256"), str) or not _SHA256.match(rec["sha256"]):
+                raise CheckpointError(f"checkpoint step {step}: {where} has a malformed entry for {name!r} "
+                                      f"({rec!r:.100}; expected {{'size': bytes, 'sha256': hex digest}})")
+        return manifest
 
     # ---- restoring -------------------------------------------------------------------
     def restore(self, net: Any = None, trainer: Any = None, loader: Any = None,
@@ -381,8 +423,10 @@ class CheckpointManager(Closing):
         """Load the newest good checkpoint (or ``step``) into ``net``, ``trainer``, ``loader``
         and the RNGs; returns its step, 0 when there is none.
 
-        A checkpoint that fails verification (missing file, size or checksum mismatch) is
-        skipped with a warning naming the file, and the previous one is used; when none is good,
+        A checkpoint that fails verification (missing file, size or checksum mismatch; a
+        manifest that is unreadable, malformed, nested too deep, or lists a file that is not a
+        plain name inside its folder) is skipped with a warning naming the file, and the previous
+        one is used; when none is good,
         :class:`CheckpointError` lists why.  In a distributed job every rank must call it; the
         ranks check that they restored the same step."""
         self.wait()
@@ -427,10 +471,7 @@ class CheckpointManager(Closing):
             return st.describe(f"{folder}/{name}")
 
         def load_json(name: str) -> Any:
-            try:
-                return json.loads(data[name])
-            except ValueError as err:
-                raise CheckpointError(f"{source(name)} is not valid JSON ({err})") from err
+            return bounded_json.loads(data[name], source(name), CheckpointError)
 
         # decode everything first: a bad file changes nothing
         arrays = None
@@ -440,6 +481,9 @@ class CheckpointManager(Closing):
                                       "saved without net=")
             arrays = _state.decode_params(data[PARAMS], source(PARAMS))
         state = load_json(STATE) if STATE in data else {}
+        if not isinstance(state, dict) or not isinstance(state.get("extra") or {}, dict):
+            raise CheckpointError(f"{source(STATE)} is not a state file of this mxtorch (an object whose "
+                                  "'extra' is an object)")
         trainer_name, trainer_strict = _trainer_file(r), True
         if trainer is not None:
             if not same_world:
@@ -465,6 +509,8 @@ class CheckpointManager(Closing):
             else:
                 loader_state = load_json(_loader_file(r))
         rng = load_json(_rng_file(r)) if _rng_file(r) in data else None
+        if rng is not None and not isinstance(rng, dict):
+            raise CheckpointError(f"{source(_rng_file(r))} is not an RNG state file (not a JSON object)")
         # then apply; the RNGs last, so that nothing after them draws
         if arrays is not None:
             from ..gluon.serialization import load_named

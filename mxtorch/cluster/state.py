@@ -23,6 +23,7 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from .. import bounded_json
 from ..checkpoint_io import atomic_write_text
 from .errors import ClusterError
 
@@ -79,7 +80,7 @@ class ClusterState:
     @classmethod
     def from_json(cls, text: str, source: str) -> ClusterState:
         try:
-            d = json.loads(text)
+            d = bounded_json.loads(text, "the file", ValueError, expect=dict)
             if d.get("version") != _VERSION:
                 raise ValueError(f"version {d.get('version')!r}, expected {_VERSION}")
             d["hosts"] = [HostState(**h) for h in d["hosts"]]

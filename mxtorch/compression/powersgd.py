@@ -143,17 +143,23 @@ class PowerSGDCompressor(Compressor):
         return out
 
     def decompress(self, payload: Payload, ctx: CompressionContext) -> torch.Tensor:
+        """``P @ Q.T`` (or the flat tensor sent as it is); CompressionError for factors that are not
+        float matrices of one dtype, of more than :attr:`rank` columns, or not of ``ctx.shape``."""
         if not ctx.extra.get("low_rank", False):
             (flat,) = self._check_payload(payload, 1, "powersgd (uncompressed)")
-            if flat.numel() != ctx.numel:
-                raise CompressionError(f"powersgd payload has {flat.numel()} values, {ctx.numel} expected")
+            if flat.numel() != ctx.numel or not flat.is_floating_point():
+                raise CompressionError(f"powersgd payload has {flat.numel()} {flat.dtype} values, "
+                                       f"{ctx.numel} float values expected")
             return flat.to(ctx.dtype).reshape(ctx.shape).to(ctx.device)
         p, q = self._check_payload(payload, 2, "powersgd")
-        rows = ctx.shape[0]
+        rows = ctx.shape[0] if len(ctx.shape) >= 2 else -1
         if p.dim() != 2 or q.dim() != 2 or p.shape[0] != rows or p.shape[1] != q.shape[1] \
-                or rows * q.shape[0] != ctx.numel:
+                or rows * q.shape[0] != ctx.numel or p.shape[1] > self.rank:
             raise CompressionError(f"powersgd factors {tuple(p.shape)} and {tuple(q.shape)} do not "
-                                   f"rebuild shape {tuple(ctx.shape)}")
+                                   f"rebuild shape {tuple(ctx.shape)} at rank <= {self.rank}")
+        if not p.is_floating_point() or p.dtype != q.dtype:
+            raise CompressionError(f"powersgd factors must be float tensors of one dtype, got {p.dtype} and "
+                                   f"{q.dtype}")
         return (p @ q.t()).to(ctx.dtype).reshape(ctx.shape).to(ctx.device)
 
     def reset(self) -> None:

@@ -52,10 +52,17 @@ class TopKCompressor(Compressor):
         return [flat[indices], indices.to(torch.int32)], replace(ctx, extra={"k": k})
 
     def decompress(self, payload: Payload, ctx: CompressionContext) -> torch.Tensor:
+        """The dense gradient; CompressionError for a payload that is not ``[float values, int
+        indices]`` of one length with every index inside the gradient."""
         values, indices = self._check_payload(payload, 2, "topk")
         if values.shape != indices.shape or values.dim() != 1:
             raise CompressionError(f"topk payload needs 1-D values and indices of one length, got "
                                    f"{tuple(values.shape)} and {tuple(indices.shape)}")
+        if not values.is_floating_point() or indices.dtype not in (torch.int32, torch.int64):
+            raise CompressionError(f"topk payload needs float values and int32 indices, got {values.dtype} "
+                                   f"and {indices.dtype}")
+        if indices.numel() and (int(indices.min()) < 0 or int(indices.max()) >= ctx.numel):
+            raise CompressionError(f"topk indices outside 0..{ctx.numel - 1}")
         dense = torch.zeros(ctx.numel, dtype=values.dtype, device=values.device)
         dense[indices.to(torch.int64)] = values
         return dense.to(ctx.dtype).reshape(ctx.shape).to(ctx.device)

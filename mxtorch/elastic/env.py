@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from .. import bounded_json
 from ..launcher.job import LaunchError
 
 __all__ = ["MXTORCH_ELASTIC", "MXTORCH_ELASTIC_HOST", "MXTORCH_ELASTIC_ENDPOINT",
@@ -86,7 +87,7 @@ class ElasticJob:
     @classmethod
     def from_json(cls, data: bytes, where: str) -> ElasticJob:
         try:
-            raw: Any = json.loads(data)
+            raw: Any = bounded_json.loads(data, where, ValueError, expect=dict)
             return cls(run_id=str(raw["run_id"]), min_workers=int(raw["min_workers"]),
                        max_workers=int(raw["max_workers"]), command=[str(c) for c in raw["command"]],
                        env={str(k): str(v) for k, v in raw.get("env", {}).items()},

@@ -20,11 +20,13 @@ from __future__ import annotations
 
 import base64
 import json
+import math
 from typing import Any
 
 import numpy as np
 import torch
 
+from .. import bounded_json
 from ..base import MXNetError
 
 __all__ = ["ObjectEncodingError", "ObjectDecodingError", "encode", "decode", "MAGIC"]
@@ -141,11 +143,11 @@ def decode(payload: bytes, source: str = "a peer") -> Any:
             f"payloads start with {MAGIC!r}, these start with {raw[:12]!r}. mxtorch never unpickles "
             "received data"
         )
+    # no size limit: the payload is already in memory, and broadcast objects can be large
+    tree = bounded_json.loads(raw[len(MAGIC):], f"the payload from {source}", ObjectDecodingError,
+                              max_bytes=len(raw))
     try:
-        tree = json.loads(raw[len(MAGIC):].decode("utf-8"))
         return _from_json(tree, source)
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise ObjectDecodingError(f"malformed JSON payload from {source}: {err}") from err
     except RecursionError:
         raise ObjectDecodingError(f"the payload from {source} is nested too deeply") from None
 
@@ -189,8 +191,10 @@ def _hashable(key: Any, source: str) -> Any:
 
 def _shape(node: dict[str, Any]) -> tuple[int, ...]:
     shape = node["shape"]
-    if not isinstance(shape, list) or not all(isinstance(s, int) and s >= 0 for s in shape):
-        raise ValueError(f"bad shape {shape!r}")
+    if not isinstance(shape, list) or len(shape) > 32 or \
+            not all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in shape) or \
+            math.prod(max(s, 1) for s in shape) > 1 << 62:  # exact, before numpy or torch sees it
+        raise ValueError(f"bad shape {shape!r:.100}")
     return tuple(shape)
 
 
@@ -200,7 +204,7 @@ def _tensor_from_json(node: dict[str, Any], source: str) -> torch.Tensor:
         raise ObjectDecodingError(f"unsupported tensor dtype {node['dtype']!r} in the payload from {source}")
     shape = _shape(node)
     raw = base64.b64decode(node["data"], validate=True)
-    numel = int(np.prod(shape, dtype=np.int64)) if shape else 1
+    numel = math.prod(shape)
     itemsize = torch.empty((), dtype=dtype).element_size()
     if len(raw) != numel * itemsize:
         raise ObjectDecodingError(
@@ -218,7 +222,7 @@ def _ndarray_from_json(node: dict[str, Any], source: str) -> np.ndarray:
         raise ObjectDecodingError(f"unsupported numpy dtype {dt} in the payload from {source}")
     shape = _shape(node)
     raw = base64.b64decode(node["data"], validate=True)
-    numel = int(np.prod(shape, dtype=np.int64)) if shape else 1
+    numel = math.prod(shape)
     if len(raw) != numel * dt.itemsize:
         raise ObjectDecodingError(
             f"ndarray entry from {source} has {len(raw)} data bytes, expected {numel * dt.itemsize}"

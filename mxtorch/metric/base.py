@@ -6,7 +6,6 @@ Metrics keep their running sums as torch tensors on the device of the data they 
 
 from __future__ import annotations
 
-import json
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from numbers import Number
@@ -15,6 +14,7 @@ from typing import Any, ClassVar, TypeVar
 import numpy
 import torch
 
+from .. import bounded_json
 from ..registry import Registry, RegistryError, subclasses_of
 
 __all__ = [
@@ -333,7 +333,7 @@ def create(metric: Any = None, *args: Any, **kwargs: Any) -> EvalMetric:
         if text.startswith(("{", "[")):
             if args or kwargs:
                 raise TypeError(f"create() got extra arguments {args!r} {kwargs!r} with config {text!r}")
-            config = json.loads(text)
+            config = bounded_json.loads(text, f"metric config {text[:80]!r}", ValueError)
             if isinstance(config, dict):
                 return create(**config)
             if not (isinstance(config, list) and len(config) == 2 and isinstance(config[1], dict)):

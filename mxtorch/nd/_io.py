@@ -79,9 +79,12 @@ def save(
     atomic_write_bytes(fname, save_bytes(flat, metadata={"format": "mxtorch", _KIND_KEY: kind}))
 
 
-def _unpack(tensors: dict[str, torch.Tensor], metadata: Mapping[str, str] | None) -> Any:
+def _unpack(tensors: dict[str, torch.Tensor], metadata: Mapping[str, str] | None, source: str) -> Any:
     if (metadata or {}).get(_KIND_KEY) == "list":
-        return [tensors[k] for k in sorted(tensors, key=int)]
+        if sorted(tensors) != sorted(str(i) for i in range(len(tensors))):
+            raise MXNetError(f"{source}: a saved list must have the entries '0' .. '{len(tensors) - 1}', got "
+                             f"{sorted(tensors)[:5]}")
+        return [tensors[str(i)] for i in range(len(tensors))]
     return dict(tensors)
 
 
@@ -101,24 +104,25 @@ def load(fname: str | os.PathLike[str]) -> list[torch.Tensor] | dict[str, torch.
         raise MXNetError(
             f"load: cannot read {name!r}: not a valid safetensors file (corrupt or truncated?): {e}"
         ) from e
-    return _unpack(tensors, meta)  # type: ignore[no-any-return]
+    return _unpack(tensors, meta, f"load: {name!r}")  # type: ignore[no-any-return]
 
 
 def load_frombuffer(buf: bytes) -> list[torch.Tensor] | dict[str, torch.Tensor]:
     """Like :func:`load`, from the bytes of a saved file (safetensors or MXNet's format)."""
-    import json
     import struct
 
     from safetensors.torch import load as st_load
+
+    from ..bounded_json import loads as json_loads
 
     if is_mxnet_file(bytes(buf[:16])):
         return read_mxnet(bytes(buf), "load_frombuffer")
     try:
         tensors = st_load(bytes(buf))
         (n,) = struct.unpack("<Q", bytes(buf[:8]))
-        meta = json.loads(bytes(buf[8 : 8 + n])).get("__metadata__")
+        meta = json_loads(bytes(buf[8 : 8 + n]), "the safetensors header", expect=dict).get("__metadata__")
     except Exception as e:
         raise MXNetError(
             f"load_frombuffer: the {len(buf)} bytes are not a valid safetensors file: {e}"
         ) from e
-    return _unpack(tensors, meta)  # type: ignore[no-any-return]
+    return _unpack(tensors, meta if isinstance(meta, dict) else None, "load_frombuffer")  # type: ignore[no-any-return]

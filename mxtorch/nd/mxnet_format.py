@@ -42,6 +42,9 @@ V3_MAGIC = 0xF993FACA
 
 MAX_NDIM = 32
 """Largest ndim accepted when reading (MXNet arrays have at most a handful of dimensions)."""
+MAX_SPAN = 1 << 62
+"""Largest product of a shape's dims (zeros counted as ones) accepted when reading: every shape
+torch can index.  A dense array's bytes must also be in the file, which bounds it far lower."""
 
 _DTYPES: dict[int, torch.dtype] = {
     0: torch.float32,
@@ -111,6 +114,11 @@ class _Reader:
         dims = struct.unpack(f"<{ndim}{dim_fmt[-1]}", self.take(ndim * size, f"the {ndim} dims of {what}"))
         if any(d < 0 for d in dims):
             raise self.fail(f"{what} has a negative dimension: {dims}", at)
+        span = 1
+        for d in dims:
+            span *= max(d, 1)
+        if span > MAX_SPAN:  # checked before torch sees the shape: its strides are int64
+            raise self.fail(f"{what} has shape {dims}, whose dims multiply to more than 2**62", at)
         return tuple(int(d) for d in dims)
 
     def dtype(self, what: str) -> tuple[int, torch.dtype]:
@@ -190,7 +198,7 @@ def _read_array(r: _Reader, index: int) -> torch.Tensor:
         if kind == "row_sparse":
             return row_sparse_array((values, parts[0]), shape=shape, ctx="cpu")
         return csr_matrix((values, parts[1], parts[0]), shape=shape, ctx="cpu")
-    except (ValueError, TypeError) as e:
+    except (ValueError, TypeError, IndexError, RuntimeError) as e:  # RuntimeError: torch's and MXNetError
         raise r.fail(f"{what} ({kind}) has inconsistent indices: {e}", shape_at) from e
 
 
@@ -219,13 +227,23 @@ def read_mxnet_file(path: str, missing: str) -> Arrays | None:
     """
     if not os.path.isfile(path):
         raise MXNetError(missing)
-    with open(path, "rb") as fh:
-        head = fh.read(16)
-        return read_mxnet(head + fh.read(), repr(path)) if is_mxnet_file(head) else None
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(16)
+            data = head + fh.read() if is_mxnet_file(head) else None
+    except OSError as e:
+        raise MXNetError(f"cannot read {path!r}: {e}") from e
+    return None if data is None else read_mxnet(data, repr(path))
 
 
 def read_mxnet(data: bytes, source: str) -> Arrays:
-    """Parse an MXNet NDArray file: a dict if it has keys, else a list (``source`` names it in errors)."""
+    """Parse an MXNet NDArray file: a dict if it has keys, else a list (``source`` names it in errors).
+
+    Raises :class:`~mxtorch.base.MXNetError` naming ``source`` and the byte offset, and nothing
+    else, for any bytes that are not such a file: every count, ndim (at most :data:`MAX_NDIM`),
+    dim (>= 0, product at most :data:`MAX_SPAN`) and byte length is checked against the bytes
+    left before anything is allocated.
+    """
     r = _Reader(data, source)
     magic = r.unpack("<Q", "the list magic")
     if magic != LIST_MAGIC:

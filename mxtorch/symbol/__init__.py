@@ -9,8 +9,9 @@ from __future__ import annotations
 from typing import Any
 
 from . import _ops
+from ._graph_file import fromjson, load, load_json
 from ._scope import AttrScope, NameManager, Prefix
-from .symbol import Group, Symbol, Variable, create, fromjson, load, load_json, split_v2, var
+from .symbol import Group, Symbol, Variable, create, split_v2, var
 
 __all__ = [
     "Symbol",

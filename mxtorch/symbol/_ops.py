@@ -522,8 +522,25 @@ def _nd_function(name: str) -> Callable[..., Any] | None:
     return fn  # type: ignore[no-any-return]
 
 
+MAX_OUTPUTS = 1 << 16
+"""Most outputs one split node may have.  A graph lists every output, so a count from a file is
+bounded before that list is built (whether the input's axis divides into it is checked at shape
+inference, as MXNet does)."""
+
+
+def _output_count(op: str, name: str, value: Any) -> int:
+    try:
+        n = int(value)
+    except (TypeError, ValueError, OverflowError):
+        n = 0
+    if not 1 <= n <= MAX_OUTPUTS:
+        raise MXNetError(f"{op}: {name} must be an int from 1 to {MAX_OUTPUTS} (mxtorch's limit on one "
+                         f"node's outputs), got {value!r}")
+    return n
+
+
 def _split_outputs(attrs: dict[str, Any]) -> list[str]:
-    n = int(attrs.get("num_outputs", 1))
+    n = _output_count("SliceChannel", "num_outputs", attrs.get("num_outputs", 1))
     return [f"output{i}" for i in range(n)]
 
 
@@ -533,7 +550,7 @@ def _topk_outputs(attrs: dict[str, Any]) -> list[str]:
 
 def _split_v2_outputs(attrs: dict[str, Any]) -> list[str]:
     indices = _tuple(attrs.get("indices", ()))
-    n = len(indices) if indices else int(attrs.get("sections", 1))
+    n = len(indices) if indices else _output_count("_split_v2", "sections", attrs.get("sections", 1))
     return [f"output{i}" for i in range(n)]
 
 

@@ -20,7 +20,7 @@ from ..util import is_np_shape
 from . import _ops
 from ._scope import HIDDEN_KEYS, AttrScope, NameManager, attr_string, parse_attr
 
-__all__ = ["Symbol", "Variable", "var", "Group", "load", "load_json", "fromjson", "create", "split_v2"]
+__all__ = ["Symbol", "Variable", "var", "Group", "create", "split_v2"]
 
 MXNET_VERSION = 10901  # the MXNet release whose graph files we write (1.9.1)
 
@@ -205,9 +205,13 @@ class Symbol:
         return Symbol(self._outputs)
 
     def __deepcopy__(self, memo: Any) -> Symbol:
+        from ._graph_file import load_json  # it builds Symbols: imported when used
+
         return load_json(self.tojson())
 
     def __reduce__(self) -> Any:
+        from ._graph_file import load_json
+
         return (load_json, (self.tojson(),))
 
     def __bool__(self) -> bool:
@@ -621,80 +625,11 @@ def Group(symbols: Sequence[Symbol]) -> Symbol:
     return Symbol([o for s in symbols for o in s._outputs])
 
 
-def load_json(json_str: str) -> Symbol:
-    """A Symbol from MXNet's JSON graph format (files of MXNet 1.x and older ``param``/``attr`` keys)."""
-    try:
-        graph = json.loads(json_str)
-    except (TypeError, ValueError) as e:
-        raise MXNetError(f"load_json: not a JSON document: {e}") from e
-    return _from_graph(graph, "load_json")
+def __getattr__(name: str) -> Any:
+    # graph files are read by ._graph_file (it builds Symbols); its readers keep their old address
+    # here for pickles and code that named them mxtorch.symbol.symbol.load_json
+    if name in ("load", "load_json", "fromjson"):
+        from . import _graph_file
 
-
-fromjson = load_json
-
-
-def load(fname: str | os.PathLike[str]) -> Symbol:
-    """A Symbol from an MXNet JSON graph file (``prefix-symbol.json``)."""
-    name = os.fspath(fname)
-    if not os.path.isfile(name):
-        raise MXNetError(f"symbol file {name!r} does not exist")
-    with open(name, encoding="utf-8") as f:
-        text = f.read()
-    try:
-        graph = json.loads(text)
-    except ValueError as e:
-        raise MXNetError(f"symbol file {name!r} is not valid JSON (truncated or corrupt?): {e}") from e
-    return _from_graph(graph, f"symbol file {name!r}")
-
-
-def _from_graph(graph: Any, source: str) -> Symbol:
-    if not isinstance(graph, dict) or not isinstance(graph.get("nodes"), list) or "heads" not in graph:
-        raise MXNetError(f"{source}: not an MXNet graph (expected a JSON object with 'nodes' and 'heads')")
-    nodes: list[_Node] = []
-    for i, entry in enumerate(graph["nodes"]):
-        if not isinstance(entry, dict) or "op" not in entry or "name" not in entry:
-            raise MXNetError(f"{source}: node {i} is malformed (needs 'op' and 'name'): {entry!r:.200}")
-        attrs: dict[str, str] = {}
-        for key in ("param", "attr", "attrs"):  # MXNet 0.x wrote param/attr, 1.x writes attrs
-            raw = entry.get(key) or {}
-            if not isinstance(raw, dict):
-                raise MXNetError(f"{source}: node {i} ({entry['name']!r}) has a malformed {key!r}")
-            attrs.update({str(k): str(v) for k, v in raw.items()})
-        op = None if entry["op"] == "null" else str(entry["op"])
-        if op is not None and not _ops.has_op(op):
-            raise MXNetError(
-                f"{source}: node {i} ({entry['name']!r}) uses operator {op!r}, which mxtorch "
-                "does not implement"
-            )
-        if op == "Custom":
-            try:
-                _ops.get_op(op, attrs)
-            except MXNetError as e:
-                raise MXNetError(f"{source}: node {i} ({entry['name']!r}): {e}") from e
-        inputs = []
-        for ref in entry.get("inputs", []):
-            src = _entry_ref(ref, nodes, i)
-            if src is None:
-                raise MXNetError(
-                    f"{source}: node {i} ({entry['name']!r}) has a bad input reference {ref!r} (an input "
-                    f"is [earlier node index, output index, version]; there are {i} earlier nodes)"
-                )
-            inputs.append(src)
-        nodes.append(_Node(op, str(entry["name"]), attrs, inputs))
-    heads = []
-    for ref in graph["heads"]:
-        head = _entry_ref(ref, nodes, len(nodes))
-        if head is None:
-            raise MXNetError(f"{source}: bad head reference {ref!r} (the graph has {len(nodes)} nodes)")
-        heads.append(head)
-    return Symbol(heads)
-
-
-def _entry_ref(ref: Any, nodes: list[_Node], limit: int) -> tuple[_Node, int] | None:
-    """``(node, output)`` of a graph-file reference ``[node, output, version]``; None if invalid."""
-    if not isinstance(ref, list) or len(ref) < 2 or not all(isinstance(v, int) for v in ref[:2]):
-        return None
-    k, out = ref[0], ref[1]
-    if not 0 <= k < limit or not 0 <= out < nodes[k].num_total():
-        return None
-    return nodes[k], out
+        return getattr(_graph_file, name)
+    raise AttributeError(f"module 'mxtorch.symbol.symbol' has no attribute {name!r}")

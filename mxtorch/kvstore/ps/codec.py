@@ -80,23 +80,32 @@ def build_compressor(desc: Any) -> Compressor | None:
 
 def decode_push(comp: Compressor, tensors: list[torch.Tensor], shape: tuple[int, ...],
                 dtype: torch.dtype) -> torch.Tensor:
-    """The dense gradient of ``shape``/``dtype`` a pushed payload encodes (else CompressionError)."""
+    """The dense gradient of ``shape``/``dtype`` a pushed payload encodes.
+
+    ``tensors`` come from the wire; ``shape``/``dtype`` are the server's own (the key's slice).
+    Raises :class:`~mxtorch.compression.CompressionError`, and nothing else, for a payload that
+    does not decode to exactly that: wrong count, dtype or shape of tensors, indices out of range,
+    factors of another rank (each compressor's ``decompress`` checks its payload before it
+    allocates or computes; any other error a custom compressor raises is turned into one).
+    """
     if not dtype.is_floating_point:
         raise CompressionError(f"a {dtype} value is never compressed")
     extra: dict[str, Any] = {}
     if isinstance(comp, compression.PowerSGDCompressor):
         extra["low_rank"] = len(tensors) == 2
-    elif isinstance(comp, compression.TopKCompressor):
-        numel = 1
-        for s in shape:
-            numel *= s
-        if len(tensors) == 2 and tensors[1].numel() and (int(tensors[1].min()) < 0 or
-                                                         int(tensors[1].max()) >= numel):
-            raise CompressionError(f"topk indices outside 0..{numel - 1}")
     ctx = CompressionContext(torch.Size(shape), dtype, torch.device("cpu"), extra)
     payload: Any = tensors[0] if len(tensors) == 1 else list(tensors)
-    out = comp.decompress(payload, ctx)
-    if tuple(out.shape) != tuple(shape) or out.dtype != dtype:
-        raise CompressionError(f"the payload decodes to {tuple(out.shape)} {out.dtype}, expected {shape} "
-                               f"{dtype}")
+    try:
+        out = comp.decompress(payload, ctx)
+    except CompressionError:
+        raise
+    except (RuntimeError, ValueError, TypeError, IndexError) as e:  # a custom compressor's own checks
+        raise CompressionError(f"{comp.name} cannot decode a payload of {_describe(tensors)}: {e}") from e
+    if not isinstance(out, torch.Tensor) or tuple(out.shape) != tuple(shape) or out.dtype != dtype:
+        got = f"{tuple(out.shape)} {out.dtype}" if isinstance(out, torch.Tensor) else type(out).__name__
+        raise CompressionError(f"the payload decodes to {got}, expected {shape} {dtype}")
     return out
+
+
+def _describe(tensors: list[torch.Tensor]) -> str:
+    return ", ".join(f"{tuple(t.shape)} {t.dtype}" for t in tensors) or "no tensors"

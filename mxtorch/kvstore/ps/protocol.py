@@ -35,6 +35,13 @@ server's dispatch table.  :class:`Flag` marks messages whose tensors are not the
   is applied: one message each way per key slice instead of four (PUSH, its ACK, PULL, the
   reply); with ``NARROW`` the reply is cast to the dtype whose code is ``arg``.
 
+Hostile input: :func:`decode` raises only :class:`ProtocolError`, whatever the frames hold.  A
+tensor description is bounded before anything is allocated (at most :data:`MAX_NDIM` dims, each
+>= 0, and exactly as many bytes in its data frame as the shape and dtype need; an empty tensor's
+shape must also fit in int64 strides); the JSON frame goes through :mod:`mxtorch.bounded_json`
+(at most :data:`MAX_META_BYTES` bytes, :data:`~mxtorch.bounded_json.MAX_DEPTH` levels).  These
+checks are a few integer operations per tensor: data messages carry no JSON.
+
 Authentication (``MXTORCH_PS_SECRET``): a node's REGISTER is answered with a CHALLENGE
 carrying a scheduler nonce and the scheduler's proof over the node's nonce; the node proves
 itself with ``HMAC-SHA256(secret, 'node' | scheduler nonce)`` (:func:`sign`).  Every server
@@ -58,6 +65,7 @@ from typing import Any
 import torch
 import zmq
 
+from ... import bounded_json
 from ..base import Key, KVStoreError
 
 __all__ = [
@@ -72,6 +80,11 @@ PROTOCOL_VERSION = 2  # 2: PUSHPULL; optimizer states per key slice
 
 _FIXED = struct.Struct("<4sBBHQiIqB")
 _TDESC = struct.Struct("<BB")
+MAX_NDIM = 32
+"""Most dims a tensor in a message may have (MXNet's arrays have at most a handful)."""
+MAX_META_BYTES = 16 << 20
+"""Largest JSON frame accepted (control messages: registrations, key lists, state structures)."""
+_SPAN_LIMIT = 1 << 62  # an empty tensor's shape, zeros counted as ones, must fit torch's int64 strides
 
 
 class Command(enum.IntEnum):
@@ -301,7 +314,14 @@ def _frame_bytes(f: Any) -> bytes:
 
 
 def decode(frames: Sequence[Any]) -> Message:
-    """Parse the frames of one message (ZeroMQ frames or bytes); raises :class:`ProtocolError`."""
+    """Parse the frames of one message (ZeroMQ frames or bytes).
+
+    Raises :class:`ProtocolError` (and nothing else) for any frames that do not follow the wire
+    format: a short or foreign header, another protocol version, an unknown command or dtype, a
+    tensor description with more than :data:`MAX_NDIM` dims, a negative dim, or a shape whose
+    bytes differ from its data frame's, a malformed key frame, a JSON frame that is too large,
+    too deep, not UTF-8 or not an object.
+    """
     if len(frames) < 2:
         raise ProtocolError(f"a message needs at least 2 frames, got {len(frames)}")
     head = _frame_bytes(frames[0])
@@ -322,6 +342,8 @@ def decode(frames: Sequence[Any]) -> Message:
         for _ in range(ntensors):
             code, ndim = _TDESC.unpack_from(head, pos)
             pos += _TDESC.size
+            if ndim > MAX_NDIM:
+                raise ProtocolError(f"a tensor of {ndim} dims in a message; at most {MAX_NDIM} are accepted")
             shape = struct.unpack_from(f"<{ndim}q", head, pos) if ndim else ()
             pos += 8 * ndim
             descs.append((dtype_from_code(code), tuple(shape)))
@@ -333,12 +355,8 @@ def decode(frames: Sequence[Any]) -> Message:
     if flags & _META:
         if len(frames) < 3:
             raise ProtocolError("message flags a JSON frame that is missing")
-        try:
-            meta = json.loads(_frame_bytes(frames[2]))
-        except (ValueError, UnicodeDecodeError) as e:
-            raise ProtocolError(f"malformed JSON frame: {e}") from None
-        if not isinstance(meta, dict):
-            raise ProtocolError(f"the JSON frame holds a {type(meta).__name__}, expected an object")
+        meta = bounded_json.loads(_frame_bytes(frames[2]), f"the JSON frame of a {cmd.name} message",
+                                  ProtocolError, max_bytes=MAX_META_BYTES, expect=dict)
         idx = 3
     if len(frames) - idx != ntensors:
         raise ProtocolError(f"message announces {ntensors} tensors but has {len(frames) - idx} data frames")
@@ -360,6 +378,11 @@ def _tensor_from_frame(frame: Any, dtype: torch.dtype, shape: tuple[int, ...]) -
         raise ProtocolError(f"tensor frame of {len(buf)} bytes does not hold a {dtype_name(dtype)} tensor of "
                             f"shape {shape} ({numel * itemsize} bytes)")
     if numel == 0:
+        span = 1
+        for s in shape:
+            span *= s or 1
+        if span >= _SPAN_LIMIT:
+            raise ProtocolError(f"empty tensor of shape {shape} in a message: dims overflow int64 strides")
         return torch.empty(shape, dtype=dtype)
     t = torch.frombuffer(buf, dtype=dtype)  # no copy: the tensor keeps the frame alive
     return t if len(shape) == 1 else t.view(shape)
@@ -415,7 +438,15 @@ def pack_tree(obj: Any, tensors: list[torch.Tensor]) -> Any:
 
 
 def unpack_tree(obj: Any, tensors: Sequence[torch.Tensor]) -> Any:
-    """The inverse of :func:`pack_tree` (tuples come back as tuples)."""
+    """The inverse of :func:`pack_tree` (tuples come back as tuples); :class:`ProtocolError` for a
+    structure it did not write (unknown entries, tensor indices out of range, nesting too deep)."""
+    try:
+        return _unpack_tree(obj, tensors)
+    except RecursionError:
+        raise ProtocolError("a state structure in a message is nested too deep") from None
+
+
+def _unpack_tree(obj: Any, tensors: Sequence[torch.Tensor]) -> Any:
     if isinstance(obj, dict):
         if "v" in obj and len(obj) == 1:
             v = obj["v"]
@@ -426,7 +457,7 @@ def unpack_tree(obj: Any, tensors: Sequence[torch.Tensor]) -> Any:
             if isinstance(i, int) and 0 <= i < len(tensors):
                 return tensors[i]
         elif "tuple" in obj and len(obj) == 1 and isinstance(obj["tuple"], list):
-            return tuple(unpack_tree(o, tensors) for o in obj["tuple"])
+            return tuple(_unpack_tree(o, tensors) for o in obj["tuple"])
     raise ProtocolError(f"malformed state structure {str(obj)[:80]!r} in a message")
 
 

@@ -22,6 +22,7 @@ from typing import Any
 
 import torch
 
+from ... import bounded_json
 from ...checkpoint_io import atomic_write_bytes
 from ..base import KVStoreError
 from . import protocol as P
@@ -48,7 +49,8 @@ def write_snapshot(path: str, meta: dict[str, Any], tensors: dict[str, torch.Ten
 
 
 def read_snapshot(path: str) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
-    """The (meta, tensors) of a snapshot written by :func:`write_snapshot`."""
+    """The (meta, tensors) of a snapshot written by :func:`write_snapshot`; :class:`KVStoreError`
+    naming the file for one that is unreadable, corrupt or not a snapshot."""
     from safetensors import safe_open
     from safetensors.torch import load_file
 
@@ -56,12 +58,9 @@ def read_snapshot(path: str) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
         with safe_open(path, framework="pt") as f:
             raw = (f.metadata() or {}).get(_META_KEY)
         tensors = load_file(path)
-    except (OSError, ValueError, RuntimeError) as e:
+    except Exception as e:  # safetensors raises its own error type for a corrupt file
         raise KVStoreError(f"cannot read the server snapshot {path}: {e}") from e
-    try:
-        meta = json.loads(raw) if raw is not None else None
-    except ValueError:
-        meta = None
+    meta = None if raw is None else bounded_json.loads(raw, f"the server snapshot {path}", KVStoreError)
     if not isinstance(meta, dict) or meta.get("format") != SNAPSHOT_FORMAT:
         raise KVStoreError(f"{path} is not an mxtorch parameter-server snapshot ({SNAPSHOT_FORMAT})")
     return meta, tensors
@@ -86,6 +85,17 @@ def pack_shards(shards: Iterable[KeyShard]) -> tuple[list[dict[str, Any]], dict[
 def unpack_shards(meta: dict[str, Any], tensors: dict[str, torch.Tensor], num_workers: int) -> list[KeyShard]:
     """The key slices :func:`pack_shards` described, with their values, versions and worker sets;
     every worker of a slice counts as having initialized it."""
+    try:
+        return _unpack_shards(meta, tensors, num_workers)
+    except KVStoreError:
+        raise
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError, RuntimeError) as e:
+        raise KVStoreError(f"a server snapshot describes its key slices wrongly ({type(e).__name__}: "
+                           f"{str(e)[:200]})") from e
+
+
+def _unpack_shards(meta: dict[str, Any], tensors: dict[str, torch.Tensor],
+                   num_workers: int) -> list[KeyShard]:
     out = []
     for s in meta.get("shards", []):
         sh = KeyShard(P.key_from_json(s["key"]), int(s["shard"]), int(s["num_shards"]),
