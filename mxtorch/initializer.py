@@ -272,7 +272,8 @@ def create(init: Any = None, /, **kwargs: Any) -> Initializer:
 # ----------------------------------------------------------------------------------------------------------
 @register
 class Load(Initializer):
-    """Copy values from a dict of arrays (or a ``.safetensors`` file); others go to ``default_init``.
+    """Copy values from a dict of arrays or a file of named arrays (MXNet's format, as
+    ``mx.nd.save`` and checkpoints write it, or safetensors); others go to ``default_init``.
 
     Names prefixed ``arg:`` or ``aux:`` (MXNet checkpoints) are matched without the prefix.
     """
@@ -282,9 +283,12 @@ class Load(Initializer):
     ) -> None:
         super().__init__()
         if isinstance(param, str):
-            from safetensors.torch import load_file
+            from .nd._io import load
 
-            param = load_file(param)
+            loaded = load(param)  # either format, told apart by the file's first bytes
+            if not isinstance(loaded, Mapping):
+                raise TypeError(f"Load: {param!r} holds a list of arrays; it needs names (a dict was saved)")
+            param = loaded
         if not isinstance(param, Mapping):
             raise TypeError(f"Load expects a dict of arrays or a file name, got {type(param).__name__}")
         self.param: dict[str, torch.Tensor] = {}

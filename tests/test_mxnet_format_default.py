@@ -95,6 +95,13 @@ def test_save_checkpoint_default_writes_mxnets_bytes(tmp_path: Any) -> None:
     assert all(torch.equal(got_arg[k], arg[k]) for k in arg)
 
 
+def test_init_load_reads_a_default_written_checkpoint(tmp_path: Any) -> None:
+    arg = {"w": torch.arange(6.0).reshape(2, 3)}
+    mx.model.save_checkpoint(str(tmp_path / "ck"), 1, None, arg, {"m": torch.ones(3)})
+    init = mx.init.Load(str(tmp_path / "ck-0001.params"))  # 'arg:'/'aux:' dropped, as in MXNet
+    assert sorted(init.param) == ["m", "w"] and torch.equal(init.param["w"], arg["w"])
+
+
 def test_safetensors_only_on_request(tmp_path: Any) -> None:
     net = _net()
     net.save_parameters(str(tmp_path / "a.safetensors"))

@@ -2,7 +2,8 @@
 
 Every rank trains the same MLP on its own synthetic shard with a Gluon Trainer on the chosen
 KVStore, prints ``step N loss L`` after each step, and finally saves its parameters to
-``OUT.rank<R>`` (``save_parameters``: MXNet's format).  Run it under any launcher (``RANK``/``WORLD_SIZE``/... or
+``OUT.rank<R>`` (``save_parameters``: MXNet's format).
+Run it under any launcher (``RANK``/``WORLD_SIZE``/... or
 ``DMLC_*`` set); the same job on loopback and across namespace hosts must end with the same
 parameters.
 
