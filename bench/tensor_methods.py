@@ -27,7 +27,8 @@ from collections.abc import Callable
 
 OPS = [
     "add", "mul", "add_", "matmul 64", "sum", "mean(dim)", "view", "reshape", "x[0]", "x[:, 1]",
-    "size()", "shape", "dtype", "T", "flatten", "relu", "linear fwd", "fwd+bwd", "clone", "to(float64)",
+    "x[0] = r", "x[1:3] = 2.", "size()", "shape", "dtype", "T", "flatten", "relu", "linear fwd", "fwd+bwd",
+    "clone", "to(float64)",
 ]
 
 
@@ -41,6 +42,15 @@ def _ops() -> dict[str, Callable[[], object]]:
     w = torch.randn(32, 16)
     b = torch.randn(32)
     p = torch.randn(8, 16, requires_grad=True)
+    z = torch.zeros(8, 16)
+    r = torch.ones(16)
+
+    def set_row() -> None:
+        z[0] = r
+
+    def set_slice() -> None:
+        z[1:3] = 2.0
+
     return {
         "add": lambda: x + y,
         "mul": lambda: x * y,
@@ -52,6 +62,8 @@ def _ops() -> dict[str, Callable[[], object]]:
         "reshape": lambda: x.reshape(16, 8),
         "x[0]": lambda: x[0],
         "x[:, 1]": lambda: x[:, 1],
+        "x[0] = r": set_row,  # Tensor.__setitem__ carries MXNet's rule for numpy values when on
+        "x[1:3] = 2.": set_slice,
         "size()": lambda: x.size(),
         "shape": lambda: x.shape,
         "dtype": lambda: x.dtype,
@@ -138,6 +150,7 @@ def main() -> None:
         print(f"a Python wrapper on Tensor.reshape would cost reshape "
               f"{med['wrapped']['reshape'] / med['off']['reshape']:.2f}x")
     backward_patch(args.rounds, max(args.number // 10, 1))
+    setitem_patch(args.rounds, args.number)
 
 
 def backward_patch(rounds: int, number: int) -> None:
@@ -165,6 +178,38 @@ def backward_patch(rounds: int, number: int) -> None:
     off, on = statistics.median(times[False]), statistics.median(times[True])
     print(f"fwd+bwd in one process: torch's backward {off * 1e9:.0f} ns, MXNet's rule {on * 1e9:.0f} ns, "
           f"ratio {on / off:.3f}")
+
+
+def setitem_patch(rounds: int, number: int) -> None:
+    """``Tensor.__setitem__`` with MXNet's rule for numpy values against torch's own, in one
+    process, switched every round (as backward_patch)."""
+    import torch
+
+    from mxtorch import _tensor_overrides
+
+    torch.set_num_threads(1)
+    z = torch.zeros(8, 16)
+    r = torch.ones(16)
+
+    def set_row() -> None:
+        z[0] = r
+
+    def set_slice() -> None:
+        z[1:3] = 2.0
+
+    before = torch.Tensor.__dict__.get("__setitem__")
+    try:
+        for name, fn in (("x[0] = r", set_row), ("x[1:3] = 2.", set_slice)):
+            times: dict[bool, list[float]] = {False: [], True: []}
+            for _ in range(rounds * 2):
+                for on in (False, True):
+                    _tensor_overrides.install(on)
+                    times[on].append(min(timeit.repeat(fn, number=number, repeat=3)) / number)
+            off, on = statistics.median(times[False]), statistics.median(times[True])
+            print(f"{name} in one process: torch's __setitem__ {off * 1e9:.0f} ns, "
+                  f"MXNet's rule {on * 1e9:.0f} ns, ratio {on / off:.3f}")
+    finally:
+        _tensor_overrides.install(before is not None)
 
 
 if __name__ == "__main__":

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from . import autograd
+from . import _tensor_overrides, autograd
 from . import util as _util
 from ._dtype import to_torch_dtype
 from .context import Context, as_context, context_of
@@ -533,6 +533,10 @@ COLLISIONS: dict[str, tuple[str, str]] = {
     "__eq__": ("==, <, ... give 1/0 in the array's dtype", "torch's (bool); MXNet's: mx.nd.equal etc."),
     "__truediv__": ("int32 / int32 stays int32 (truncates)", "torch's (true division, float); MXNet's: "
                     "mx.nd.divide"),
+    "__setitem__": ("x[k] = v takes numpy arrays, numpy scalars and lists too", "torch's, extended: those "
+                    "values are converted to the array's dtype (mxtorch._tensor_overrides)"),
+    "__setstate__": ("loads MXNet's pickled state {'handle': raw bytes}", "torch's, extended: MXNet's state "
+                     "loads into the tensor (mxtorch._tensor_overrides)"),
 }
 """MXNet NDArray names torch.Tensor already has: name -> (MXNet's meaning, mxtorch's resolution)."""
 
@@ -550,13 +554,14 @@ _enabled = False
 
 
 def enable() -> list[str]:
-    """Add the MXNet methods torch.Tensor lacks, and MXNet's rule for ``backward()`` on a
-    non-scalar head (:func:`mxtorch.autograd.install_backward`); idempotent.  Returns the names
-    added."""
+    """Add the MXNet methods torch.Tensor lacks, MXNet's rule for ``backward()`` on a non-scalar
+    head (:func:`mxtorch.autograd.install_backward`) and for assigning numpy arrays, numpy
+    scalars and lists (:mod:`mxtorch._tensor_overrides`); idempotent.  Returns the names added."""
     global _enabled
     with _lock:
         if not _enabled:
             autograd.install_backward(True)
+            _tensor_overrides.install(True)
             for name, obj in _table().items():
                 if hasattr(torch.Tensor, name):
                     continue
@@ -572,6 +577,7 @@ def disable() -> None:
     with _lock:
         if _enabled:
             autograd.install_backward(False)
+            _tensor_overrides.install(False)
         for name, obj in _added.items():
             if torch.Tensor.__dict__.get(name) is obj:
                 delattr(torch.Tensor, name)

@@ -33,7 +33,8 @@ import torch
 from ..base import MXNetError
 from ._sparse_storage import csr_matrix, row_sparse_array, row_sparse_parts, stype
 
-__all__ = ["read_mxnet", "write_mxnet", "is_mxnet_file", "LIST_MAGIC", "V1_MAGIC", "V2_MAGIC", "V3_MAGIC"]
+__all__ = ["read_mxnet", "read_raw_array",
+           "write_mxnet", "is_mxnet_file", "LIST_MAGIC", "V1_MAGIC", "V2_MAGIC", "V3_MAGIC"]
 
 LIST_MAGIC = 0x112
 V1_MAGIC = 0xF993FAC8
@@ -274,6 +275,16 @@ def read_mxnet(data: bytes, source: str) -> Arrays:
     if r.pos != len(r.data):
         raise r.fail(f"{len(r.data) - r.pos} unexpected bytes after the keys")
     return dict(zip(keys, arrays)) if nkeys else arrays
+
+
+def read_raw_array(data: bytes, source: str) -> torch.Tensor:
+    """One array in MXNet's raw single-array bytes (what ``NDArray.__getstate__`` pickles: an
+    array record without the file's list header); every byte must belong to it."""
+    r = _Reader(data, source)
+    out = _read_array(r, 0)
+    if r.pos != len(r.data):
+        raise r.fail(f"{len(r.data) - r.pos} unexpected bytes after the array")
+    return out
 
 
 # ---- writing ---------------------------------------------------------------------------
