@@ -19,7 +19,7 @@ from __future__ import annotations
 import torch
 
 from ..operator import Custom as Custom  # MXNet's Python custom operators (mx.operator.register)
-from . import _creation, _io, _legacy, _nn, _ops, _random_pdf, contrib, ndarray, random, sparse
+from . import _creation, _io, _legacy, _nn, _ops, _random_pdf, _update_ops, contrib, ndarray, random, sparse
 from . import _internal as _internal  # mx.nd._internal: MXNet's underscore operators
 from ._cached_op import CachedOp
 from ._common import mx_operator as _mx_operator
@@ -30,6 +30,7 @@ from ._legacy import SAMPLER_ALIASES as _SAMPLER_ALIASES
 from ._nn import *  # noqa: F403
 from ._ops import *  # noqa: F403
 from ._random_pdf import *  # noqa: F403
+from ._update_ops import *  # noqa: F403
 from .ndarray import (
     from_dlpack,
     histogram,
@@ -49,7 +50,7 @@ __all__ = [
     *sorted(_SAMPLER_ALIASES),
 ] + [
     n for n in (*_creation.__all__, *_io.__all__, *_nn.__all__, *_ops.__all__, *_legacy.__all__,
-                *_random_pdf.__all__) if n != "infer_reshape"
+                *_random_pdf.__all__, *_update_ops.__all__) if n != "infer_reshape"
 ]
 globals().update(_SAMPLER_ALIASES)
 
