@@ -41,3 +41,10 @@ def test_concurrent_axis_and_symbols() -> None:
 def test_contrib_is_reachable_as_an_attribute() -> None:
     assert mx.gluon.contrib.nn.SyncBatchNorm is nn.SyncBatchNorm
     assert mx.gluon.contrib.nn.HybridConcurrent is HybridConcurrent
+
+
+def test_interval_sampler() -> None:
+    from mxtorch.gluon.contrib.data import IntervalSampler
+
+    assert list(IntervalSampler(6, 3)) == [0, 3, 1, 4, 2, 5] and len(IntervalSampler(6, 3)) == 6
+    assert list(IntervalSampler(7, 3, rollover=False)) == [0, 3, 6] and len(IntervalSampler(7, 3, False)) == 3
