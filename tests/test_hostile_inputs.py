@@ -8,8 +8,10 @@ process under an address-space limit, so that a regression fails the test instea
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import random
 import struct
 import subprocess
 import sys
@@ -175,6 +177,39 @@ def test_a_malformed_manifest_entry_is_a_checkpoint_error(tmp_path: Path) -> Non
     _edit_manifest(tmp_path, 2, lambda m: m["files"].update({"state.json": "big"}))
     with pytest.raises(CheckpointError, match="malformed entry for 'state.json'"):
         mgr.verify(2)
+
+
+def _replace_file(root: Path, step: int, name: str, data: bytes) -> None:
+    """Write ``data`` as checkpoint ``step``'s file ``name`` with a matching manifest entry (a
+    writer that means harm passes the checksums)."""
+    (root / f"step-{step}" / name).write_bytes(data)
+    record = {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+    _edit_manifest(root, step, lambda m: m["files"].update({name: record}))
+
+
+@pytest.mark.parametrize("name,doc,match", [
+    ("state.json", [1, 2], "state.json is not a state file"),
+    ("state.json", {"extra": [1]}, "state.json is not a state file"),
+    ("rng.rank0.json", [], "rng.rank0.json is not an RNG state file"),
+])
+def test_checksummed_json_files_of_the_wrong_shape_are_checkpoint_errors(tmp_path: Path, name: str, doc: Any,
+                                                                          match: str) -> None:
+    mgr = _two_checkpoints(tmp_path)
+    _replace_file(tmp_path, 2, name, json.dumps(doc).encode())
+    with pytest.raises(CheckpointError, match=match):
+        mgr.restore(step=2)
+
+
+def test_a_malformed_rng_state_changes_no_generator(tmp_path: Path) -> None:
+    mgr = _two_checkpoints(tmp_path)
+    state = json.loads((tmp_path / "step-2" / "rng.rank0.json").read_text())
+    state["numpy"]["key"] = [1, 2, 3]  # numpy's generator needs 624 words
+    _replace_file(tmp_path, 2, "rng.rank0.json", json.dumps(state).encode())
+    random.seed(5)
+    before = random.getstate(), torch.get_rng_state()
+    with pytest.raises(MXNetError, match="rng.rank0.json: malformed RNG state"):
+        mgr.restore(step=2)
+    assert random.getstate() == before[0] and torch.equal(torch.get_rng_state(), before[1])
 
 
 # ---- out of memory before: in a child process under an address-space limit ---------------------

@@ -68,13 +68,19 @@ def restore_rng(state: Mapping[str, Any], source: str) -> None:
     try:
         py = state["python"]
         py_state = (int(py["version"]), tuple(int(x) for x in py["state"]), py["gauss"])
+        if py["gauss"] is not None and not isinstance(py["gauss"], float):
+            raise TypeError(f"python gauss must be a float or null, got {py['gauss']!r:.40}")
         npd = state["numpy"]
         np_state = (str(npd["name"]), np.asarray(npd["key"], dtype=np.uint32), int(npd["pos"]),
                     int(npd["has_gauss"]), float(npd["cached_gaussian"]))
         cpu = _unb64(state["torch"], "torch")
         cuda = [_unb64(s, f"cuda[{i}]") for i, s in enumerate(state.get("cuda", []))]
-    except (KeyError, TypeError, ValueError) as err:
-        raise MXNetError(f"{source}: malformed RNG state ({type(err).__name__}: {err})") from err
+        # tried on scratch generators first: a state they refuse changes no global generator
+        random.Random().setstate(py_state)
+        np.random.RandomState().set_state(np_state)
+        torch.Generator().set_state(cpu)
+    except (KeyError, TypeError, ValueError, IndexError, OverflowError, RuntimeError) as err:
+        raise MXNetError(f"{source}: malformed RNG state ({type(err).__name__}: {str(err)[:200]})") from err
     random.setstate(py_state)
     np.random.set_state(np_state)
     torch.set_rng_state(cpu)
