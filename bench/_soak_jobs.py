@@ -207,7 +207,7 @@ class DistSyncJob:
     workers = 2
 
     def __init__(self, cluster: Cluster, folder: str, *, epochs: int, seed: int, timeout: float,
-                 dead_s: float | None, secret: str) -> None:
+                 dead_s: float | None) -> None:
         self.cluster, self.folder = cluster, folder
         self.steps_dir = os.path.join(folder, "steps")
         self.out = os.path.join(folder, "out")
@@ -218,9 +218,10 @@ class DistSyncJob:
         self.scheduler_host = last
         self.env = {"MXTORCH_PS_SNAPSHOT_DIR": os.path.join(folder, "snapshots"),
                     "MXTORCH_PS_SNAPSHOT_EVERY": "1", "MXTORCH_PS_PORT": str(PS_SERVER_PORT),
-                    "MXTORCH_PS_SECRET": secret, "MXTORCH_DIST_TIMEOUT": str(int(timeout))}
+                    "MXTORCH_DIST_TIMEOUT": str(int(timeout))}
         if dead_s is not None:
             self.env["MXTORCH_PS_DEAD_S"] = f"{dead_s:g}"
+        # the nodes make the job's MXTORCH_PS_SECRET (in worker_env): hostile packets do not know it
         self.nodes = ParameterServerNodes(cluster, self.workers, len(self.server_hosts),
                                           scheduler_host=self.scheduler_host, server_hosts=self.server_hosts,
                                           env=self.env)

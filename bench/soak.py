@@ -34,7 +34,6 @@ import contextlib
 import json
 import os
 import random
-import secrets
 import subprocess
 import sys
 import time
@@ -49,28 +48,34 @@ PARAM_TOLERANCE = 1e-5
 """dist_sync: largest |difference| from the undisturbed run's parameters that counts as no update lost."""
 PARTITION_S = 2.0
 PS_DEAD_S = 20.0
-"""A restarted server must register within MXTORCH_PS_DEAD_S of its predecessor's last heartbeat;
-importing torch alone took 5-6 s on this 2-core machine at load 10 (the default is 5 s)."""
+"""A killed server's connections close at once, so the scheduler declares it dead after
+MXTORCH_PS_DEAD_S (default 5 s) unless its replacement registered first; importing torch alone
+took 5-6 s on this 2-core machine at load 10."""
 FAULT_KINDS = ("worker-kill", "server-kill", "partition", "hostile", "cpu-hog")
 HOG_PROCESSES = 2
 
 
 @dataclass
 class Fault:
+    """One fault of a round: what, where, when, and what became of the job after it."""
+
     round: int
     job: str
     kind: str
     target: str
     at: float = 0.0  # seconds since the soak started
+    ended: float = 0.0  # the same, when the injection ended (the link back up, the burst sent)
     step: int = 0  # steps done when it was injected
     detail: str = ""
-    recovered_s: float | None = None  # until the job made progress again
+    recovered_s: float | None = None  # from ``ended`` until the job completed 2 more steps
     injected: bool = False
     survived: bool | None = None
 
 
 @dataclass
 class Round:
+    """One run of a job under faults, and how it ended against the undisturbed run."""
+
     index: int
     job: str
     faults: list[Fault] = field(default_factory=list)
@@ -100,17 +105,12 @@ def draw_round(rng: random.Random, job: str, hosts: list[str], servers: int, tra
     offsets = sorted(rng.uniform(0.05, 0.7) * train_s for _ in kinds)
     out = []
     for off, kind in zip(offsets, kinds):
-        if kind == "server-kill":
-            target = f"server{rng.randrange(servers)}"
-        elif kind == "worker-kill":
-            target = rng.choice(hosts)
-        else:
-            target = rng.choice(hosts)
+        target = f"server{rng.randrange(servers)}" if kind == "server-kill" else rng.choice(hosts)
         out.append((off, Fault(index, job, kind, target)))
     return out
 
 
-def _make_job(kind: str, cluster: Any, folder: str, args: argparse.Namespace, secret: str) -> Any:
+def _make_job(kind: str, cluster: Any, folder: str, args: argparse.Namespace) -> Any:
     from _soak_jobs import DistSyncJob, ElasticHorovodJob
 
     os.makedirs(folder)
@@ -118,7 +118,7 @@ def _make_job(kind: str, cluster: Any, folder: str, args: argparse.Namespace, se
         return ElasticHorovodJob(cluster, folder, epochs=args.epochs, seed=args.seed,
                                  timeout=args.round_timeout)
     return DistSyncJob(cluster, folder, epochs=args.epochs, seed=args.seed, timeout=args.round_timeout,
-                       dead_s=args.ps_dead_s or None, secret=secret)
+                       dead_s=args.ps_dead_s or None)
 
 
 def _param_diff(a: dict[str, Any] | None, b: dict[str, Any] | None) -> float | None:
@@ -221,20 +221,20 @@ def _wait_progress(watch: _Watch, fault: Fault, t0: float) -> None:
     """Wait until the job completed 2 steps after ``fault`` (or ended); record how long that took."""
     while watch.live():
         if watch.steps >= fault.step + 2:
-            fault.recovered_s = time.monotonic() - (t0 + fault.at)
-            _say(t0, f"  ... {fault.kind} {fault.target}: training again after {fault.recovered_s:.1f} s "
+            fault.recovered_s = time.monotonic() - (t0 + fault.ended)
+            _say(t0, f"  ... {fault.kind} {fault.target}: training again {fault.recovered_s:.1f} s after it "
                      f"(step count {watch.steps})")
             return
         time.sleep(0.1)
 
 
-def run_round(cluster: Any, kind: str, folder: str, args: argparse.Namespace, secret: str,
+def run_round(cluster: Any, kind: str, folder: str, args: argparse.Namespace,
               schedule: list[tuple[float, Fault]], injector: FaultInjector | None,
               t0: float) -> tuple[Any, float, float]:
     """One run of job ``kind`` with the faults of ``schedule`` (each injected once the job trains
     again after the one before); returns its JobResult, seconds until its first step and seconds
     from there to its end.  A job without a step for ``--stall-timeout`` seconds is stopped."""
-    job = _make_job(kind, cluster, folder, args, secret)
+    job = _make_job(kind, cluster, folder, args)
     started = time.monotonic()
     watch = _Watch(job, args.stall_timeout, started + args.round_timeout)
     try:
@@ -252,7 +252,7 @@ def run_round(cluster: Any, kind: str, folder: str, args: argparse.Namespace, se
             assert injector is not None
             fault.at = time.monotonic() - t0
             injector.inject(job, fault)
-            fault.step = job.steps()
+            fault.ended, fault.step = time.monotonic() - t0, job.steps()
             _say(t0, f"round {fault.round} {kind}: {fault.kind} {fault.target} at step count {fault.step}: "
                      f"{fault.detail}")
             last = fault if fault.injected else last
@@ -268,7 +268,7 @@ def run_round(cluster: Any, kind: str, folder: str, args: argparse.Namespace, se
                             f"{watch.steps})" if time.monotonic() <= watch.deadline else
                             f"still running after --round-timeout {args.round_timeout:g} s (stopped)")
         if last is not None and last.recovered_s is None and result.ok:
-            last.recovered_s = time.monotonic() - (t0 + last.at)  # it finished: it trained again
+            last.recovered_s = time.monotonic() - (t0 + last.ended)  # it finished: it trained again
         return result, train0 - started, time.monotonic() - train0
     finally:
         if injector is not None:
@@ -301,14 +301,14 @@ def report(rounds: list[Round], refs: dict[str, Any], args: argparse.Namespace, 
     lines = [f"chaos soak: {args.minutes:g} min of faults (seed {args.seed}) on {cluster_desc}; jobs "
              f"{', '.join(args.jobs)}; mlp on the embedded Fashion-MNIST subset, {args.epochs} epochs, "
              f"batch 64; total {seconds / 60:.1f} min", ""]
-    lines.append(f"{'fault':<24}{'injected':>9}{'survived':>9}{'progress again after (median, max)':>38}")
+    lines.append(f"{'fault':<24}{'injected':>9}{'survived':>9}{'training again after it (median, max)':>40}")
     kinds = sorted({(f.job, f.kind) for f in faults}, key=lambda jk: (jk[0], jk[1]))
     for job, kind in kinds:
         fs = [f for f in faults if (f.job, f.kind) == (job, kind)]
         rec = sorted(f.recovered_s for f in fs if f.recovered_s is not None)
         timing = f"{rec[len(rec) // 2]:.1f} s, {rec[-1]:.1f} s" if rec else "-"
         name = f"{kind} ({job})"
-        lines.append(f"{name:<24}{len(fs):>9}{sum(bool(f.survived) for f in fs):>9}{timing:>38}")
+        lines.append(f"{name:<24}{len(fs):>9}{sum(bool(f.survived) for f in fs):>9}{timing:>40}")
     survived = sum(bool(f.survived) for f in faults)
     lines.append(f"{'all':<24}{len(faults):>9}{survived:>9}")
     lines += ["", f"{'round':<7}{'job':<11}{'faults':>7}  {'outcome':<10}{'steps (undisturbed)':>21}"
@@ -343,7 +343,7 @@ def report(rounds: list[Round], refs: dict[str, Any], args: argparse.Namespace, 
     return "\n".join(lines)
 
 
-def _chaos_round(cluster: Any, kind: str, index: int, root: str, args: argparse.Namespace, secret: str,
+def _chaos_round(cluster: Any, kind: str, index: int, root: str, args: argparse.Namespace,
                  ref: Any, train_s: float, injector: FaultInjector, t0: float) -> Round:
     hosts = [h.name for h in cluster.hosts]
     schedule = draw_round(injector.rng, kind, hosts, 2, train_s, index, args.faults)
@@ -351,7 +351,7 @@ def _chaos_round(cluster: Any, kind: str, index: int, root: str, args: argparse.
     _say(t0, f"round {index}: {kind}, faults {plan}")
     started = time.monotonic()
     folder = os.path.join(root, f"round-{index:02d}-{kind}")
-    res, _, _ = run_round(cluster, kind, folder, args, secret, schedule, injector, t0)
+    res, _, _ = run_round(cluster, kind, folder, args, schedule, injector, t0)
     r = Round(index, kind, [f for _, f in schedule], ok=res.ok, error=res.error, accuracy=res.accuracy,
               accuracy_ref=ref.accuracy, steps=res.steps, false_deaths=res.false_deaths,
               param_diff=_param_diff(res.params, ref.params), seconds=time.monotonic() - started)
@@ -373,7 +373,6 @@ def soak(args: argparse.Namespace) -> None:
     from mxtorch.cluster import Cluster
 
     t0 = time.monotonic()
-    secret = secrets.token_hex(16)  # the dist_sync job's MXTORCH_PS_SECRET: hostile packets do not know it
     root = args.out or tempfile.mkdtemp(prefix="mxtorch-soak-")
     os.makedirs(root, exist_ok=True)
     with Cluster.up(args.hosts, "1gbit", owned=True) as cluster:
@@ -384,7 +383,7 @@ def soak(args: argparse.Namespace) -> None:
         for kind in args.jobs:
             _say(t0, f"undisturbed {kind} run ...")
             res, start_s, seconds = run_round(cluster, kind, os.path.join(root, f"reference-{kind}"), args,
-                                              secret, [], None, t0)
+                                              [], None, t0)
             if not res.ok:
                 print(f"bench/soak.py: the undisturbed {kind} run failed ({res.error}); nothing to compare "
                       f"against:\n{res.log_tail}", flush=True)
@@ -398,7 +397,7 @@ def soak(args: argparse.Namespace) -> None:
         # rounds start until --minutes are over; every job gets one, however short that is
         while time.monotonic() < stop_at or len(rounds) < len(args.jobs):
             kind = args.jobs[len(rounds) % len(args.jobs)]
-            rounds.append(_chaos_round(cluster, kind, len(rounds) + 1, root, args, secret, refs[kind],
+            rounds.append(_chaos_round(cluster, kind, len(rounds) + 1, root, args, refs[kind],
                                        train_s[kind], injector, t0))
         where = f"{args.hosts} hosts (1 Gbit/s links)"
         print("\n" + report(rounds, refs, args, time.monotonic() - t0, where), flush=True)
