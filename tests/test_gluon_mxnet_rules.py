@@ -179,3 +179,23 @@ def test_symbol_block_refuses_sparse_parameters() -> None:
         SymbolBlock(out, data)
     dense = SymbolBlock(mx.sym.dot(data, mx.sym.var("weight")), data)
     assert "weight" in dense.collect_params()
+
+
+def test_op_hook_reports_operators_with_mxnet_node_names() -> None:
+    seen: list[tuple[str, str, tuple[int, ...]]] = []
+    net = nn.HybridSequential(prefix="net_")
+    with net.name_scope():
+        net.add(nn.Dense(3, in_units=2), nn.Activation("relu"))
+    net.initialize()
+    net.hybridize()
+    net.register_op_hook(lambda node, op, arr: seen.append((node, op, tuple(arr.shape))))
+    net(torch.ones(4, 2))
+    assert seen == [("net_dense0_fwd_output", "FullyConnected", (4, 3)),
+                    ("net_relu0_fwd_output", "Activation", (4, 3))]
+    seen.clear()
+    net.register_op_hook(lambda node, op, arr: seen.append((node, op, tuple(arr.shape))), monitor_all=True)
+    net(torch.ones(4, 2))
+    names = [s[0] for s in seen]
+    assert names == ["net_dense0_fwd_data", "net_dense0_fwd_weight", "net_dense0_fwd_bias",
+                         "net_dense0_fwd_output", "net_relu0_fwd_input0", "net_relu0_fwd_output"]
+    assert seen[1][2] == (3, 2) and names.count("net_dense0_fwd_output") == 1  # the hook was replaced

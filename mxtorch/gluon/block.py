@@ -22,6 +22,7 @@ from ..base import MXNetError
 from ..context import Context
 from ._block_fields import MXNetBlockFields
 from ._hybrid_inputs import check_against, check_kinds, check_one_context, input_format
+from ._op_hooks import install_op_hooks
 from ._summary import summarize
 from .parameter_core import Parameter, _fwd, wrap_torch_parameter
 from .parameter_dict import ParameterDict
@@ -636,6 +637,15 @@ class HybridBlock(Block):
                 )
             params[name] = p.data()
         return hf(nd, *args, **params)
+
+    def register_op_hook(self, callback: Callable[[str, str, torch.Tensor], Any],
+                         monitor_all: bool = False) -> None:
+        """Call ``callback(node_name, op_name, array)`` with the output of every operator this
+        network runs (and its inputs with ``monitor_all``), named as MXNet's graph names them
+        (``'dense0_fwd_output'``); a new call replaces the previous hook."""
+        for h in self.__dict__.get("_op_hook_handles", ()):
+            h.remove()
+        object.__setattr__(self, "_op_hook_handles", install_op_hooks(self, callback, monitor_all))
 
     def infer_shape(self, *args: Any) -> None:
         """Override to set unknown parameter shapes from the inputs (MXNet 2.0's hook).
