@@ -618,7 +618,12 @@ def simple_bind(
             f"simple_bind: cannot infer the shapes of {missing}; give their shapes as keywords "
             f"(e.g. {missing[0]}=(...))"
         )
-    arg_types, _, aux_types = symbol.infer_type(**(type_dict or {}))
+    if type_dict is None:  # MXNet's simple_bind: float32 for every argument without a __dtype__
+        attrs = symbol.attr_dict()
+        type_dict = {n: np.float32 for n in arg_names if "__dtype__" not in attrs.get(n, {})}
+    arg_types, _, aux_types = symbol.infer_type_partial(**type_dict)
+    arg_types = [t if t is not None else np.float32 for t in arg_types]
+    aux_types = [t if t is not None else np.float32 for t in aux_types]
     types = dict(zip(arg_names, arg_types, strict=True))
     device = _device(ctx)
     shared = shared_exec.arg_dict if shared_exec is not None else {}

@@ -183,3 +183,19 @@ def test_debug_str_reports_the_intermediate_memory() -> None:
     assert total(x, "write") == 4
     assert total(x, "null") == 3
     assert total(S.stop_gradient(x), "write") == 3  # nothing to differentiate: as without gradients
+
+
+def test_infer_type_is_none_when_incomplete_as_mxnet() -> None:
+    import warnings
+
+    import pytest
+
+    fc = S.FullyConnected(S.var("x"), num_hidden=3, name="fc")
+    with pytest.warns(UserWarning, match=r"do not determine the types of \['x', 'fc_weight', 'fc_bias'\]"):
+        assert fc.infer_type() == (None, None, None)
+    assert fc.infer_type_partial() == ([None, None, None], [None], [])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert fc.infer_type(x="float16")[1] == [np.float16]
+    exe = fc.simple_bind(mx.cpu(), x=(2, 4))  # simple_bind's default: float32 arguments
+    assert str(exe.arg_dict["fc_weight"].dtype) == "torch.float32"

@@ -445,9 +445,9 @@ def infer_type(
     sym: Symbol, args: Sequence[Any], kwargs: Mapping[str, Any], partial: bool = False
 ) -> tuple[Any, Any, Any]:
     """Types flow forward from the given types, ``__dtype__`` attributes and operators' ``dtype``
-    parameters.  ``partial``: a type nothing determines is None (MXNet's infer_type_partial);
-    otherwise it is float32, MXNet's default real type."""
-    default = None if partial else torch.float32
+    parameters.  A type nothing determines is None with ``partial`` (MXNet's infer_type_partial);
+    otherwise, as in MXNet, all three results are None (with a warning naming the unknown ones)."""
+    default = None
     given = {k: to_torch_dtype(v) for k, v in _given(sym, args, kwargs, "infer_type").items()}
     types: dict[str, Any] = dict(given)
     out_types: dict[int, list[Any]] = {}
@@ -489,5 +489,11 @@ def infer_type(
     arg = [np_type(types[n]) for n in sym.list_arguments()]
     aux = [np_type(types[n]) for n in sym.list_auxiliary_states()]
     out_list = [np_type(out_types[id(node)][i]) for node, i in sym._outputs]
+    if not partial and any(t is None for t in (*arg, *out_list, *aux)):
+        names = sym.list_arguments() + sym.list_auxiliary_states()
+        unknown = [n for n, t in zip(names, arg + aux, strict=True) if t is None]
+        warnings.warn(f"infer_type: the given types do not determine the types of {unknown[:10]}; give "
+                      "more (or use infer_type_partial)", stacklevel=3)
+        return None, None, None
     return arg, out_list, aux
 
