@@ -60,5 +60,5 @@ def test_parameter_server_kvstore_needs_servers():
 
 
 def test_servers_must_not_be_negative():
-    with pytest.raises(SystemExit, match="--servers >= 0"):
+    with pytest.raises(SystemExit, match="--servers must be >= 0"):
         main(["train", "--servers", "-1", *FAST])

@@ -63,12 +63,18 @@ def run(args: argparse.Namespace) -> int:
     from mxtorch import parallel
 
     cores = job_cores(args)
-    net = mx.gluon.model_zoo.vision.get_model(args.model, classes=args.classes)
+    # user errors are one line (mxtorch.cli.main), not a traceback
+    try:
+        shape = (tuple(int(v) for v in args.input_shape.split(",")) if args.input_shape
+                 else _SHAPES.get(args.model, (3, 224, 224)))
+    except ValueError:
+        raise SystemExit(f"--input-shape {args.input_shape!r}: write one sample's shape as integers, "
+                         "e.g. 3,224,224") from None
+    try:
+        net = mx.gluon.model_zoo.vision.get_model(args.model, classes=args.classes)
+    except ValueError as e:
+        raise SystemExit(f"--model: {e}") from None
     net.initialize(mx.init.Xavier())
-    if args.input_shape:
-        shape = tuple(int(v) for v in args.input_shape.split(","))
-    else:
-        shape = _SHAPES.get(args.model, (3, 224, 224))
     sample = torch.randn(args.samples, *shape)
     with mx.autograd.predict_mode():
         net(sample)  # completes deferred shapes

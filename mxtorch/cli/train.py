@@ -39,13 +39,12 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from ..checkpoint_io import atomic_write_text
+from .train_checks import check_train_config
 from .train_data import evaluate, load_datasets, parse_contexts
 from .train_extras import (
     PRUNE_METHODS,
     _epoch_stats,
     _test_kill_hook,
-    check_checkpointing,
-    check_pruning_and_transfer,
     default_every,
     elastic_config,
     freeze_parameters,
@@ -326,8 +325,7 @@ def train(cfg: TrainConfig, log: Any = None) -> dict[str, Any]:
     elastic = is_elastic_worker()
     if elastic:  # every (re)start resumes from the newest checkpoint
         cfg = elastic_config(cfg)
-    check_pruning_and_transfer(cfg)
-    check_checkpointing(cfg)
+    check_train_config(cfg)
     kv = _join_job(cfg, elastic)
     rank, n_workers = (kv.rank, kv.num_workers) if kv is not None else (0, 1)
     if elastic and kv is not None and kv.is_capable(mx.kv.KVStoreBase.OPTIMIZER):
@@ -624,10 +622,7 @@ def run(args: argparse.Namespace) -> int:
     cfg = _config_from_args(args)
     if is_elastic_worker():  # a worker of `mxtorch launch --elastic`: always resumes
         cfg = elastic_config(cfg)
-    if cfg.epochs < 1 or cfg.batch_size < 1 or cfg.workers < 1 or cfg.servers < 0:
-        raise SystemExit("--epochs, --batch-size and --workers must be >= 1, --servers >= 0")
-    check_pruning_and_transfer(cfg)
-    check_checkpointing(cfg)
+    check_train_config(cfg)  # every user error, before any data is loaded or a process started
     if compression_params(cfg) is not None and cfg.workers < 2 and launched_world_size() is None:
         raise SystemExit(f"--compression {cfg.compression} compresses what workers send each other: add "
                          "--workers 2 (or more) and --kvstore horovod (or allreduce, or dist_sync with "
@@ -644,8 +639,6 @@ def run(args: argparse.Namespace) -> int:
         train_pipelined(cfg)
         return 0
     if cfg.pp > 1 or cfg.dp > 1:
-        if cfg.pp < 1 or cfg.dp < 0 or cfg.micro_batches < 1:
-            raise SystemExit("--pp and --micro-batches must be >= 1, --dp >= 0")
         world = launched_world_size() or cfg.workers
         dp = cfg.dp or max(world // cfg.pp, 1)
         if launched_world_size() is None and cfg.workers == 1:

@@ -18,13 +18,34 @@ def parse_contexts(spec: str) -> list[Any]:
     if not parts:
         raise SystemExit(f"--ctx {spec!r}: give at least one context, e.g. 'cpu' or 'cpu:0,cpu:1'")
     try:
-        return [as_context(s) for s in parts]
+        contexts = [as_context(s) for s in parts]
     except (ValueError, TypeError) as e:
         raise SystemExit(f"--ctx {spec!r}: {e}") from None
+    gpus = [c for c in contexts if c.device_type == "gpu"]
+    if gpus:
+        import torch
+
+        have = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        missing = [c for c in gpus if c.device_id >= have]
+        if missing:
+            where = (f"this machine has {have} GPU(s) (gpu:0 to gpu:{have - 1})" if have else
+                     f"this torch {torch.__version__} has no usable CUDA device")
+            raise SystemExit(f"--ctx {spec!r}: {missing[0]} is not available: {where}; use --ctx cpu")
+    return contexts
 
 
 def load_datasets(cfg: TrainConfig) -> tuple[Any, Any, str]:
-    """Train and test sets plus a sentence saying which data was used."""
+    """Train and test sets plus a sentence saying which data was used; data that is not there is a
+    user error (one line: the data set's own message, which says where it looked)."""
+    from ..base import MXNetError
+
+    try:
+        return _load_datasets(cfg)
+    except MXNetError as e:
+        raise SystemExit(f"--dataset {cfg.dataset}: " + " ".join(str(e).split())) from None
+
+
+def _load_datasets(cfg: TrainConfig) -> tuple[Any, Any, str]:
     from ..base import MXNetError
     from ..gluon.data import vision
 

@@ -22,7 +22,7 @@ import torch
 
 from .base import Capability, Key, KVStoreBase, KVStoreError, Value, register_factory
 
-__all__ = ["LocalKVStore"]
+__all__ = ["LocalKVStore", "IN_PROCESS_NAMES"]
 
 
 def _key_list(key: Key | Sequence[Key], value: Any) -> tuple[list[Key], list[Any], bool]:
@@ -328,5 +328,7 @@ class LocalKVStore(KVStoreBase):
         self._optimizer = updater.optimizer
 
 
-for _name in ("local", "device", "local_update_cpu", "local_allreduce_cpu", "local_allreduce_device"):
+IN_PROCESS_NAMES = ("local", "device", "local_update_cpu", "local_allreduce_cpu", "local_allreduce_device")
+"""The store names of this module: they reduce over the contexts of one process, not over workers."""
+for _name in IN_PROCESS_NAMES:
     register_factory(_name, LocalKVStore)
