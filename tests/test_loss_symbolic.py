@@ -32,6 +32,10 @@ CASES = [
     ("poisson_rate", gloss.PoissonNLLLoss(from_logits=False),
      [PRED.abs() + 0.1, torch.randint(0, 5, (4, 3)).float()]),
     ("cosine", gloss.CosineEmbeddingLoss(margin=0.1), [PRED, LABEL, torch.tensor([1.0, -1, 1, -1])]),
+    ("ctc", gloss.CTCLoss(), [torch.randn(2, 6, 4), torch.tensor([[0.0, 1, 1], [2, -1, -1]])]),
+    ("ctc_lengths", gloss.CTCLoss(layout="TNC", label_layout="TN"),
+     [torch.randn(6, 2, 4), torch.tensor([[0.0, 2], [1, 2], [2, 0]]), torch.tensor([6.0, 4]),
+      torch.tensor([3.0, 1])]),
 ]
 
 
@@ -59,6 +63,17 @@ def test_hinge_graph_by_hand() -> None:
     pred = torch.tensor([[2.0, -0.5], [1.0, 3.0]])
     label = torch.tensor([[1.0, 1.0], [-1.0, 1.0]])
     np.testing.assert_allclose(_run_graph(gloss.HingeLoss(), [pred, label]).numpy(), [0.75, 1.0])
+
+
+def test_ctc_operator_by_hand() -> None:
+    # two steps, uniform scores over {blank, a}: p('a') = paths 'a-', '-a', 'aa' = 3/4
+    data = torch.zeros(2, 1, 2)
+    for blank, label in (("first", [[1.0]]), ("last", [[0.0]])):
+        loss = mx.nd.CTCLoss(data, torch.tensor(label), blank_label=blank)
+        np.testing.assert_allclose(loss.numpy(), [-np.log(0.75)], rtol=1e-6)
+    # a label ends at its first padding value (0 with the blank first): the same as [[1]]
+    padded = mx.nd.ctc_loss(data, torch.tensor([[1.0, 0.0]]))
+    np.testing.assert_allclose(padded.numpy(), [-np.log(0.75)], rtol=1e-6)
 
 
 def test_graph_trains_in_a_module() -> None:

@@ -138,6 +138,19 @@ def _cosine_embedding(F: Any, b: Any, input1: Any, input2: Any, label: Any, samp
     return _weighted(F, loss, b._weight, sample_weight)
 
 
+def _ctc(F: Any, b: Any, pred: Any, label: Any, pred_lengths: Any = None, label_lengths: Any = None,
+         sample_weight: Any = None) -> Any:
+    if b._layout == "NTC":
+        pred = F.swapaxes(pred, dim1=0, dim2=1)
+    if b._label_layout == "TN":
+        label = F.swapaxes(label, dim1=0, dim2=1)
+    given = (("data_lengths", pred_lengths), ("label_lengths", label_lengths))
+    lengths = {k: v for k, v in given if v is not None}
+    loss = F.CTCLoss(pred, label, use_data_lengths=pred_lengths is not None,
+                     use_label_lengths=label_lengths is not None, blank_label="last", **lengths)
+    return _weighted(F, loss, b._weight, sample_weight)
+
+
 # keyed by the loss class's name in mxtorch.gluon.loss (a class defining its own forward gets
 # the graph of the nearest class listed here only when it is that class)
 GRAPHS: dict[str, Callable[..., Any]] = {
@@ -152,4 +165,5 @@ GRAPHS: dict[str, Callable[..., Any]] = {
     "TripletLoss": _triplet,
     "PoissonNLLLoss": _poisson_nll,
     "CosineEmbeddingLoss": _cosine_embedding,
+    "CTCLoss": _ctc,
 }

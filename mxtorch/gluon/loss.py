@@ -19,6 +19,7 @@ import torch
 import torch.nn.functional as F
 
 from ..base import MXNetError
+from ..nd import _ctc as nd_ctc
 from ..util import is_np_array
 from ._loss_graphs import GRAPHS
 from .block import HybridBlock
@@ -487,26 +488,9 @@ class CTCLoss(Loss):
             pred = pred.transpose(0, 1)  # -> (T, N, C)
         if self._label_layout == "TN":
             label = label.transpose(0, 1)  # -> (N, S)
-        t, n, c = pred.shape
-        if label.shape[0] != n:
-            raise MXNetError(f"CTCLoss: pred has batch size {n} but label has {label.shape[0]}")
-        dev = pred.device
-        label = label.to(device=dev, dtype=torch.long)
-        if label_lengths is None:
-            pad = label == -1
-            s = label.shape[1]
-            idx = torch.arange(s, device=label.device).expand_as(label)
-            label_lengths = torch.where(pad, idx, torch.full_like(idx, s)).amin(dim=1) if s else \
-                torch.zeros(n, dtype=torch.long, device=label.device)
-        else:
-            label_lengths = torch.as_tensor(label_lengths, device=dev).reshape(-1).long()
-        if pred_lengths is None:
-            pred_lengths = torch.full((n,), t, dtype=torch.long, device=dev)
-        else:
-            pred_lengths = torch.as_tensor(pred_lengths, device=dev).reshape(-1).long()
-        targets = label.clamp_min(0)  # padding past each length is never read; keep it a valid index
-        work_dtype = pred.dtype if pred.dtype in (torch.float32, torch.float64) else torch.float32
-        log_probs = F.log_softmax(pred.to(work_dtype), dim=-1)
-        loss = F.ctc_loss(log_probs, targets, pred_lengths, label_lengths, blank=c - 1,
-                          reduction="none", zero_infinity=False)
-        return _apply_weighting(loss.to(pred.dtype), self._weight, sample_weight)
+        if label.shape[0] != pred.shape[1]:
+            raise MXNetError(f"CTCLoss: pred has batch size {pred.shape[1]} but label has {label.shape[0]}")
+        loss = nd_ctc.CTCLoss(pred, label, pred_lengths, label_lengths,
+                              use_data_lengths=pred_lengths is not None,
+                              use_label_lengths=label_lengths is not None, blank_label="last")
+        return _apply_weighting(loss, self._weight, sample_weight)

@@ -19,11 +19,25 @@ from __future__ import annotations
 import torch
 
 from ..operator import Custom as Custom  # MXNet's Python custom operators (mx.operator.register)
-from . import _creation, _io, _legacy, _nn, _ops, _random_pdf, _update_ops, contrib, ndarray, random, sparse
+from . import (
+    _creation,
+    _ctc,
+    _io,
+    _legacy,
+    _nn,
+    _ops,
+    _random_pdf,
+    _update_ops,
+    contrib,
+    ndarray,
+    random,
+    sparse,
+)
 from . import _internal as _internal  # mx.nd._internal: MXNet's underscore operators
 from ._cached_op import CachedOp
 from ._common import mx_operator as _mx_operator
 from ._creation import *  # noqa: F403
+from ._ctc import *  # noqa: F403
 from ._io import *  # noqa: F403
 from ._legacy import *  # noqa: F403
 from ._legacy import SAMPLER_ALIASES as _SAMPLER_ALIASES
@@ -49,13 +63,13 @@ __all__ = [
     "true_divide", "to_dlpack_for_read", "to_dlpack_for_write", "contrib", "CachedOp",
     *sorted(_SAMPLER_ALIASES),
 ] + [
-    n for n in (*_creation.__all__, *_io.__all__, *_nn.__all__, *_ops.__all__, *_legacy.__all__,
-                *_random_pdf.__all__, *_update_ops.__all__) if n != "infer_reshape"
+    n for n in (*_creation.__all__, *_ctc.__all__, *_io.__all__, *_nn.__all__, *_ops.__all__,
+                *_legacy.__all__, *_random_pdf.__all__, *_update_ops.__all__) if n != "infer_reshape"
 ]
 globals().update(_SAMPLER_ALIASES)
 
-_OPERATORS = (*_ops.__all__, *_nn.__all__, *_legacy.__all__, *_random_pdf.__all__, "cast", "Cast",
-              "zeros_like", "ones_like", "full_like")
+_OPERATORS = (*_ops.__all__, *_nn.__all__, *_ctc.__all__, *_legacy.__all__, *_random_pdf.__all__, "cast",
+              "Cast", "zeros_like", "ones_like", "full_like")
 for _name in _OPERATORS:
     if _name != "infer_reshape":
         globals()[_name] = _mx_operator(globals()[_name])
