@@ -68,9 +68,12 @@ def count_steps(folder: str) -> dict[str, int]:
 def train_worker(spec: dict[str, Any]) -> int:
     """``mxtorch train`` in this process, appending a line to this process's steps file after each
     completed ``Trainer.step`` (a bench's instrumentation: mxtorch train logs no per-step line)."""
+    import faulthandler
+
     from mxtorch.cli.main import main
     from mxtorch.gluon import Trainer
 
+    faulthandler.register(signal.SIGUSR1, all_threads=True)  # the soak asks for stacks when a job stalls
     host = os.environ.get("MXTORCH_CLUSTER_HOST", "local")
     fd = os.open(os.path.join(spec["steps_dir"], f"{host}-{os.getpid()}.steps"),
                  os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
@@ -105,7 +108,7 @@ def _read_result(out: str) -> tuple[float | None, dict[str, Any] | None]:
     return (float(acc) if acc is not None else None), dict(params)
 
 
-def _tail(text: str, n: int = 3000) -> str:
+def _tail(text: str, n: int = 8000) -> str:
     return text[-n:]
 
 
@@ -156,6 +159,12 @@ class ElasticHorovodJob:
                 pids.append(pid)
         return pids
 
+    def dump_stacks(self) -> None:
+        """Every training worker prints its threads' Python stacks (to the launcher's log)."""
+        for h in self.hosts:
+            for pid in self.worker_pids(h):
+                _signal(pid, signal.SIGUSR1)
+
     def false_deaths(self) -> list[str]:
         """Hosts the agents dropped from the job (the soak kills workers, never an agent)."""
         text = self.log()
@@ -192,11 +201,15 @@ class ElasticHorovodJob:
             self._log.close()
 
 
-def _kill(pid: int) -> None:
+def _signal(pid: int, sig: int) -> None:
     try:
-        os.kill(pid, signal.SIGKILL)
+        os.kill(pid, sig)
     except ProcessLookupError:
         pass
+
+
+def _kill(pid: int) -> None:
+    _signal(pid, signal.SIGKILL)
 
 
 class DistSyncJob:
@@ -254,6 +267,12 @@ class DistSyncJob:
         self.nodes.kill_server(rank)
         self.nodes.start_server(rank)
 
+    def dump_stacks(self) -> None:
+        """Every worker prints its threads' Python stacks to its stderr."""
+        for p in self.job.procs:
+            if p.poll() is None:
+                _signal(p.pid, signal.SIGUSR1)
+
     def node_alive(self, name: str) -> bool:
         return self.nodes.procs[name].poll() is None
 
@@ -263,7 +282,7 @@ class DistSyncJob:
         return [m.group(1) for m in re.finditer(r"mxtorch ps scheduler: ([^\n]*): declared dead\n", text)]
 
     def log(self) -> str:
-        parts = [f"--- worker {r} ---\n" + "".join(self.job.output(r))[-2000:] for r in range(self.workers)]
+        parts = [f"--- worker {r} ---\n" + "".join(self.job.output(r))[-6000:] for r in range(self.workers)]
         parts += [f"--- {n} ---\n" + self.nodes.output(n)[-2000:] for n in self.nodes.procs]
         return "\n".join(parts)
 

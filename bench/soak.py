@@ -261,9 +261,13 @@ def run_round(cluster: Any, kind: str, folder: str, args: argparse.Namespace,
         while watch.live():
             time.sleep(0.2)
         stalled = job.running()
+        if stalled:  # every worker's Python stacks go to its stderr, shown with the round's failure
+            deaths = job.false_deaths()  # before the soak's own stop kills the workers
+            job.dump_stacks()
+            time.sleep(2.0)
         result = job.finish(5.0 if stalled else 60.0)
         if stalled:
-            result.ok = False
+            result.ok, result.false_deaths = False, deaths
             result.error = (f"no training step for {args.stall_timeout:g} s (stopped at step count "
                             f"{watch.steps})" if time.monotonic() <= watch.deadline else
                             f"still running after --round-timeout {args.round_timeout:g} s (stopped)")
