@@ -19,7 +19,7 @@ from ..base import MXNetError
 from ..checkpoint_io import atomic_write_bytes
 from .mxnet_format import is_mxnet_file, read_mxnet, read_mxnet_file, write_mxnet
 
-__all__ = ["save", "load", "load_frombuffer", "resolve_format", "FORMATS"]
+__all__ = ["save", "load", "load_frombuffer"]  # resolve_format / FORMATS: mxtorch's, not mx.nd names
 
 _KIND_KEY = "mxtorch_container"
 FORMATS = ("mxnet", "safetensors")
