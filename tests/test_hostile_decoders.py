@@ -328,3 +328,65 @@ def test_manifests_raise_only_checkpoint_errors_and_restore_falls_back(checkpoin
         with pytest.warns(UserWarning, match="Falling back to checkpoint step 1"):
             assert checkpoints.restore() == 1
         assert checkpoints.extra == {"marker": "one"}
+
+
+# ---- the other JSON readers: elastic job descriptions, cluster state, object payloads, specs -----
+TAGGED = st.fixed_dictionaries({
+    "__mxtorch__": st.sampled_from(["tensor", "ndarray", "npscalar", "tuple", "dict", "bytes", "pickle"]),
+    "dtype": st.sampled_from(["float32", "int8", "bool", "|O", "V1000000000000", "S9", "<f8", "(2,)f4", "x"]),
+    "shape": HOSTILE_SHAPES.map(list),
+    "data": st.sampled_from(["", "AAAA", "AAAAAAAAAAA=", "!!", "A" * 64]),
+    "items": st.one_of(st.lists(st.lists(JSON_VALUES, max_size=3), max_size=3), JSON_VALUES),
+})
+OBJECT_PAYLOADS = st.one_of(st.binary(max_size=80), nested_json(),
+                            st.lists(TAGGED, max_size=3).map(lambda v: json.dumps(v).encode()),
+                            JSON_VALUES.map(lambda v: json.dumps(v).encode()))
+
+
+@FEW
+@given(OBJECT_PAYLOADS)
+def test_object_payloads_raise_only_decoding_errors(raw: bytes) -> None:
+    from mxtorch.horovod import ObjectDecodingError, _codec
+
+    try:
+        _codec.decode(_codec.MAGIC + raw, "a fuzzer")
+    except ObjectDecodingError:
+        pass
+
+
+JOB_FIELDS = st.dictionaries(st.sampled_from(["run_id", "min_workers", "max_workers", "command", "env",
+                                              "max_restarts", "rendezvous_timeout", "version", "hosts",
+                                              "name", "subnet", "switch_netns", "shaper"]),
+                             st.one_of(JSON_VALUES, st.just(1e300), st.just(2)), max_size=13)
+
+
+@FEW
+@given(st.one_of(JOB_FIELDS.map(json.dumps), nested_json().map(bytes.decode), st.text(max_size=50)))
+def test_job_and_cluster_state_files_raise_only_their_errors(text: str) -> None:
+    from mxtorch.cluster.errors import ClusterError
+    from mxtorch.cluster.state import ClusterState
+    from mxtorch.elastic.env import ElasticJob
+    from mxtorch.launcher.job import LaunchError
+
+    try:
+        ElasticJob.from_json(text.encode(), "the store")
+    except LaunchError:
+        pass
+    try:
+        ClusterState.from_json(text, "state.json")
+    except ClusterError:
+        pass
+
+
+SPECS = st.one_of(nested_json().map(bytes.decode),
+                  JSON_VALUES.map(json.dumps)).filter(lambda t: t[:1] in "[{")
+
+
+@FEW
+@given(SPECS)
+def test_metric_and_initializer_specs_raise_only_value_and_type_errors(text: str) -> None:
+    for create in (mx.metric.create, mx.init.create):
+        try:
+            create(text)
+        except (ValueError, TypeError, KeyError):  # KeyError: an unknown registered name (MXNet's)
+            pass

@@ -85,7 +85,7 @@ class ClusterState:
                 raise ValueError(f"version {d.get('version')!r}, expected {_VERSION}")
             d["hosts"] = [HostState(**h) for h in d["hosts"]]
             return cls(**d)
-        except (ValueError, TypeError, KeyError) as e:
+        except (ValueError, TypeError, KeyError, AttributeError, OverflowError) as e:
             raise ClusterError(f"cluster state file {source} is not readable ({e}): remove the cluster with "
                                "`mxtorch cluster down --all`, which also finds its namespaces by name") from e
 

@@ -93,7 +93,7 @@ class ElasticJob:
                        env={str(k): str(v) for k, v in raw.get("env", {}).items()},
                        max_restarts=int(raw.get("max_restarts", 10)),
                        rendezvous_timeout=float(raw.get("rendezvous_timeout", 600.0)))
-        except (ValueError, KeyError, TypeError) as e:
+        except (ValueError, KeyError, TypeError, AttributeError, OverflowError) as e:
             raise LaunchError(f"{where} holds no valid elastic job description ({e})") from None
 
 
