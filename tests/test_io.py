@@ -698,3 +698,12 @@ def test_module_trains_on_prefetched_mnistiter_and_scores_an_ndarrayiter() -> No
     test = NDArrayIter(test_x, labels, batch_size=300)  # 2000 = 6 * 300 + 200: the last batch padded
     ((name, acc),) = mod.score(test, "acc")
     assert name == "accuracy" and acc > 0.7  # a linear model on Fashion-MNIST reaches ~0.8
+
+
+def test_ndarray_iter_reads_longer_labels_up_to_the_data() -> None:
+    # MXNet's rule: the first data array sets the number of examples; a longer label is read up to it
+    it = mx.io.NDArrayIter(np.arange(4.0).reshape(4, 1), {"label": np.arange(8.0), "w": np.arange(10.0)},
+                           batch_size=2)
+    batches = list(it)
+    assert len(batches) == 2
+    assert batches[1].label[0].tolist() == [2.0, 3.0] and batches[1].label[1].tolist() == [2.0, 3.0]

@@ -110,8 +110,9 @@ class NDArrayIter(DataIter):
     """Iterates over arrays in mini-batches; see the module docstring for MXNet's rules.
 
     ``data`` / ``label``: an array, a list of arrays or a dict of name to array (numpy arrays,
-    torch tensors / mx.nd arrays).  All must have the same number of examples along the batch
-    axis (``layout.find('N')``).
+    torch tensors / mx.nd arrays).  The first data array's number of examples along the batch
+    axis (``layout.find('N')``) is the iterator's; the other arrays need at least as many (more
+    are not read, as in MXNet).
     """
 
     def __init__(
@@ -149,10 +150,12 @@ class NDArrayIter(DataIter):
                 raise ValueError(f"NDArrayIter: input {k!r} of shape {tuple(v.shape)} has no batch axis "
                                  f"{self._axis} (layout {layout!r})")
             counts[k] = int(v.shape[self._axis])
-        if len(set(counts.values())) > 1:
-            raise ValueError(f"NDArrayIter: data and label must have the same number of examples along the "
-                             f"batch axis, got {counts}")
+        # MXNet's rule: the first data array sets the number of examples; an input holding more is
+        # read up to it, one holding fewer would give short batches and is refused
         self.num_data = next(iter(counts.values()))
+        if min(counts.values()) < self.num_data:
+            raise ValueError(f"NDArrayIter: data and label must have the same number of examples along the "
+                             f"batch axis (at least as many as the first data array), got {counts}")
         if self.num_data == 0:
             raise ValueError("NDArrayIter: the inputs hold no examples")
         if last_batch_handle != "pad" and self.batch_size > self.num_data:
