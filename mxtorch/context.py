@@ -138,12 +138,16 @@ def as_context(ctx: Context | str | torch.device | None) -> Context:
     if isinstance(ctx, torch.device):
         return Context("gpu", ctx.index or 0) if ctx.type == "cuda" else Context("cpu", 0)
     if isinstance(ctx, str):
+        if ctx.endswith(")") and "(" in ctx:  # a Context's own str(): 'cpu(0)', 'gpu(1)'
+            ctx = ctx[:-1].replace("(", ":", 1)
         name, _, idx = ctx.partition(":")
         name = {"cuda": "gpu"}.get(name, name)
         try:
             return Context(name, int(idx) if idx else 0)
         except ValueError as e:
-            raise ValueError(f"cannot read context {ctx!r}: write e.g. 'cpu', 'cpu:1' or 'gpu:0'") from e
+            raise ValueError(
+                f"cannot read context {ctx!r}: write e.g. 'cpu', 'cpu:1', 'gpu:0' or 'gpu(0)'"
+            ) from e
     raise TypeError(f"expected a Context, got {type(ctx).__name__}: {ctx!r}")
 
 

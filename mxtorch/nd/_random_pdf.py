@@ -71,11 +71,13 @@ def _pdf(
             raise TypeError(f"{op}() needs the sample and {', '.join(names)}")
         x = as_tensor(sample)
         ps = [as_tensor(v, like=x) for v in values]
-        work = torch.promote_types(x.dtype, ps[0].dtype)
-        if not work.is_floating_point:
-            work = torch.float32
+        result = torch.promote_types(x.dtype, ps[0].dtype)
+        if not result.is_floating_point:
+            result = torch.float32
+        # half precision is computed in float32 (lgamma has no half kernels on every device)
+        work = torch.float32 if result in (torch.float16, torch.bfloat16) else result
         lpdf = log_density(x.to(work), *_spread(x, [p.to(work) for p in ps], op, vector))
-        return lpdf if is_log else torch.exp(lpdf)
+        return (lpdf if is_log else torch.exp(lpdf)).to(result)
 
     pdf.__name__ = pdf.__qualname__ = op
     pdf.__doc__ = doc + "\n\n``is_log=True`` gives the log-density."

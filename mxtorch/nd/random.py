@@ -273,7 +273,18 @@ def _like(sampler: Callable[..., Tensor]) -> Callable[..., Tensor]:
 
 uniform_like = _like(uniform)
 normal_like = _like(normal)
-exponential_like = _like(exponential)
+_exponential_by_scale = _like(exponential)
+
+
+def exponential_like(data: Tensor | None = None, lam: Any = 1.0, out: Tensor | None = None,
+                     **kwargs: Any) -> Tensor:
+    """Exponential samples with ``data``'s shape, dtype and device; ``lam`` is the rate (MXNet's
+    ``_random_exponential_like`` takes the rate, while ``exponential`` takes the scale 1/rate)."""
+    if isinstance(lam, Tensor):
+        raise TypeError("exponential_like takes a number as lam")
+    if float(lam) <= 0:
+        raise ValueError(f"exponential_like: lam must be positive, got {lam!r}")
+    return _exponential_by_scale(data, 1.0 / float(lam), out=out, **kwargs)
 gamma_like = _like(gamma)
 poisson_like = _like(poisson)
 negative_binomial_like = _like(negative_binomial)

@@ -30,10 +30,10 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    if name == "_internal":  # MXNet's internal operators by graph name (imported on first use)
+    if name in ("_internal", "random"):  # MXNet's internal operators by graph name; mx.sym.random
         import importlib
 
-        return importlib.import_module(f"{__name__}._internal")
+        return importlib.import_module(f"{__name__}.{name}")
     if name.startswith("__") or not _ops.has_op(name):
         raise AttributeError(f"module 'mxtorch.symbol' has no operator {name!r}")
 
