@@ -73,7 +73,7 @@ def test_fit_by_batches_stops_mid_epoch_and_steps_once_per_batch() -> None:
 
 def test_default_metrics_follow_the_loss() -> None:
     net = gluon.nn.Dense(1, in_units=4)
-    with pytest.warns(UserWarning, match="no trainer"):
+    with pytest.warns(UserWarning, match="No trainer specified"):
         est = Estimator(net, gluon.loss.L2Loss())
     assert [m.name for m in est.train_metrics] == ["training l2loss"]
     assert net.weight.is_initialized  # initialized on the estimator's context
@@ -107,3 +107,32 @@ def test_checkpoints_rotate_and_resume(tmp_path: os.PathLike[str]) -> None:
     assert counter.epochs == 2
     assert not torch.equal(est2.net.weight.data(), weight)  # trained on from the loaded weights
     assert "m-epoch4batch20.params" in os.listdir(tmp_path)
+
+
+def test_handler_order_and_unavailable_gpus() -> None:
+    est = _estimator()
+    stop = EarlyStoppingHandler(monitor=est.val_metrics[0])
+    handlers = est._prepare_default_handlers(val_data=None, event_handlers=[stop])
+    # priorities: the optimizer step, then metrics, then the rest, logging last
+    assert [type(h).__name__ for h in handlers] == ["GradientUpdateHandler", "MetricHandler",
+                                                   "EarlyStoppingHandler", "StoppingHandler", "LoggingHandler"]
+    by_event = est._categorize_handlers(handlers)
+    assert [len(x) for x in by_event] == [3, 2, 1, 4, 3, 2]
+    with pytest.raises(AssertionError, match="not available"):
+        Estimator(est.net, est.loss, trainer=est.trainer, context=[mx.gpu(mx.context.num_gpus())])
+    with pytest.raises(ValueError, match="context must be"):
+        Estimator(est.net, est.loss, trainer=est.trainer, context="cpu")
+
+
+def test_checkpoint_saves_the_graph_of_a_hybridized_net(tmp_path: os.PathLike[str]) -> None:
+    net = gluon.nn.HybridSequential()
+    net.add(gluon.nn.Dense(2, in_units=4))
+    net.initialize()
+    net.hybridize()
+    trainer = gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.1})
+    est = Estimator(net, gluon.loss.SoftmaxCrossEntropyLoss(), trainer=trainer)
+    est.fit(_loader(), batches=2, event_handlers=[CheckpointHandler(str(tmp_path), "h", epoch_period=None,
+                                                                      batch_period=1)])
+    graph = mx.sym.load(os.path.join(tmp_path, "h-symbol.json"))
+    assert graph.infer_shape(data=(5, 4))[1] == [(5, 2)]
+    assert sorted(os.listdir(tmp_path))[:2] == ["h-epoch0batch0.params", "h-epoch0batch0.states"]

@@ -21,6 +21,7 @@ from ....metric import Accuracy, EvalMetric
 from ....metric import Loss as LossMetric
 from ...data.dataloader import DataLoader
 from ...loss import Loss, SoftmaxCrossEntropyLoss
+from ...parameter_core import GluonUsageError
 from ...trainer import Trainer
 from .batch_processor import BatchProcessor
 from .event_handler import (
@@ -93,8 +94,8 @@ class Estimator:
             raise ValueError(f"context must be a Context or a list of Contexts, e.g. mx.cpu(), "
                              f"got {context!r}")
         for c in ctxs:
-            if c.device_type == "gpu" and c.device_id >= num_gpus():
-                raise ValueError(f"context {c} is not available: this machine has {num_gpus()} GPU(s)")
+            if c.device_type == "gpu" and c.device_id >= num_gpus():  # MXNet asserted this
+                raise GluonUsageError(f"context {c} is not available: this machine has {num_gpus()} GPU(s)")
         return ctxs
 
     def _name_metrics(self) -> None:
@@ -116,12 +117,14 @@ class Estimator:
         if not ready:
             self.net.initialize(init=initializer, ctx=self.context)
         elif initializer is not None:
-            warnings.warn("the network is already initialized: initializer is not used (call "
-                          "net.initialize(init, force_reinit=True) to re-initialize)", stacklevel=3)
+            warnings.warn("Network already fully initialized, skipping initialization: the initializer "
+                          "is not used (call net.initialize(init, force_reinit=True) to re-initialize)",
+                          stacklevel=3)
 
     def _check_trainer(self, trainer: Any) -> Trainer:
         if trainer is None:
-            warnings.warn("no trainer given: using SGD with learning rate 0.001", stacklevel=3)
+            warnings.warn("No trainer specified, default SGD optimizer with learning rate 0.001 is used",
+                          stacklevel=3)
             return Trainer(self.net.collect_params(), "sgd", {"learning_rate": 0.001})
         if not isinstance(trainer, Trainer):
             raise ValueError(f"trainer must be a gluon.Trainer, got {trainer!r}")
@@ -152,8 +155,8 @@ class Estimator:
                              f"gluon.data.ArrayDataset, got {type(val_data).__name__}")
         for metric in self.val_metrics:
             metric.reset()
-        handlers = self._with_defaults(event_handlers, self.val_metrics, training=False)
-        _, epoch_begin, batch_begin, batch_end, epoch_end, _ = _by_event(handlers)
+        handlers = self._prepare_default_validation_handlers(event_handlers)
+        _, epoch_begin, batch_begin, batch_end, epoch_end, _ = self._categorize_handlers(handlers)
         for h in epoch_begin:
             h.epoch_begin(self)
         for batch in val_data:
@@ -175,8 +178,9 @@ class Estimator:
             raise ValueError(f"fit: give exactly one of epochs or batches, got epochs={epochs}, "
                              f"batches={batches}")
         self.max_epoch, self.max_batch, self.batch_axis = epochs, batches, batch_axis
-        handlers = self._with_defaults(event_handlers, self.train_metrics, training=True, val_data=val_data)
-        train_begin, epoch_begin, batch_begin, batch_end, epoch_end, train_end = _by_event(handlers)
+        handlers = self._prepare_default_handlers(val_data, event_handlers)
+        by_event = self._categorize_handlers(handlers)
+        train_begin, epoch_begin, batch_begin, batch_end, epoch_end, train_end = by_event
         for h in train_begin:
             h.train_begin(self)
         while True:
@@ -193,6 +197,21 @@ class Estimator:
                 break
         for h in train_end:
             h.train_end(self)
+
+    # MXNet's names for the two steps below (MXNet code and tests call them)
+    def _prepare_default_handlers(self, val_data: Any, event_handlers: Any) -> list[EventHandler]:
+        """The training handlers: the given ones and the defaults, sorted by priority."""
+        return self._with_defaults(event_handlers, self.train_metrics, True, val_data)
+
+    def _prepare_default_validation_handlers(self, event_handlers: Any) -> list[EventHandler]:
+        return self._with_defaults(event_handlers, self.val_metrics, False)
+
+    @staticmethod
+    def _categorize_handlers(handlers: list[EventHandler]) -> tuple[list[Any], ...]:
+        """The handlers of each event: train begin, epoch begin, batch begin, batch end, epoch end,
+        train end."""
+        kinds = (TrainBegin, EpochBegin, BatchBegin, BatchEnd, EpochEnd, TrainEnd)
+        return tuple([h for h in handlers if isinstance(h, kind)] for kind in kinds)
 
     def _with_defaults(self, event_handlers: Any, metrics: list[EvalMetric], training: bool,
                        val_data: Any = None) -> list[EventHandler]:
@@ -221,7 +240,3 @@ class Estimator:
         handlers.sort(key=lambda h: getattr(h, "priority", 0))
         return handlers
 
-
-def _by_event(handlers: list[EventHandler]) -> tuple[list[Any], ...]:
-    kinds = (TrainBegin, EpochBegin, BatchBegin, BatchEnd, EpochEnd, TrainEnd)
-    return tuple([h for h in handlers if isinstance(h, kind)] for kind in kinds)

@@ -342,6 +342,8 @@ class CheckpointHandler(TrainBegin, BatchEnd, EpochEnd):
             self._resume(estimator)
 
     def batch_end(self, estimator: Any, *args: Any, **kwargs: Any) -> bool:
+        if self.current_batch == 0:
+            self._save_symbol(estimator)
         if self.batch_period and (self.current_batch + 1) % self.batch_period == 0:
             self._save_checkpoint(estimator)
         self.current_batch += 1
@@ -378,6 +380,21 @@ class CheckpointHandler(TrainBegin, BatchEnd, EpochEnd):
             elif (value > self.best) if self.mode == "max" else (value < self.best):
                 self.best = value
                 self._save(estimator, f"{self.model_prefix}-best")
+
+    def _save_symbol(self, estimator: Any) -> None:
+        """``{model_prefix}-symbol.json``: the graph of a hybridized network (as MXNet saves its
+        cached graph); other networks have none to save."""
+        path = os.path.join(self.model_dir, self.model_prefix + "-symbol.json")
+        net = estimator.net
+        if not getattr(net, "_hybrid_active", False):
+            estimator.logger.info("the network's graph is not saved to %s: build it from HybridBlocks and "
+                                  "call net.hybridize() before giving it to the Estimator", path)
+            return
+        from ....symbol import Group, var
+        from ...symbolic import input_names
+
+        out = net(*[var(n) for n in input_names(net)])
+        (Group(list(out)) if isinstance(out, (list, tuple)) else out).save(path)
 
     def _save(self, estimator: Any, prefix: str) -> None:
         estimator.net.save_parameters(os.path.join(self.model_dir, prefix + ".params"))
