@@ -114,8 +114,8 @@ def test_handler_order_and_unavailable_gpus() -> None:
     stop = EarlyStoppingHandler(monitor=est.val_metrics[0])
     handlers = est._prepare_default_handlers(val_data=None, event_handlers=[stop])
     # priorities: the optimizer step, then metrics, then the rest, logging last
-    assert [type(h).__name__ for h in handlers] == ["GradientUpdateHandler", "MetricHandler",
-                                                   "EarlyStoppingHandler", "StoppingHandler", "LoggingHandler"]
+    assert [type(h).__name__ for h in handlers] == [
+        "GradientUpdateHandler", "MetricHandler", "EarlyStoppingHandler", "StoppingHandler", "LoggingHandler"]
     by_event = est._categorize_handlers(handlers)
     assert [len(x) for x in by_event] == [3, 2, 1, 4, 3, 2]
     with pytest.raises(AssertionError, match="not available"):
