@@ -59,6 +59,9 @@ def bind_router(ctx: zmq.Context, config: PSConfig, port: Any, who: str) -> tupl
     set_max_message_bytes(sock, config.server_max_message_bytes())
     host = config.advertised_host()
     listen = listen_host(host, config.bind_all)
+    if listen == "*" and not config.bind_all:
+        _logger.warning("mxtorch %s: %s names this machine but no single local address: listening on every "
+                        "interface", who, host)
     wanted = int(port) if port else config.port
     deadline = time.monotonic() + min(config.timeout, 30.0)
     while True:
@@ -84,9 +87,6 @@ def bind_router(ctx: zmq.Context, config: PSConfig, port: Any, who: str) -> tupl
                 raise KVStoreError(f"{who} cannot listen on {host}:{wanted or 'any port'}: "
                                    f"{e}; free the port or set MXTORCH_PS_PORT / DMLC_NODE_HOST") from e
             time.sleep(0.2)  # a restarted server's old port may still be held a moment
-    if listen == "*" and not config.bind_all and host != "*":
-        _logger.warning("mxtorch %s: %s names this machine but no single local address: listening on every "
-                        "interface", who, host)
     warn_unauthenticated(config, who, f"{host}:{bound}")
     h = f"[{host}]" if ":" in host else host
     return sock, f"tcp://{h}:{bound}"

@@ -195,8 +195,9 @@ class Scheduler:
             self.challenges.pop(identity)
             self.pending.pop(identity, None)
             node = self.by_identity.get(identity) or self.hb_nodes.get(identity)
-            if node is not None:
+            if node is not None and node.state == "alive" and not node.closed:
                 node.closed = True
+                _log(f"the connection of {node.describe()} closed")
 
     def _seen(self, node: _Node) -> None:
         node.last_seen = time.monotonic()
