@@ -54,3 +54,19 @@ def test_autograd_star_import_gives_ndarray_and_symbol() -> None:
     exec("from mxtorch.autograd import *", ns)
     assert ns["NDArray"] is torch.Tensor and ns["Symbol"] is mx.sym.Symbol
     assert callable(ns["mark_variables"]) and callable(ns["record"])
+
+
+@pytest.mark.parametrize("stypes", [("default", "csr"), ("csr", "default"), ("csr", "row_sparse")])
+def test_recorded_ops_mixing_csr_with_other_storage_differentiate(stypes: tuple[str, str]) -> None:
+    # every entry stored: a sparse variable's gradient covers its stored entries (torch's rule)
+    a = np.array([[1.0, 0.5, 2.0], [0.25, 3.0, 1.5]], dtype=np.float32)
+    b = np.array([[4.0, 5.0, 0.5], [6.0, 0.75, 7.0]], dtype=np.float32)
+    x, y = nd.array(a).tostype(stypes[0]), nd.array(b).tostype(stypes[1])
+    gx, gy = nd.zeros((2, 3)), nd.zeros((2, 3))
+    mx.autograd.mark_variables([x, y], [gx, gy])
+    with mx.autograd.record():
+        out = x + x * y
+    mx.autograd.backward([out])
+    np.testing.assert_allclose(out.asnumpy(), a + a * b)
+    np.testing.assert_allclose(gx.asnumpy(), 1 + b)  # d/dx (x + x*y) = 1 + y
+    np.testing.assert_allclose(gy.asnumpy(), a)

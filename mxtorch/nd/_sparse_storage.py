@@ -124,6 +124,18 @@ def _densified(value: Any) -> Any:
     return value
 
 
+def _records_mixed_csr(args: Any, kwargs: Any) -> bool:
+    """Whether a recorded op mixes a csr tensor with other layouts: torch's kernels compute it but
+    its backward fails ("Sparse CSR tensors do not have is_contiguous", a gradient of the wrong
+    layout), so such an op runs on the dense values, MXNet's storage fallback."""
+    if not torch.is_grad_enabled():
+        return False
+    flat = [a for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor)]
+    flat += [t for a in args if isinstance(a, (list, tuple)) for t in a if isinstance(t, torch.Tensor)]
+    layouts = {t.layout for t in flat}
+    return torch.sparse_csr in layouts and len(layouts) > 1 and any(t.requires_grad for t in flat)
+
+
 class SparseNDArray(torch.Tensor):
     """The tensor type of the sparse arrays mxtorch makes (row_sparse and csr).
 
@@ -138,6 +150,8 @@ class SparseNDArray(torch.Tensor):
     def __torch_function__(cls, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
         with torch._C.DisableTorchFunctionSubclass():
+            if _records_mixed_csr(args, kwargs):
+                return func(*_densified(args), **_densified(kwargs))
             try:
                 out = func(*args, **kwargs)
             except (RuntimeError, NotImplementedError, TypeError) as first:
