@@ -54,3 +54,18 @@ def test_pdf_in_half_precision_is_computed_in_float32() -> None:
 def test_context_strings_in_mxnet_form() -> None:
     assert mx.context.as_context("cpu(0)") == mx.cpu(0)
     assert mx.context.as_context("gpu(1)") == mx.gpu(1)
+
+
+def test_symbolic_rand_zipfian_matches_the_expected_counts() -> None:
+    true = mx.sym.var("true_classes")
+    outs = mx.sym.contrib.rand_zipfian(true, 200, 20)
+    exe = mx.sym.Group(outs).bind(mx.cpu(), {"true_classes": nd.array([0, 3]).astype("int32")})
+    sampled, exp_true, exp_sampled = exe.forward()
+    assert sampled.dtype == torch.int64 and sampled.shape == (200,)
+    assert 0 <= int(sampled.min()) and int(sampled.max()) < 20
+    # 200 * log((c + 2) / (c + 1)) / log(21)
+    want = [200 * np.log(2) / np.log(21), 200 * np.log(5 / 4) / np.log(21)]
+    assert exp_true.tolist() == pytest.approx(want, rel=1e-5)
+    c = sampled.double()
+    torch.testing.assert_close(exp_sampled.double(), 200 * torch.log((c + 2) / (c + 1)) / np.log(21),
+                               rtol=1e-5, atol=1e-5)

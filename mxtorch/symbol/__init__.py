@@ -30,7 +30,7 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    if name in ("_internal", "random"):  # MXNet's internal operators by graph name; mx.sym.random
+    if name in ("_internal", "random", "contrib"):  # MXNet's internal operators; mx.sym.random/contrib
         import importlib
 
         return importlib.import_module(f"{__name__}.{name}")
