@@ -108,7 +108,9 @@ def test_a_restarted_server_continues_from_its_snapshot(cluster, tmp_path):
     it reloads values and optimizer states, and the job ends exactly as one never interrupted."""
     pause = tmp_path / "pause"
     pause.mkdir()
-    snap = {"MXTORCH_PS_SNAPSHOT_DIR": str(tmp_path / "snapshots"), "MXTORCH_PS_SNAPSHOT_EVERY": "1"}
+    # the old server must not be declared dead while its replacement starts (seconds on a busy host)
+    snap = {"MXTORCH_PS_SNAPSHOT_DIR": str(tmp_path / "snapshots"), "MXTORCH_PS_SNAPSHOT_EVERY": "1",
+            "MXTORCH_PS_DEAD_S": "30"}
     args = (*STEPS, "--kvstore", "dist_sync")
     out = tmp_path / "restart"
     with ParameterServerNodes(cluster, 2, 1, scheduler_host="h2", server_hosts=["h3"], env=snap) as nodes:
