@@ -199,3 +199,20 @@ def test_infer_type_is_none_when_incomplete_as_mxnet() -> None:
         assert fc.infer_type(x="float16")[1] == [np.float16]
     exe = fc.simple_bind(mx.cpu(), x=(2, 4))  # simple_bind's default: float32 arguments
     assert str(exe.arg_dict["fc_weight"].dtype) == "torch.float32"
+
+
+def test_sym_sparse_namespace_builds_the_same_operators() -> None:
+    import torch
+
+    x = S.var("data", stype="csr")
+    w = S.var("weight", shape=(4, 2), init=mx.init.Constant(2.0), stype="row_sparse")
+    dot = S.sparse.dot(x, w)
+    import json
+
+    assert json.loads(dot.tojson())["nodes"][-1]["op"] == "dot"  # the same operator as mx.sym.dot
+    mod = mx.mod.Module(dot, label_names=None)
+    mod.bind(data_shapes=[("data", (3, 4))])
+    mod.init_params()
+    assert torch.equal(mod.get_params()[0]["weight"], torch.full((4, 2), 2.0))
+    mod.forward(mx.io.DataBatch([mx.nd.sparse.csr_matrix(np.eye(3, 4, dtype=np.float32))]), is_train=False)
+    assert mod.get_outputs()[0].tolist() == [[2.0, 2.0]] * 3

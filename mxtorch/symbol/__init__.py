@@ -30,7 +30,8 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    if name in ("_internal", "random", "contrib"):  # MXNet's internal operators; mx.sym.random/contrib
+    # MXNet's internal operators by graph name; the namespaces mx.sym.random / contrib / sparse
+    if name in ("_internal", "random", "contrib", "sparse"):
         import importlib
 
         return importlib.import_module(f"{__name__}.{name}")
