@@ -223,15 +223,18 @@ class ParameterServer:
         try:
             if handler is None:
                 raise ProtocolError(f"a server does not handle {msg.command.name} messages")
-            if identity is not None and msg.command != Command.HELLO and identity not in self.peers:
-                self.refusals.refuse(frame, f"{msg.command.name} from a connection that has not said HELLO")
-                self._error(identity, msg, f"server {self.rank} ({self.address}) does not know this "
-                                           "connection: "
-                                           "it restarted or was never greeted (HELLO)", code="not_greeted")
+            if identity is not None and identity not in self.peers:  # a greeted peer skips this
+                if msg.command is not Command.HELLO:
+                    self.refusals.refuse(frame, f"{msg.command.name} from a connection without a HELLO")
+                    self._error(identity, msg, f"server {self.rank} ({self.address}) does not know this "
+                                               "connection: it restarted or was never greeted (HELLO)",
+                                code="not_greeted")
+                    return
+                handler(identity, msg)
+                if identity in self.peers and self.watch is not None:
+                    self.watch.note(frame, identity)  # a close of this connection frees its rank
                 return
             handler(identity, msg)
-            if msg.command == Command.HELLO and identity is not None and self.watch is not None:
-                self.watch.note(frame, identity)  # a close of this connection frees its rank
         except ProtocolError as e:  # a malformed request
             self._refuse(identity, msg, frame, str(e))
         except KVStoreError as e:  # a request the job's state cannot take: the worker is told why
