@@ -332,7 +332,8 @@ def report(rounds: list[Round], refs: dict[str, Any], args: argparse.Namespace, 
             if r.job == "dist_sync" and (r.param_diff is None or r.param_diff > PARAM_TOLERANCE)]
     worst = max((abs(r.accuracy - refs[r.job].accuracy) * 100 for r in rounds if r.accuracy is not None),
                 default=None)
-    acc_ok = worst is not None and worst <= ACCURACY_POINTS and all(r.accuracy is not None for r in rounds)
+    no_acc = [r for r in rounds if r.accuracy is None]
+    acc_ok = worst is not None and worst <= ACCURACY_POINTS and not no_acc
     lines += ["", "verdict (goal: every fault survived, no data lost, accuracy within 1 point):",
               f"  every fault survived: {'yes' if faults and survived == len(faults) else 'NO'} "
               f"({survived} of {len(faults)})",
@@ -343,7 +344,9 @@ def report(rounds: list[Round], refs: dict[str, Any], args: argparse.Namespace, 
               f"run's final step: {'yes' if all(r.ok and r.steps_lost >= 0 for r in rounds) else 'NO'}; "
               f"steps done again after restarts: {sum(max(r.steps_lost, 0) for r in rounds)})",
               f"  accuracy within {ACCURACY_POINTS:g} point: {'yes' if acc_ok else 'NO'} (largest difference "
-              + ("-" if worst is None else f"{worst:.2f}") + " points)"]
+              + ("-" if worst is None else f"{worst:.2f}") + " points"
+              + (f"; rounds without an accuracy: {', '.join(str(r.index) for r in no_acc)}" if no_acc else "")
+              + ")"]
     return "\n".join(lines)
 
 
