@@ -990,3 +990,40 @@ def round_across_restart(folder: str) -> dict[str, Any]:
     second = torch.zeros(4)
     kv.pushpull("w", torch.full((4,), 10.0 * (1 + r)), out=second)  # w = -0.3 - 0.1 * (10 + 20)
     return {"first": first, "second": second, "waited": time.monotonic() - start}
+
+
+def reply_read_after_restart(folder: str, snapshot_round_1: bool) -> dict[str, Any]:
+    """dist_sync, no optimizer (a round stores its sum).  Round 2 completes, but worker 1 reads
+    its reply only after its server was killed and restarted (a worker busy or starved of CPU):
+    the restart notice is read first, so worker 1 sends its round-2 push again to the restored
+    server, which holds round 2 already (a snapshot after every round) or, with
+    ``snapshot_round_1`` (the servers snapshot when asked, worker 0 asks after round 1), not: then
+    worker 0's next push is of round 3, and round 2 must complete without it."""
+    kv = _kv("dist_sync")
+    r = kv.rank
+    kv.init("w", torch.zeros(4))
+    values = []
+    first = torch.zeros(4)
+    kv.pushpull("w", torch.full((4,), 1.0), out=first)  # round 1: 1 + 1
+    values.append(first)
+    if snapshot_round_1 and r == 0:
+        kv._snapshot()
+    second = torch.zeros(4)
+    if r == 1:
+        client = kv._client
+        kv._send_pull(client, kv._plans["w"], [second], push=torch.full((4,), 2.0))  # no wait
+        _wait_for_restart(folder)
+        deadline = time.monotonic() + 60
+        while not client.sched.poll(100):  # the scheduler's restart notice (NODE_BACK) is in too
+            if time.monotonic() > deadline:
+                raise TimeoutError("no restart notice from the scheduler")
+        client.wait()
+    else:
+        kv.pushpull("w", torch.full((4,), 2.0), out=second)  # round 2: 2 + 2
+        with open(os.path.join(folder, "round-2"), "w") as f:
+            f.write("done")
+    values.append(second)
+    third = torch.zeros(4)
+    kv.pushpull("w", torch.full((4,), 3.0), out=third)  # round 3: 3 + 3
+    values.append(third)
+    return {"values": values}

@@ -205,3 +205,40 @@ def test_a_round_in_progress_resumes_on_a_server_restarted_from_its_snapshot(tmp
         assert_close(o.value["first"], torch.full((4,), -0.3))
         assert_close(o.value["second"], torch.full((4,), -3.3))
     assert outcomes[0].value["waited"] < 30, outcomes[0].value["waited"]
+
+
+def _snapshot_version(path, key) -> int:
+    from mxtorch.kvstore.ps.snapshot import read_snapshot
+
+    if not path.exists():
+        return -1
+    meta, _ = read_snapshot(str(path))
+    return next(s["version"] for s in meta["shards"] if s["key"] == ["s", key])
+
+
+@pytest.mark.parametrize("snapshot_round_1", [False, True])
+def test_a_push_sent_again_to_a_restored_server_counts_once(tmp_path, snapshot_round_1):
+    """Round 2 is complete when server 0 is killed, but worker 1 has not read its reply yet; after
+    the restart it sends its round-2 push again.  If the snapshot holds round 2, counted again it
+    would join round 3 with worker 0's push (2 + 3, not 3 + 3); if the snapshot holds round 1
+    only, worker 0 (which saw round 2 complete) pushes round 3's, which would join round 2 with
+    it.  Either way worker 1 was left a round behind, its last round waiting for a worker that
+    finished (the soak's hang of issue 28)."""
+    snap = tmp_path / "snap"
+    every = "0" if snapshot_round_1 else "1"
+    env = {"MXTORCH_PS_SNAPSHOT_DIR": str(snap), "MXTORCH_PS_SNAPSHOT_EVERY": every,
+           "MXTORCH_PS_HEARTBEAT_S": "0.3", "MXTORCH_PS_DEAD_S": "30", "MXTORCH_DIST_TIMEOUT": "60"}
+    with ps_cluster(2, 1, env=env, timeout=120) as c:
+        c.start_workers(w.reply_read_after_restart, str(tmp_path), snapshot_round_1)
+        _wait_for_files(c, tmp_path / "round-2")
+        deadline = time.monotonic() + 60
+        while _snapshot_version(snap / "server-0.safetensors", "w") < (1 if snapshot_round_1 else 2):
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        time.sleep(0.5)  # worker 1's round-2 reply reaches its socket (worker 0 has read its own)
+        outcomes = _restart_server_0_and_finish(c, tmp_path)
+    if snapshot_round_1:
+        assert _snapshot_version(snap / "server-0.safetensors", "w") == 1  # round 2 was lost
+    for o in outcomes:
+        got = [v.tolist() for v in o.value["values"]]
+        assert got == [[2.0] * 4, [4.0] * 4, [6.0] * 4], got

@@ -64,8 +64,8 @@ def send_dense_push(client: PSClient, plan: KeyPlan, flat: torch.Tensor, compres
     for i, (server, _, _) in enumerate(plan.shards):
         tensors, flags, nbytes = push_payload(plan, flat, i, compressor)
         sent += nbytes
-        client.send(server, Message(Command.PUSH, flags=flags, key=plan.key, shard=i, tensors=tensors),
-                    functools.partial(plan.operation, "PUSH", i), keep=True)
+        client.send(server, Message(Command.PUSH, flags=flags, key=plan.key, shard=i, arg=plan.push_arg(i),
+                                    tensors=tensors), functools.partial(plan.operation, "PUSH", i), keep=True)
     return sent
 
 
@@ -133,7 +133,8 @@ def send_dense_pull(client: PSClient, plan: KeyPlan, outs: list[torch.Tensor], n
             sent += nbytes
             if narrow is not None:
                 flags |= Flag.NARROW
-            msg = Message(Command.PUSHPULL, flags=flags, key=plan.key, shard=i, arg=arg, tensors=tensors)
+            msg = Message(Command.PUSHPULL, flags=flags, key=plan.key, shard=i, arg=plan.push_arg(i, arg),
+                          tensors=tensors)
         client.send(server, msg, functools.partial(plan.operation, msg.command.name, i), hint,
                     on_reply=functools.partial(on_reply, i=i))
     return sent

@@ -14,7 +14,7 @@ faults, which made a 100 MiB key move 2-3 times slower than the same bytes in 4 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -36,6 +36,16 @@ class KeyPlan:
     kind: str = "dense"  # 'row_sparse': initialized with a row_sparse value, split by rows
     group: str | None = None  # the key prefix of the worker group that owns the key (None: the job's)
     index: Key | None = None  # the group's own name of the key (its Trainer's index); None: ``key``
+    pushed: list[int] = field(default_factory=list)  # pushes sent to each slice so far
+
+    def push_arg(self, i: int, low: int = 0) -> int:
+        """The ``arg`` of this worker's next push to slice ``i``: its sequence number (1, 2, ...)
+        shifted past the low byte, which carries ``low`` (a PUSHPULL's narrow dtype code).  A server
+        restored from a snapshot tells by it a push sent again from one it has not counted yet."""
+        if len(self.pushed) < len(self.shards):
+            self.pushed.extend([0] * (len(self.shards) - len(self.pushed)))
+        self.pushed[i] += 1
+        return self.pushed[i] << 8 | low
 
     @property
     def own_key(self) -> Key:

@@ -19,7 +19,10 @@ is unpickled or ``torch.load``-ed: optimizer states travel as a JSON structure w
 point at tensor frames (:func:`pack_tree` / :func:`unpack_tree`).
 
 ``arg`` is command specific: the version of a PULL_REPLY, the round a PUSH belongs to in its
-ACK, a count.  ``sender`` is a node id in ps-lite's numbering: 1 the scheduler, ``8 + 2r``
+ACK, a count; in a PUSH or PUSHPULL, the worker's sequence number of that push to that key slice
+(1, 2, ...; 0: not given) shifted left by 8 bits, the low byte being a PUSHPULL's narrow dtype
+code (a server restored from a snapshot counts each push once by it, see :mod:`.shard`).
+``sender`` is a node id in ps-lite's numbering: 1 the scheduler, ``8 + 2r``
 server r, ``9 + 2r`` worker r (:func:`server_node`, :func:`worker_node`).
 
 Extension points: a new message type is a new :class:`Command` code and a handler in the
@@ -33,7 +36,7 @@ server's dispatch table.  :class:`Flag` marks messages whose tensors are not the
 * ROW_PULL ``[row ids]``: the reply carries those rows' elements (:mod:`.rows`);
 * PUSHPULL: a dense (or, with ``COMPRESSED``, compressed) push whose PULL_REPLY comes once it
   is applied: one message each way per key slice instead of four (PUSH, its ACK, PULL, the
-  reply); with ``NARROW`` the reply is cast to the dtype whose code is ``arg``.
+  reply); with ``NARROW`` the reply is cast to the dtype whose code is ``arg``'s low byte.
 
 Hostile input: :func:`decode` raises only :class:`ProtocolError`, whatever the frames hold.  A
 tensor description is bounded before anything is allocated (at most :data:`MAX_NDIM` dims, each

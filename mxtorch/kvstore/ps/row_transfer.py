@@ -51,7 +51,8 @@ def send_rows_push(client: PSClient, plan: KeyPlan, ids: torch.Tensor, rows: tor
         lo, hi = rows_in_slice(ids, plan.row, off, size)
         tensors = [ids[lo:hi], rows[lo:hi]]
         sent += sum(t.numel() * t.element_size() for t in tensors)
-        msg = Message(Command.PUSH, flags=Flag.ROW_SPARSE, key=plan.key, shard=i, tensors=tensors)
+        msg = Message(Command.PUSH, flags=Flag.ROW_SPARSE, key=plan.key, shard=i, arg=plan.push_arg(i),
+                      tensors=tensors)
         client.send(server, msg, functools.partial(plan.operation, "PUSH", i), keep=True)
     return sent
 

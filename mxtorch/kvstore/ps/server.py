@@ -412,9 +412,9 @@ class ParameterServer:
         self._take_push(sh, worker, msg, identity, ack=True)
 
     def _take_push(self, sh: KeyShard, worker: int, msg: Message, identity: bytes | None,
-                   ack: bool) -> None:
+                   ack: bool) -> int:
         """Count (sync) or apply (async) the push ``msg`` carries; ACK it (with the version it makes)
-        if ``ack``."""
+        if ``ack``; return that version."""
         if not sh.pushes_key(worker):
             raise KVStoreError(f"{sh.describe()} belongs to workers {sorted(sh.workers or ())}, which alone "
                                f"push it; worker {worker} is not one of them")
@@ -433,15 +433,18 @@ class ParameterServer:
                 self._ack(identity, msg, sh.version)
             self._answer_pulls(sh)  # a slower worker's push may let a faster one's pull go
             self._after_update()
-            return
-        target = sh.add_push(worker, grad, frame)
+            return sh.version
+        target = sh.add_push(worker, grad, frame, msg.arg >> 8)
         if ack:
             self._ack(identity, msg, target)
-        while len(sh.round) >= sh.round_size(self.num_workers):
-            self._apply(sh, *sh.take_round())
+        while sh.round_complete(self.num_workers):
+            summed, summed_frame = sh.take_round()
+            if summed is not None:  # None: a round every worker saw complete on the process that died
+                self._apply(sh, summed, summed_frame)
             sh.version += 1
             self._answer_pulls(sh)
             self._after_update()
+        return target
 
     def _on_pushpull(self, identity: bytes | None, msg: Message) -> None:
         """A dense push, then a pull of the value it leads to, answered by one PULL_REPLY."""
@@ -451,9 +454,9 @@ class ParameterServer:
         sh = self._shard(msg, worker)
         if msg.flags & Flag.ROW_SPARSE:
             raise ProtocolError("PUSHPULL carries dense (or compressed) values: push rows with PUSH")
-        narrow = narrow_dtype(sh, msg.arg) if msg.flags & Flag.NARROW else None
-        self._take_push(sh, worker, msg, identity, ack=False)
-        self._queue_pull(sh, PendingPull(identity, msg, worker, sh.last_target.get(worker, 0), narrow=narrow))
+        narrow = narrow_dtype(sh, msg.arg & 0xFF) if msg.flags & Flag.NARROW else None
+        target = self._take_push(sh, worker, msg, identity, ack=False)
+        self._queue_pull(sh, PendingPull(identity, msg, worker, target, narrow=narrow))
 
     def _apply(self, sh: KeyShard, grad: torch.Tensor | Rows, frame: Any = None) -> None:
         """Update the value with ``grad`` (the optimizer's step), or store it (no optimizer);
@@ -659,6 +662,7 @@ class ParameterServer:
             _log(f"server {self.rank} restarted but has no usable snapshot ({e}); it starts empty")
             return
         for sh in unpack_shards(meta, tensors, self.num_workers):
+            sh.restored = True  # workers' pushes sent again are told apart by their sequence numbers
             self.shards[(sh.key, sh.shard)] = sh
         opt, groups = meta.get("optimizer"), meta.get("group_optimizers", [])  # older snapshots: no groups
         if opt is not None:

@@ -20,6 +20,18 @@ answered once ``version`` reaches the round of the asking worker's latest push t
 itself, relying on ZeroMQ's per-connection ordering.  ``pushes`` counts each worker's pushes
 (dist_async's staleness bound compares them).
 
+Restarts.  A slice restored from a snapshot (``restored``) is at the version of its last round
+before the snapshot, and it lost the round in progress.  Its workers may be anywhere around it:
+one sends again a push whose round it never saw complete (the old process died first, or its
+reply was not read yet when the restart was announced), another already saw that round, or
+later ones, complete on the old process.  So each push carries the worker's sequence number of
+its pushes to the slice, which in dist_sync is the round it belongs to: a push whose round was
+counted or applied already is not counted again (:meth:`KeyShard.add_push` returns its round,
+and a pull of it is answered from the value), and a worker whose first push after the restart
+belongs to a later round takes no part in the rounds before it (``skip``: those rounds, lost
+with the old process for that worker, complete with the others' pushes).  Without this one
+resent push counts twice and that worker stays one round off the others until the job hangs.
+
 ``stored`` is the row ids the value holds when rows were assigned to it (a row-sparse push
 without an optimizer: the other rows are zero, as MXNet assigns), None for a dense value.
 """
@@ -84,6 +96,8 @@ class KeyShard:
     inflight: list[Any] = field(default_factory=list)  # MessageTrackers of zero-copy sends of value
     frame: Any = None  # the received ZeroMQ frame whose memory value is (re-sent as is), else None
     stored: torch.Tensor | None = None
+    restored: bool = False  # loaded from a snapshot: pushes are counted by their sequence numbers
+    skip: dict[int, int] = field(default_factory=dict)  # worker -> the last round it takes no part in
 
     @property
     def own_key(self) -> Key:
@@ -116,21 +130,39 @@ class KeyShard:
         return f"key {self.key!r}{where}"
 
     # ---- sync rounds ------------------------------------------------------------------------
-    def add_push(self, worker: int, grad: Push, frame: Any = None) -> int:
+    def _next_round(self, worker: int) -> int:
+        """The round ``worker``'s next push belongs to, as this slice has counted its pushes."""
+        base = max(self.version, self.skip.get(worker, 0))
+        return base + 1 + (worker in self.round) + len(self.queued.get(worker, ()))
+
+    def add_push(self, worker: int, grad: Push, frame: Any = None, seq: int = 0) -> int:
         """Count ``grad`` into the current round, or queue it; return the version it will produce.
 
         ``frame``: the received frame whose memory a dense ``grad`` is (the round may adopt it).
+        ``seq``: the worker's sequence number of this push (0: not given); on a restored slice a
+        push already counted is not counted again and one ahead skips the rounds before it.
         """
+        target = self._next_round(worker)
+        if seq and self.restored:
+            if seq < target:  # counted or applied before the restart: sent again
+                return seq
+            if seq > target and worker not in self.round and worker not in self.queued:
+                self.skip[worker] = seq - 1  # its pushes before this one died with the old process
+                target = seq
         self.pushes[worker] = self.pushes.get(worker, 0) + 1
-        if worker in self.round:
-            q = self.queued.setdefault(worker, deque())
-            q.append((grad, frame))
-            target = self.version + 1 + len(q)
+        if worker in self.round or self.skip.get(worker, 0) > self.version:
+            self.queued.setdefault(worker, deque()).append((grad, frame))
         else:
             self._accumulate(worker, grad, frame)
-            target = self.version + 1
         self.last_target[worker] = target
         return target
+
+    def round_complete(self, num_workers: int) -> bool:
+        """Whether every worker of the key pushed to the current round or takes no part in it."""
+        if not self.skip:
+            return len(self.round) >= self.round_size(num_workers)
+        members = range(num_workers) if self.workers is None else self.workers
+        return all(w in self.round or self.skip.get(w, 0) > self.version for w in members)
 
     def _accumulate(self, worker: int, grad: Push, frame: Any) -> None:
         if isinstance(grad, Rows):
@@ -145,17 +177,24 @@ class KeyShard:
             self.agg.add_(grad)
         self.round.add(worker)
 
-    def take_round(self) -> tuple[Push, Any]:
-        """End the complete round: return its sum (and the frame whose memory the sum is, or None),
-        and start the next round from the queued pushes."""
+    def take_round(self) -> tuple[Push | None, Any]:
+        """End the complete round: return its sum (and the frame whose memory the sum is, or None;
+        a sum None: every worker skipped the round) and start the next round from the queued pushes."""
         agg, parts, frame = self.agg, self.agg_rows, self.agg_frame
         self.agg, self.agg_rows, self.agg_frame = None, [], None
         self.round = set()
+        starting = self.version + 2  # the round that starts now
         for worker, q in list(self.queued.items()):
+            if self.skip.get(worker, 0) >= starting:
+                continue  # its next push belongs to a later round
             self._accumulate(worker, *q.popleft())
             if not q:
                 del self.queued[worker]
+        if self.skip:
+            self.skip = {w: last for w, last in self.skip.items() if last >= starting}
         if agg is None:
+            if not parts:
+                return None, None
             return merge_rows(parts, self.agg_dtype), None
         if parts:
             self.add_rows_into(agg, merge_rows(parts, agg.dtype))
