@@ -993,18 +993,21 @@ def round_across_restart(folder: str) -> dict[str, Any]:
 
 
 def reply_read_after_restart(folder: str, snapshot_round_1: bool) -> dict[str, Any]:
-    """dist_sync, no optimizer (a round stores its sum).  Round 2 completes, but worker 1 reads
+    """dist_sync, SGD (lr 0.1) on the servers.  Round 2 completes, but worker 1 reads
     its reply only after its server was killed and restarted (a worker busy or starved of CPU):
     the restart notice is read first, so worker 1 sends its round-2 push again to the restored
     server, which holds round 2 already (a snapshot after every round) or, with
     ``snapshot_round_1`` (the servers snapshot when asked, worker 0 asks after round 1), not: then
     worker 0's next push is of round 3, and round 2 must complete without it."""
+    from mxtorch import optimizer
+
     kv = _kv("dist_sync")
     r = kv.rank
+    kv.set_optimizer(optimizer.SGD(learning_rate=0.1))
     kv.init("w", torch.zeros(4))
     values = []
     first = torch.zeros(4)
-    kv.pushpull("w", torch.full((4,), 1.0), out=first)  # round 1: 1 + 1
+    kv.pushpull("w", torch.full((4,), 1.0), out=first)  # round 1: -0.1 * (1 + 1)
     values.append(first)
     if snapshot_round_1 and r == 0:
         kv._snapshot()
@@ -1019,11 +1022,11 @@ def reply_read_after_restart(folder: str, snapshot_round_1: bool) -> dict[str, A
                 raise TimeoutError("no restart notice from the scheduler")
         client.wait()
     else:
-        kv.pushpull("w", torch.full((4,), 2.0), out=second)  # round 2: 2 + 2
+        kv.pushpull("w", torch.full((4,), 2.0), out=second)  # round 2: -0.2 - 0.1 * (2 + 2)
         with open(os.path.join(folder, "round-2"), "w") as f:
             f.write("done")
     values.append(second)
     third = torch.zeros(4)
-    kv.pushpull("w", torch.full((4,), 3.0), out=third)  # round 3: 3 + 3
+    kv.pushpull("w", torch.full((4,), 3.0), out=third)  # round 3: 0.1 * (3 + 3) less
     values.append(third)
     return {"values": values}

@@ -36,7 +36,8 @@ variable                          meaning
 ``MXNET_KVSTORE_BIGARRAY_BOUND``  elements above which a key is split over all servers (1000000)
 ``MXTORCH_PS_STALENESS``          dist_async: pushes a worker may be ahead of the slowest (unset: any)
 ``MXTORCH_PS_SNAPSHOT_DIR``       where servers write snapshots (unset: no snapshots)
-``MXTORCH_PS_SNAPSHOT_EVERY``     completed updates between automatic snapshots (0: only on request)
+``MXTORCH_PS_SNAPSHOT_EVERY``     completed updates between automatic snapshots: one once every key slice
+                                  of the server has this many more (0: only on request)
 ``MXTORCH_PS_PIECE_BYTES``        a key above the bound is cut into slices of at most this many bytes
                                   (4 MiB), dealt round robin to the servers; 0: one slice per server
 ``MXTORCH_PS_ADOPT_PULLS``        1 (default): pulls hand their received buffer to an unshared ``out``;

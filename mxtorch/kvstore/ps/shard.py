@@ -28,8 +28,9 @@ later ones, complete on the old process.  So each push carries the worker's sequ
 its pushes to the slice, which in dist_sync is the round it belongs to: a push whose round was
 counted or applied already is not counted again (:meth:`KeyShard.add_push` returns its round,
 and a pull of it is answered from the value), and a worker whose first push after the restart
-belongs to a later round takes no part in the rounds before it (``skip``: those rounds, lost
-with the old process for that worker, complete with the others' pushes).  Without this one
+belongs to a later round takes no part in the rounds before it (``skip``: those rounds were
+lost with the old process, whole: they complete without an update, the others' pushes to them
+answered with the restored value).  Without this one
 resent push counts twice and that worker stays one round off the others until the job hangs.
 
 ``stored`` is the row ids the value holds when rows were assigned to it (a row-sparse push
@@ -182,6 +183,10 @@ class KeyShard:
         a sum None: every worker skipped the round) and start the next round from the queued pushes."""
         agg, parts, frame = self.agg, self.agg_rows, self.agg_frame
         self.agg, self.agg_rows, self.agg_frame = None, [], None
+        if any(last > self.version for last in self.skip.values()):
+            # a worker saw this round complete on the process that died: it was lost with that
+            # process after its snapshot, whole; the pushes sent again do not make a partial one
+            agg, parts, frame = None, [], None
         self.round = set()
         starting = self.version + 2  # the round that starts now
         for worker, q in list(self.queued.items()):

@@ -10,7 +10,10 @@ temporary name and renamed, so a crash leaves the previous snapshot whole.  Read
 unpickles: safetensors for tensors, JSON for the rest.
 
 A restarted server (same ``DMLC_SERVER_ID``) loads its snapshot and serves from it; pushes
-that arrived after the snapshot, and a sync round in progress when it was taken, are lost.
+that arrived after the snapshot, and a sync round in progress when it was taken, are lost
+(workers send the requests they still wait on again; :mod:`.shard` counts each push once).
+Automatic snapshots come once every slice completed ``MXTORCH_PS_SNAPSHOT_EVERY`` more rounds,
+so a server killed in the middle of a step loses the rounds of that step its slices completed.
 """
 
 from __future__ import annotations
