@@ -62,7 +62,7 @@ def _ops() -> dict[str, Callable[[], object]]:
         "reshape": lambda: x.reshape(16, 8),
         "x[0]": lambda: x[0],
         "x[:, 1]": lambda: x[:, 1],
-        "x[0] = r": set_row,  # Tensor.__setitem__ carries MXNet's rule for numpy values when on
+        "x[0] = r": set_row,  # torch's own __setitem__ after import mxtorch (MXNet's rule is opt-in)
         "x[1:3] = 2.": set_slice,
         "size()": lambda: x.size(),
         "shape": lambda: x.shape,
@@ -181,8 +181,9 @@ def backward_patch(rounds: int, number: int) -> None:
 
 
 def setitem_patch(rounds: int, number: int) -> None:
-    """``Tensor.__setitem__`` with MXNet's rule for numpy values against torch's own, in one
-    process, switched every round (as backward_patch)."""
+    """``Tensor.__setitem__`` with MXNet's rule for numpy values (opt-in: MXTORCH_NUMPY_SETITEM=1)
+    against torch's own, in one process, switched every round (as backward_patch): what MXNet code
+    that turns the rule on pays per assignment."""
     import torch
 
     from mxtorch import _tensor_overrides
@@ -203,13 +204,13 @@ def setitem_patch(rounds: int, number: int) -> None:
             times: dict[bool, list[float]] = {False: [], True: []}
             for _ in range(rounds * 2):
                 for on in (False, True):
-                    _tensor_overrides.install(on)
+                    _tensor_overrides.install_setitem(on)
                     times[on].append(min(timeit.repeat(fn, number=number, repeat=3)) / number)
             off, on = statistics.median(times[False]), statistics.median(times[True])
             print(f"{name} in one process: torch's __setitem__ {off * 1e9:.0f} ns, "
                   f"MXNet's rule {on * 1e9:.0f} ns, ratio {on / off:.3f}")
     finally:
-        _tensor_overrides.install(before is not None)
+        _tensor_overrides.install_setitem(before is not None)
 
 
 if __name__ == "__main__":

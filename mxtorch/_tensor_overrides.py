@@ -8,7 +8,12 @@ added under a name torch lacks; see :mod:`mxtorch.ndarray_methods`).
 - ``x.__setstate__({'handle': raw bytes})``: MXNet's pickled state of an NDArray (its raw
   single-array bytes) loads into the tensor; any other state is torch's.
 
-:func:`install` is run by :func:`mxtorch.ndarray_methods.enable` and undone by ``disable``.
+:func:`install_setstate` is run by :func:`mxtorch.ndarray_methods.enable` (torch never calls
+``__setstate__`` on its own tensors: it costs torch code nothing).  The assignment rule is **off by
+default**: every ``x[k] = v`` of plain torch code would pay a Python call for it (``bench/tensor_methods.py``
+measured +8 to +26 % on one assignment), and a torch user never pays for MXNet compatibility.  MXNet
+code that assigns numpy values turns it on with ``MXTORCH_NUMPY_SETITEM=1`` or
+:func:`mxtorch.ndarray_methods.set_numpy_assignment`.
 """
 
 from __future__ import annotations
@@ -54,13 +59,28 @@ def _setstate(self: torch.Tensor, state: Any) -> None:
     _torch_setstate(self, state)
 
 
-def install(on: bool = True) -> None:
-    """Give ``torch.Tensor`` MXNet's rules (``on``) or torch's own methods back."""
+def install_setitem(on: bool = True) -> None:
+    """MXNet's assignment rule on ``torch.Tensor.__setitem__`` (``on``) or torch's own back."""
     if on:
         torch.Tensor.__setitem__ = _setitem  # type: ignore[method-assign,assignment]
-        torch.Tensor.__setstate__ = _setstate  # type: ignore[method-assign]
-        return
-    if torch.Tensor.__dict__.get("__setitem__") is _setitem:
+    elif torch.Tensor.__dict__.get("__setitem__") is _setitem:
         del torch.Tensor.__setitem__
-    if torch.Tensor.__dict__.get("__setstate__") is _setstate:
+
+
+def setitem_installed() -> bool:
+    """True while ``x[k] = v`` takes numpy values and lists (MXNet's rule)."""
+    return torch.Tensor.__dict__.get("__setitem__") is _setitem
+
+
+def install_setstate(on: bool = True) -> None:
+    """MXNet's pickled-state rule on ``torch.Tensor.__setstate__`` (``on``) or torch's own back."""
+    if on:
+        torch.Tensor.__setstate__ = _setstate  # type: ignore[method-assign]
+    elif torch.Tensor.__dict__.get("__setstate__") is _setstate:
         torch.Tensor.__setstate__ = _torch_setstate  # type: ignore[method-assign]
+
+
+def install(on: bool = True) -> None:
+    """Both extended methods on (``on``) or torch's own methods back."""
+    install_setitem(on)
+    install_setstate(on)

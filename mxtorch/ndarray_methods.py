@@ -22,6 +22,7 @@ Sparse arrays (:mod:`mxtorch.nd.sparse`) get ``x.stype``, ``x.tostype(...)``, ``
 
 from __future__ import annotations
 
+import os
 import threading
 import weakref
 from typing import Any
@@ -533,8 +534,8 @@ COLLISIONS: dict[str, tuple[str, str]] = {
     "__eq__": ("==, <, ... give 1/0 in the array's dtype", "torch's (bool); MXNet's: mx.nd.equal etc."),
     "__truediv__": ("int32 / int32 stays int32 (truncates)", "torch's (true division, float); MXNet's: "
                     "mx.nd.divide"),
-    "__setitem__": ("x[k] = v takes numpy arrays, numpy scalars and lists too", "torch's, extended: those "
-                    "values are converted to the array's dtype (mxtorch._tensor_overrides)"),
+    "__setitem__": ("x[k] = v takes numpy arrays, numpy scalars and lists too", "torch's (it refuses them); "
+                    "MXNet's with MXTORCH_NUMPY_SETITEM=1 or ndarray_methods.set_numpy_assignment()"),
     "__setstate__": ("loads MXNet's pickled state {'handle': raw bytes}", "torch's, extended: MXNet's state "
                      "loads into the tensor (mxtorch._tensor_overrides)"),
 }
@@ -549,30 +550,64 @@ ELEMENTWISE_SAME = (
 
 
 _lock = threading.Lock()
+MXTORCH_NUMPY_SETITEM = "MXTORCH_NUMPY_SETITEM"  # documented in mxtorch.distributed.env
 _added: dict[str, Any] = {}
 _enabled = False
 
 
-def enable() -> list[str]:
+def _numpy_assignment_wanted() -> bool:
+    raw = os.environ.get(MXTORCH_NUMPY_SETITEM, "0").strip().lower()
+    if raw in ("0", "false", "no", "off", ""):
+        return False
+    if raw in ("1", "true", "yes", "on"):
+        return True
+    raise ValueError(f"{MXTORCH_NUMPY_SETITEM}={raw!r} is not understood: set it to 1 (x[k] = v takes numpy "
+                     "arrays, numpy scalars and lists, MXNet's rule) or 0 (torch's assignment, the default)")
+
+
+def enable(numpy_assignment: bool | None = None) -> list[str]:
     """Add the MXNet methods torch.Tensor lacks, MXNet's rule for ``backward()`` on a non-scalar
-    head (:func:`mxtorch.autograd.install_backward`) and for assigning numpy arrays, numpy
-    scalars and lists (:mod:`mxtorch._tensor_overrides`); idempotent.  Returns the names added."""
+    head (:func:`mxtorch.autograd.install_backward`) and for loading MXNet's pickled NDArray state;
+    idempotent.  Returns the names added.
+
+    ``numpy_assignment`` (default: ``MXTORCH_NUMPY_SETITEM``, off) also gives ``x[k] = v`` MXNet's
+    rule for numpy arrays, numpy scalars and lists (:func:`set_numpy_assignment`): off by default
+    because every assignment of plain torch code would pay for it."""
     global _enabled
     with _lock:
         if not _enabled:
             autograd.install_backward(True)
-            _tensor_overrides.install(True)
+            _tensor_overrides.install_setstate(True)
             for name, obj in _table().items():
                 if hasattr(torch.Tensor, name):
                     continue
                 setattr(torch.Tensor, name, obj)
                 _added[name] = obj
             _enabled = True
-        return sorted(_added)
+    if numpy_assignment is None:
+        numpy_assignment = _numpy_assignment_wanted()
+    if numpy_assignment:
+        _tensor_overrides.install_setitem(True)
+    return sorted(_added)
+
+
+def set_numpy_assignment(on: bool = True) -> None:
+    """``x[k] = v`` takes numpy arrays, numpy scalars and lists as MXNet's NDArray did (``on``), or
+    torch's own assignment (the default: torch refuses them, and costs nothing extra).
+
+    The switch is process-wide (it changes ``torch.Tensor.__setitem__``); ``MXTORCH_NUMPY_SETITEM=1``
+    turns it on at ``import mxtorch``.  ``bench/tensor_methods.py`` measures its cost."""
+    _tensor_overrides.install_setitem(bool(on))
+
+
+def numpy_assignment_enabled() -> bool:
+    """True while ``x[k] = v`` follows MXNet's rule (:func:`set_numpy_assignment`)."""
+    return _tensor_overrides.setitem_installed()
 
 
 def disable() -> None:
-    """Remove exactly what :func:`enable` added (a no-op when not enabled)."""
+    """Remove exactly what :func:`enable` added, MXNet's assignment rule included (a no-op when
+    not enabled)."""
     global _enabled
     with _lock:
         if _enabled:

@@ -1,5 +1,6 @@
 """MXNet's rules on the two torch.Tensor methods mxtorch extends: x[key] = numpy array / numpy scalar /
-list / tuple, and x.__setstate__ of MXNet's pickled NDArray state."""
+list / tuple (opt-in: MXTORCH_NUMPY_SETITEM=1 or set_numpy_assignment), and x.__setstate__ of MXNet's
+pickled NDArray state (always on: torch never calls it on its own tensors)."""
 
 from __future__ import annotations
 
@@ -11,9 +12,39 @@ import pytest
 import torch
 
 import mxtorch as mx
+from mxtorch import ndarray_methods
 
 
-def test_numpy_values_lists_and_scalars_are_assigned() -> None:
+@pytest.fixture
+def numpy_assignment():
+    was = ndarray_methods.numpy_assignment_enabled()
+    ndarray_methods.set_numpy_assignment(True)
+    yield
+    ndarray_methods.set_numpy_assignment(was)
+
+
+def test_assignment_is_torch_own_by_default() -> None:
+    # a torch user pays nothing: no Python wrapper around torch's __setitem__ after import mxtorch
+    import subprocess
+    import sys
+
+    code = ("import mxtorch, torch, numpy as np; assert '__setitem__' not in torch.Tensor.__dict__; "
+            "x = torch.zeros(2)\ntry:\n    x[:] = np.ones(2)\nexcept TypeError: print('refused')")
+    env = {k: v for k, v in __import__("os").environ.items() if k != "MXTORCH_NUMPY_SETITEM"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "refused"
+    on = subprocess.run([sys.executable, "-c", "import mxtorch, torch, numpy as np; x = torch.zeros(2); "
+                         "x[:] = np.ones(2); print(x.tolist())"], capture_output=True, text=True,
+                        env={**env, "MXTORCH_NUMPY_SETITEM": "1"}, timeout=120)
+    assert on.returncode == 0, on.stderr
+    assert on.stdout.strip() == "[1.0, 1.0]"
+    bad = subprocess.run([sys.executable, "-c", "import mxtorch"], capture_output=True, text=True,
+                         env={**env, "MXTORCH_NUMPY_SETITEM": "maybe"}, timeout=120)
+    assert bad.returncode != 0 and "MXTORCH_NUMPY_SETITEM='maybe' is not understood" in bad.stderr
+
+
+def test_numpy_values_lists_and_scalars_are_assigned(numpy_assignment: None) -> None:
     a = mx.nd.zeros((3, 4))
     src = np.arange(12, dtype=np.float64).reshape(3, 4) / 4
     a[:] = src  # float64 values into a float32 array: converted to its dtype
@@ -27,14 +58,14 @@ def test_numpy_values_lists_and_scalars_are_assigned() -> None:
     assert a[2].tolist() == [9.0, 9.0, 0.5, 0.5]
 
 
-def test_large_ints_keep_their_value_in_int32() -> None:
+def test_large_ints_keep_their_value_in_int32(numpy_assignment: None) -> None:
     b = mx.nd.zeros((2,), dtype="int32")
     b[1] = np.int64(16800001)
     b[0] = [16800002]
     assert b.tolist() == [16800002, 16800001]
 
 
-def test_tensors_and_numbers_go_to_torch_unchanged() -> None:
+def test_tensors_and_numbers_go_to_torch_unchanged(numpy_assignment: None) -> None:
     w = torch.zeros(2, 3, requires_grad=True)
     y = w * 1.0
     y[0] = torch.ones(3)  # torch's own in-place assignment, recorded by autograd
@@ -42,15 +73,13 @@ def test_tensors_and_numbers_go_to_torch_unchanged() -> None:
     assert w.grad.tolist() == [[0.0, 0.0, 0.0], [1.0, 1.0, 1.0]]
 
 
-def test_non_numeric_values_are_refused() -> None:
+def test_non_numeric_values_are_refused(numpy_assignment: None) -> None:
     a = mx.nd.zeros((2,))
     with pytest.raises(TypeError, match="non-numeric"):
         a[:] = ["x", None]
 
 
-def test_disable_gives_torch_its_own_assignment_back() -> None:
-    from mxtorch import ndarray_methods
-
+def test_disable_gives_torch_its_own_assignment_back(numpy_assignment: None) -> None:
     a = torch.zeros(2)
     ndarray_methods.disable()
     try:
@@ -58,7 +87,7 @@ def test_disable_gives_torch_its_own_assignment_back() -> None:
         with pytest.raises(TypeError, match="can't assign"):
             a[:] = np.ones(2)
     finally:
-        ndarray_methods.enable()
+        ndarray_methods.enable(numpy_assignment=True)
     a[:] = np.ones(2)
     assert a.tolist() == [1.0, 1.0]
 

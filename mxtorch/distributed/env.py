@@ -52,7 +52,8 @@ __all__ = [
     "MXTORCH_PS_PORT", "MXTORCH_PS_HEARTBEAT_S", "MXTORCH_PS_DEAD_S", "MXTORCH_PS_STALENESS",
     "MXTORCH_PS_SNAPSHOT_DIR", "MXTORCH_PS_SNAPSHOT_EVERY", "MXTORCH_PS_ADOPT_PULLS",
     "MXTORCH_PS_PIECE_BYTES", "MXTORCH_PS_SERVER_IMPORTS", "MXTORCH_PS_LOST_S",
-    "MXTORCH_PS_MAX_MESSAGE_BYTES", "MXTORCH_PS_BIND_ALL", "MXNET_ELIMINATE_COMMON_EXPR", "MXTORCH_DEBUG",
+    "MXTORCH_PS_MAX_MESSAGE_BYTES", "MXTORCH_PS_BIND_ALL", "MXTORCH_NUMPY_SETITEM",
+    "MXNET_ELIMINATE_COMMON_EXPR", "MXTORCH_DEBUG",
 ]
 
 # ---- torchrun / torch.distributed (env:// rendezvous); ``mxtorch launch`` sets these too ----
@@ -173,6 +174,10 @@ MXTORCH_PS_SERVER_IMPORTS = "MXTORCH_PS_SERVER_IMPORTS"
 MXTORCH_TENSOR_METHODS = "MXTORCH_TENSOR_METHODS"
 """1 (default): ``import mxtorch`` adds MXNet's NDArray methods torch.Tensor lacks (``asnumpy``,
 ``asscalar``, ``context`` ...; see mxtorch.ndarray_methods); 0: torch.Tensor is left untouched."""
+MXTORCH_NUMPY_SETITEM = "MXTORCH_NUMPY_SETITEM"
+"""1: ``x[k] = v`` takes numpy arrays, numpy scalars and lists as MXNet's NDArray did (set before
+``import mxtorch``; :func:`mxtorch.ndarray_methods.set_numpy_assignment` at run time); 0 (default):
+torch's own assignment, which plain torch code keeps paying nothing extra for."""
 MXTORCH_DEBUG = "MXTORCH_DEBUG"
 """1: the ``mxtorch`` command prints the traceback of a user error too (as ``--debug`` does); unset
 or 0: one line ``mxtorch <command>: error: ...``."""
