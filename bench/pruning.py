@@ -120,7 +120,7 @@ def run_transfer(args: argparse.Namespace) -> list[dict[str, Any]]:
 
 VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
     "dense": ("dense", {}),
-    "l1_80": ("l1 80%, per layer", {"prune": "l1", "sparsity": 0.8}),
+    "l1_80": ("l1 80%, per layer", {"prune": "l1", "sparsity": 0.8, "prune_scope": "layer"}),
     "l1_80_global": ("l1 80%, global", {"prune": "l1", "sparsity": 0.8, "prune_scope": "global"}),
     "structured_50": ("structured 50% (masked)", {"prune": "structured", "sparsity": 0.5}),
 }

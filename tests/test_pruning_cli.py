@@ -31,7 +31,8 @@ def tensors(net) -> dict[str, torch.Tensor]:
 @pytest.mark.timeout(60)
 def test_prune_l1_reports_sparsity_and_saves_zeros(tmp_path, capsys):
     out = tmp_path / "run"
-    assert main([*BASE, "--output", str(out), "--prune", "l1", "--sparsity", "0.8"]) == 0
+    assert main([*BASE, "--output", str(out), "--prune", "l1", "--sparsity", "0.8", "--prune-scope",
+                 "layer"]) == 0  # the per-layer scope, by name (the default is global)
     metrics = json.loads((out / "metrics.json").read_text())
     sp = metrics["sparsity"]
     assert sp["total"] == pytest.approx(0.8, abs=1e-4)
@@ -54,11 +55,12 @@ def test_prune_l1_reports_sparsity_and_saves_zeros(tmp_path, capsys):
 
 
 @pytest.mark.timeout(60)
-def test_prune_global_scope(tmp_path):
-    """One threshold over all weights: 80% in all, the small output layer keeps more of its weights."""
+def test_prune_global_scope_is_the_default(tmp_path, capsys):
+    """One threshold over all weights (the default scope of l1/l2/random): 80% in all, the small
+    output layer keeps more of its weights."""
     out = tmp_path / "run"
-    assert main([*BASE, "--output", str(out), "--prune", "l1", "--sparsity", "0.8",
-                 "--prune-scope", "global"]) == 0
+    assert main([*BASE, "--output", str(out), "--prune", "l1", "--sparsity", "0.8"]) == 0
+    assert "pruning: l1 (global) to sparsity 0.8" in capsys.readouterr().out
     metrics = json.loads((out / "metrics.json").read_text())
     sp = metrics["sparsity"]
     assert sp["total"] == pytest.approx(0.8, abs=1e-4) and metrics["pruning"]["scope"] == "global"

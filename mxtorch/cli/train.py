@@ -15,11 +15,12 @@ scheduler, and the optimizer runs on the servers.
 
 ``--prune l1 --sparsity 0.8`` (or ``l2``, ``random``, ``structured``) prunes the network
 gradually while it trains (:mod:`mxtorch.contrib.pruning`, Zhu & Gupta's polynomial schedule
-from ``--prune-begin-step`` to the end of ``--prune-end-epoch``); metrics.json reports the final
-``"sparsity"`` and model.params holds the zeros.  ``--init-from FILE`` starts from the
-parameters of a saved network (those whose name and shape match; a new output layer keeps its
-fresh values), and ``--freeze REGEX`` keeps the parameters whose full name (or attribute path)
-matches fixed.
+from ``--prune-begin-step`` to the end of ``--prune-end-epoch``), by default with one magnitude
+threshold over all layers (``--prune-scope global``; ``layer`` gives every layer the sparsity);
+metrics.json reports the final ``"sparsity"`` and model.params holds the zeros.
+``--init-from FILE`` starts from the parameters of a saved network (those whose name and shape
+match; a new output layer keeps its fresh values), and ``--freeze REGEX`` keeps the parameters
+whose full name (or attribute path) matches fixed.
 
 ``--checkpoint-dir URI --checkpoint-every N`` saves a checkpoint (:mod:`mxtorch.checkpoint`:
 parameters, trainer and optimizer states incl. a parameter server's, compression residuals,
@@ -43,6 +44,7 @@ from .train_checks import check_train_config
 from .train_data import evaluate, load_datasets, parse_contexts
 from .train_extras import (
     PRUNE_METHODS,
+    PRUNE_SCOPES,
     _epoch_stats,
     _test_kill_hook,
     default_every,
@@ -108,7 +110,7 @@ class TrainConfig:
     prune_begin_step: int = 0
     prune_end_epoch: int | None = None
     prune_frequency: int | None = None
-    prune_scope: str = "layer"
+    prune_scope: str | None = None  # None: global for l1/l2/random, layer for structured
     init_from: str | None = None
     freeze: str | None = None
     checkpoint_dir: str | None = None
@@ -191,9 +193,10 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                         "one before the last, so the last epoch trains the pruned net; 1 with --epochs 1)")
     p.add_argument("--prune-frequency", type=int, default=d.prune_frequency,
                    help="with --prune: update the masks every this many steps (default: 20 updates in all)")
-    p.add_argument("--prune-scope", default=d.prune_scope, choices=("layer", "global"),
-                   help="with --prune l1/l2/random: every layer reaches the sparsity (layer, default) or one "
-                        "threshold over all pruned weights (global: small layers lose fewer)")
+    p.add_argument("--prune-scope", default=d.prune_scope, choices=PRUNE_SCOPES,
+                   help="with --prune l1/l2/random: one threshold over all pruned weights (global, the "
+                        "default: small layers lose fewer; 80%% l1 stays within a point of dense) or every "
+                        "layer reaches the sparsity (layer); structured is always per layer")
     p.add_argument("--init-from", default=d.init_from, metavar="PATH",
                    help="start from the parameters in PATH (save_parameters' file, e.g. another run's "
                         "model.params): those whose name and shape match are loaded, the others (a new "
@@ -395,7 +398,7 @@ def train(cfg: TrainConfig, log: Any = None) -> dict[str, Any]:
         if cfg.prune is not None:
             pruner = make_pruner(cfg, len(train_loader))
             pruner.apply(net)
-            say(f"pruning: {cfg.prune} ({cfg.prune_scope}) to sparsity {cfg.sparsity} from step "
+            say(f"pruning: {cfg.prune} ({pruner.scope}) to sparsity {cfg.sparsity} from step "
                 f"{pruner.begin_step} to step {pruner.end_step} (end of epoch "
                 f"{pruner.end_step // len(train_loader)}), masks updated every {pruner.frequency} steps")
 

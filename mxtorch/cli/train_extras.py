@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from .train import TrainConfig
 
 PRUNE_METHODS = ("l1", "l2", "random", "structured")
+PRUNE_SCOPES = ("global", "layer")
 
 
 def _sum(kv: Any, key: str, values: list[float]) -> list[float]:
@@ -136,7 +137,7 @@ def check_pruning_and_transfer(cfg: TrainConfig) -> None:
         given = {"--sparsity": cfg.sparsity is not None, "--prune-begin-step": cfg.prune_begin_step != 0,
                  "--prune-end-epoch": cfg.prune_end_epoch is not None,
                  "--prune-frequency": cfg.prune_frequency is not None,
-                 "--prune-scope global": cfg.prune_scope != "layer"}
+                 f"--prune-scope {cfg.prune_scope}": cfg.prune_scope is not None}
         named = [flag for flag, on in given.items() if on]
         if named:
             raise SystemExit(f"{named[0]} needs --prune METHOD ({', '.join(PRUNE_METHODS)})")
@@ -155,9 +156,9 @@ def check_pruning_and_transfer(cfg: TrainConfig) -> None:
                              f"{cfg.prune_end_epoch}")
         if cfg.prune_frequency is not None and cfg.prune_frequency < 1:
             raise SystemExit(f"--prune-frequency must be >= 1, got {cfg.prune_frequency}")
-        if cfg.prune_scope not in ("layer", "global"):
+        if cfg.prune_scope not in (None, *PRUNE_SCOPES):
             raise SystemExit(f"--prune-scope must be layer or global, got {cfg.prune_scope!r}")
-        if cfg.prune == "structured" and cfg.prune_scope != "layer":
+        if cfg.prune == "structured" and cfg.prune_scope == "global":
             raise SystemExit("--prune structured ranks channels within each layer: --prune-scope global "
                              "applies to l1, l2 and random")
         if "async" in cfg.kvstore.lower():
@@ -226,6 +227,16 @@ def freeze_parameters(net: Any, pattern: str) -> list[str]:
     return chosen
 
 
+def prune_scope(cfg: TrainConfig) -> str:
+    """``--prune-scope``, or its default: ``global`` for l1/l2/random -- one threshold over all layers
+    kept 80% l1 within a point of dense (-0.56 pt on the default task, -0.90 on the embedded subset),
+    80% of every layer did not (-0.76, -2.20: the first convolution keeps 58 of its 288 weights; the
+    README has the commands) -- and ``layer`` for structured."""
+    if cfg.prune_scope is not None:
+        return cfg.prune_scope
+    return "layer" if cfg.prune == "structured" else "global"
+
+
 def make_pruner(cfg: TrainConfig, steps_per_epoch: int) -> Any:
     """The gradual Pruner of ``--prune`` (polynomial schedule) for ``steps_per_epoch`` steps an epoch."""
     from ..contrib import pruning
@@ -239,7 +250,7 @@ def make_pruner(cfg: TrainConfig, steps_per_epoch: int) -> Any:
     assert cfg.prune is not None
     return pruning.Pruner(cfg.prune, schedule="polynomial", sparsity=cfg.sparsity,
                           begin_step=cfg.prune_begin_step, end_epoch=end_epoch,
-                          steps_per_epoch=steps_per_epoch, frequency=frequency, scope=cfg.prune_scope,
+                          steps_per_epoch=steps_per_epoch, frequency=frequency, scope=prune_scope(cfg),
                           seed=cfg.seed)
 
 
