@@ -226,6 +226,31 @@ def test_shard_copies_a_resent_frame_before_updating_it():
     assert sh.take_round()[1] is None
 
 
+def test_a_restored_shard_counts_pushes_by_their_sequence_numbers():
+    """Restored at version 2 with 2 workers: worker 1's push 2 (sent again) is not counted; worker
+    0's push 4 skips round 3 (lost with the old process), which completes without an update once
+    worker 1's push 3 comes; round 4 then holds both pushes 4."""
+    from mxtorch.kvstore.ps.shard import KeyShard
+
+    sh = KeyShard("k", 0, 1, (2,), torch.float32, 0, 2, value=torch.zeros(2), version=2, restored=True)
+    assert sh.add_push(1, torch.full((2,), 5.0), None, seq=2) == 2 and not sh.round  # a copy: ignored
+    assert sh.add_push(0, torch.full((2,), 4.0), None, seq=4) == 4 and sh.skip == {0: 3}
+    assert not sh.round_complete(2)
+    assert sh.add_push(1, torch.full((2,), 3.0), None, seq=3) == 3
+    assert sh.add_push(1, torch.full((2,), 3.0), None, seq=3) == 3  # the copy of a counted push
+    assert sh.round_complete(2)
+    assert sh.take_round() == (None, None)  # round 3 is lost whole
+    sh.version += 1
+    assert sh.round == {0} and not sh.skip and not sh.round_complete(2)
+    assert sh.add_push(1, torch.full((2,), 6.0), None, seq=4) == 4 and sh.round_complete(2)
+    summed, _ = sh.take_round()
+    _exact(summed, torch.full((2,), 10.0))
+    with pytest.raises(protocol.ProtocolError, match="sequence number -1"):
+        sh.add_push(0, torch.ones(2), None, seq=-1)
+    fresh = KeyShard("k", 0, 1, (2,), torch.float32, 0, 2, value=torch.zeros(2), version=2)
+    assert fresh.add_push(1, torch.ones(2), None, seq=1) == 3  # a slice never restored counts every push
+
+
 # ---- placement -----------------------------------------------------------------------------------
 def test_placement_balances_bytes_and_splits_big_keys():
     loads = [0, 0, 0]

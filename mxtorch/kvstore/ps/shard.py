@@ -46,7 +46,7 @@ from typing import Any
 import torch
 
 from ..base import Key
-from .protocol import Message
+from .protocol import Message, ProtocolError
 from .rows import Rows, aligned, element_positions, merge_rows, row_size
 
 __all__ = ["KeyShard", "LOW_PRECISION", "PendingPull", "Push"]
@@ -143,6 +143,8 @@ class KeyShard:
         ``seq``: the worker's sequence number of this push (0: not given); on a restored slice a
         push already counted is not counted again and one ahead skips the rounds before it.
         """
+        if seq < 0:
+            raise ProtocolError(f"a push of {self.describe()} carries the sequence number {seq}")
         target = self._next_round(worker)
         if seq and self.restored:
             if seq < target:  # counted or applied before the restart: sent again
