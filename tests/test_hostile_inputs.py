@@ -246,7 +246,7 @@ attempt("split_in_python", lambda: mx.sym.SliceChannel(mx.sym.var("data"), num_o
 with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter("always")
     attempt("restore", mgr.restore)
-out["warnings"] = [str(w.message)[:300] for w in caught]
+out["warnings"] = [str(w.message)[:4000] for w in caught]
 print(json.dumps(out))
 """
 
