@@ -168,7 +168,10 @@ def mutated_payload(draw: st.DrawFn) -> tuple[dict[str, Any], list[torch.Tensor]
     elif how == "reshape":
         tensors[i] = tensors[i].reshape(-1, 1)
     elif how == "fill":
-        tensors[i] = torch.full_like(tensors[i], draw(st.sampled_from([-1, 2**30, 10**6])))
+        # built in float64 and cast: an out-of-range value wraps or becomes inf, as hostile bytes do
+        # (torch.full_like refuses 2**30 for float16 before the decoder is reached)
+        value = float(draw(st.sampled_from([-1, 2**30, 10**6])))
+        tensors[i] = torch.full(tuple(tensors[i].shape), value, dtype=torch.float64).to(tensors[i].dtype)
     elif how == "shape":
         shape = draw(st.lists(st.integers(0, 12), max_size=3).map(tuple))
     return params, tensors, shape

@@ -46,7 +46,9 @@ def main() -> None:
     say(f"role={label} secret={digest} in_argv={bool(secret) and secret in own}")
     done = os.environ["SECRET_TEST_DONE"]
     if role != "worker":
-        deadline = time.monotonic() + 60
+        # stay until worker 0 has scanned /proc (it writes SECRET_TEST_DONE); generous, because the
+        # workers' torchrun may start long after the scheduler and servers on a busy machine
+        deadline = time.monotonic() + 300
         while not os.path.exists(done) and time.monotonic() < deadline:
             time.sleep(0.05)
         return
