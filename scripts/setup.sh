@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Creates .venv (once) and installs mxtorch with its test tools; CPU torch is pinned by
+# Creates .venv (once) and installs mxtorch with its test and docs tools; CPU torch is pinned by
 # constraints-cpu.txt. Where apt is usable as root, also installs Debian's
 # dataset-fashion-mnist (the full Fashion-MNIST); otherwise the subset shipped inside
 # mxtorch is used by `mxtorch train`. As root, also iproute2 (`ip`, `tc`) when missing: the
@@ -10,7 +10,7 @@ PY=${PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
-.venv/bin/python -m pip install -q --disable-pip-version-check -c constraints-cpu.txt -e ".[test,viz]"
+.venv/bin/python -m pip install -q --disable-pip-version-check -c constraints-cpu.txt -e ".[test,viz,docs]"
 if ! { command -v ip && command -v tc; } >/dev/null 2>&1 \
    && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
   if ! (apt-get install -y -qq iproute2 || (apt-get update -qq && apt-get install -y -qq iproute2)) >/dev/null 2>&1; then
