@@ -83,6 +83,13 @@ def _amp_region(args: tuple[Any, ...]) -> Any:
     return amp.autocast(device_type=dev)
 
 
+def _symbolic_call(block: Block, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """``block`` called with symbols: its graph under its name scope (none for prefix '')."""
+    check_kinds(block, args)
+    prefix = None if block._empty_prefix else block.prefix
+    return call_symbolic(block, args, kwargs, prefix, block._gluon_params)
+
+
 class _ScopeState(threading.local):
     current: _BlockScope | None = None
     counters: dict[str, int] | None = None  # automatic prefixes of blocks made outside any scope
@@ -363,8 +370,7 @@ class Block(MXNetBlockFields, torch.nn.Module):
     # ---- calling -----------------------------------------------------------------------
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if has_symbol(args):
-            check_kinds(self, args)
-            return call_symbolic(self, args, kwargs)
+            return _symbolic_call(self, args, kwargs)
         if _fwd.depth or torch.compiler.is_compiling():
             return super().__call__(*args, **kwargs)
         prev = _fwd.ctx
@@ -577,8 +583,7 @@ class HybridBlock(Block):
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if has_symbol(args):
-            check_kinds(self, args)
-            return call_symbolic(self, args, kwargs)
+            return _symbolic_call(self, args, kwargs)
         if self._hybrid_active and not _fwd.depth:
             self._check_hybrid_inputs(args)
         if self._infer_pending:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from types import ModuleType
 from typing import Any
 
 import torch
@@ -9,6 +10,7 @@ import torch.nn.functional as F
 
 from ...nd._nn import activation_fn
 from ..block import HybridBlock
+from ..symbolic import symbol_translation
 
 __all__ = ["Activation", "LeakyReLU", "PReLU", "ELU", "SELU", "GELU", "Swish", "SiLU", "activation_fn"]
 
@@ -114,3 +116,39 @@ class SiLU(Swish):
 
     def __init__(self, prefix: str | None = None, params: Any = None) -> None:
         super().__init__(1.0, prefix, params)
+
+
+# MXNet's graphs of these layers: the Activation operator, and the LeakyReLU operator's act_types
+@symbol_translation(Activation)
+def _activation_graph(F: ModuleType, b: Activation, x: Any) -> Any:
+    return F.Activation(x, act_type=b._act_type, name="fwd")
+
+
+@symbol_translation(LeakyReLU)
+def _leaky_graph(F: ModuleType, b: LeakyReLU, x: Any) -> Any:
+    return F.LeakyReLU(x, act_type="leaky", name="fwd", slope=b._alpha)
+
+
+@symbol_translation(ELU)
+def _elu_graph(F: ModuleType, b: ELU, x: Any) -> Any:
+    return F.LeakyReLU(x, act_type="elu", name="fwd", slope=b._alpha)
+
+
+@symbol_translation(SELU)
+def _selu_graph(F: ModuleType, b: SELU, x: Any) -> Any:
+    return F.LeakyReLU(x, act_type="selu", name="fwd")
+
+
+@symbol_translation(GELU)
+def _gelu_graph(F: ModuleType, b: GELU, x: Any) -> Any:
+    return F.LeakyReLU(x, act_type="gelu", name="fwd")
+
+
+@symbol_translation(PReLU)
+def _prelu_graph(F: ModuleType, b: PReLU, x: Any) -> Any:
+    return F.LeakyReLU(x, gamma=b.alpha.var(), act_type="prelu", name="fwd")
+
+
+@symbol_translation(Swish)
+def _swish_graph(F: ModuleType, b: Swish, x: Any) -> Any:
+    return x * F.sigmoid(b._beta * x, name="fwd")

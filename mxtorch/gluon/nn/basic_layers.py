@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable
+from types import ModuleType
 from typing import Any
 
 import torch
@@ -12,6 +13,7 @@ import torch.nn.functional as F
 from ... import autograd
 from ...base import MXNetError
 from ..block import Block, HybridBlock
+from ..symbolic import symbol_translation
 from .activations import Activation, activation_fn
 
 __all__ = [
@@ -134,6 +136,20 @@ class Dense(HybridBlock):
         return f"Dense({shape[1] if shape[1] > 0 else None} -> {shape[0]}, {act})"
 
 
+@symbol_translation(Dense)
+def _dense_graph(F: ModuleType, b: Dense, x: Any) -> Any:
+    out = F.FullyConnected(
+        data=x,
+        weight=b.weight.var(),
+        bias=None if b.bias is None else b.bias.var(),
+        no_bias=b.bias is None,
+        num_hidden=b._units,
+        flatten=b._flatten,
+        name="fwd",
+    )
+    return b.act(out) if b.act is not None else out
+
+
 class Dropout(HybridBlock):
     """Dropout active only in training mode (inside ``autograd.record()``), as in MXNet.
 
@@ -162,6 +178,13 @@ class Dropout(HybridBlock):
         return f"Dropout(p = {self._rate}, axes={self._axes})"
 
 
+@symbol_translation(Dropout)
+def _dropout_graph(F: ModuleType, b: Dropout, x: Any) -> Any:
+    if b._rate > 0:
+        return F.Dropout(x, p=b._rate, axes=b._axes, name="fwd", cudnn_off=False)
+    return F.identity(x)
+
+
 class Flatten(HybridBlock):
     """Flattens (batch, d1, d2, ...) to (batch, d1*d2*...)."""
 
@@ -177,6 +200,16 @@ class Identity(HybridBlock):
 
     def forward(self, x: Any) -> Any:
         return x
+
+
+@symbol_translation(Flatten)
+def _flatten_graph(F: ModuleType, b: Flatten, x: Any) -> Any:
+    return F.Flatten(x)
+
+
+@symbol_translation(Identity)
+def _identity_graph(F: ModuleType, b: Identity, x: Any) -> Any:
+    return x
 
 
 def _nd_function(name: str, layer: str) -> Callable[..., Any]:

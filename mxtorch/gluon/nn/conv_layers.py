@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from numbers import Integral
+from types import ModuleType
 from typing import Any
 
 import torch
@@ -22,6 +23,7 @@ import torch.nn.functional as F
 
 from ...base import MXNetError
 from ..block import HybridBlock
+from ..symbolic import symbol_translation
 from .activations import Activation
 
 __all__ = [
@@ -209,6 +211,23 @@ class _Conv(HybridBlock):
         return s + ")"
 
 
+def _window(b: _Conv | _Pool, kernel: tuple[int, ...]) -> dict[str, Any]:
+    """The sliding-window attributes of MXNet's Convolution and Pooling operators."""
+    return {"kernel": kernel, "stride": b._strides, "pad": b._padding, "layout": b._layout}
+
+
+@symbol_translation(_Conv)
+def _conv_graph(F: ModuleType, b: _Conv, x: Any) -> Any:
+    kw = _window(b, b._kernel)
+    kw.update(dilate=b._dilation, num_filter=b._channels, num_group=b._groups, no_bias=b.bias is None)
+    op = F.Convolution
+    if b._transpose:
+        op = F.Deconvolution
+        kw["adj"] = b._out_pad
+    out = op(data=x, weight=b.weight.var(), bias=None if b.bias is None else b.bias.var(), name="fwd", **kw)
+    return b.act(out) if b.act is not None else out
+
+
 class Conv1D(_Conv):
     """1-D convolution over (batch, channels, width) input.
 
@@ -377,6 +396,15 @@ class _Pool(HybridBlock):
         return s + ")"
 
 
+@symbol_translation(_Pool)
+def _pool_graph(F: ModuleType, b: _Pool, x: Any) -> Any:
+    kw = _window(b, b._pool)
+    kw.update(pool_type=b._type, global_pool=False, pooling_convention="full" if b._ceil_mode else "valid")
+    if b._type == "avg":
+        kw["count_include_pad"] = b._count_include_pad
+    return F.Pooling(x, name="fwd", **kw)
+
+
 class MaxPool1D(_Pool):
     """Max pooling over the width of (N, C, W) input; ``strides=None`` means ``pool_size``."""
 
@@ -478,6 +506,12 @@ class _GlobalPool(HybridBlock):
     def __repr__(self) -> str:
         return (f"{type(self).__name__}(size={(1,) * self._ndim}, global_pool=True, pool_type={self._type}, "
                 f"layout={self._layout})")
+
+
+@symbol_translation(_GlobalPool)
+def _global_pool_graph(F: ModuleType, b: _GlobalPool, x: Any) -> Any:
+    return F.Pooling(x, name="fwd", kernel=(1,) * b._ndim, pool_type=b._type, global_pool=True,
+                     layout=b._layout)
 
 
 class GlobalMaxPool1D(_GlobalPool):

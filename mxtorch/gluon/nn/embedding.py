@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from types import ModuleType
 from typing import Any
 
 import torch
@@ -10,6 +11,7 @@ import torch.nn.functional as F
 from ..._dtype import dtype_name, to_torch_dtype
 from ...base import MXNetError
 from ..block import HybridBlock
+from ..symbolic import symbol_translation
 from .conv_layers import _is_int
 
 __all__ = ["Embedding"]
@@ -67,3 +69,16 @@ class Embedding(HybridBlock):
 
     def __repr__(self) -> str:
         return f"Embedding({self._input_dim} -> {self._output_dim}, {dtype_name(self._dtype)})"
+
+
+@symbol_translation(Embedding)
+def _embedding_graph(F: ModuleType, b: Embedding, x: Any) -> Any:
+    return F.Embedding(
+        x,
+        weight=b.weight.var(),
+        name="fwd",
+        input_dim=b._input_dim,
+        output_dim=b._output_dim,
+        dtype=str(b._dtype).replace("torch.", ""),
+        sparse_grad=b._sparse_grad,
+    )

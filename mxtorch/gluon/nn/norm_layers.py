@@ -9,6 +9,7 @@ follows :func:`mxtorch.autograd.is_training` (``autograd.record()`` / ``train_mo
 from __future__ import annotations
 
 import warnings
+from types import ModuleType
 from typing import Any
 
 import torch
@@ -19,6 +20,7 @@ from ..._dtype import to_torch_dtype
 from ...base import MXNetError
 from ..block import HybridBlock
 from ..parameter_core import Parameter
+from ..symbolic import symbol_translation
 from .conv_layers import _is_int
 
 __all__ = ["BatchNorm", "BatchNormReLU", "SyncBatchNorm", "LayerNorm", "GroupNorm", "InstanceNorm"]
@@ -347,3 +349,30 @@ class InstanceNorm(_Affine):
 
     def __repr__(self) -> str:
         return self._repr(f"axis={self._axis}")
+
+
+@symbol_translation(BatchNorm)
+def _batchnorm_graph(F: ModuleType, b: BatchNorm, x: Any) -> Any:
+    return F.BatchNorm(
+        data=x,
+        gamma=b.gamma.var(),
+        beta=b.beta.var(),
+        moving_mean=b.running_mean.var(),
+        moving_var=b.running_var.var(),
+        name="fwd",
+        eps=b._epsilon,
+        momentum=b._momentum,
+        fix_gamma=not b._scale,
+        use_global_stats=b._use_global_stats,
+        axis=b._axis,
+    )
+
+
+@symbol_translation(LayerNorm)
+def _layernorm_graph(F: ModuleType, b: LayerNorm, x: Any) -> Any:
+    return F.LayerNorm(data=x, gamma=b.gamma.var(), beta=b.beta.var(), axis=b._axis, eps=b._epsilon)
+
+
+@symbol_translation(InstanceNorm)
+def _instancenorm_graph(F: ModuleType, b: InstanceNorm, x: Any) -> Any:
+    return F.InstanceNorm(data=x, gamma=b.gamma.var(), beta=b.beta.var(), eps=b._epsilon)

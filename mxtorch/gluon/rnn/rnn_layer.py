@@ -9,6 +9,7 @@ so the weights go to the kernel unchanged.
 from __future__ import annotations
 
 from collections.abc import Callable
+from types import ModuleType
 from typing import Any
 
 import torch
@@ -20,6 +21,7 @@ from ...base import MXNetError
 from ...nd._nn import rnn_sequence_lengths
 from ..block import HybridBlock
 from ..parameter_core import Parameter
+from ..symbolic import symbol_translation
 from .base_cell import _check_states, create_state
 
 __all__ = ["RNN", "LSTM", "GRU"]
@@ -292,6 +294,47 @@ class _RNNLayer(HybridBlock):
 
 def _lengths(sequence_length: Any, steps: int, batch: int) -> Tensor:
     return rnn_sequence_lengths(sequence_length, steps, batch, 1, "rnn layer")
+
+
+@symbol_translation(_RNNLayer)
+def _rnn_graph(F: ModuleType, b: _RNNLayer, x: Any, states: Any = None, sequence_length: Any = None) -> Any:
+    # MXNet's _RNNLayer graph: parameters flattened in MXNet's order into one vector (an LSTM's
+    # projection h2r weights after each h2h, no bias), the fused RNN operator with MXNet 1.9's
+    # arguments, zero initial states shaped like the batch when none are given
+    if b._use_sequence_length and sequence_length is None:
+        raise MXNetError(f"{type(b).__name__} was built with use_sequence_length=True: pass sequence_length")
+    if b._layout == "NTC":
+        x = F.swapaxes(x, dim1=0, dim2=1)
+    gates = ("i2h", "h2h", "h2r") if b._projection_size is not None else ("i2h", "h2h")
+    order = [
+        f"{d}{i}_{g}_{t}"
+        for t in ("weight", "bias")
+        for i in range(b._num_layers)
+        for d in ("l", "r")[: b._dir]
+        for g in gates
+        if not (g == "h2r" and t == "bias")
+    ]
+    flat = F.Concat(*[F.reshape(b._param(n).var(), shape=(-1,)) for n in order], dim=0)
+    skip = states is None
+    if skip:
+        n = b._num_layers * b._dir
+        sizes = [b._projection_size or b._hidden_size] + ([b._hidden_size] if b._mode == "lstm" else [])
+        states = [
+            F.broadcast_like(F.zeros(shape=(n, 1, size)), x, lhs_axes=(1,), rhs_axes=(1,)) for size in sizes
+        ]
+    elif isinstance(states, F.Symbol):
+        states = [states]
+    extra = [sequence_length] if b._use_sequence_length else []
+    lo, hi = b._clip if b._clip is not None else (None, None)
+    rnn = F.RNN(x, flat, *states, *extra, state_size=b._hidden_size, num_layers=b._num_layers,
+                bidirectional=b._dir == 2, p=b._dropout, state_outputs=True, mode=b._mode,
+                projection_size=b._projection_size, lstm_state_clip_min=lo, lstm_state_clip_max=hi,
+                lstm_state_clip_nan=b._clip_nan, use_sequence_length=b._use_sequence_length)
+    out = rnn[0]
+    if b._layout == "NTC":
+        out = F.swapaxes(out, dim1=0, dim2=1)
+    new_states = [rnn[1], rnn[2]] if b._mode == "lstm" else [rnn[1]]
+    return out if skip else (out, new_states)
 
 
 class RNN(_RNNLayer):
