@@ -12,10 +12,9 @@ import os as _os
 from typing import Any
 
 from . import _aliases, autograd
+from ._version import __version__
 from .base import DeferredInitializationError, MXNetError
 from .context import Context, cpu, cpu_pinned, current_context, gpu, num_gpus
-
-__version__ = "0.1.0"
 
 _aliases.install()  # MXNet's module paths: mxtorch.ndarray.sparse, mxtorch.kv ...
 

@@ -13,6 +13,7 @@ import sys
 import traceback
 from collections.abc import Sequence
 
+from .._version import __version__
 from ..distributed.env import MXTORCH_DEBUG
 from . import cluster, launch, plan, server, train
 
@@ -36,6 +37,7 @@ class UsageError(SystemExit):
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="mxtorch", description="MXNet's Gluon and KVStore, on PyTorch")
     parser.add_argument("--debug", action="store_true", help=_DEBUG_HELP)
+    parser.add_argument("--version", action="version", version=f"mxtorch {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for mod in dict.fromkeys(_SUBCOMMANDS.values()):  # a module may add several subcommands
         mod.add_parser(sub)  # type: ignore[attr-defined]
