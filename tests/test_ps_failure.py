@@ -213,22 +213,24 @@ def _snapshot_version(path, key) -> int:
     if not path.exists():
         return -1
     meta, _ = read_snapshot(str(path))
-    return next(s["version"] for s in meta["shards"] if s["key"] == ["s", key])
+    return next((s["version"] for s in meta["shards"] if s["key"] == ["s", key]), -1)
 
 
-@pytest.mark.parametrize("snapshot_round_1", [False, True])
-def test_a_push_sent_again_to_a_restored_server_counts_once(tmp_path, snapshot_round_1):
+@pytest.mark.parametrize("snapshot_round_1, wal", [(False, True), (True, False), (True, True)])
+def test_a_push_sent_again_to_a_restored_server_counts_once(tmp_path, snapshot_round_1, wal):
     """Round 2 is complete when server 0 is killed, but worker 1 has not read its reply yet; after
     the restart it sends its round-2 push again.  If the snapshot holds round 2, counted again it
     would join round 3 with worker 0's push (2 + 3, not 3 + 3); if the snapshot holds round 1
     only, worker 0 (which saw round 2 complete) pushes round 3's, which would join round 2 with
     it.  Either way worker 1 was left a round behind, its last round waiting for a worker that
     finished (the soak's hang of issue 28).  A round lost with the old process (after its
-    snapshot) is lost whole: no update from worker 1's push alone."""
+    snapshot) is lost whole: no update from worker 1's push alone.  With the write-ahead log (``wal``)
+round 2 is not lost: the restarted server replays it, and worker 1's push sent again counts once."""
     snap = tmp_path / "snap"
     every = "0" if snapshot_round_1 else "1"
     env = {"MXTORCH_PS_SNAPSHOT_DIR": str(snap), "MXTORCH_PS_SNAPSHOT_EVERY": every,
-           "MXTORCH_PS_HEARTBEAT_S": "0.3", "MXTORCH_PS_DEAD_S": "30", "MXTORCH_DIST_TIMEOUT": "60"}
+           "MXTORCH_PS_WAL": str(int(wal)), "MXTORCH_PS_HEARTBEAT_S": "0.3", "MXTORCH_PS_DEAD_S": "30",
+           "MXTORCH_DIST_TIMEOUT": "60"}
     with ps_cluster(2, 1, env=env, timeout=120) as c:
         c.start_workers(w.reply_read_after_restart, str(tmp_path), snapshot_round_1)
         _wait_for_files(c, tmp_path / "round-2")
@@ -238,11 +240,12 @@ def test_a_push_sent_again_to_a_restored_server_counts_once(tmp_path, snapshot_r
             time.sleep(0.05)
         time.sleep(0.5)  # worker 1's round-2 reply reaches its socket (worker 0 has read its own)
         outcomes = _restart_server_0_and_finish(c, tmp_path)
-    if snapshot_round_1:
+    lost = snapshot_round_1 and not wal
+    if lost:
         assert _snapshot_version(snap / "server-0.safetensors", "w") == 1  # round 2 was lost
     # SGD lr 0.1: round 1 -0.1 * 2, round 2 -0.1 * 4 (seen by both from the old process), round 3
-    # -0.1 * 6 on the restored value: after round 2 (in the snapshot) or after round 1 (round 2 lost)
-    third = -0.2 - 0.6 if snapshot_round_1 else -0.2 - 0.4 - 0.6
+    # -0.1 * 6 on the restored value: after round 2 (in the snapshot or the log) or after round 1 (lost)
+    third = -0.2 - 0.6 if lost else -0.2 - 0.4 - 0.6
     for o in outcomes:
         for got, want in zip(o.value["values"], (-0.2, -0.6, third)):
             assert_close(got, torch.full((4,), want))

@@ -38,6 +38,11 @@ variable                          meaning
 ``MXTORCH_PS_SNAPSHOT_DIR``       where servers write snapshots (unset: no snapshots)
 ``MXTORCH_PS_SNAPSHOT_EVERY``     completed updates between automatic snapshots: one once every key slice
                                   of the server has this many more (0: only on request)
+``MXTORCH_PS_WAL``                1 (default): with a snapshot folder, servers log each update before its
+                                  reply (:mod:`.wal`), so a restarted server resumes exactly where it was
+                                  killed; 0: snapshots only (the updates after the last one are lost)
+``MXTORCH_PS_WAL_FSYNC``          1: fsync each log record (survives a host crash too); default 0 (written
+                                  to the operating system: survives a killed process)
 ``MXTORCH_PS_PIECE_BYTES``        a key above the bound is cut into slices of at most this many bytes
                                   (4 MiB), dealt round robin to the servers; 0: one slice per server
 ``MXTORCH_PS_ADOPT_PULLS``        1 (default): pulls hand their received buffer to an unshared ``out``;
@@ -196,6 +201,8 @@ class PSConfig:
     staleness: int | None = None
     snapshot_dir: str | None = None
     snapshot_every: int = 0
+    wal: bool = True
+    wal_fsync: bool = False
     adopt_pulls: bool = True
     piece_bytes: int = DEFAULT_PIECE_BYTES
     server_imports: tuple[str, ...] = ()
@@ -244,6 +251,7 @@ class PSConfig:
         bound = _int(env, _env.MXNET_KVSTORE_BIGARRAY_BOUND, 1)
         every = _int(env, _env.MXTORCH_PS_SNAPSHOT_EVERY, 0)
         adopt = _int(env, _env.MXTORCH_PS_ADOPT_PULLS, 0, 1)
+        wal, fsync = _int(env, _env.MXTORCH_PS_WAL, 0, 1), _int(env, _env.MXTORCH_PS_WAL_FSYNC, 0, 1)
         piece = _int(env, _env.MXTORCH_PS_PIECE_BYTES, 0)
         return cls(
             role=role, root_uri=uri, root_port=port, num_servers=num_servers, num_workers=num_workers,
@@ -256,6 +264,7 @@ class PSConfig:
             bigarray_bound=bound if bound is not None else DEFAULT_BIGARRAY_BOUND,
             staleness=_int(env, _env.MXTORCH_PS_STALENESS, 0),
             snapshot_dir=_raw(env, _env.MXTORCH_PS_SNAPSHOT_DIR), snapshot_every=every or 0,
+            wal=wal != 0, wal_fsync=fsync == 1,
             adopt_pulls=adopt != 0, piece_bytes=DEFAULT_PIECE_BYTES if piece is None else piece,
             server_imports=_modules(env, _env.MXTORCH_PS_SERVER_IMPORTS),
         )

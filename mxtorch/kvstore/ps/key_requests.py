@@ -69,7 +69,7 @@ def init_slice(shards: dict[tuple[Key, int], KeyShard], msg: Message, worker: in
         raise KVStoreError(f"{sh.describe()}: worker {worker} initializes it for {show(workers, prefix)}, "
                            f"but it is already the key of {show(sh.workers, sh.group)}: a key belongs to one "
                            "group of workers (give each group's keys their own names)")
-    if worker in sh.inited_by and sh.value is not None:
+    if worker in sh.inited_by and sh.value is not None and not sh.restored:  # restored: an INIT sent again
         raise KVStoreError(f"{sh.describe()} was already initialized by worker {worker}: init each key "
                            "once")
     return sh

@@ -35,7 +35,8 @@ from ...distributed import env as _env
 from ..base import KVStoreError
 from .protocol import ProtocolError, key_from_json, key_to_json
 
-__all__ = ["describe_optimizer", "build_optimizer", "hyper_of", "apply_hyper"]
+__all__ = ["describe_optimizer", "build_optimizer", "describe_scheduler", "build_scheduler", "hyper_of",
+           "apply_hyper"]
 
 _SCALARS = (bool, int, float, str, type(None))
 _SPECIAL = {"num_update", "begin_num_update", "param_dict", "lr_scheduler", "lr_mult", "wd_mult", "idx2name"}
@@ -81,6 +82,17 @@ def _build_scheduler(desc: Any) -> Any:
             raise ProtocolError(f"malformed lr_scheduler attribute {k!r}")
         setattr(obj, k, v)
     return obj
+
+
+def describe_scheduler(sched: Any) -> dict[str, Any] | None:
+    """The JSON of an lr scheduler (its class and attributes; None for None): a server's log
+    records it with each update, since schedulers change their attributes as they run."""
+    return _describe_scheduler(sched)
+
+
+def build_scheduler(desc: Any) -> Any:
+    """The scheduler :func:`describe_scheduler` described (:class:`ProtocolError` for anything else)."""
+    return _build_scheduler(desc)
 
 
 def _pairs(mapping: dict[Any, Any]) -> list[list[Any]]:

@@ -27,7 +27,9 @@ scheduler connection) plus a heartbeat thread.  The server
 * imports the modules of ``MXTORCH_PS_SERVER_IMPORTS`` first (custom optimizers registered
   there can then be declared; nothing a message names is ever imported);
 * runs the optimizer the workers declared (:mod:`.optimizer_spec`), takes SET_HYPER changes,
-  sends and loads optimizer states (GET_STATES / SET_STATES), writes snapshots;
+  sends and loads optimizer states (GET_STATES / SET_STATES), writes snapshots and, before each
+  reply that shows an update, a write-ahead log record of it (:mod:`.recovery`): a restarted
+  server resumes exactly where the killed one was;
 * keeps one optimizer per worker group besides the job's: SET_OPTIMIZER, SET_HYPER, GET_STATES
   and SET_STATES naming a group's key ``prefix`` (a pipeline stage's ``pp<r>/``) act on that
   group's optimizer, which updates the group's keys (INIT's ``prefix`` and ``index``) under the
@@ -71,10 +73,10 @@ from .node import Heartbeat, JoinError, bind_router, join
 from .optimizer_spec import apply_hyper, build_optimizer
 from .peers import ClosedConnections, Refusals
 from .protocol import Command, Flag, Message, ProtocolError
+from .recovery import ServerJournal
 from .rows import Rows, gather_rows, stored_rows
 from .shard import KeyShard, PendingPull
 from .slice_optimizer import SliceOptimizer
-from .snapshot import pack_shards, read_snapshot, snapshot_path, state_tensors, unpack_shards, write_snapshot
 
 __all__ = ["ParameterServer", "run_server"]
 
@@ -109,8 +111,7 @@ class ParameterServer:
         self.closed: set[int] = set()  # dist_sync: workers that closed their store (push no more)
         self.failed: str | None = None  # why sync rounds cannot complete any more
         self.exit_code: int | None = None
-        self._updates = 0
-        self._snapshot_versions = 0
+        self.journal = ServerJournal(self)  # the snapshot and write-ahead log (MXTORCH_PS_SNAPSHOT_DIR)
         self.sock: zmq.Socket | None = None
         self.sched: zmq.Socket | None = None
         self.watch: ClosedConnections | None = None  # which workers' connections closed
@@ -151,8 +152,7 @@ class ParameterServer:
             self.sock, self.address = bind_router(self.ctx, self.config, m.get("port"), f"server {self.rank}")
             self.watch = ClosedConnections(self.sock)
             self.refusals = Refusals(_logger, f"mxtorch ps server {self.rank}")
-            if m.get("restart"):
-                self._restore()
+            self.journal.start(restarted=bool(m.get("restart")))
             P.send(self.sched, Message(Command.READY, sender=self.node_id,
                                        meta={"address": self.address, "nonce": self.nonce}))
             hb = Heartbeat(self.ctx, self.config, self.node_id, str(m["token"]))
@@ -164,6 +164,7 @@ class ParameterServer:
         finally:
             if hb is not None:
                 hb.stop()
+            self.journal.close()
             if self.watch is not None:
                 self.watch.close()
             for s in (self.sock, self.sched):
@@ -396,6 +397,7 @@ class ParameterServer:
             if sh.value is None:
                 sh.set_value(data, msg.frames[0] if msg.frames else None)  # adopt the received frame
                 sh.owner = worker
+                self.journal.log_init(sh)
             self._ack(identity, msg)
             for ident, req in sh.init_waiters:
                 self._send(ident, Message(Command.ACK, req, self.node_id, key=sh.key, shard=sh.shard))
@@ -419,7 +421,7 @@ class ParameterServer:
             raise KVStoreError(f"{sh.describe()} belongs to workers {sorted(sh.workers or ())}, which alone "
                                f"push it; worker {worker} is not one of them")
         if sh.group is not None:
-            self._updater_of(sh)  # a group key nobody may update says so before it is counted
+            self.updater_of(sh)  # a group key nobody may update says so before it is counted
         grad = decode_push_request(sh, msg, worker, self.decoders.get(worker), self.rank)
         # a dense push arrives as the received frame: the value may become it, and pulls re-send it
         frame = msg.frames[0] if isinstance(grad, torch.Tensor) and msg.frames and \
@@ -427,24 +429,38 @@ class ParameterServer:
         if self.mode == "async":
             self._apply(sh, grad, frame)
             sh.version += 1
+            self.journal.log_round(sh)
             sh.pushes[worker] = sh.pushes.get(worker, 0) + 1
             sh.last_target[worker] = sh.version
             if ack:
                 self._ack(identity, msg, sh.version)
             self._answer_pulls(sh)  # a slower worker's push may let a faster one's pull go
-            self._after_update()
+            self.journal.after_update()
             return sh.version
-        target = sh.add_push(worker, grad, frame, msg.arg >> 8)
+        seq = msg.arg >> 8
+        target = sh.add_push(worker, grad, frame, seq)
         if ack:
+            if target == seq and not sh.round_complete(self.num_workers):
+                self.journal.log_push(sh, worker, grad, seq)  # acknowledged before its round completes
             self._ack(identity, msg, target)
+        self._complete_rounds(sh)
+        return target
+
+    def _complete_rounds(self, sh: KeyShard) -> None:
+        """dist_sync: end every complete round of ``sh``: apply its sum, log it, answer its pulls."""
         while sh.round_complete(self.num_workers):
             summed, summed_frame = sh.take_round()
             if summed is not None:  # None: a round every worker saw complete on the process that died
                 self._apply(sh, summed, summed_frame)
             sh.version += 1
+            self.journal.log_round(sh)  # before any reply that shows the round
             self._answer_pulls(sh)
-            self._after_update()
-        return target
+            self.journal.after_update()
+
+    def replay_push(self, sh: KeyShard, worker: int, grad: torch.Tensor | Rows, seq: int) -> None:
+        """Count a push the write-ahead log holds into its round (:mod:`.recovery`)."""
+        sh.add_push(worker, grad, None, seq)
+        self._complete_rounds(sh)
 
     def _on_pushpull(self, identity: bytes | None, msg: Message) -> None:
         """A dense push, then a pull of the value it leads to, answered by one PULL_REPLY."""
@@ -461,7 +477,7 @@ class ParameterServer:
     def _apply(self, sh: KeyShard, grad: torch.Tensor | Rows, frame: Any = None) -> None:
         """Update the value with ``grad`` (the optimizer's step), or store it (no optimizer);
         ``frame``: the received frame whose memory a dense ``grad`` is."""
-        updater = self.updater if sh.group is None else self._updater_of(sh)
+        updater = self.updater if sh.group is None else self.updater_of(sh)
         if updater is None:
             if isinstance(grad, Rows):
                 sh.assign_rows(grad)
@@ -479,7 +495,7 @@ class ParameterServer:
             grad = grad.to(weight.dtype)
         updater.step(sh, grad, weight)
 
-    def _updater_of(self, sh: KeyShard) -> SliceOptimizer | None:
+    def updater_of(self, sh: KeyShard) -> SliceOptimizer | None:
         """The optimizer of ``sh``'s owner (None: the servers store sums); refuses a group key whose
         group declared no optimizer while another one runs (it must not update that key)."""
         if sh.group is None:
@@ -576,7 +592,7 @@ class ParameterServer:
             raise ProtocolError(f"malformed worker group prefix {prefix!r}")
         return prefix
 
-    def _set_updater(self, prefix: str | None, updater: SliceOptimizer) -> None:
+    def set_updater(self, prefix: str | None, updater: SliceOptimizer) -> None:
         if prefix is None:
             self.updater = updater
         else:
@@ -585,10 +601,11 @@ class ParameterServer:
     def _on_set_optimizer(self, identity: bytes | None, msg: Message) -> None:
         self._worker(identity)
         optimizer = build_optimizer((msg.meta or {}).get("optimizer"))
-        self._set_updater(self._prefix(msg), SliceOptimizer(optimizer))
+        self.set_updater(self._prefix(msg), SliceOptimizer(optimizer))
+        self.journal.log_control(msg)
         self._ack(identity, msg)
 
-    def _require_updater(self, prefix: str | None) -> SliceOptimizer:
+    def require_updater(self, prefix: str | None) -> SliceOptimizer:
         updater = self.updater if prefix is None else self.group_updaters.get(prefix)
         if updater is None:
             whose = "" if prefix is None else f" for the worker group of key prefix {prefix!r}"
@@ -598,19 +615,21 @@ class ParameterServer:
 
     def _on_set_hyper(self, identity: bytes | None, msg: Message) -> None:
         self._worker(identity)
-        apply_hyper(self._require_updater(self._prefix(msg)).optimizer, msg.meta)
+        apply_hyper(self.require_updater(self._prefix(msg)).optimizer, msg.meta)
+        self.journal.log_control(msg)
         self._ack(identity, msg)
 
     def _on_get_states(self, identity: bytes | None, msg: Message) -> None:
         self._worker(identity)
         tensors: list[torch.Tensor] = []
-        meta = self._require_updater(self._prefix(msg)).pack(self.shards, tensors)
+        meta = self.require_updater(self._prefix(msg)).pack(self.shards, tensors)
         self._send(identity, Message(Command.STATES, msg.request_id, self.node_id, meta=meta,
                                      tensors=tensors))
 
     def _on_set_states(self, identity: bytes | None, msg: Message) -> None:
         self._worker(identity)
-        self._set_updater(self._prefix(msg), SliceOptimizer.restore(msg.meta or {}, msg.tensors, self.shards))
+        self.set_updater(self._prefix(msg), SliceOptimizer.restore(msg.meta or {}, msg.tensors, self.shards))
+        self.journal.log_control(msg)
         self._ack(identity, msg)
 
     # ---- snapshots -------------------------------------------------------------------------
@@ -619,61 +638,12 @@ class ParameterServer:
         path = self.write_snapshot()
         self._ack(identity, msg, len(self.shards), meta={"path": path})
 
-    def _after_update(self) -> None:
-        every = self.config.snapshot_every
-        if not every or not self.config.snapshot_dir:
-            return
-        self._updates += 1
-        if self._updates < every * max(1, len(self.shards)):
-            return
-        low = min(sh.version for sh in self.shards.values())
-        if low >= self._snapshot_versions + every:
-            self.write_snapshot()
-
     def write_snapshot(self) -> str:
         """Write this server's values and optimizer states (see :mod:`.snapshot`); return the path."""
-        folder = self.config.snapshot_dir
-        if not folder:
-            raise KVStoreError(f"server {self.rank} has no snapshot folder: set MXTORCH_PS_SNAPSHOT_DIR for "
-                               "the servers")
-        shards, tensors = pack_shards(self.shards.values())
-        states: list[torch.Tensor] = []
-        optimizer = None if self.updater is None else self.updater.record(self.shards, states)
-        groups = [[prefix, u.record(self.shards, states)]
-                  for prefix, u in sorted(self.group_updaters.items())]
-        tensors.update({f"state/{j}": t for j, t in enumerate(states)})
-        path = snapshot_path(folder, self.rank)
-        write_snapshot(path, {"server_rank": self.rank, "mode": self.mode, "shards": shards,
-                              "optimizer": optimizer, "group_optimizers": groups}, tensors)
-        self._updates = 0
-        self._snapshot_versions = min((sh.version for sh in self.shards.values()), default=0)
-        return path
+        return self.journal.write_snapshot()
 
     def _restore(self) -> None:
-        folder = self.config.snapshot_dir
-        if not folder:
-            _log(f"server {self.rank} restarted without MXTORCH_PS_SNAPSHOT_DIR: it starts empty, workers "
-                 "must init their keys again")
-            return
-        path = snapshot_path(folder, self.rank)
-        try:
-            meta, tensors = read_snapshot(path)
-        except KVStoreError as e:
-            _log(f"server {self.rank} restarted but has no usable snapshot ({e}); it starts empty")
-            return
-        for sh in unpack_shards(meta, tensors, self.num_workers):
-            sh.restored = True  # workers' pushes sent again are told apart by their sequence numbers
-            self.shards[(sh.key, sh.shard)] = sh
-        opt, groups = meta.get("optimizer"), meta.get("group_optimizers", [])  # older snapshots: no groups
-        if opt is not None:
-            self.updater = SliceOptimizer.restore(opt, state_tensors(tensors), self.shards)
-        if not isinstance(groups, list) or not all(isinstance(g, list) and len(g) == 2 and
-                                                   isinstance(g[0], str) for g in groups):
-            raise KVStoreError(f"{path}: malformed group_optimizers entry")
-        for prefix, record in groups:
-            self.group_updaters[prefix] = SliceOptimizer.restore(record, state_tensors(tensors), self.shards)
-        self._snapshot_versions = min((sh.version for sh in self.shards.values()), default=0)
-        _log(f"server {self.rank} restored {len(self.shards)} key slice(s) from {path}")
+        self.journal.restore()
 
 
 def run_server(config: PSConfig) -> int:

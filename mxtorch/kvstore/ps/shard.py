@@ -21,7 +21,9 @@ itself, relying on ZeroMQ's per-connection ordering.  ``pushes`` counts each wor
 (dist_async's staleness bound compares them).
 
 Restarts.  A slice restored from a snapshot (``restored``) is at the version of its last round
-before the snapshot, and it lost the round in progress.  Its workers may be anywhere around it:
+before the snapshot (with the write-ahead log, :mod:`.recovery`: of its last round before the
+kill, and the acknowledged PUSHes of the round in progress are counted again from the log), and
+it lost the rest of the round in progress.  Its workers may be anywhere around it:
 one sends again a push whose round it never saw complete (the old process died first, or its
 reply was not read yet when the restart was announced), another already saw that round, or
 later ones, complete on the old process.  So each push carries the worker's sequence number of

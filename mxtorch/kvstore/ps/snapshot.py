@@ -9,11 +9,13 @@ group prefix and index; snapshots without them load as before).  The file is wri
 temporary name and renamed, so a crash leaves the previous snapshot whole.  Reading never
 unpickles: safetensors for tensors, JSON for the rest.
 
-A restarted server (same ``DMLC_SERVER_ID``) loads its snapshot and serves from it; pushes
-that arrived after the snapshot, and a sync round in progress when it was taken, are lost
-(workers send the requests they still wait on again; :mod:`.shard` counts each push once).
-Automatic snapshots come once every slice completed ``MXTORCH_PS_SNAPSHOT_EVERY`` more rounds,
-so a server killed in the middle of a step loses the rounds of that step its slices completed.
+A restarted server (same ``DMLC_SERVER_ID``) loads its snapshot, replays the write-ahead log
+written since (:mod:`.wal`, :mod:`.recovery`; the snapshot's ``wal_generation`` names the log
+that follows it) and serves from there: nothing a worker was told of is lost (workers send the
+requests they still wait on again; :mod:`.shard` counts each push once).  With the log off
+(``MXTORCH_PS_WAL=0``) the updates after the snapshot are lost: automatic snapshots come once
+every slice completed ``MXTORCH_PS_SNAPSHOT_EVERY`` more rounds, so a server killed in the middle
+of a step then loses the rounds of that step its slices completed.
 """
 
 from __future__ import annotations
