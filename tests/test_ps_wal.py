@@ -13,45 +13,42 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_ps_failure import _restart_server_0_and_finish
 
 from mxtorch.kvstore import KVStoreError
 from mxtorch.kvstore.ps.protocol import Command, Flag, Message
 from mxtorch.kvstore.ps.snapshot import read_snapshot
-from mxtorch.kvstore.ps.testing import ps_cluster
+from mxtorch.kvstore.ps.testing import ps_cluster, run_ps_job
 from mxtorch.kvstore.ps.wal import WriteAheadLog, read_wal
 
 STEPS, KILL_STEP, HYPER_STEP = 9, 7, 6
 
 
-def _env(folder, wal: bool = True) -> dict[str, str]:
+def _env(folder) -> dict[str, str]:
     # a snapshot every 4 rounds: server 0's last one before the kill holds step 4, its log steps 5-7
     return {"MXTORCH_PS_SNAPSHOT_DIR": str(folder), "MXTORCH_PS_SNAPSHOT_EVERY": "4",
-            "MXNET_KVSTORE_BIGARRAY_BOUND": "20", "MXTORCH_PS_WAL": "1" if wal else "0",
+            "MXNET_KVSTORE_BIGARRAY_BOUND": "20",
             "MXTORCH_PS_HEARTBEAT_S": "0.3", "MXTORCH_PS_DEAD_S": "30", "MXTORCH_DIST_TIMEOUT": "60"}
 
 
-def _run(tmp_path, name: str, kill: bool, wal: bool = True):
+def _run(tmp_path, name: str, kill: bool):
+    """The job's worker results (and server 0's log): undisturbed, or with server 0 killed mid-step."""
     folder = tmp_path / name
     folder.mkdir()
-    with ps_cluster(2, 2, env=_env(folder / "snap", wal), timeout=150) as c:
-        c.start_workers(ww.steps_across_a_server_kill, str(folder), STEPS, KILL_STEP if kill else 0,
-                        HYPER_STEP)
-        if kill:
-            deadline = time.monotonic() + 120
-            while not (folder / "mid-step").exists():
-                assert time.monotonic() < deadline, c.stderr("worker 1")
-                assert all(p.exitcode is None for p in c.workers), c.stderr("worker 0") + c.stderr("worker 1")
-                time.sleep(0.05)
-            time.sleep(1.0)  # worker 0's push of 'p' and pushpull of 'big' reach server 0 and wait
-            c.kill_server(0)
-            c.start_server(0)
-            (folder / "restarted").write_text("yes")
-        outcomes = c.join_workers()
-        for o in outcomes:
-            assert o.ok, o.error
-        assert set(c.wait_exit().values()) == {0}
-        log = c.stderr("server 0")
-    return [o.value for o in outcomes], log
+    args = (str(folder), STEPS, KILL_STEP if kill else 0, HYPER_STEP)
+    if not kill:
+        return run_ps_job(ww.steps_across_a_server_kill, 2, 2, *args, timeout=150,
+                          env=_env(folder / "snap")), ""
+    with ps_cluster(2, 2, env=_env(folder / "snap"), timeout=150) as c:
+        c.start_workers(ww.steps_across_a_server_kill, *args)
+        deadline = time.monotonic() + 120
+        while not (folder / "mid-step").exists():
+            assert time.monotonic() < deadline, c.stderr("worker 1")
+            assert all(p.exitcode is None for p in c.workers), c.stderr("worker 0") + c.stderr("worker 1")
+            time.sleep(0.05)
+        time.sleep(1.0)  # worker 0's push of 'p' and pushpull of 'big' reach server 0 and wait
+        outcomes = _restart_server_0_and_finish(c, folder)
+        return [o.value for o in outcomes], c.stderr("server 0")
 
 
 def _server_state(path: str) -> dict:
@@ -92,7 +89,6 @@ def _assert_same(got, want) -> None:
             assert g == w, k
 
 
-@pytest.mark.slow
 def test_a_server_killed_mid_step_resumes_bit_identical(tmp_path):
     """Server 0 is SIGKILLed halfway through step 7: 'a''s round of that step is complete (both workers
     read it), worker 0's PUSH of 'p' was acknowledged, its pushpull of 'big' waits; the last snapshot
