@@ -22,13 +22,16 @@ def _wait_for(path: str, limit: float = 90.0) -> None:
         time.sleep(0.05)
 
 
-def steps_across_a_server_kill(folder: str, steps: int, kill_step: int, hyper_step: int) -> dict[str, Any]:
+def steps_across_a_server_kill(folder: str, steps: int, kill_steps: list[int],
+                               hyper_step: int) -> dict[str, Any]:
     """dist_sync, Adam with a FactorScheduler on the servers; each step pushes 'p' (PUSH, acknowledged
-    at once), pushpulls the other keys, then pulls 'p'.  With ``kill_step`` > 0, worker 1 stops halfway
-    through that step ('a' and 'b' done: 'a''s round is complete on server 0; 'big' and 'p' wait there
-    on worker 1) and writes ``folder/mid-step``; it goes on once the test killed and restarted server 0
-    (``folder/restarted``).  At ``hyper_step`` the workers change rescale_grad (a SET_HYPER).  Returns
-    the final values and, from worker 0, the paths of the servers' final snapshots."""
+    at once), pushpulls the other keys, then pulls 'p'.  At each of ``kill_steps`` worker 1 stops
+    halfway through the step ('a' and 'b' done: 'a''s round is complete on server 0; 'big' and 'p'
+    wait there on worker 1), writes ``folder/mid-step-<step>`` and goes on once the test killed and
+    restarted server 0 (``folder/restarted-<step>``, ``folder/restarted`` for the last).  At the first
+    one it has the servers write a snapshot first (worker 0's push of 'p' is then open: the new log
+    must carry it).  At ``hyper_step`` the workers change rescale_grad (a SET_HYPER).  Returns the
+    final values and, from worker 0, the paths of the servers' final snapshots."""
     import mxtorch as mx
     from mxtorch import lr_scheduler, optimizer
 
@@ -45,11 +48,14 @@ def steps_across_a_server_kill(folder: str, steps: int, kill_step: int, hyper_st
         grads = {k: torch.randn(s, generator=gen) for k, s in SHAPES.items()}
         if step == hyper_step:
             opt.rescale_grad = 0.5  # sent to the servers with the next push
-        if step == kill_step and r == 1:
+        if step in kill_steps and r == 1:
             kv.pushpull(["a", "b"], [grads["a"], grads["b"]], out=[outs["a"], outs["b"]])
-            with open(os.path.join(folder, "mid-step"), "w") as f:
+            if step == kill_steps[0]:
+                kv._snapshot()
+            with open(os.path.join(folder, f"mid-step-{step}"), "w") as f:
                 f.write(str(step))
-            _wait_for(os.path.join(folder, "restarted"))
+            last = step == kill_steps[-1]
+            _wait_for(os.path.join(folder, "restarted" if last else f"restarted-{step}"))
             rest = ["big", "c"]
             kv.pushpull(rest, [grads[k] for k in rest], out=[outs[k] for k in rest])
             kv.push("p", grads["p"])

@@ -21,32 +21,41 @@ from mxtorch.kvstore.ps.snapshot import read_snapshot
 from mxtorch.kvstore.ps.testing import ps_cluster, run_ps_job
 from mxtorch.kvstore.ps.wal import WriteAheadLog, read_wal
 
-STEPS, KILL_STEP, HYPER_STEP = 9, 7, 6
+STEPS, KILLS, HYPER_STEP = 9, [5, 7], 6
 
 
 def _env(folder) -> dict[str, str]:
-    # a snapshot every 4 rounds: server 0's last one before the kill holds step 4, its log steps 5-7
+    # a snapshot every 4 rounds (step 4), one when worker 1 asks mid-step 5, one at each restart
     return {"MXTORCH_PS_SNAPSHOT_DIR": str(folder), "MXTORCH_PS_SNAPSHOT_EVERY": "4",
             "MXNET_KVSTORE_BIGARRAY_BOUND": "20",
             "MXTORCH_PS_HEARTBEAT_S": "0.3", "MXTORCH_PS_DEAD_S": "30", "MXTORCH_DIST_TIMEOUT": "60"}
+
+
+def _wait_mid_step(c, folder, step: int) -> None:
+    deadline = time.monotonic() + 120
+    while not (folder / f"mid-step-{step}").exists():
+        assert time.monotonic() < deadline, c.stderr("worker 1")
+        assert all(p.exitcode is None for p in c.workers), c.stderr("worker 0") + c.stderr("worker 1")
+        time.sleep(0.05)
+    time.sleep(1.0)  # worker 0's push of 'p' and pushpull of 'big' reach server 0 and wait
 
 
 def _run(tmp_path, name: str, kill: bool):
     """The job's worker results (and server 0's log): undisturbed, or with server 0 killed mid-step."""
     folder = tmp_path / name
     folder.mkdir()
-    args = (str(folder), STEPS, KILL_STEP if kill else 0, HYPER_STEP)
+    args = (str(folder), STEPS, KILLS if kill else [], HYPER_STEP)
     if not kill:
         return run_ps_job(ww.steps_across_a_server_kill, 2, 2, *args, timeout=150,
                           env=_env(folder / "snap")), ""
-    with ps_cluster(2, 2, env=_env(folder / "snap"), timeout=150) as c:
+    with ps_cluster(2, 2, env=_env(folder / "snap"), timeout=180) as c:
         c.start_workers(ww.steps_across_a_server_kill, *args)
-        deadline = time.monotonic() + 120
-        while not (folder / "mid-step").exists():
-            assert time.monotonic() < deadline, c.stderr("worker 1")
-            assert all(p.exitcode is None for p in c.workers), c.stderr("worker 0") + c.stderr("worker 1")
-            time.sleep(0.05)
-        time.sleep(1.0)  # worker 0's push of 'p' and pushpull of 'big' reach server 0 and wait
+        for step in KILLS[:-1]:
+            _wait_mid_step(c, folder, step)
+            c.kill_server(0)
+            c.start_server(0)
+            (folder / f"restarted-{step}").write_text("yes")
+        _wait_mid_step(c, folder, KILLS[-1])
         outcomes = _restart_server_0_and_finish(c, folder)
         return [o.value for o in outcomes], c.stderr("server 0")
 
@@ -90,11 +99,13 @@ def _assert_same(got, want) -> None:
 
 
 def test_a_server_killed_mid_step_resumes_bit_identical(tmp_path):
-    """Server 0 is SIGKILLed halfway through step 7: 'a''s round of that step is complete (both workers
-    read it), worker 0's PUSH of 'p' was acknowledged, its pushpull of 'big' waits; the last snapshot
-    holds step 4 and the rescale_grad change of step 6 came after it.  The restarted server replays
-    its log: the job ends with values, Adam states, update counts and scheduler bit-identical to an
-    undisturbed run's.  (Without the log, the snapshot alone loses steps 5-7 of server 0's slices.)"""
+    """Server 0 is SIGKILLed halfway through steps 5 and 7: 'a''s round of that step is complete (both
+    workers read it), worker 0's PUSH of 'p' was acknowledged, its pushpull of 'big' waits.  Before
+    the first kill a snapshot was taken mid-step (the new log must carry the open push of 'p'); before
+    the second the last snapshot is the restart's, rounds of steps 5-7 and the rescale_grad change of
+    step 6 came after it.  Each restarted server replays its log: the job ends with values, Adam
+    states, update counts and scheduler bit-identical to an undisturbed run's.  (Without the log, the
+    snapshot alone loses those rounds.)"""
     want, _ = _run(tmp_path, "undisturbed", kill=False)
     got, log = _run(tmp_path, "killed", kill=True)
     assert "write-ahead log" in log and "restored" in log, log
