@@ -5,7 +5,8 @@
   a killed worker makes the agents restart the workers, which resume from the newest checkpoint.
 * :class:`DistSyncJob`: ``mxtorch train --kvstore dist_sync`` on two worker hosts, with a
   scheduler and two servers (:class:`mxtorch.cluster.testing.ParameterServerNodes`) that write
-  a snapshot after every update; a killed server is started again at once and restores it.
+  a snapshot every PS_SNAPSHOT_EVERY updates and a write-ahead log of every update between them;
+  a killed server is started again at once and restores both (it resumes where it was killed).
 
 Each worker runs through ``bench/soak.py --train-worker``, which counts the training steps
 its process completes in a file per process (``<host>-<pid>.steps``, one line a step), so the
@@ -38,6 +39,9 @@ FAULTS_OF = {"horovod": ("worker-kill", "partition", "cpu-hog"),
              "dist_sync": ("server-kill", "partition", "hostile", "cpu-hog")}
 """The faults each job is soaked with (a hostile sender needs the parameter server's ports)."""
 PS_SERVER_PORT = 29600  # every server binds it on its own host, so the hostile sender knows where
+PS_SNAPSHOT_EVERY = 50
+"""dist_sync servers snapshot once every key slice completed this many more rounds (steps); the
+write-ahead log holds the updates between snapshots, so a server killed mid-step loses none."""
 
 
 @dataclass
@@ -214,7 +218,7 @@ def _kill(pid: int) -> None:
 
 class DistSyncJob:
     """``mxtorch train --kvstore dist_sync``: 2 workers (h0, h1), 2 servers (h1, last host), the
-    scheduler on the last host; servers snapshot after every update."""
+    scheduler on the last host; servers snapshot every PS_SNAPSHOT_EVERY updates and log every update."""
 
     kind = "dist_sync"
     workers = 2
@@ -230,8 +234,8 @@ class DistSyncJob:
         self.server_hosts = [cluster.hosts[1].name, last]
         self.scheduler_host = last
         self.env = {"MXTORCH_PS_SNAPSHOT_DIR": os.path.join(folder, "snapshots"),
-                    "MXTORCH_PS_SNAPSHOT_EVERY": "1", "MXTORCH_PS_PORT": str(PS_SERVER_PORT),
-                    "MXTORCH_DIST_TIMEOUT": str(int(timeout))}
+                    "MXTORCH_PS_SNAPSHOT_EVERY": str(PS_SNAPSHOT_EVERY),
+                    "MXTORCH_PS_PORT": str(PS_SERVER_PORT), "MXTORCH_DIST_TIMEOUT": str(int(timeout))}
         if dead_s is not None:
             self.env["MXTORCH_PS_DEAD_S"] = f"{dead_s:g}"
         # the nodes make the job's MXTORCH_PS_SECRET (in worker_env): hostile packets do not know it
@@ -263,7 +267,7 @@ class DistSyncJob:
         return out
 
     def restart_server(self, rank: int) -> None:
-        """SIGKILL server ``rank`` and start it again at once (it restores its snapshot)."""
+        """SIGKILL server ``rank`` and start it again at once (it restores its snapshot and log)."""
         self.nodes.kill_server(rank)
         self.nodes.start_server(rank)
 

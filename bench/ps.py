@@ -34,9 +34,11 @@ Prints, measured in one run (every job on 127.0.0.1, started by
 (d) ZeroMQ's CURVE encryption against plain ZeroMQ, round trips of ``--curve-kib`` (4 KiB to
     64 MiB) between this process and an echo process (bench/_curve.py): what encrypting the
     parameter server's traffic would cost; its HMAC authentication costs nothing per message.
+(e) the servers' write-ahead log on against off: a dist_sync Trainer step and a pushpull of
+    ``--wal-mib``, one job per setting and round (bench/_wal.py); the ratio on/off.
 
     python bench/ps.py [--size-mib 100] [--keys 25,1] [--servers 1,2] [--rounds 7] [--reps 2]
-                       [--model mlp] [--train-servers 2] [--slow-ms 100] [--parts bw,train,slow,curve]
+                       [--model mlp] [--train-servers 2] [--slow-ms 100] [--parts bw,train,slow,curve,wal]
 
 On a machine with fewer cores than processes the numbers measure shared CPUs as much as the
 transport: the load average is printed at the start and the end.
@@ -743,8 +745,8 @@ def bench_training(args: argparse.Namespace, parts: set[str]) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--parts", default="bw,train,slow,curve",
-                    help="which of bw (a), train (b), slow (c), curve (d) to run")
+    ap.add_argument("--parts", default="bw,train,slow,curve,wal",
+                    help="which of bw (a), train (b), slow (c), curve (d), wal (e) to run")
     ap.add_argument("--size-mib", type=float, default=100, help="(a) model size")
     ap.add_argument("--keys", default="25,1", help="(a) the model cut into this many keys (one layout each)")
     ap.add_argument("--servers", default="1,2", help="(a) server counts")
@@ -760,6 +762,11 @@ def main() -> None:
     ap.add_argument("--slow-ms", type=float, default=100.0, help="(c): worker 1 sleeps this long every step")
     ap.add_argument("--slow-steps", type=int, default=30, help="(c): steps each worker runs")
     ap.add_argument("--curve-kib", default="4,1024,16384,65536", help="(d) message sizes in KiB")
+    ap.add_argument("--wal-mib", type=float, default=32, help="(e) bytes pushpulled per step in the big job")
+    ap.add_argument("--wal-rounds", type=int, default=3, help="(e) jobs per setting")
+    ap.add_argument("--wal-snapshot-every", type=int, default=50, help="(e) MXTORCH_PS_SNAPSHOT_EVERY")
+    ap.add_argument("--wal-fsync", action="store_true", help="(e) also time MXTORCH_PS_WAL_FSYNC=1")
+    ap.add_argument("--wal-dir", default=None, help="(e) where the servers write (default: the temp folder)")
     ap.add_argument("--threads", type=int, default=1, help="torch threads per process")
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds any one job may last")
     ap.add_argument("--mxnet-python", default=DEFAULT_MXNET_PYTHON,
@@ -767,9 +774,9 @@ def main() -> None:
                          "leave out the MXNet column)")
     args = ap.parse_args()
     parts = {p for p in args.parts.split(",") if p}
-    unknown = parts - {"bw", "train", "slow", "curve"}
+    unknown = parts - {"bw", "train", "slow", "curve", "wal"}
     if unknown:
-        ap.error(f"--parts: unknown part(s) {sorted(unknown)}; use bw, train, slow, curve")
+        ap.error(f"--parts: unknown part(s) {sorted(unknown)}; use bw, train, slow, curve, wal")
     print(f"torch {torch.__version__}, {args.threads} torch thread(s) per process, {os.cpu_count()} CPUs, "
           f"127.0.0.1; {_load()} at the start")
     t_start = time.perf_counter()
@@ -781,6 +788,10 @@ def main() -> None:
         from _curve import run as bench_curve
 
         bench_curve(tuple(int(k) for k in args.curve_kib.split(",")), args.rounds, args.timeout)
+    if "wal" in parts:
+        from _wal import bench_wal
+
+        bench_wal(args, run_job)
     print(f"\n{_load()} at the end; {time.perf_counter() - t_start:.0f} s")
 
 

@@ -6,8 +6,9 @@ jobs in turn (a round each) while injecting faults drawn from ``--seed``:
 
 * ``worker-kill`` (horovod: an elastic ``mxtorch launch --elastic 2:H`` job): SIGKILL of the
   training worker on a random host; the agents restart the workers from the newest checkpoint;
-* ``server-kill`` (dist_sync: 2 workers, 2 servers writing a snapshot after every update):
-  SIGKILL of a random server, started again at once; it restores its snapshot;
+* ``server-kill`` (dist_sync: 2 workers, 2 servers writing a snapshot every 50 updates and a
+  write-ahead log of each update): SIGKILL of a random server, started again at once; it
+  restores its snapshot and replays its log;
 * ``partition``: a random host's link goes down for 2 s, then up;
 * ``hostile``: random bytes, malformed headers, forged and oversize messages sent to the
   scheduler and the servers from a random host (``bench/_soak_hostile.py``);

@@ -56,3 +56,12 @@ def test_curve_table_prints_both_transports_and_their_ratio() -> None:
     rows = [ln.split() for ln in out.splitlines() if ln.split()[1:2] == ["KiB"]]
     assert [r[:2] for r in rows[:2]] == [["4", "KiB"], ["64", "KiB"]], out
     assert all(len(r) == 8 and float(r[5]) > 0 for r in rows), out  # plain, CURVE, ratio, latencies
+
+
+@pytest.mark.slow  # a benchmark's end-to-end run (bench/ps.py --parts wal: 4 jobs)
+def test_wal_table_prints_both_settings_and_their_ratio() -> None:
+    out = _run("--parts", "wal", "--wal-rounds", "1", "--steps", "2", "--warmup", "1", "--wal-mib", "1",
+               "--train-servers", "1", "--timeout", "90")
+    assert "(e) write-ahead log on/off" in out
+    for line in ("off", "on", "ratio on/off"):
+        assert sum(ln.split()[0] == line.split()[0] for ln in out.splitlines() if ln.strip()) == 2, out
