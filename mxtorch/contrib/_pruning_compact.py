@@ -224,7 +224,7 @@ def _plan(net: Block, sample_input: torch.Tensor) -> tuple[list[tuple[_Call, _Ca
 
 def compactable(net: Block, sample_input: torch.Tensor) -> list[str]:
     """The weight names of the layers whose output channels :func:`compact` can remove: give them to
-    structured pruning (``Pruner("structured", select=...)``, see the README) so that it does not
+    structured pruning (``Pruner("structured", select=...)``, see docs/pruning.md) so that it does not
     zero channels that must stay (a residual block's last convolution, its shortcut)."""
     chains, _ = _plan(net, sample_input)
     return [c.block.weight.name for c, _, _ in chains]

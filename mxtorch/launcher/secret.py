@@ -25,7 +25,7 @@ cluster    ``ip netns exec`` keeps the environment it was started with
 
 ``--dry-run`` prints the commands without the secret.  Jobs without servers get none:
 torch.distributed (gloo/NCCL, its TCPStore rendezvous) takes no secret, so there would be
-nothing for it to protect (the README's "Security" section says how to isolate that traffic).
+nothing for it to protect (docs/security.md says how to isolate that traffic).
 """
 
 from __future__ import annotations
