@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from . import _tensor_overrides, autograd
+from . import _mxnet_methods, _tensor_overrides, autograd
 from . import util as _util
 from ._dtype import to_torch_dtype
 from .context import Context, as_context, context_of
@@ -40,6 +40,10 @@ __all__ = [
     "ELEMENTWISE_SAME",
     "enable",
     "disable",
+    "set_numpy_assignment",
+    "numpy_assignment_enabled",
+    "set_mxnet_methods",
+    "mxnet_methods_enabled",
     "is_enabled",
     "added_names",
     "asnumpy",
@@ -551,28 +555,41 @@ ELEMENTWISE_SAME = (
 
 _lock = threading.Lock()
 MXTORCH_NUMPY_SETITEM = "MXTORCH_NUMPY_SETITEM"  # documented in mxtorch.distributed.env
+MXTORCH_MXNET_METHODS = "MXTORCH_MXNET_METHODS"  # documented in mxtorch.distributed.env
 _added: dict[str, Any] = {}
 _enabled = False
+_numpy_assignment = False  # asked for on its own (set_numpy_assignment / MXTORCH_NUMPY_SETITEM)
 
 
-def _numpy_assignment_wanted() -> bool:
-    raw = os.environ.get(MXTORCH_NUMPY_SETITEM, "0").strip().lower()
+def _switch(var: str, what_on: str) -> bool:
+    raw = os.environ.get(var, "0").strip().lower()
     if raw in ("0", "false", "no", "off", ""):
         return False
     if raw in ("1", "true", "yes", "on"):
         return True
-    raise ValueError(f"{MXTORCH_NUMPY_SETITEM}={raw!r} is not understood: set it to 1 (x[k] = v takes numpy "
-                     "arrays, numpy scalars and lists, MXNet's rule) or 0 (torch's assignment, the default)")
+    raise ValueError(f"{var}={raw!r} is not understood: set it to 1 ({what_on}) or 0 (torch's own methods, "
+                     "the default)")
 
 
-def enable(numpy_assignment: bool | None = None) -> list[str]:
+def _numpy_assignment_wanted() -> bool:
+    return _switch(MXTORCH_NUMPY_SETITEM, "x[k] = v takes numpy arrays, numpy scalars and lists, MXNet's "
+                   "rule")
+
+
+def _mxnet_methods_wanted() -> bool:
+    return _switch(MXTORCH_MXNET_METHODS, "MXNet's meaning for x.size, x.reshape(0, -1), bool(x) ... and "
+                   "x[k] = numpy values: mxtorch._mxnet_methods")
+
+
+def enable(numpy_assignment: bool | None = None, mxnet_methods: bool | None = None) -> list[str]:
     """Add the MXNet methods torch.Tensor lacks, MXNet's rule for ``backward()`` on a non-scalar
     head (:func:`mxtorch.autograd.install_backward`) and for loading MXNet's pickled NDArray state;
     idempotent.  Returns the names added.
 
     ``numpy_assignment`` (default: ``MXTORCH_NUMPY_SETITEM``, off) also gives ``x[k] = v`` MXNet's
-    rule for numpy arrays, numpy scalars and lists (:func:`set_numpy_assignment`): off by default
-    because every assignment of plain torch code would pay for it."""
+    rule for numpy arrays, numpy scalars and lists (:func:`set_numpy_assignment`); ``mxnet_methods``
+    (default: ``MXTORCH_MXNET_METHODS``, off) turns on MXNet method mode (:func:`set_mxnet_methods`).
+    Both are off by default because every call of plain torch code would pay for them."""
     global _enabled
     with _lock:
         if not _enabled:
@@ -587,7 +604,11 @@ def enable(numpy_assignment: bool | None = None) -> list[str]:
     if numpy_assignment is None:
         numpy_assignment = _numpy_assignment_wanted()
     if numpy_assignment:
-        _tensor_overrides.install_setitem(True)
+        set_numpy_assignment(True)
+    if mxnet_methods is None:
+        mxnet_methods = _mxnet_methods_wanted()
+    if mxnet_methods:
+        set_mxnet_methods(True)
     return sorted(_added)
 
 
@@ -596,8 +617,11 @@ def set_numpy_assignment(on: bool = True) -> None:
     torch's own assignment (the default: torch refuses them, and costs nothing extra).
 
     The switch is process-wide (it changes ``torch.Tensor.__setitem__``); ``MXTORCH_NUMPY_SETITEM=1``
-    turns it on at ``import mxtorch``.  ``bench/tensor_methods.py`` measures its cost."""
-    _tensor_overrides.install_setitem(bool(on))
+    turns it on at ``import mxtorch``; MXNet method mode (:func:`set_mxnet_methods`) includes it.
+    ``bench/tensor_methods.py`` measures its cost."""
+    global _numpy_assignment
+    _numpy_assignment = bool(on)
+    _tensor_overrides.install_setitem(_numpy_assignment or _mxnet_methods.installed())
 
 
 def numpy_assignment_enabled() -> bool:
@@ -605,14 +629,35 @@ def numpy_assignment_enabled() -> bool:
     return _tensor_overrides.setitem_installed()
 
 
+def set_mxnet_methods(on: bool = True) -> None:
+    """MXNet method mode (``on``): MXNet's meaning for the NDArray methods torch.Tensor also defines
+    (``x.size`` is the element count, ``x.reshape(0, -1)``, ``x.mean(axis=1, exclude=True)``,
+    ``x.squeeze(inplace=True)``, ``bool(x)``, ``int / int`` ...: :data:`mxtorch._mxnet_methods.RULES`)
+    and MXNet's assignment rule; off: torch's own methods (the default).
+
+    A call torch accepts keeps torch's result unless it is spelled as only MXNet code spells it
+    (``axis=``, ``exclude=`` ...), so torch code in the same process keeps working, but every such
+    torch method then costs a Python call (``bench/tensor_methods.py --mxnet-mode``).  Process-wide;
+    ``MXTORCH_MXNET_METHODS=1`` turns it on at ``import mxtorch``."""
+    _mxnet_methods.install(bool(on))
+    _tensor_overrides.install_setitem(bool(on) or _numpy_assignment)
+
+
+def mxnet_methods_enabled() -> bool:
+    """True while MXNet method mode is on (:func:`set_mxnet_methods`)."""
+    return _mxnet_methods.installed()
+
+
 def disable() -> None:
-    """Remove exactly what :func:`enable` added, MXNet's assignment rule included (a no-op when
-    not enabled)."""
-    global _enabled
+    """Remove exactly what :func:`enable` added, MXNet's assignment rule and method mode included
+    (a no-op when not enabled)."""
+    global _enabled, _numpy_assignment
     with _lock:
+        _numpy_assignment = False
         if _enabled:
             autograd.install_backward(False)
             _tensor_overrides.install(False)
+            _mxnet_methods.install(False)
         for name, obj in _added.items():
             if torch.Tensor.__dict__.get(name) is obj:
                 delattr(torch.Tensor, name)
