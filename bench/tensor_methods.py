@@ -9,9 +9,10 @@ ratio with/without (the goal is <= 1.01 overall).
 A third variant, ``wrapped``, shows what MXNet's reshape codes on the *method* would cost: it
 replaces ``Tensor.reshape`` by the thinnest Python wrapper that could fall back to MXNet's
 codes.  That is why mxtorch leaves every name torch defines alone (see the README's
-"Migrating from MXNet").
+"Migrating from MXNet").  ``--mxnet-mode`` adds a fourth, ``mxnet``: MXNet method mode on
+(``MXTORCH_MXNET_METHODS=1``, mxtorch._mxnet_methods), what the same torch ops cost while it is on.
 
-    python bench/tensor_methods.py [--rounds 7] [--number 20000]
+    python bench/tensor_methods.py [--rounds 7] [--number 20000] [--mxnet-mode]
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from collections.abc import Callable
 OPS = [
     "add", "mul", "add_", "matmul 64", "sum", "mean(dim)", "view", "reshape", "x[0]", "x[:, 1]",
     "x[0] = r", "x[1:3] = 2.", "size()", "shape", "dtype", "T", "flatten", "relu", "linear fwd", "fwd+bwd",
-    "clone", "to(float64)",
+    "clone", "to(float64)", "x / y", "bool(s)",
 ]
 
 
@@ -44,6 +45,7 @@ def _ops() -> dict[str, Callable[[], object]]:
     p = torch.randn(8, 16, requires_grad=True)
     z = torch.zeros(8, 16)
     r = torch.ones(16)
+    s = torch.ones(1)
 
     def set_row() -> None:
         z[0] = r
@@ -74,6 +76,8 @@ def _ops() -> dict[str, Callable[[], object]]:
         "fwd+bwd": lambda: (p * p).sum().backward(),
         "clone": lambda: x.clone(),
         "to(float64)": lambda: x.to(torch.float64),
+        "x / y": lambda: x / y,
+        "bool(s)": lambda: bool(s),
     }
 
 
@@ -83,6 +87,8 @@ def child(mode: str, number: int) -> None:
     import mxtorch
 
     assert mxtorch.ndarray_methods.is_enabled() == (mode != "off"), "MXTORCH_TENSOR_METHODS not honoured"
+    mxnet_mode = mxtorch.ndarray_methods.mxnet_methods_enabled()
+    assert mxnet_mode == (mode == "mxnet"), "MXTORCH_MXNET_METHODS not honoured"
     if mode == "wrapped":
         orig = torch.Tensor.reshape
 
@@ -105,7 +111,8 @@ def child(mode: str, number: int) -> None:
 
 
 def run_child(mode: str, number: int) -> dict[str, float]:
-    env = dict(os.environ, MXTORCH_TENSOR_METHODS="0" if mode == "off" else "1")
+    env = dict(os.environ, MXTORCH_TENSOR_METHODS="0" if mode == "off" else "1",
+               MXTORCH_MXNET_METHODS="1" if mode == "mxnet" else "0")
     out = subprocess.run([sys.executable, __file__, "--child", mode, "--number", str(number)], env=env,
                          check=True, capture_output=True, text=True).stdout
     return json.loads(out.strip().splitlines()[-1])  # type: ignore[no-any-return]
@@ -116,12 +123,14 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=7, help="interleaved rounds (a fresh process per mode)")
     ap.add_argument("--number", type=int, default=20000, help="calls per timing")
     ap.add_argument("--no-wrapped", action="store_true", help="skip the wrapped-reshape variant")
-    ap.add_argument("--child", choices=("off", "on", "wrapped"), help=argparse.SUPPRESS)
+    ap.add_argument("--mxnet-mode", action="store_true",
+                    help="add MXNet method mode (MXTORCH_MXNET_METHODS=1)")
+    ap.add_argument("--child", choices=("off", "on", "wrapped", "mxnet"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
         child(args.child, args.number)
         return
-    modes = ["off", "on"] + ([] if args.no_wrapped else ["wrapped"])
+    modes = ["off", "on"] + ([] if args.no_wrapped else ["wrapped"]) + (["mxnet"] if args.mxnet_mode else [])
     times: dict[str, dict[str, list[float]]] = {m: {op: [] for op in OPS} for m in modes}
     for r in range(args.rounds):
         order = modes if r % 2 == 0 else modes[::-1]
@@ -134,6 +143,8 @@ def main() -> None:
     head = f"{'op':<12} {'off':>9} {'on':>9} {'on/off':>7}"
     if "wrapped" in med:
         head += f" {'wrapped':>9} {'wrapped/off':>11}"
+    if "mxnet" in med:
+        head += f" {'mxnet':>9} {'mxnet/off':>9}"
     print(head)
     for op in OPS:
         off, on = med["off"][op], med["on"][op]
@@ -141,11 +152,19 @@ def main() -> None:
         if "wrapped" in med:
             wr = med["wrapped"][op]
             line += f" {wr * 1e9:9.1f} {wr / off:11.3f}"
+        if "mxnet" in med:
+            mxm = med["mxnet"][op]
+            line += f" {mxm * 1e9:9.1f} {mxm / off:9.3f}"
         print(line)
     ratios = [med["on"][op] / med["off"][op] for op in OPS]
     geo = statistics.geometric_mean(ratios)
     print(f"overall (geometric mean of on/off): {geo:.3f}  (goal <= 1.01); "
           f"range {min(ratios):.3f} .. {max(ratios):.3f}")
+    if "mxnet" in med:
+        mx_ratios = [med["mxnet"][op] / med["off"][op] for op in OPS]
+        print(f"MXNet method mode (opt-in) on the same torch ops: geometric mean "
+              f"{statistics.geometric_mean(mx_ratios):.3f}, "
+              f"range {min(mx_ratios):.3f} .. {max(mx_ratios):.3f}")
     if "wrapped" in med:
         print(f"a Python wrapper on Tensor.reshape would cost reshape "
               f"{med['wrapped']['reshape'] / med['off']['reshape']:.2f}x")

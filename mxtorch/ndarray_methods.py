@@ -543,7 +543,9 @@ COLLISIONS: dict[str, tuple[str, str]] = {
     "__setstate__": ("loads MXNet's pickled state {'handle': raw bytes}", "torch's, extended: MXNet's state "
                      "loads into the tensor (mxtorch._tensor_overrides)"),
 }
-"""MXNet NDArray names torch.Tensor already has: name -> (MXNet's meaning, mxtorch's resolution)."""
+"""MXNet NDArray names torch.Tensor already has: name -> (MXNet's meaning, mxtorch's resolution).
+MXNet method mode (:func:`set_mxnet_methods`) gives MXNet's meaning to the names in
+:data:`mxtorch._mxnet_methods.RULES` and says how for each."""
 
 ELEMENTWISE_SAME = (
     "ceil", "trunc", "sin", "cos", "tan", "arcsin", "arccos", "arctan", "sinh", "cosh", "tanh", "arcsinh",

@@ -53,7 +53,7 @@ __all__ = [
     "MXTORCH_PS_SNAPSHOT_DIR", "MXTORCH_PS_SNAPSHOT_EVERY", "MXTORCH_PS_WAL", "MXTORCH_PS_WAL_FSYNC",
     "MXTORCH_PS_ADOPT_PULLS",
     "MXTORCH_PS_PIECE_BYTES", "MXTORCH_PS_SERVER_IMPORTS", "MXTORCH_PS_LOST_S",
-    "MXTORCH_PS_MAX_MESSAGE_BYTES", "MXTORCH_PS_BIND_ALL", "MXTORCH_NUMPY_SETITEM",
+    "MXTORCH_PS_MAX_MESSAGE_BYTES", "MXTORCH_PS_BIND_ALL", "MXTORCH_NUMPY_SETITEM", "MXTORCH_MXNET_METHODS",
     "MXNET_ELIMINATE_COMMON_EXPR", "MXTORCH_DEBUG",
 ]
 
@@ -184,6 +184,12 @@ MXTORCH_NUMPY_SETITEM = "MXTORCH_NUMPY_SETITEM"
 """1: ``x[k] = v`` takes numpy arrays, numpy scalars and lists as MXNet's NDArray did (set before
 ``import mxtorch``; :func:`mxtorch.ndarray_methods.set_numpy_assignment` at run time); 0 (default):
 torch's own assignment, which plain torch code keeps paying nothing extra for."""
+MXTORCH_MXNET_METHODS = "MXTORCH_MXNET_METHODS"
+"""1: MXNet method mode, MXNet's meaning for the NDArray methods torch.Tensor also has (``x.size`` the
+element count, reshape codes, ``exclude=``, ``bool(x)``, ``int / int`` ...; see mxtorch._mxnet_methods)
+and MXNet's assignment rule (set before ``import mxtorch``;
+:func:`mxtorch.ndarray_methods.set_mxnet_methods` at run time); 0 (default): torch's own methods, which
+plain torch code keeps paying nothing extra for."""
 MXTORCH_DEBUG = "MXTORCH_DEBUG"
 """1: the ``mxtorch`` command prints the traceback of a user error too (as ``--debug`` does); unset
 or 0: one line ``mxtorch <command>: error: ...``."""

@@ -378,6 +378,9 @@ def broadcast_like(lhs: Tensor, rhs: Tensor, lhs_axes: Any = None, rhs_axes: Any
     la, ra = as_shape(lhs_axes, "lhs_axes"), as_shape(rhs_axes, "rhs_axes")
     if len(la) != len(ra):
         raise ValueError(f"broadcast_like: lhs_axes {la} and rhs_axes {ra} must have the same length")
+    if not la:  # MXNet refuses an empty axes tuple (None means "all axes")
+        raise MXNetError("broadcast_like: lhs_axes and rhs_axes are empty; name the axes to broadcast, or "
+                         "leave both None to broadcast to rhs's whole shape")
     tgt = list(lhs.shape)
     for a, b in zip(la, ra):
         tgt[norm_axis(a, lhs.dim())] = rhs.shape[norm_axis(b, rhs.dim())]
