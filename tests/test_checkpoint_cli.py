@@ -14,6 +14,7 @@ import sys
 from typing import Any
 
 import pytest
+import train_test_hooks  # tests/ is on sys.path
 
 import mxtorch as mx
 from mxtorch.cli.main import main
@@ -28,8 +29,8 @@ def train_cli(args: list[str], kill_at: int | None = None, timeout: float = 240)
     ``mxtorch launch ...`` run it."""
     env = dict(os.environ)
     env.pop("MXTORCH_TEST_KILL_AT_STEP", None)
-    if kill_at is not None:
-        env["MXTORCH_TEST_KILL_AT_STEP"] = str(kill_at)
+    if kill_at is not None:  # the test-only hook, loaded by every worker
+        env.update(train_test_hooks.env(MXTORCH_TEST_KILL_AT_STEP=str(kill_at)))
     cli = [sys.executable, "-m", "mxtorch.cli.main"]
     if args[:1] == ["launch"]:
         cut = args.index("--")

@@ -21,6 +21,8 @@ pytest.importorskip("s3fs", reason="s3fs is not installed (pip install -e .[s3])
 pytest.importorskip("moto.server", reason="moto's server is not installed (pip install -e .[s3test])")
 pytest.importorskip("flask", reason="moto's server needs flask (pip install -e .[s3test])")
 
+import train_test_hooks  # noqa: E402  (tests/ is on sys.path)
+
 import mxtorch as mx  # noqa: E402
 from mxtorch import autograd, gluon  # noqa: E402
 from mxtorch.checkpoint import CheckpointError, CheckpointManager  # noqa: E402
@@ -127,7 +129,7 @@ def test_cli_checkpoint_dir_on_s3_killed_and_resumed(s3_env, tmp_path):
     assert r.returncode == 0, r.stderr[-3000:]
     cmd = ["--output", str(tmp_path / "resumed"), "--checkpoint-dir", uri, "--checkpoint-every", "10",
            "--resume"]
-    r = run(cmd, MXTORCH_TEST_KILL_AT_STEP="45")
+    r = run(cmd, **train_test_hooks.env(MXTORCH_TEST_KILL_AT_STEP="45"))  # the test-only kill hook
     assert r.returncode == -9, (r.returncode, r.stderr[-3000:])
     r = run(cmd)
     assert r.returncode == 0, r.stderr[-3000:]

@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 import pytest
+import train_test_hooks  # tests/ is on sys.path
 
 import mxtorch as mx
 from mxtorch.cli.main import main
@@ -171,7 +172,8 @@ class Job:
 def launch_train(out: Path, n: int, elastic: str, args: list[str], env: dict[str, str] | None = None) -> Job:
     return Job([PY, "-m", "mxtorch.cli.main", "launch", "--elastic", elastic, "-n", str(n),
                 "--rendezvous-timeout", "120", "mxtorch", "train", "--data-root", ROOT, "--kvstore",
-                "horovod", "--no-progress", "--output", str(out), *args], env)
+                "horovod", "--no-progress", "--output", str(out), *args],
+               train_test_hooks.env(**env) if env else None)  # the kill/pause hooks, loaded by the workers
 
 
 def join(job: Job, name: str) -> Job:

@@ -12,7 +12,7 @@ import tempfile
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .train import TrainConfig
+    from .train_config import TrainConfig
 
 __all__ = ["check_train_config", "check_writable_folder"]
 
@@ -58,7 +58,7 @@ def _check_names(cfg: TrainConfig) -> None:
     from .. import kvstore
     from ..gluon.model_zoo import vision
     from ..optimizer import Optimizer
-    from .train import DATASETS
+    from .train_config import DATASETS
 
     if cfg.dataset not in DATASETS:
         raise SystemExit(f"--dataset {cfg.dataset!r}: use one of {', '.join(DATASETS)}")
@@ -78,7 +78,7 @@ def _check_names(cfg: TrainConfig) -> None:
 def _check_combinations(cfg: TrainConfig) -> None:
     """Flags that only mean something with another one, and stores that cannot serve the job."""
     from ..kvstore.local import IN_PROCESS_NAMES
-    from .train import TrainConfig, compression_params
+    from .train_config import TrainConfig, compression_params
 
     pipelined = cfg.pp > 1 or cfg.dp > 1 or cfg.plan is not None
     default = TrainConfig()

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .train import TrainConfig
+    from .train_config import TrainConfig
 
 __all__ = ["evaluate", "load_datasets", "parse_contexts"]
 

@@ -7,21 +7,17 @@ from __future__ import annotations
 
 import os
 import re
-import signal
 import sys
 from typing import TYPE_CHECKING, Any
 
+from .train_config import PRUNE_METHODS, PRUNE_SCOPES
+
 if TYPE_CHECKING:
-    from .train import TrainConfig
+    from .train_config import TrainConfig
 
-PRUNE_METHODS = ("l1", "l2", "random", "structured")
-PRUNE_SCOPES = ("global", "layer")
-
-
-def _sum(kv: Any, key: str, values: list[float]) -> list[float]:
-    from .train import _sum_over_workers
-
-    return _sum_over_workers(kv, key, values)
+__all__ = ["PRUNE_METHODS", "PRUNE_SCOPES", "check_checkpointing", "check_pruning_and_transfer",
+           "default_every", "elastic_config", "freeze_parameters", "load_pretrained", "make_pruner",
+           "prune_scope", "pruner_checkpoint_extra", "pruning_report", "restore_pruner", "run_elastic_worker"]
 
 
 def check_checkpointing(cfg: TrainConfig) -> None:
@@ -58,16 +54,6 @@ def default_every(steps_per_epoch: int, elastic: bool) -> int:
     return max(steps_per_epoch // 10, 1) if elastic else steps_per_epoch
 
 
-def resumed_stats(stats: list[list[float]], rank: int, n_workers: int) -> list[float]:
-    """This worker's running (loss sum, correct, seen) of the epoch in progress from a checkpoint's
-    per-worker ``stats``; saved by another number of workers, rank 0 carries their sum."""
-    if len(stats) == n_workers:
-        return list(stats[rank])
-    if rank != 0:
-        return [0.0, 0.0, 0.0]
-    return [sum(float(s[i]) for s in stats) for i in range(3)]
-
-
 def run_elastic_worker(train: Any, cfg: TrainConfig) -> int:
     """Run ``train(cfg)`` as a worker of an elastic job: it dies with its agent, and a failure (a
     peer lost mid-step) ends the process at once, without waiting for a checkpoint write that
@@ -101,34 +87,6 @@ def run_elastic_worker(train: Any, cfg: TrainConfig) -> int:
         sys.stderr.flush()
         os._exit(1)
     return 0
-
-
-def _epoch_stats(stats_kv: Any, rank: int, n_workers: int, values: list[float]) -> list[list[float]]:
-    """Every worker's ``values`` (the same count on each), indexed by rank (a sum of one-hot slots)."""
-    if n_workers == 1:
-        return [list(values)]
-    k = len(values)
-    slots = [0.0] * (k * n_workers)
-    slots[rank * k:(rank + 1) * k] = values
-    total = _sum(stats_kv, "checkpoint_stats", slots)
-    return [total[r * k:(r + 1) * k] for r in range(n_workers)]
-
-
-def _test_kill_hook(step: int, ckpt: Any, kv: Any) -> None:
-    """TEST-ONLY hook: with ``MXTORCH_TEST_KILL_AT_STEP=k`` in the environment, every worker
-    SIGKILLs its own process right after training step ``k``, once the checkpoint of an earlier
-    step is committed (saves are waited for, then the workers meet at a barrier).  The tests of
-    exact resume use it to kill a run mid-epoch deterministically; nothing else sets it."""
-    at = os.environ.get("MXTORCH_TEST_KILL_AT_STEP")
-    if not at or int(at) != step:
-        return
-    ckpt.wait()
-    if not any(s < step for s in ckpt.list()):
-        raise SystemExit(f"MXTORCH_TEST_KILL_AT_STEP={at}: no checkpoint before step {step} to resume from")
-    if kv is not None:
-        kv.barrier()
-    sys.stdout.flush()
-    os.kill(os.getpid(), signal.SIGKILL)
 
 
 def check_pruning_and_transfer(cfg: TrainConfig) -> None:

@@ -14,7 +14,8 @@ from dataclasses import asdict, replace
 from typing import Any
 
 from ..checkpoint_io import atomic_write_text
-from .train import TrainConfig, compression_params, load_datasets
+from .train_config import TrainConfig, compression_params
+from .train_data import load_datasets
 
 __all__ = ["train_pipelined"]
 

@@ -193,6 +193,9 @@ plain torch code keeps paying nothing extra for."""
 MXTORCH_DEBUG = "MXTORCH_DEBUG"
 """1: the ``mxtorch`` command prints the traceback of a user error too (as ``--debug`` does); unset
 or 0: one line ``mxtorch <command>: error: ...``."""
+MXTORCH_TRAIN_HOOKS = "MXTORCH_TRAIN_HOOKS"
+"""Comma-separated modules whose ``train_hooks(run)`` adds hooks (:class:`mxtorch.cli.train_hooks.TrainHook`)
+to the training loop of ``mxtorch train`` (e.g. a logger, or the kill hooks of mxtorch's own tests)."""
 MXTORCH_PS_ADOPT_PULLS = "MXTORCH_PS_ADOPT_PULLS"
 """1 (default): a pulled buffer becomes the storage of an ``out`` nothing else shares instead of
 being copied into it; 0: always copy."""

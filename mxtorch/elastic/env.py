@@ -18,7 +18,7 @@ from .. import bounded_json
 from ..launcher.job import LaunchError
 
 __all__ = ["MXTORCH_ELASTIC", "MXTORCH_ELASTIC_HOST", "MXTORCH_ELASTIC_ENDPOINT",
-           "MXTORCH_TEST_KILL_HOST_AT_STEP", "MXTORCH_TEST_PAUSE_AT_STEP", "JOB_KEY", "ElasticJob",
+           "JOB_KEY", "ElasticJob",
            "parse_range", "parse_endpoint", "is_elastic_worker", "host_name"]
 
 MXTORCH_ELASTIC = "MXTORCH_ELASTIC"
@@ -28,12 +28,6 @@ MXTORCH_ELASTIC_HOST = "MXTORCH_ELASTIC_HOST"
 """The name of the agent (the "host") that started this worker; the membership log uses it."""
 MXTORCH_ELASTIC_ENDPOINT = "MXTORCH_ELASTIC_ENDPOINT"
 """``HOST:PORT`` of the job's rendezvous store (what ``mxtorch launch --join`` needs)."""
-MXTORCH_TEST_KILL_HOST_AT_STEP = "MXTORCH_TEST_KILL_HOST_AT_STEP"
-"""TEST-ONLY: ``NAME:STEP`` makes the worker of agent NAME kill its agent and itself (SIGKILL: the
-host is lost) after training step STEP, once a checkpoint before that step is committed."""
-MXTORCH_TEST_PAUSE_AT_STEP = "MXTORCH_TEST_PAUSE_AT_STEP"
-"""TEST-ONLY: ``STEP:N`` makes every worker pause after training step STEP while the job has fewer than
-N workers (up to 120 s), so that a worker joining the job is admitted at a known point."""
 
 JOB_KEY = "mxtorch/elastic/job"
 AGENT_COUNT_KEY = "mxtorch/elastic/agents"

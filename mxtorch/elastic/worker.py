@@ -1,5 +1,5 @@
-"""What a worker of an elastic job does for itself: die with its agent, stop at a step boundary
-when its agent restarts it (a worker joins), and the test hooks that lose a host or wait for one."""
+"""What a worker of an elastic job does for itself: die with its agent, and stop at a step boundary
+when its agent restarts it (a worker joins)."""
 
 from __future__ import annotations
 
@@ -8,13 +8,9 @@ import os
 import signal
 import sys
 import threading
-import time
-from typing import Any
 
-from .env import MXTORCH_TEST_KILL_HOST_AT_STEP, MXTORCH_TEST_PAUSE_AT_STEP, host_name
-
-__all__ = ["ElasticRestart", "die_with_agent", "stop_on_sigterm", "restart_agreed", "test_kill_host_hook",
-           "test_pause_hook", "wait_for_stop"]
+__all__ = ["ElasticRestart", "die_with_agent", "stop_on_sigterm", "stop_requested", "restart_agreed",
+           "wait_for_stop"]
 
 _PR_SET_PDEATHSIG = 1
 _stop_requested = threading.Event()
@@ -28,6 +24,11 @@ def stop_on_sigterm() -> None:
     """Turn the SIGTERM with which an agent stops its worker for a restart into a request that
     :func:`restart_agreed` sees at a step boundary, instead of an exit mid-step."""
     signal.signal(signal.SIGTERM, lambda *_: _stop_requested.set())
+
+
+def stop_requested() -> bool:
+    """Whether this worker's agent asked it to stop (a SIGTERM seen by :func:`stop_on_sigterm`)."""
+    return _stop_requested.is_set()
 
 
 def wait_for_stop(timeout: float = 60.0) -> bool:
@@ -72,45 +73,3 @@ def die_with_agent() -> None:
         return
     if os.getppid() == 1:  # the agent died before prctl took effect
         os.kill(os.getpid(), signal.SIGKILL)
-
-
-def test_kill_host_hook(step: int, ckpt: Any, timeout: float = 120.0) -> None:
-    """TEST-ONLY: with ``MXTORCH_TEST_KILL_HOST_AT_STEP=NAME:K``, the worker of agent NAME kills its
-    agent and itself with SIGKILL right after step K, once its part of the last save is written
-    and a checkpoint before step K is committed.  The elastic tests use it to lose a host mid-epoch
-    at a known step; nothing else sets it."""
-    spec = os.environ.get(MXTORCH_TEST_KILL_HOST_AT_STEP)
-    if not spec:
-        return
-    name, _, at = spec.rpartition(":")
-    if name != host_name() or int(at) != step:
-        return
-    ckpt.wait()
-    deadline = time.monotonic() + timeout
-    while not any(s < step for s in ckpt.list()):
-        if time.monotonic() > deadline:
-            raise SystemExit(f"{MXTORCH_TEST_KILL_HOST_AT_STEP}={spec}: no checkpoint before step {step} "
-                             f"within {timeout:g} s")
-        time.sleep(0.05)
-    sys.stdout.flush()
-    os.kill(os.getppid(), signal.SIGKILL)
-    os.kill(os.getpid(), signal.SIGKILL)
-
-
-def test_pause_hook(step: int, world_size: int, ckpt: Any, timeout: float = 120.0) -> bool:
-    """TEST-ONLY: with ``MXTORCH_TEST_PAUSE_AT_STEP=K:N``, every worker pauses after step K (its part
-    of the last save written) while the job has fewer than N workers, for at most ``timeout``
-    seconds: a worker that joins meanwhile makes the agents restart the workers, and the grown job
-    resumes from this step.  Returns whether it paused (the same on every worker).  The elastic
-    tests use it; nothing else sets it."""
-    spec = os.environ.get(MXTORCH_TEST_PAUSE_AT_STEP)
-    if not spec:
-        return False
-    at, _, want = spec.partition(":")
-    if int(at) != step or world_size >= int(want):
-        return False
-    ckpt.wait()
-    deadline = time.monotonic() + timeout
-    while not _stop_requested.is_set() and time.monotonic() < deadline:
-        time.sleep(0.05)  # the agents stop this worker (SIGTERM) when the joining one is admitted
-    return True

@@ -22,6 +22,9 @@ import pytest
 
 import mxtorch as mx
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import train_test_hooks  # noqa: E402, I001  (tests/, for the test-only hooks of the workers)
+
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]  # three hosts, one restart each: ~40 s on 2 busy cores
 
 ROOT = mx.gluon.data.vision.EMBEDDED_FASHION_MNIST_ROOT
@@ -83,7 +86,7 @@ def test_an_elastic_job_gains_a_worker_from_another_host(cluster, tmp_path):
     argv = _elastic_train(cluster, 2, out)
     env = {k: v for k, v in os.environ.items() if not k.startswith("MXTORCH_TEST_")}
     # h0 and h1 wait after step 40 of 156 (mid-epoch) until the job has 3 workers
-    env["MXTORCH_TEST_PAUSE_AT_STEP"] = "40:3"
+    env.update(train_test_hooks.env(MXTORCH_TEST_PAUSE_AT_STEP="40:3"))
     log, join_log = tmp_path / "log.txt", tmp_path / "join.txt"
     with open(log, "w") as f, open(join_log, "w") as jf:
         job = subprocess.Popen(argv, stdout=f, stderr=subprocess.STDOUT, env=env)
