@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -79,3 +80,17 @@ def test_broken_link_anchor_or_reference_fails(tmp_path: Path) -> None:
     warnings = [line for line in out.splitlines() if line.startswith("WARNING")]
     for planted in ("no-such-page.md", "#no-such-anchor", "mxtorch.checkpoint.NoSuchClass"):
         assert any(planted in line for line in warnings), (planted, out)
+
+
+def test_readme_is_the_front_door() -> None:
+    """The README stays short, opens with the two commands, and its links lead to files that exist
+    (mkdocs checks the pages under docs/, not the README)."""
+    readme = (ROOT / "README.md").read_text()
+    assert len(readme.splitlines()) <= 300
+    first_block = readme.split("```bash\n", 1)[1].split("```", 1)[0].splitlines()
+    assert [line.split("#")[0].strip() for line in first_block] == [
+        "bash scripts/setup.sh && .venv/bin/mxtorch train", "bash scripts/test.sh"]
+    assert '".[test,viz,docs]"' in (ROOT / "scripts" / "setup.sh").read_text()  # the docs tools come along
+    targets = re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", readme)
+    assert targets and all((ROOT / t).exists() for t in targets if "://" not in t), \
+        [t for t in targets if "://" not in t and not (ROOT / t).exists()]
