@@ -8,8 +8,8 @@ ratio with/without (the goal is <= 1.01 overall).
 
 A third variant, ``wrapped``, shows what MXNet's reshape codes on the *method* would cost: it
 replaces ``Tensor.reshape`` by the thinnest Python wrapper that could fall back to MXNet's
-codes.  That is why mxtorch leaves every name torch defines alone (see the README's
-"Migrating from MXNet").  ``--mxnet-mode`` adds a fourth, ``mxnet``: MXNet method mode on
+codes.  That is why mxtorch leaves every name torch defines alone (see
+docs/migrating.md).  ``--mxnet-mode`` adds a fourth, ``mxnet``: MXNet method mode on
 (``MXTORCH_MXNET_METHODS=1``, mxtorch._mxnet_methods), what the same torch ops cost while it is on.
 
     python bench/tensor_methods.py [--rounds 7] [--number 20000] [--mxnet-mode]

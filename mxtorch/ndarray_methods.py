@@ -12,7 +12,7 @@ Only names torch does not define are added; adding attributes costs torch's own 
 (bench/tensor_methods.py).  Where torch already has the name (``size``, ``reshape``,
 ``flatten``, ``split``, ``sum``, ``dtype`` ...), torch's meaning stays: :data:`COLLISIONS`
 lists each one with MXNet's meaning and where to get it (usually the ``mxtorch.nd``
-function of the same name), and the README's "Migrating from MXNet" table shows them.
+function of the same name), and docs/migrating.md's table shows them.
 The functions are also usable directly: ``ndarray_methods.asnumpy(x)``.
 
 Sparse arrays (:mod:`mxtorch.nd.sparse`) get ``x.stype``, ``x.tostype(...)``, ``x.retain``,
@@ -469,7 +469,7 @@ def _table() -> dict[str, Any]:
 # MXNet's does and how mxtorch resolves it.  torch's own method always stays (replacing it, even
 # by a thin Python wrapper that falls back to MXNet's meaning only for input torch rejects, costs
 # every torch caller: bench/tensor_methods.py measures 1.3x on reshape); where the meanings
-# differ, the mx.nd function gives MXNet's.  The README's "Migrating from MXNet" table lists
+# differ, the mx.nd function gives MXNet's.  The table in docs/migrating.md lists
 # these rows; tests keep the two in step.
 COLLISIONS: dict[str, tuple[str, str]] = {
     "size": ("int property: the element count", "torch's method x.size(); MXNet's value is x.numel()"),
@@ -552,7 +552,7 @@ ELEMENTWISE_SAME = (
     "arccosh", "arctanh", "exp", "expm1", "log", "log10", "log2", "log1p", "sqrt", "rsqrt", "square",
     "reciprocal", "relu", "sigmoid",
 )
-"""MXNet elementwise methods torch has with the same meaning (the README's ``floor`` row)."""
+"""MXNet elementwise methods torch has with the same meaning (docs/migrating.md's ``floor`` row)."""
 
 
 _lock = threading.Lock()

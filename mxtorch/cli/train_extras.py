@@ -189,7 +189,7 @@ def prune_scope(cfg: TrainConfig) -> str:
     """``--prune-scope``, or its default: ``global`` for l1/l2/random -- one threshold over all layers
     kept 80% l1 within a point of dense (-0.56 pt on the default task, -0.90 on the embedded subset),
     80% of every layer did not (-0.76, -2.20: the first convolution keeps 58 of its 288 weights; the
-    README has the commands) -- and ``layer`` for structured."""
+    docs/pruning.md has the commands) -- and ``layer`` for structured."""
     if cfg.prune_scope is not None:
         return cfg.prune_scope
     return "layer" if cfg.prune == "structured" else "global"
