@@ -22,6 +22,8 @@ from typing import Any
 
 import torch
 
+from .base import MXNetError
+
 __all__ = [
     "record",
     "pause",
@@ -54,6 +56,10 @@ def __getattr__(name: str) -> Any:
 class _State(threading.local):
     recording: bool = False
     training: bool = False
+    # set once this thread records with record()/set_recording(True): from then on MXNet's rule
+    # that a backward frees its graph applies (:func:`_check_not_freed`); a program that never
+    # records this way keeps torch's behaviour and pays nothing
+    ever_recorded: bool = False
 
 
 _state = _State()
@@ -85,6 +91,7 @@ def set_recording(is_recording: bool) -> bool:  # noqa: A002 - MXNet's name
     """Set recording state; returns the previous one."""
     prev = _state.recording
     _state.recording = bool(is_recording)
+    _state.ever_recorded = _state.ever_recorded or bool(is_recording)
     torch.set_grad_enabled(bool(is_recording))
     return prev
 
@@ -102,6 +109,7 @@ def _scope(recording: bool | None, training: bool | None) -> Iterator[None]:
     prev_grad = torch.is_grad_enabled()
     if recording is not None:
         _state.recording = recording
+        _state.ever_recorded = _state.ever_recorded or recording
         torch.set_grad_enabled(recording)
     if training is not None:
         _state.training = _mirror.training = training
@@ -159,6 +167,38 @@ def _default_head_grads(
     return [_ones_like(h) if g is None else g for h, g in zip(heads, hg)]
 
 
+_FREED = "mxtorch.freed"  # grad_fn metadata key: a backward without retain_graph ran from here
+
+
+def _metadata(node: Any) -> dict[str, Any]:
+    """The dict torch keeps on a graph node for its users (typed as a method in torch's stubs)."""
+    return node.metadata  # type: ignore[no-any-return]
+
+
+def _check_not_freed(heads: list[torch.Tensor]) -> bool:
+    """MXNet frees a recorded graph when a backward runs without ``retain_graph``, so a second
+    backward from the same head fails.  torch frees only the tensors its nodes saved (``x + 1``
+    saves none and could run twice); this restores MXNet's rule for threads that record with
+    :func:`record`.  Returns whether the rule applies."""
+    if not _state.ever_recorded:
+        return False
+    for h in heads:
+        fn = h.grad_fn
+        if fn is not None and _FREED in _metadata(fn):
+            raise MXNetError(
+                "backward: this graph was already differentiated and freed (a backward without "
+                "retain_graph=True frees it, as in MXNet); record the computation again, or pass "
+                "retain_graph=True to the earlier backward"
+            )
+    return True
+
+
+def _mark_freed(heads: list[torch.Tensor]) -> None:
+    for h in heads:
+        if h.grad_fn is not None:
+            _metadata(h.grad_fn)[_FREED] = True
+
+
 def backward(
     heads: torch.Tensor | Sequence[torch.Tensor],
     head_grads: torch.Tensor | Sequence[torch.Tensor | None] | None = None,
@@ -167,7 +207,11 @@ def backward(
 ) -> None:
     """Compute gradients of ``heads`` w.r.t. the recorded variables (head grads default to ones)."""
     hs = _as_list(heads)
-    torch.autograd.backward(hs, _default_head_grads(hs, head_grads), retain_graph=retain_graph)
+    hg = _default_head_grads(hs, head_grads)
+    rule = _check_not_freed(hs)
+    torch.autograd.backward(hs, hg, retain_graph=retain_graph)
+    if rule and not retain_graph:
+        _mark_freed(hs)
 
 
 class _GradOnly:
@@ -196,18 +240,22 @@ def grad(
     vs = _as_list(variables)
     if not vs:
         raise ValueError("grad(): variables cannot be an empty list")
+    hg = _default_head_grads(hs, head_grads)
+    rule = _check_not_freed(hs)
     _grad_only.depth += 1
     try:
         out = torch.autograd.grad(
             hs,
             vs,
-            _default_head_grads(hs, head_grads),
+            hg,
             retain_graph=retain_graph,
             create_graph=create_graph,
             allow_unused=True,
         )
     finally:
         _grad_only.depth -= 1
+    if rule and not (create_graph if retain_graph is None else retain_graph):
+        _mark_freed(hs)
     ret = [torch.zeros_like(v) if g is None else g for v, g in zip(vs, out)]
     return ret[0] if isinstance(variables, torch.Tensor) else ret  # type: ignore[return-value]
 
@@ -334,7 +382,10 @@ def _backward(self: torch.Tensor, gradient: Any = None, retain_graph: Any = None
         gradient = out_grad
     if gradient is None and self.numel() != 1 and self.requires_grad:
         gradient = _ones_like(self)
+    rule = _state.ever_recorded and _check_not_freed([self])
     _torch_backward(self, gradient, retain_graph, create_graph, inputs)
+    if rule and not (create_graph if retain_graph is None else retain_graph):
+        _mark_freed([self])
 
 
 _backward.__doc__ = _torch_backward.__doc__

@@ -108,7 +108,8 @@ def test_mxnet_sparse_file_reads_as_mxtorch_sparse() -> None:
 def test_mxnet_numpy_semantics_file_has_scalar_and_empty() -> None:
     data = _read("np_v3.nd")
     assert struct.unpack_from("<I", data, 24)[0] == 0xF993FACA  # MXNet wrote V3 here
-    got = mx.nd.load(_file("np_v3.nd"))
+    with mx.util.np_shape(True):  # MXNet loads a V3 file only with NumPy shape semantics on
+        got = mx.nd.load(_file("np_v3.nd"))
     assert isinstance(got, dict)
     assert got["scalar"].shape == () and got["scalar"].item() == 3.5
     assert got["empty"].shape == (0, 3) and got["empty"].dtype == torch.float32
@@ -223,7 +224,8 @@ def test_round_trip_list_scalar_empty_and_frombuffer() -> None:
               torch.tensor(True)]
     data = write_mxnet(arrays)
     assert struct.unpack_from("<I", data, 24)[0] == 0xF993FACA  # 0-d/empty need V3 (np shape semantics)
-    got = mx.nd.load_frombuffer(data)
+    with mx.util.np_shape(True):  # MXNet loads V3 arrays only with NumPy shape semantics on
+        got = mx.nd.load_frombuffer(data)
     assert isinstance(got, list) and len(got) == 4
     for g, a in zip(got, arrays, strict=True):
         assert g.shape == a.shape and g.dtype == a.dtype and _bits(g) == _bits(a)

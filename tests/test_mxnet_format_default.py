@@ -68,8 +68,9 @@ def test_nd_save_default_writes_mxnets_bytes(tmp_path: Any) -> None:
     assert _written(str(tmp_path / "dtypes.nd")) == _fixture("dtypes.nd")
     mx.nd.save(str(tmp_path / "list.nd"), [_t(v) for v in fx.expected_list()])
     assert _written(str(tmp_path / "list.nd")) == _fixture("list.nd")
-    # 0-d and empty arrays: MXNet's NumPy-shape (V3) file, as mx.npx.save writes it
-    mx.nd.save(str(tmp_path / "np.nd"), {k: _t(v) for k, v in fx.expected_np().items()})
+    # 0-d and empty arrays under NumPy shape semantics: MXNet's V3 file, as mx.npx.save writes it
+    with mx.util.np_shape(True):
+        mx.nd.save(str(tmp_path / "np.nd"), {k: _t(v) for k, v in fx.expected_np().items()})
     assert _written(str(tmp_path / "np.nd")) == _fixture("np_v3.nd")
 
 
@@ -203,8 +204,9 @@ def mxnet_read_back(tmp_path_factory: Any) -> tuple[str, dict[str, Any], dict[st
     lst = [torch.ones(2, 3), torch.arange(4, dtype=torch.int64), torch.tensor([2.5], dtype=torch.float64)]
     mx.nd.save(str(d / "list.nd"), lst)
     ours["list"] = lst
-    mx.nd.save(str(d / "scalar.nd"), {"s": torch.tensor(4.25), "i": torch.tensor(-3, dtype=torch.int32),
-                                      "empty": torch.zeros(0, 2)})
+    with mx.util.np_shape(True):  # MXNet's rule: 0-d arrays are saved (and loaded) with NumPy shapes on
+        mx.nd.save(str(d / "scalar.nd"), {"s": torch.tensor(4.25), "i": torch.tensor(-3, dtype=torch.int32),
+                                          "empty": torch.zeros(0, 2)})
     torch.manual_seed(0)
     net = nn.HybridSequential()
     net.add(nn.Conv2D(2, 3, in_channels=1), nn.Flatten(), nn.Dense(3, in_units=18))

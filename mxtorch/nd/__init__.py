@@ -39,6 +39,7 @@ from ._cached_op import CachedOp
 from ._common import mx_operator as _mx_operator
 from ._creation import *  # noqa: F403
 from ._ctc import *  # noqa: F403
+from ._elemwise import PARAMETERLESS as _PARAMETERLESS
 from ._io import *  # noqa: F403
 from ._legacy import *  # noqa: F403
 from ._legacy import SAMPLER_ALIASES as _SAMPLER_ALIASES
@@ -73,5 +74,5 @@ _OPERATORS = (*_ops.__all__, *_nn.__all__, *_ctc.__all__, *_legacy.__all__, *_ra
               "Cast", "zeros_like", "ones_like", "full_like")
 for _name in _OPERATORS:
     if _name != "infer_reshape":
-        globals()[_name] = _mx_operator(globals()[_name])
+        globals()[_name] = _mx_operator(globals()[_name], _name in _PARAMETERLESS)
 del _name

@@ -152,19 +152,24 @@ def _write_one(result: Any, out: Any, op: str) -> torch.Tensor:
     return out
 
 
-def mx_operator(fn: Callable[..., Any]) -> Callable[..., Any]:
+def mx_operator(fn: Callable[..., Any], parameterless: bool = False) -> Callable[..., Any]:
     """``fn`` taking MXNet's operator keywords too: ``out=`` (write the result there) and ``name=``.
 
     Every MXNet ``mx.nd`` operator accepts both; ``name`` only names a symbol node, so it is
-    ignored here.  Functions that already take ``out`` are returned unchanged.
+    ignored here.  Functions that already take ``out`` are returned unchanged.  A
+    ``parameterless`` operator also ignores keywords that are not its inputs, as MXNet's
+    operators without parameters do (``broadcast_maximum(a, b, axis=1)``).
     """
     sig = inspect.signature(fn)
     if "out" in sig.parameters:
         return fn
     op = fn.__name__
+    inputs = frozenset(sig.parameters) if parameterless else None
 
     @functools.wraps(fn)
     def operator(*args: Any, out: Any = None, name: str | None = None, **kwargs: Any) -> Any:
+        if kwargs and inputs is not None:
+            kwargs = {k: v for k, v in kwargs.items() if k in inputs}
         result = fn(*args, **kwargs)
         return result if out is None else write_out(result, out, op)
 

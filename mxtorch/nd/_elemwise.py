@@ -110,6 +110,18 @@ __all__ = [
     "where",
 ]
 
+# MXNet's generated operators without parameters store keyword attributes they are given and
+# ignore them (MXNet's own CosineEmbeddingLoss passes ``axis=1`` to broadcast_maximum); mx.nd
+# wraps these names to do the same.  MXNet's Python-level helpers (``maximum``, ``power``...)
+# take no keywords and are not listed.
+PARAMETERLESS = frozenset(
+    n
+    for n in __all__
+    if n.startswith(("broadcast_", "elemwise_"))
+    or n in ("where", "identity", "stop_gradient", "BlockGrad")
+    or (__all__.index(n) < __all__.index("broadcast_add") and n not in ("hard_sigmoid", "gelu"))
+)
+
 _bslice = builtins.slice
 _bmax = builtins.max
 

@@ -17,6 +17,7 @@ import torch
 
 from ..base import MXNetError
 from ..checkpoint_io import atomic_write_bytes
+from ..util import is_np_shape
 from .mxnet_format import is_mxnet_file, read_mxnet, read_mxnet_file, write_mxnet
 
 __all__ = ["save", "load", "load_frombuffer"]  # resolve_format / FORMATS: mxtorch's, not mx.nd names
@@ -72,7 +73,8 @@ def save(
         if not isinstance(v, torch.Tensor):
             raise TypeError(f"save: entry {k!r} is a {type(v).__name__}, expected a torch.Tensor")
     if format == "mxnet":
-        atomic_write_bytes(fname, write_mxnet(dict(items) if kind == "dict" else [v for _, v in items]))
+        arrays = dict(items) if kind == "dict" else [v for _, v in items]
+        atomic_write_bytes(fname, write_mxnet(arrays, np_shape=is_np_shape()))
         return
     for k, v in items:
         flat[k] = v.detach().to("cpu").contiguous().clone()  # safetensors refuses shared storage
@@ -93,7 +95,7 @@ def load(fname: str | os.PathLike[str]) -> list[torch.Tensor] | dict[str, torch.
     from safetensors import safe_open
 
     name = os.fspath(fname)
-    arrays = read_mxnet_file(name, f"load: file {name!r} does not exist")
+    arrays = read_mxnet_file(name, f"load: file {name!r} does not exist", np_shape=is_np_shape())
     if arrays is not None:
         return arrays
     try:
@@ -116,7 +118,7 @@ def load_frombuffer(buf: bytes) -> list[torch.Tensor] | dict[str, torch.Tensor]:
     from ..bounded_json import loads as json_loads
 
     if is_mxnet_file(bytes(buf[:16])):
-        return read_mxnet(bytes(buf), "load_frombuffer")
+        return read_mxnet(bytes(buf), "load_frombuffer", np_shape=is_np_shape())
     try:
         tensors = st_load(bytes(buf))
         (n,) = struct.unpack("<Q", bytes(buf[:8]))

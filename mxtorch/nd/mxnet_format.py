@@ -81,10 +81,11 @@ def is_mxnet_file(head: bytes) -> bool:
 class _Reader:
     """A cursor over ``data`` whose errors name the source and the byte offset."""
 
-    def __init__(self, data: bytes, source: str) -> None:
+    def __init__(self, data: bytes, source: str, np_shape: bool | None = None) -> None:
         self.data = memoryview(bytes(data))
         self.source = source
         self.pos = 0
+        self.np_shape = np_shape  # None: any version; else MXNet's NDArray::Load rule (see _read_array)
 
     def fail(self, msg: str, at: int | None = None) -> MXNetError:
         where = self.pos if at is None else at
@@ -164,6 +165,14 @@ def _read_array(r: _Reader, index: int) -> torch.Tensor:
     what = f"array {index}"
     at = r.pos
     magic = r.unpack("<I", f"the magic number of {what}")
+    if r.np_shape is not None and (magic == V3_MAGIC) != r.np_shape:
+        # MXNet's rule: an array saved with NumPy shape semantics (V3) loads only with them on,
+        # and any other only with them off
+        raise MXNetError(
+            f"{r.source}: {what} was saved with NumPy shape semantics, load it inside "
+            "mx.util.np_shape(True)" if magic == V3_MAGIC else
+            f"{r.source}: {what} was saved without NumPy shape semantics, load it outside "
+            "mx.util.np_shape(True) (or inside np_shape(False))")
     if magic not in (V2_MAGIC, V3_MAGIC):
         return _read_legacy(r, magic, at, what)
     st_at = r.pos
@@ -221,10 +230,10 @@ def _check_sparse_shapes(r: _Reader, kind: str, shape: tuple[int, ...], sshape: 
     return sshape
 
 
-def read_mxnet_file(path: str, missing: str) -> Arrays | None:
+def read_mxnet_file(path: str, missing: str, np_shape: bool | None = None) -> Arrays | None:
     """The arrays of the MXNet NDArray file ``path``; None when it is in another format (safetensors).
 
-    A file that does not exist raises MXNetError ``missing``.
+    A file that does not exist raises MXNetError ``missing``; ``np_shape`` as for :func:`read_mxnet`.
     """
     if not os.path.isfile(path):
         raise MXNetError(missing)
@@ -234,18 +243,21 @@ def read_mxnet_file(path: str, missing: str) -> Arrays | None:
             data = head + fh.read() if is_mxnet_file(head) else None
     except OSError as e:
         raise MXNetError(f"cannot read {path!r}: {e}") from e
-    return None if data is None else read_mxnet(data, repr(path))
+    return None if data is None else read_mxnet(data, repr(path), np_shape)
 
 
-def read_mxnet(data: bytes, source: str) -> Arrays:
+def read_mxnet(data: bytes, source: str, np_shape: bool | None = None) -> Arrays:
     """Parse an MXNet NDArray file: a dict if it has keys, else a list (``source`` names it in errors).
+
+    ``np_shape`` (what ``mx.nd.load`` passes: whether NumPy shape semantics are on) applies
+    MXNet's rule that a V3 array loads only with them on and any other only with them off.
 
     Raises :class:`~mxtorch.base.MXNetError` naming ``source`` and the byte offset, and nothing
     else, for any bytes that are not such a file: every count, ndim (at most :data:`MAX_NDIM`),
     dim (>= 0, product at most :data:`MAX_SPAN`) and byte length is checked against the bytes
     left before anything is allocated.
     """
-    r = _Reader(data, source)
+    r = _Reader(data, source, np_shape)
     magic = r.unpack("<Q", "the list magic")
     if magic != LIST_MAGIC:
         raise r.fail(f"the file starts with 0x{magic:X}, not MXNet's NDArray list magic 0x{LIST_MAGIC:X} "
@@ -295,6 +307,8 @@ def _shape_bytes(shape: Sequence[int]) -> bytes:
 
 
 def _raw(t: torch.Tensor) -> bytes:
+    if t.numel() == 0:  # an empty array has no data bytes (torch cannot view its stride-0 form)
+        return b""
     flat = t.detach().to("cpu").contiguous().reshape(-1)
     return flat.view(torch.uint8).numpy().tobytes()
 
@@ -331,13 +345,18 @@ def _needs_v3(t: torch.Tensor) -> bool:
     return t.layout == torch.strided and (t.dim() == 0 or t.numel() == 0)
 
 
-def write_mxnet(arrays: Sequence[torch.Tensor] | Mapping[str, torch.Tensor]) -> bytes:
+def write_mxnet(
+    arrays: Sequence[torch.Tensor] | Mapping[str, torch.Tensor], np_shape: bool | None = None
+) -> bytes:
     """The bytes of an MXNet NDArray file holding ``arrays`` (a list, or a dict of str -> tensor).
 
     Arrays are written as V2, which ``mx.nd.load`` of MXNet 1.9.1 reads, unless one is 0-d or has
     no elements: MXNet's legacy shapes cannot express those, so the whole file is then written as
     V3 (NumPy shape semantics), which MXNet reads with ``mx.npx.load`` or under
-    ``mx.util.np_shape(True)``; V3 holds only dense arrays.
+    ``mx.util.np_shape(True)``; V3 holds only dense arrays.  ``np_shape`` (what ``mx.nd.save``
+    passes: whether NumPy shape semantics are on) follows MXNet's ``NDArray::Save`` instead: V3
+    exactly when it is True; when False a 0-d tensor is written as the shape-(1,) array it stands
+    for in MXNet's legacy semantics (as ``asnumpy`` gives it there).
     """
     if isinstance(arrays, Mapping):
         items = list(arrays.items())
@@ -353,7 +372,9 @@ def write_mxnet(arrays: Sequence[torch.Tensor] | Mapping[str, torch.Tensor]) -> 
     for k, v in items:
         if not isinstance(v, torch.Tensor):
             raise TypeError(f"write_mxnet: entry {k!r} is a {type(v).__name__}, expected a torch.Tensor")
-    v3 = any(_needs_v3(v) for _, v in items)
+    if np_shape is False:
+        items = [(k, v.reshape(1) if v.dim() == 0 else v) for k, v in items]
+    v3 = any(_needs_v3(v) for _, v in items) if np_shape is None else np_shape
     if v3:
         sparse = [k for k, v in items if v.layout != torch.strided]
         if sparse:
