@@ -37,6 +37,7 @@ __all__ = [
     "grad",
     "mark_variables",
     "Function",
+    "get_symbol",
     "NDArray",
     "Symbol",  # noqa: F822 - provided by the module __getattr__ below
 ]
@@ -292,6 +293,13 @@ def mark_variables(
         if g is not None and req != "null":
             v.grad = g
             v._mx_grad_buf = g  # type: ignore[attr-defined]  # backward writes into this very array
+
+
+def get_symbol(x: torch.Tensor) -> Any:
+    """The recorded computation that produced ``x`` as a Symbol (see :mod:`mxtorch._autograd_symbol`)."""
+    from ._autograd_symbol import get_symbol as build
+
+    return build(x)
 
 
 class _FunctionBridge(torch.autograd.Function):

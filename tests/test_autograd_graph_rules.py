@@ -4,6 +4,7 @@ head fails unless the first retained it); a torch program that never records wit
 
 from __future__ import annotations
 
+import json
 import threading
 
 import pytest
@@ -82,3 +83,72 @@ def test_torch_programs_that_never_record_keep_torch_behaviour() -> None:
     t.start()
     t.join()
     torch.testing.assert_close(out["grad"], torch.full((3,), 2.0))
+
+
+# ---- autograd.get_symbol ---------------------------------------------------------------------------
+def _ops(s: object) -> list[str]:
+    return [n["op"] for n in json.loads(s.tojson())["nodes"]]  # type: ignore[attr-defined]
+
+
+def test_get_symbol_arguments_are_the_recorded_variables() -> None:
+    x, z = mx.nd.array([1.0, 2.0]), mx.nd.array([3.0, 4.0])
+    x.attach_grad()
+    z.attach_grad()
+    with autograd.record():
+        y = x * x + 2 * x - 1
+    assert autograd.get_symbol(y).list_arguments() == ["var0"]  # scalars are folded in, not arguments
+    with autograd.record():
+        y = x * x + 2 * z - 1
+    s = autograd.get_symbol(y)
+    assert s.list_arguments() == ["var0", "var1"]
+    assert _ops(s)[:4] == ["null", "broadcast_mul", "null", "_mul_scalar"]
+
+
+def test_get_symbol_graph_computes_what_was_recorded() -> None:
+    x, z = mx.nd.array([1.0, 2.0]), mx.nd.array([0.5, -1.0])
+    x.attach_grad()
+    z.attach_grad()
+    with autograd.record():
+        y = (x * z).exp() / 2 + x.sum() - z / x
+    s = autograd.get_symbol(y)
+    got = s.eval(var0=x.detach(), var1=z.detach())[0]
+    want = torch.exp(torch.tensor([0.5, -2.0])) / 2 + 3.0 - torch.tensor([0.5, -0.5])
+    torch.testing.assert_close(got, want)
+
+
+def test_get_symbol_names_an_operation_it_cannot_run() -> None:
+    x = mx.nd.array([1.0, 2.0])
+    x.attach_grad()
+    with autograd.record():
+        y = torch.cumsum(x, 0)
+    s = autograd.get_symbol(y)
+    assert s.list_arguments() == ["var0"] and _ops(s)[-1] == "_torch_op"
+    with pytest.raises(MXNetError, match="CumsumBackward0"):
+        s.eval(var0=x.detach())
+
+
+def test_get_symbol_of_a_hybridized_block_is_one_cached_op_or_inlined() -> None:
+    net = mx.gluon.nn.HybridSequential()
+    with net.name_scope():
+        net.add(mx.gluon.nn.Dense(4, activation="relu"), mx.gluon.nn.Dense(2))
+    net.initialize()
+    data = mx.nd.ones((3, 5))
+    net.hybridize()  # MXNet's default inline_limit=2: three operators stay one _CachedOp
+    with autograd.record():
+        out = net(data)
+    feed = {"null0": data, **{k: p.data().detach() for k, p in net.collect_params().items()}}
+    s = autograd.get_symbol(out)
+    assert s.list_arguments() == ["null0", *net.collect_params().keys()]
+    assert _ops(s) == ["null"] * 5 + ["_CachedOp"]
+    torch.testing.assert_close(s.eval(**feed)[0], out.detach())
+    net.hybridize(inline_limit=3)
+    with autograd.record():
+        out = net(data)
+    s = autograd.get_symbol(out)
+    assert _ops(s).count("FullyConnected") == 2 and "_CachedOp" not in _ops(s)
+    torch.testing.assert_close(s.eval(**feed)[0], out.detach())
+
+
+def test_get_symbol_needs_a_recorded_array() -> None:
+    with pytest.raises(MXNetError, match="record"):
+        autograd.get_symbol(mx.nd.ones((2,)))

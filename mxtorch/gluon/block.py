@@ -16,7 +16,8 @@ from typing import Any
 
 import torch
 
-from .. import nd
+from .. import autograd, nd
+from .._autograd_symbol import mark_cached_call
 from .._dtype import to_torch_dtype
 from ..base import MXNetError
 from ..context import Context
@@ -519,6 +520,8 @@ class HybridBlock(Block):
         object.__setattr__(self, "_trial", None)
         object.__setattr__(self, "_hybrid_choice", None)
         opts = dict(kwargs)
+        # MXNet's flag (not torch.compile's): how many operators autograd.get_symbol inlines
+        object.__setattr__(self, "_inline_limit", int(opts.pop("inline_limit", 2)))
         if static_shape:
             opts.setdefault("dynamic", False)
         object.__setattr__(self, "_compile_kwargs", {"backend": backend, **opts})
@@ -582,6 +585,12 @@ class HybridBlock(Block):
         return out
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        out = self._call(*args, **kwargs)
+        if self._hybrid_active and not _fwd.depth and autograd.is_recording():  # one MXNet _CachedOp
+            mark_cached_call(self, args, out)
+        return out
+
+    def _call(self, *args: Any, **kwargs: Any) -> Any:
         if has_symbol(args):
             return _symbolic_call(self, args, kwargs)
         if self._hybrid_active and not _fwd.depth:
