@@ -21,10 +21,14 @@ def _var() -> torch.Tensor:
     return x
 
 
+def _recorded_plus_one(x: torch.Tensor) -> torch.Tensor:
+    with autograd.record():
+        return x + 1  # torch saves nothing for this node: only the rule makes a second backward fail
+
+
 def test_second_backward_without_retain_graph_fails() -> None:
     x = _var()
-    with autograd.record():
-        y = x + 1  # torch saves nothing for this node: only the rule makes the second call fail
+    y = _recorded_plus_one(x)
     y.backward()
     with pytest.raises(MXNetError, match="retain_graph"):
         y.backward()
@@ -45,8 +49,7 @@ def test_retain_graph_allows_another_backward() -> None:
 
 def test_module_functions_follow_the_rule() -> None:
     x = _var()
-    with autograd.record():
-        y = x + 1
+    y = _recorded_plus_one(x)
     g = autograd.grad(y, x, retain_graph=True)
     torch.testing.assert_close(g, torch.ones(2, 2))
     autograd.backward(y)
@@ -60,9 +63,7 @@ def test_module_functions_follow_the_rule() -> None:
 
 
 def test_bad_head_grads_are_reported_before_the_freed_check() -> None:
-    x = _var()
-    with autograd.record():
-        y = x + 1
+    y = _recorded_plus_one(_var())
     y.backward()
     with pytest.raises(ValueError, match="head_grads"):
         autograd.backward([y], head_grads=[None, None])

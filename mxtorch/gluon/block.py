@@ -16,8 +16,7 @@ from typing import Any
 
 import torch
 
-from .. import autograd, nd
-from .._autograd_symbol import mark_cached_call
+from .. import _autograd_symbol, autograd, nd
 from .._dtype import to_torch_dtype
 from ..base import MXNetError
 from ..context import Context
@@ -520,8 +519,7 @@ class HybridBlock(Block):
         object.__setattr__(self, "_trial", None)
         object.__setattr__(self, "_hybrid_choice", None)
         opts = dict(kwargs)
-        # MXNet's flag (not torch.compile's): how many operators autograd.get_symbol inlines
-        object.__setattr__(self, "_inline_limit", int(opts.pop("inline_limit", 2)))
+        object.__setattr__(self, "_inline_limit", int(opts.pop("inline_limit", 2)))  # MXNet's: get_symbol
         if static_shape:
             opts.setdefault("dynamic", False)
         object.__setattr__(self, "_compile_kwargs", {"backend": backend, **opts})
@@ -587,7 +585,7 @@ class HybridBlock(Block):
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         out = self._call(*args, **kwargs)
         if self._hybrid_active and not _fwd.depth and autograd.is_recording():  # one MXNet _CachedOp
-            mark_cached_call(self, args, out)
+            _autograd_symbol.mark_cached_call(self, args, out)
         return out
 
     def _call(self, *args: Any, **kwargs: Any) -> Any:
