@@ -163,18 +163,26 @@ class ServerJournal:
         tensors.update({f"state/{j}": t for j, t in enumerate(states)})
         path = snapshot_path(folder, server.rank)
         generation = secrets.randbits(63)
-        with record_function("mxtorch/ps.snapshot"):
-            write_snapshot(path, {"server_rank": server.rank, "mode": server.mode, "shards": shards,
-                                  "optimizer": optimizer, "group_optimizers": groups,
-                                  "wal_generation": generation}, tensors)
-        if server.config.wal:
-            self._restart_log(generation)
+        opened = self._next_log(generation) if server.config.wal else None
+        try:
+            with record_function("mxtorch/ps.snapshot"):
+                write_snapshot(path, {"server_rank": server.rank, "mode": server.mode, "shards": shards,
+                                      "optimizer": optimizer, "group_optimizers": groups,
+                                      "wal_generation": generation}, tensors)
+        except BaseException:
+            if self.wal is not None:
+                self.wal.abort()
+            raise
+        if opened is not None and self.wal is not None:
+            self.wal.commit()  # the log for the snapshot now on disk
+            self._open_pushes = opened
         self.updates = 0
         self.snapshot_versions = min((sh.version for sh in server.shards.values()), default=0)
         return path
 
-    def _restart_log(self, generation: int) -> None:
-        """An empty log after the snapshot of ``generation``, holding the open rounds' pushes."""
+    def _next_log(self, generation: int) -> dict[_SliceId, list[tuple[int, int, int]]]:
+        """Prepare the log that follows the snapshot of ``generation``, holding the open rounds' pushes;
+        return where those are in it."""
         assert self.folder
         keep = sorted((p for ps in self._open_pushes.values() for p in ps), key=lambda p: p[1])
         if self.wal is None:
@@ -182,9 +190,9 @@ class ServerJournal:
             self.wal = WriteAheadLog(wal_path(self.folder, self.server.rank), self.server.rank,
                                      self.server.config.wal_fsync)
         ranges = [(off, n) for _, off, n in keep]
-        where = dict(zip(ranges, self.wal.reset(generation, ranges)))
-        self._open_pushes = {sid: [(seq, *where[(off, n)]) for seq, off, n in ps]
-                             for sid, ps in self._open_pushes.items() if ps}
+        where = dict(zip(ranges, self.wal.prepare(generation, ranges)))
+        return {sid: [(seq, *where[(off, n)]) for seq, off, n in ps]
+                for sid, ps in self._open_pushes.items() if ps}
 
     def close(self) -> None:
         if self.wal is not None:
@@ -213,7 +221,8 @@ class ServerJournal:
                 _logger.error("server %d: the write-ahead log %s cannot be replayed (%s: %s); moved to %s, "
                               "serving from the snapshot %s alone (the updates after it are lost)",
                               server.rank, log, type(e).__name__, e, damaged, path)
-                os.replace(log, damaged)
+                if os.path.exists(log):
+                    os.replace(log, damaged)
                 self._open_pushes = {}
                 self._load_snapshot(path)
         _logger.warning("server %d restored %d key slice(s) from %s and %d record(s) of its write-ahead log",
@@ -249,6 +258,12 @@ class ServerJournal:
     def _replay_log(self, path: str, generation: int) -> int:
         with record_function("mxtorch/ps.wal.replay"):
             found = read_wal(path)
+            if (found is None or found[0] != generation) and os.path.exists(path + ".new"):
+                # killed between the snapshot and the rename of the log prepared for it: finish that
+                following = read_wal(path + ".new")
+                if following is not None and following[0] == generation:
+                    os.replace(path + ".new", path)
+                    found = following
             if found is None:
                 return 0
             logged, records = found

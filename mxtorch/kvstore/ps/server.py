@@ -439,11 +439,11 @@ class ParameterServer:
             return sh.version
         seq = msg.arg >> 8
         target = sh.add_push(worker, grad, frame, seq)
+        if ack and target == seq and not sh.round_complete(self.num_workers):
+            self.journal.log_push(sh, worker, grad, seq)  # acknowledged before its round completes
+        self._complete_rounds(sh)  # a round this push completes is logged before the push's ACK
         if ack:
-            if target == seq and not sh.round_complete(self.num_workers):
-                self.journal.log_push(sh, worker, grad, seq)  # acknowledged before its round completes
             self._ack(identity, msg, target)
-        self._complete_rounds(sh)
         return target
 
     def _complete_rounds(self, sh: KeyShard) -> None:

@@ -5,7 +5,9 @@ a server answers a request whose effect a worker may rely on (a completed round'
 PUSH's ACK, the ACK of an INIT, SET_OPTIMIZER, SET_HYPER, SET_STATES), it appends a record of
 that effect; a snapshot starts a new, empty log (:meth:`WriteAheadLog.reset`).  A restarted
 server loads its snapshot and replays the log in order (:mod:`.recovery`), so it resumes where
-the killed process was.
+the killed process was.  A snapshot starts the next log beside this one and puts it in place
+by a rename once the snapshot is written (:meth:`WriteAheadLog.prepare`, ``commit``), so a
+server killed in between leaves on disk a log that matches the snapshot it finds.
 
 File::
 
@@ -31,6 +33,7 @@ record (survives a host crash too, at the disk's latency per record).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import struct
@@ -52,6 +55,7 @@ _HEADER = struct.Struct("<8sQII")
 _RECORD = struct.Struct("<QI")
 _COUNT = struct.Struct("<H")
 _LENGTH = struct.Struct("<Q")
+_IOV_MAX = 1024  # the parts one writev takes (Linux's limit); a record has at most 259
 _MAX_FRAMES = 3 + 255  # header, key, JSON, at most 255 tensors (the wire format's limit)
 _logger = logging.getLogger("mxtorch.kvstore.ps.wal")
 
@@ -65,6 +69,18 @@ def _write_all(fd: int, data: Any) -> None:
     while view.nbytes:
         n = os.write(fd, view)
         view = view[n:]
+
+
+def _write_parts(fd: int, parts: list[memoryview]) -> None:
+    """Write ``parts`` in order: one ``writev`` call, unless the kernel takes less at once."""
+    parts = [p for p in parts if p.nbytes]
+    done = os.writev(fd, parts[:_IOV_MAX])
+    for p in parts:
+        if done >= p.nbytes:
+            done -= p.nbytes
+            continue
+        _write_all(fd, p[done:])
+        done = 0
 
 
 @dataclass
@@ -88,6 +104,7 @@ class WriteAheadLog:
         self.size = 0
         self.records = 0
         self._fd = -1
+        self._next: tuple[int, int, int, int] | None = None  # a prepared log: fd, generation, size, records
 
     def append(self, msg: Message) -> tuple[int, int]:
         """Hand one record of ``msg`` to the operating system (and the disk with ``fsync``); return
@@ -105,10 +122,7 @@ class WriteAheadLog:
                 crc = zlib.crc32(v, crc)
             payload = len(table) + sum(v.nbytes for v in views)
             offset = self.size
-            _write_all(self._fd, _RECORD.pack(payload, crc) + bytes(table))
-            for v in views:
-                if v.nbytes:
-                    _write_all(self._fd, v)
+            _write_parts(self._fd, [memoryview(_RECORD.pack(payload, crc) + bytes(table)), *views])
             if self.fsync:
                 os.fsync(self._fd)
             length = _RECORD.size + payload
@@ -116,11 +130,13 @@ class WriteAheadLog:
             self.records += 1
             return offset, length
 
-    def reset(self, generation: int, keep: Iterable[tuple[int, int]] = ()) -> list[tuple[int, int]]:
-        """Start the log again, empty, after a snapshot of ``generation``; the records at ``keep``
-        ((offset, length) pairs of the file as it is: effects the snapshot does not hold) are carried
-        into the new log, in order; return their new places."""
-        with record_function("mxtorch/ps.wal.reset"):
+    def prepare(self, generation: int, keep: Iterable[tuple[int, int]] = ()) -> list[tuple[int, int]]:
+        """Write the next log, for the snapshot of ``generation``, beside this one (``<path>.new``):
+        its header and the records at ``keep`` ((offset, length) pairs of this file: effects that
+        snapshot does not hold), in order; return their places in it.  :meth:`commit` puts it in
+        place once the snapshot is written, :meth:`abort` drops it."""
+        with record_function("mxtorch/ps.wal.prepare"):
+            self.abort()
             carried = []
             keep = list(keep)
             if keep:
@@ -128,23 +144,44 @@ class WriteAheadLog:
                     for offset, length in keep:
                         f.seek(offset)
                         carried.append(f.read(length))
-            if self._fd >= 0:
-                os.close(self._fd)
-            self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            fd = os.open(self.path + ".new", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
             head = _HEADER.pack(WAL_MAGIC, generation, self.rank, 0)[:-4]
-            _write_all(self._fd, head + struct.pack("<I", zlib.crc32(head)))
-            self.generation, self.size, self.records = generation, _HEADER.size, 0
-            placed = []
+            _write_all(fd, head + struct.pack("<I", zlib.crc32(head)))
+            size, placed = _HEADER.size, []
             for raw in carried:
-                placed.append((self.size, len(raw)))
-                _write_all(self._fd, raw)
-                self.size += len(raw)
-                self.records += 1
+                placed.append((size, len(raw)))
+                _write_all(fd, raw)
+                size += len(raw)
             if self.fsync:
-                os.fsync(self._fd)
+                os.fsync(fd)
+            self._next = (fd, generation, size, len(carried))
             return placed
 
+    def commit(self) -> None:
+        """The prepared log replaces this one (a rename: a killed process leaves one of them whole)."""
+        assert self._next is not None
+        os.replace(self.path + ".new", self.path)
+        if self._fd >= 0:
+            os.close(self._fd)
+        self._fd, self.generation, self.size, self.records = self._next
+        self._next = None
+
+    def abort(self) -> None:
+        """Drop a prepared log (its snapshot was not written)."""
+        if self._next is not None:
+            os.close(self._next[0])
+            self._next = None
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(self.path + ".new")
+
+    def reset(self, generation: int, keep: Iterable[tuple[int, int]] = ()) -> list[tuple[int, int]]:
+        """:meth:`prepare` and :meth:`commit`: start the log again after a snapshot of ``generation``."""
+        placed = self.prepare(generation, keep)
+        self.commit()
+        return placed
+
     def close(self) -> None:
+        self.abort()
         if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1
