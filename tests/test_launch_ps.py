@@ -219,9 +219,9 @@ def test_local_job_starts_scheduler_servers_and_workers_with_their_variables():
 def test_failing_server_stops_the_job_and_is_named_with_its_stderr(tmp_path):
     start = time.monotonic()
     r = mxtorch_cli("launch", "-n", "2", "-s", "2", "--ps-roles", "same-command", "python", TOY,
-                    env={"TOY_FAIL": "server1", "TOY_WORKER_SLEEP": "120", "TOY_HANG": "1"}, tmp=tmp_path)
+                    env={"TOY_FAIL": "server1", "TOY_WORKER_SLEEP": "900", "TOY_HANG": "1"}, tmp=tmp_path)
     assert r.returncode == 3, r.stderr
-    assert time.monotonic() - start < 60  # not the workers' 120 s
+    assert time.monotonic() - start < 450  # not the workers' 900 s (margin for a loaded machine)
     report = r.stderr[r.stderr.index("mxtorch launch: the server 1 failed"):]
     assert "(exit code 3, pid" in report and "while the workers were running; the job was stopped" in report
     assert "server1: cannot open the shard map: /nonexistent/shards" in report  # its stderr
@@ -250,7 +250,7 @@ def test_a_worker_started_but_not_recorded_when_a_server_fails_is_stopped(monkey
         child = subprocess.Popen([PY, "-c", "import time; time.sleep(120)"])
         started.append(child.pid)
         del child  # the handle is lost, as when the interruption lands inside elastic's start-up
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 900
         while time.monotonic() < deadline:  # ServerDied arrives here, from the watcher's signal
             time.sleep(0.05)
         return 0
@@ -261,7 +261,7 @@ def test_a_worker_started_but_not_recorded_when_a_server_fails_is_stopped(monkey
     spec = JobSpec([PY, TOY], num_workers=1, num_servers=1, ps_roles="same-command")
     start = time.monotonic()
     assert ps.launch_local_with_servers(spec, report=sys.stderr) == 3  # the server's exit code
-    assert time.monotonic() - start < 50  # the 60 s wait was cut short by ServerDied
+    assert time.monotonic() - start < 450  # the 900 s wait was cut short by ServerDied
     assert "mxtorch launch: the server 0 failed" in capsys.readouterr().err
     assert started and not os.path.exists(f"/proc/{started[0]}")  # stopped and reaped
     assert bystander.poll() is None  # a child the caller had before the job is left alone
@@ -330,11 +330,12 @@ def test_same_command_mode_the_script_becomes_scheduler_and_server():
 
 @needs_ps
 def test_server_with_a_bad_variable_fails_the_launch_with_its_error(tmp_path):
-    start = time.monotonic()
     r = mxtorch_cli("launch", "-n", "2", "-s", "1", "--env-server", "MXTORCH_PS_HEARTBEAT_S:often", "python",
                     PUSHPULL, "dist_sync", tmp=tmp_path)
     assert r.returncode == 2, r.stderr[-3000:]
-    assert time.monotonic() - start < 50  # stopped at once, not when the workers time out
+    # stopped because the server failed, not when the workers gave up waiting for it (no timing verdict:
+    # the machine may be loaded)
+    assert "timed out" not in r.stderr.lower() and "timeout" not in r.stderr.lower(), r.stderr[-3000:]
     report = r.stderr[r.stderr.index("mxtorch launch: the server 0 failed (exit code 2"):]
     assert "MXTORCH_PS_HEARTBEAT_S" in report and "often" in report  # the server's own error message
     assert "rank=" not in r.stdout

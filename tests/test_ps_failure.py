@@ -105,7 +105,7 @@ def test_worker_without_a_scheduler_fails_within_the_timeout():
     start = time.monotonic()
     with pytest.raises(JoinError, match="did not let this worker join within 2 s.*is the scheduler running"):
         DistKVStore("dist_sync", config=_config("worker", free_port()))
-    assert time.monotonic() - start < 20
+    assert time.monotonic() - start < 120  # 2 s asked; a loaded machine is slow, a hang is forever
 
 
 @pytest.mark.parametrize("worker_secret, match", [
