@@ -254,7 +254,7 @@ def test_mxnet_vision_networks(name: str, size: int, params: int) -> None:
 
 
 # densenet121 (the same blocks, another depth) stays in the default run above; these three
-# forward 224x224 images through 30-80 M-FLOP nets on CPU: the slow selection has them
+# forward a 224x224 image through 3-8 GFLOP nets on CPU: the slow selection has them
 @pytest.mark.slow
 @pytest.mark.parametrize("depth,params", [(161, 28_681_000), (169, 14_149_480), (201, 20_013_928)])
 def test_densenet_depths(depth: int, params: int) -> None:
