@@ -5,7 +5,13 @@ in the same run, interleaved in rounds so that machine noise hits both alike.  P
 median step time of each and the ratio mxtorch / torch (≤ 1.05 is the target).
 
     python bench/overhead.py [--steps 30] [--rounds 7] [--batch 128] [--models mlp,lenet]
-                             [--device cuda] [--amp float16]
+                             [--device cuda] [--amp float16] [--profiler]
+
+``--profiler`` times the mxtorch step (kvstore 'allreduce': its spans are on the path) with
+``mx.profiler`` never started, then instrumented but off (started and stopped once before), and
+on with ``profile_all`` (interleaved with off), and prints off / never-started (goal <= 1.01) and
+on / off (goal <= 1.10); also what the spans cost while off: the spans a step opens times the
+measured cost of one, as a share of the step.
 
 Where MXNet 1.9.1 is installed in its own venv (``.venv-mxnet``, see bench/mxnet_reference.py),
 the same run also times MXNet's hybridized Gluon step on the same model and prints it.
@@ -65,6 +71,48 @@ def time_steps(step, n: int) -> float:  # type: ignore[no-untyped-def]
     return (time.perf_counter() - t0) / n
 
 
+def profiler_rows(name: str, x: torch.Tensor, y: torch.Tensor, steps: int, rounds: int) -> None:
+    import timeit
+
+    import mxtorch as mx
+    from mxtorch.profiler import span
+
+    step = mx_train_step(name, x, y, kvstore="allreduce")
+    time_steps(step, 5)
+    never = [time_steps(step, steps) for _ in range(rounds)]  # before any profiler ever ran
+    trace = os.path.join(os.environ.get("TMPDIR", "/tmp"), f"mxtorch-overhead-{os.getpid()}.json")
+    mx.profiler.set_config(profile_all=True, filename=trace)
+    mx.profiler.set_state("run")
+    time_steps(step, 1)
+    mx.profiler.set_state("stop")
+    mx.profiler.dump()
+    with open(trace) as f:
+        spans = sum(1 for e in json.load(f)["traceEvents"] if str(e.get("name", "")).startswith("mxtorch/"))
+    os.unlink(trace)
+    times: dict[str, list[float]] = {"off": [], "on": []}
+    for r in range(rounds):
+        for mode in (("off", "on") if r % 2 == 0 else ("on", "off")):
+            if mode == "on":
+                mx.profiler.set_state("run")
+            times[mode].append(time_steps(step, steps))
+            if mode == "on":
+                mx.profiler.set_state("stop")
+    mx.profiler.dump()  # writes and forgets what the "on" rounds recorded
+    os.unlink(trace)
+    def off_span() -> None:
+        with span("allreduce"):
+            pass
+
+    per_span = min(timeit.repeat(off_span, number=20000, repeat=5)) / 20000
+    t_never, t_off, t_on = (statistics.median(v) for v in (never, times["off"], times["on"]))
+    print(f"profiler ({name}): never started {t_never * 1e3:.3f} ms/step, instrumented but off "
+          f"{t_off * 1e3:.3f}, on (profile_all) {t_on * 1e3:.3f}")
+    print(f"  off / never started {t_off / t_never:.3f} (goal <= 1.01); on / off {t_on / t_off:.3f} "
+          f"(goal <= 1.10)")
+    print(f"  spans while off: {spans} per step x {per_span * 1e9:.0f} ns = "
+          f"{100 * spans * per_span / t_off:.3f}% of the step")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--steps", type=int, default=30, help="steps per round")
@@ -79,6 +127,8 @@ def main() -> None:
                               "bin", "python")
     ap.add_argument("--mxnet-python", default=default_mx if os.path.exists(default_mx) else "",
                     help="python of a venv with mxnet 1.9.1 (empty: skip the MXNet column)")
+    ap.add_argument("--profiler", action="store_true",
+                    help="time the step with mx.profiler never started, off, and on (profile_all)")
     args = ap.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -87,6 +137,12 @@ def main() -> None:
     where = torch.cuda.get_device_name(dev) if dev.type == "cuda" else f"{torch.get_num_threads()} threads"
     print(f"torch {torch.__version__}, {where}, batch {args.batch}, amp {args.amp or 'off'}, "
           f"{args.rounds} rounds x {args.steps} steps, interleaved")
+    if args.profiler:
+        for name in args.models.split(","):
+            x = torch.rand(args.batch, 1, 28, 28, device=dev)
+            y = torch.randint(0, 10, (args.batch,), device=dev).float()
+            profiler_rows(name, x, y, args.steps, args.rounds)
+        return
     rows = []
     worst = 0.0
     for name in args.models.split(","):

@@ -73,6 +73,7 @@ _SUBMODULES = {
     "checkpoint": "mxtorch.checkpoint",
     "contrib": "mxtorch.contrib",
     "runtime": "mxtorch.runtime",
+    "profiler": "mxtorch.profiler",
 }
 
 _UTIL_NAMES = ("is_np_shape", "set_np_shape", "np_shape", "use_np_shape", "is_np_array", "np_array",

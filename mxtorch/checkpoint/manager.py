@@ -16,6 +16,7 @@ import torch
 from .. import bounded_json
 from .._closing import Closing
 from ..base import MXNetError
+from ..profiler import span
 from . import _state
 from ._storage import Storage
 
@@ -175,6 +176,10 @@ class CheckpointManager(Closing):
 
         The state is copied now; with ``async_save`` the files are written in the background
         (:meth:`wait` waits).  Saving a step that exists replaces it."""
+        with span("checkpoint.save", step=step, rank=self.rank, async_save=self.async_save):
+            self._save(step, net, trainer, loader, extra)
+
+    def _save(self, step: int, net: Any, trainer: Any, loader: Any, extra: dict[str, Any]) -> None:
         if isinstance(step, bool) or not isinstance(step, int) or step < 0:
             raise ValueError(f"step must be an int >= 0, got {step!r}")
         started = time.perf_counter()

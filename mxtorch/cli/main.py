@@ -15,10 +15,10 @@ from collections.abc import Sequence
 
 from .._version import __version__
 from ..distributed.env import MXTORCH_DEBUG
-from . import cluster, launch, plan, server, train
+from . import cluster, launch, plan, server, trace, train
 
 _SUBCOMMANDS = {"launch": launch, "train": train, "scheduler": server, "server": server, "cluster": cluster,
-                "plan": plan}
+                "plan": plan, "trace": trace}
 _DEBUG_HELP = f"on an error, print its traceback too (also: {MXTORCH_DEBUG}=1)"
 
 

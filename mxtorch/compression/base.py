@@ -21,6 +21,7 @@ from typing import Any, ClassVar
 import torch
 
 from ..base import MXNetError
+from ..profiler import span
 
 __all__ = ["CompressionError", "Compressor", "CompressionContext", "Payload", "Key"]
 
@@ -103,10 +104,12 @@ class Compressor(abc.ABC):
         flat = tensor.detach().reshape(-1).to(work_dtype)
         if self.uses_error_feedback:
             flat = flat + self._residual(key, flat, tensor.shape)
-        payload, ctx = self._encode(flat, ctx, key)
-        if self.uses_error_feedback:
-            sent = self.decompress(payload, ctx).reshape(-1).to(work_dtype)
-            self._residuals[key] = self._bound_residual(flat - sent)
+        nbytes = flat.numel() * flat.element_size()
+        with span("compression.encode", key=key, compressor=self.name, bytes=nbytes):
+            payload, ctx = self._encode(flat, ctx, key)
+            if self.uses_error_feedback:
+                sent = self.decompress(payload, ctx).reshape(-1).to(work_dtype)
+                self._residuals[key] = self._bound_residual(flat - sent)
         return payload, ctx
 
     @abc.abstractmethod

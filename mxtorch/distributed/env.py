@@ -54,7 +54,7 @@ __all__ = [
     "MXTORCH_PS_ADOPT_PULLS",
     "MXTORCH_PS_PIECE_BYTES", "MXTORCH_PS_SERVER_IMPORTS", "MXTORCH_PS_LOST_S",
     "MXTORCH_PS_MAX_MESSAGE_BYTES", "MXTORCH_PS_BIND_ALL", "MXTORCH_NUMPY_SETITEM", "MXTORCH_MXNET_METHODS",
-    "MXNET_ELIMINATE_COMMON_EXPR", "MXTORCH_DEBUG",
+    "MXNET_ELIMINATE_COMMON_EXPR", "MXTORCH_DEBUG", "MXTORCH_PROFILE_DIR",
 ]
 
 # ---- torchrun / torch.distributed (env:// rendezvous); ``mxtorch launch`` sets these too ----
@@ -154,6 +154,9 @@ gone) is declared dead (default max(5, 5 x heartbeat))."""
 MXTORCH_PS_LOST_S = "MXTORCH_PS_LOST_S"
 """A parameter-server node silent this many seconds is declared dead even though its connection
 is still open (a cut link, a frozen host); default max(30, 6 x MXTORCH_PS_DEAD_S)."""
+MXTORCH_PROFILE_DIR = "MXTORCH_PROFILE_DIR"
+"""Where a parameter server writes the profile a worker asks for (``mx.profiler.dump(profile_process=
+'server')``): the folder, default the server's working directory; the worker names only the file."""
 MXTORCH_PS_MAX_MESSAGE_BYTES = "MXTORCH_PS_MAX_MESSAGE_BYTES"
 """The largest message frame a parameter-server scheduler or server accepts; a larger one is
 dropped by ZeroMQ (with its connection) before it is held (default: from the key slicing)."""

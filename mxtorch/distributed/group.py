@@ -127,6 +127,7 @@ def init(backend: str | None = None, timeout: float | None = None) -> WorldInfo:
         _group = _Group(info, chosen, seconds, owned=True)
         _register_exit_handlers()
         _announce(info)
+        _note_clock(info)
         return info
 
 
@@ -472,6 +473,15 @@ def _announce(info: WorldInfo) -> None:
     if info.world_size > 1:
         pid = os.getpid()
         _post(_PROCS_KEY, f"{info.rank} {socket.gethostname()} {pid} {_start_time(pid)}")
+
+
+def _note_clock(info: WorldInfo) -> None:
+    """Tell the profiler this rank and its clock against rank 0's, measured now that the job starts
+    (``mxtorch trace merge`` aligns the ranks' traces with it)."""
+    from ..profiler import _process
+
+    offset = _process.measure_collective_offset() if info.world_size > 1 else 0
+    _process.set_identity("worker", info.rank, info.world_size, offset)
 
 
 def _start_time(pid: int) -> str:

@@ -20,6 +20,7 @@ from .. import _autograd_symbol, autograd, nd
 from .._dtype import to_torch_dtype
 from ..base import MXNetError
 from ..context import Context
+from ..profiler import span
 from ._block_fields import MXNetBlockFields
 from ._hybrid_inputs import check_against, check_kinds, check_one_context, input_format
 from ._op_hooks import install_op_hooks
@@ -377,7 +378,8 @@ class Block(MXNetBlockFields, torch.nn.Module):
         _fwd.ctx = _input_context(args)
         _fwd.depth = 1
         try:
-            return super().__call__(*args, **kwargs)
+            with span("forward", block=type(self).__name__):
+                return super().__call__(*args, **kwargs)
         finally:
             _fwd.depth = 0
             _fwd.ctx = prev

@@ -14,6 +14,7 @@ from .. import optimizer as opt
 from ..base import MXNetError
 from ..checkpoint_io import atomic_write_bytes
 from ..context import Context
+from ..profiler import span
 from . import _trainer_states as states_io
 from .parameter import Parameter, as_parameters
 
@@ -347,12 +348,13 @@ class Trainer:
     def step(self, batch_size: int, ignore_stale_grad: bool = False) -> None:
         """Reduce gradients (summed over contexts and workers), then update every parameter with
         ``rescale_grad = scale / batch_size``; distributed scripts pass the global batch."""
-        self._optimizer.rescale_grad = self._scale / batch_size
-        self._ensure_kvstore()
-        if self._update_hook is None or self._hook_allows_reduce():
-            self._allreduce_grads()
-        if self._update_hook is None or self._run_update_hook(ignore_stale_grad):
-            self._update(ignore_stale_grad)
+        with span("trainer.step", batch_size=batch_size):
+            self._optimizer.rescale_grad = self._scale / batch_size
+            self._ensure_kvstore()
+            if self._update_hook is None or self._hook_allows_reduce():
+                self._allreduce_grads()
+            if self._update_hook is None or self._run_update_hook(ignore_stale_grad):
+                self._update(ignore_stale_grad)
 
     def allreduce_grads(self) -> None:
         """Reduce gradients over contexts/workers without updating (for clipping in between)."""

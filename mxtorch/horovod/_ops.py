@@ -20,6 +20,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
+from ..profiler import span
 from . import _basics
 from ._control import agree, all_gather_flat, ctrl_device, op_name
 
@@ -151,7 +152,9 @@ def _allreduce_list(tensors: list[torch.Tensor], op: ReduceOp, prescale: float, 
                 flat = torch.cat([m.detach().reshape(-1).to(work) for m in members])
             _scale_(flat, prescale)
             if world > 1:
-                dist.all_reduce(flat, op=_TORCH_OP[op], group=pg)
+                nbytes = flat.numel() * flat.element_size()
+                with span("allreduce", keys=name, bytes=nbytes, bucket=str(dtype)):
+                    dist.all_reduce(flat, op=_TORCH_OP[op], group=pg)
             if divisor > 1 and not flat.is_floating_point():
                 flat.copy_(torch.div(flat, divisor, rounding_mode="trunc"))  # integer mean, exact
                 _scale_(flat, postscale)
@@ -304,7 +307,8 @@ def broadcast(tensor: torch.Tensor, root_rank: int, name: str | None = None, pri
         else:
             out = torch.empty(tensor.shape, dtype=tensor.dtype, device=tensor.device)
         if _basics.size() > 1:
-            dist.broadcast(out, src=root, group=_basics.process_group())
+            with span("broadcast", keys=name, root=root):
+                dist.broadcast(out, src=root, group=_basics.process_group())
     return out
 
 
@@ -340,7 +344,8 @@ def grouped_broadcast_(tensors: list[torch.Tensor], root_rank: int, name: str) -
     with torch.no_grad():
         for members in buckets.values():
             flat = torch.cat([m.detach().reshape(-1) for m in members])
-            dist.broadcast(flat, src=root, group=pg)
+            with span("broadcast", keys=name, bytes=flat.numel() * flat.element_size(), root=root):
+                dist.broadcast(flat, src=root, group=pg)
             offset = 0
             for m in members:
                 m.copy_(flat[offset : offset + m.numel()].view(m.shape))

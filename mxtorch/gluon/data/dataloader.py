@@ -15,10 +15,13 @@ import torch
 import torch.utils.data
 
 from ...base import MXNetError
+from ...profiler import span
 from .dataset import Dataset, SimpleDataset
 from .sampler import BatchSampler, RandomSampler, Sampler, SequentialSampler
 
 __all__ = ["DataLoader", "default_batchify_fn"]
+
+_END = object()  # the end of an iterator (next's default)
 
 
 def default_batchify_fn(data: list[Any]) -> Any:
@@ -285,7 +288,11 @@ class DataLoader:
     def _counting(self, it: Iterator[Any]) -> Iterator[Any]:
         """``it``, counting the batches handed out (for :meth:`state_dict`)."""
         self._consumed, self._count_from = self._count_from, 0
-        for batch in it:
+        while True:
+            with span("data.wait", batch=self._consumed):  # the time the training loop waits for data
+                batch = next(it, _END)
+            if batch is _END:
+                break
             self._consumed += 1  # counted before the caller works on it: a checkpoint then includes it
             yield batch
         self._consumed = 0

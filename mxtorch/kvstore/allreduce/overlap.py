@@ -18,6 +18,7 @@ import torch
 import torch.distributed as dist
 
 from ...distributed import group
+from ...profiler import span
 from ..base import Key, KVStoreError
 from .collectives import _agree, _meta_device
 
@@ -206,7 +207,9 @@ class _GradientSync:
 
     def _launch(self, b: _Bucket) -> None:
         if self.store.num_workers > 1:
-            b.work = dist.all_reduce(b.flat, op=dist.ReduceOp.SUM, group=self.group, async_op=True)
+            with span("allreduce", bucket=b.index, bytes=b.flat.numel() * b.flat.element_size(),
+                      worker=self.store.rank):
+                b.work = dist.all_reduce(b.flat, op=dist.ReduceOp.SUM, group=self.group, async_op=True)
         else:
             b.work = _Done()
         self.next_launch = b.index + 1
@@ -214,7 +217,7 @@ class _GradientSync:
 
     # -- at step time --
     def synchronize(self) -> None:
-        with self.lock:
+        with self.lock, span("allreduce.wait", buckets=len(self.buckets)):
             if self.stale:
                 self._wait(self.buckets[:self.next_launch])
                 for b in self.buckets:

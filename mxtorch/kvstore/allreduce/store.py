@@ -14,6 +14,7 @@ from ..._forward import Forward
 from ...distributed import group
 from ...distributed.env import DistributedConfigError
 from ...nd import sparse
+from ...profiler import span
 from ..base import Capability, Key, KVStoreBase, KVStoreError, Value, register_factory
 from ..local import _key_list, _row_sparse_sum, _tensors, _write
 from .buffers import (
@@ -214,12 +215,13 @@ class AllreduceKVStore(KVStoreBase):
                 is_list = isinstance(payload, (list, tuple))
                 per_rank = exchange.gathered(slots) if exchange is not None else [
                     list(payload) if is_list else [payload]]
-                if len(per_rank) == 1:  # one worker, or the payloads' sum (summable)
-                    total = comp.decompress(per_rank[0] if is_list else per_rank[0][0], ctx)
-                else:
-                    total = torch.zeros_like(local)
-                    for pr in per_rank:
-                        total += comp.decompress(pr if is_list else pr[0], ctx)
+                with span("compression.decode", compressor=comp.name, payloads=len(per_rank)):
+                    if len(per_rank) == 1:  # one worker, or the payloads' sum (summable)
+                        total = comp.decompress(per_rank[0] if is_list else per_rank[0][0], ctx)
+                    else:
+                        total = torch.zeros_like(local)
+                        for pr in per_rank:
+                            total += comp.decompress(pr if is_list else pr[0], ctx)
                 for d in dsts:
                     d.copy_(total)
 
@@ -429,6 +431,13 @@ class AllreduceKVStore(KVStoreBase):
             self._verified[k] = (tuple(t.shape), t.dtype)
 
     def _run(self, op: str, jobs: list[_Job], launch: Callable[[torch.Tensor, bool], Any]) -> None:
+        with span("allreduce" if op == "pushpull" else op) as sp:
+            if sp:
+                nbytes = sum(j.buf.numel() * j.buf.element_size() for j in jobs)
+                sp.note(keys=[j.key for j in jobs], bytes=nbytes, worker=self.rank)
+            self._run_jobs(op, jobs, launch)
+
+    def _run_jobs(self, op: str, jobs: list[_Job], launch: Callable[[torch.Tensor, bool], Any]) -> None:
         """Launch one collective per large buffer and per bucket of small ones; wait; copy out."""
         if self.num_workers > 1:
             works: list[tuple[Any, list[_Job], torch.Tensor | None]] = []

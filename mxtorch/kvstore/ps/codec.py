@@ -26,6 +26,7 @@ import torch
 
 from ... import compression
 from ...compression.base import CompressionContext, CompressionError, Compressor
+from ...profiler import span
 from ..base import KVStoreError
 
 __all__ = ["PULL_DTYPES", "describe_compressor", "build_compressor", "split_params", "decode_push"]
@@ -96,7 +97,9 @@ def decode_push(comp: Compressor, tensors: list[torch.Tensor], shape: tuple[int,
     ctx = CompressionContext(torch.Size(shape), dtype, torch.device("cpu"), extra)
     payload: Any = tensors[0] if len(tensors) == 1 else list(tensors)
     try:
-        out = comp.decompress(payload, ctx)
+        nbytes = sum(t.numel() * t.element_size() for t in tensors)
+        with span("compression.decode", compressor=comp.name, bytes=nbytes):
+            out = comp.decompress(payload, ctx)
     except CompressionError:
         raise
     except (RuntimeError, ValueError, TypeError, IndexError) as e:  # a custom compressor's own checks

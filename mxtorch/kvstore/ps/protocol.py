@@ -123,6 +123,7 @@ class Command(enum.IntEnum):
     ACK = 28
     WORKER_DONE = 29  # scheduler -> servers: a worker closed its store (it pushes no more)
     PUSHPULL = 30  # worker -> server: a dense PUSH and the PULL after it, answered by one PULL_REPLY
+    PROFILER = 31  # worker -> server: a profiler request (profile_process='server'), or the server's clock
 
 
 class Flag:

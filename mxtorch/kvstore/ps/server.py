@@ -64,6 +64,8 @@ from typing import Any, cast
 import torch
 import zmq
 
+from ...profiler import span
+from ...profiler._process import set_identity
 from ..base import Key, KVStoreError
 from . import protocol as P
 from .codec import build_compressor
@@ -72,6 +74,7 @@ from .key_requests import decode_push_request, init_slice, narrow_dtype, row_ids
 from .node import Heartbeat, JoinError, bind_router, join
 from .optimizer_spec import apply_hyper, build_optimizer
 from .peers import ClosedConnections, Refusals
+from .profiling import message_args, on_profiler, update_args
 from .protocol import Command, Flag, Message, ProtocolError
 from .recovery import ServerJournal
 from .rows import Rows, gather_rows, stored_rows
@@ -134,6 +137,7 @@ class ParameterServer:
             Command.SHUTDOWN: self._on_shutdown,
             Command.ERROR: self._on_scheduler_error,
             Command.ACK: lambda ident, msg: None,
+            Command.PROFILER: lambda ident, msg: on_profiler(self, ident, msg),
         }
 
     # ---- life cycle -----------------------------------------------------------------------
@@ -147,6 +151,7 @@ class ParameterServer:
             self.rank = int(m["rank"])
             self.node_id = P.server_node(self.rank)
             self.num_workers = int(m["num_workers"])
+            set_identity("server", self.rank, self.num_workers)
             self.live = set(range(self.num_workers))
             self.mode = str(m["mode"])
             self.sock, self.address = bind_router(self.ctx, self.config, m.get("port"), f"server {self.rank}")
@@ -215,7 +220,10 @@ class ParameterServer:
                 self._send(identity, Message(Command.ERROR, sender=self.node_id,
                                              meta={"message": f"server {self.rank}: {e}"}))
                 continue
-            self._handle(identity, msg, frames[0])
+            with span("ps.handle") as sp:
+                if sp:
+                    sp.note(**message_args(msg, self.peers.get(identity) if identity else None))
+                self._handle(identity, msg, frames[0])
             if self.exit_code is not None:
                 return
 
@@ -477,23 +485,26 @@ class ParameterServer:
     def _apply(self, sh: KeyShard, grad: torch.Tensor | Rows, frame: Any = None) -> None:
         """Update the value with ``grad`` (the optimizer's step), or store it (no optimizer);
         ``frame``: the received frame whose memory a dense ``grad`` is."""
-        updater = self.updater if sh.group is None else self.updater_of(sh)
-        if updater is None:
+        with span("ps.update") as sp:
+            if sp:
+                sp.note(**update_args(sh, grad))
+            updater = self.updater if sh.group is None else self.updater_of(sh)
+            if updater is None:
+                if isinstance(grad, Rows):
+                    sh.assign_rows(grad)
+                else:
+                    sh.set_value(grad, frame)
+                return
+            weight = sh.writable_value()
+            multi = updater.optimizer.multi_precision
             if isinstance(grad, Rows):
-                sh.assign_rows(grad)
-            else:
-                sh.set_value(grad, frame)
-            return
-        weight = sh.writable_value()
-        multi = updater.optimizer.multi_precision
-        if isinstance(grad, Rows):
-            if grad.values.dtype != weight.dtype and not multi:
-                grad = Rows(grad.ids, grad.values.to(weight.dtype))
-            updater.step_rows(sh, weight, grad)
-            return
-        if grad.dtype != weight.dtype and not multi:
-            grad = grad.to(weight.dtype)
-        updater.step(sh, grad, weight)
+                if grad.values.dtype != weight.dtype and not multi:
+                    grad = Rows(grad.ids, grad.values.to(weight.dtype))
+                updater.step_rows(sh, weight, grad)
+                return
+            if grad.dtype != weight.dtype and not multi:
+                grad = grad.to(weight.dtype)
+            updater.step(sh, grad, weight)
 
     def updater_of(self, sh: KeyShard) -> SliceOptimizer | None:
         """The optimizer of ``sh``'s owner (None: the servers store sums); refuses a group key whose

@@ -89,6 +89,7 @@ import torch
 
 from ..._forward import Forward
 from ...distributed import exit_status
+from ...profiler import span
 from ..base import Capability, Key, KVStoreBase, KVStoreError, Value, register_factory
 from ..local import _key_list, _tensors
 from . import protocol as P
@@ -98,6 +99,7 @@ from .config import PSConfig
 from .dense_transfer import _adopt, flat_value, send_dense_pull, send_dense_push, summed_flat  # noqa: F401
 from .optimizer_spec import describe_optimizer, hyper_of
 from .placement import KeyPlan, place
+from .profiling import connect_worker
 from .protocol import Command, Message
 from .row_transfer import row_pull_groups, send_row_pull, send_rows_push, send_stored_rows_pull, summed_rows
 from .rows import row_size
@@ -177,6 +179,7 @@ class DistKVStore(KVStoreBase):
         self.wire_bytes_sent = 0
         """Bytes of the tensors this worker pushed (payloads when compressing; ids + rows when
         row_sparse), for comparing compressors and benchmarks."""
+        connect_worker(self._client)
         _ACTIVE.add(self)
         exit_status.track()  # a failing exit tells the scheduler, which tells the others at once
         atexit.register(self.close)
@@ -391,10 +394,14 @@ class DistKVStore(KVStoreBase):
         client = self._live()
         keys, values, _ = _key_list(key, value)
         pushed = [self._pushed(k, v) for k, v in zip(keys, values)]
-        self._sync_hyper(client)
-        for k, p in zip(keys, pushed):
-            self._send_push(client, self._plans[k], p)
-        client.wait()
+        with span("ps.push") as sp:
+            sent = self.wire_bytes_sent
+            self._sync_hyper(client)
+            for k, p in zip(keys, pushed):
+                self._send_push(client, self._plans[k], p)
+            client.wait()
+            if sp:
+                sp.note(keys=keys, bytes=self.wire_bytes_sent - sent, worker=self.rank)
 
     def _send_pulls(self, client: PSClient, plan: KeyPlan, outs: list[torch.Tensor],
                     sparse_outs: bool) -> None:
@@ -414,9 +421,13 @@ class DistKVStore(KVStoreBase):
         client = self._live()
         keys, outs, _ = _key_list(key, out)
         targets = [self._outs(k, o) for k, o in zip(keys, outs)]
-        for k, o in zip(keys, targets):
-            self._send_pulls(client, self._plans[k], o, not ignore_sparse)
-        client.wait()
+        with span("ps.pull") as sp:
+            if sp:
+                sp.note(keys=keys, bytes=sum(o[0].numel() * o[0].element_size() for o in targets if o),
+                        worker=self.rank)
+            for k, o in zip(keys, targets):
+                self._send_pulls(client, self._plans[k], o, not ignore_sparse)
+            client.wait()
 
     def pushpull(self, key: Key | Sequence[Key], value: Value | Sequence[Value],
                  out: Value | Sequence[Value] | None = None, priority: int = 0) -> None:
@@ -431,15 +442,19 @@ class DistKVStore(KVStoreBase):
         outs = values if out is None else _key_list(key, out)[1]
         pushed = [self._pushed(k, v) for k, v in zip(keys, values)]
         targets = [self._outs(k, o) for k, o in zip(keys, outs)]
-        self._sync_hyper(client)
-        for k, p, o in zip(keys, pushed, targets):
-            plan = self._plans[k]
-            if p.flat is not None and o and not any(_is_sparse(t) for t in o):
-                self._send_pull(client, plan, o, push=p.flat)  # one message each way per slice
-                continue
-            self._send_push(client, plan, p)
-            self._send_pulls(client, plan, o, plan.group not in self._optimizers)
-        client.wait()
+        with span("pushpull") as sp:
+            sent = self.wire_bytes_sent
+            self._sync_hyper(client)
+            for k, p, o in zip(keys, pushed, targets):
+                plan = self._plans[k]
+                if p.flat is not None and o and not any(_is_sparse(t) for t in o):
+                    self._send_pull(client, plan, o, push=p.flat)  # one message each way per slice
+                    continue
+                self._send_push(client, plan, p)
+                self._send_pulls(client, plan, o, plan.group not in self._optimizers)
+            client.wait()
+            if sp:
+                sp.note(keys=keys, bytes=self.wire_bytes_sent - sent, worker=self.rank)
 
     def row_sparse_pull(self, key: Key | Sequence[Key], out: Any = None, priority: int = 0,
                         row_ids: Any = None) -> None:

@@ -1,0 +1,81 @@
+"""Worker functions for tests/test_profiler_distributed.py, run in real processes.
+
+Each trains a small Gluon network for a few steps under ``mx.profiler`` and dumps its trace into
+``folder``; the test reads the files back.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import torch
+
+
+def _net_and_data(seed: int) -> tuple[Any, torch.Tensor, torch.Tensor]:
+    import mxtorch as mx
+    from mxtorch import gluon
+
+    torch.manual_seed(0)
+    net = gluon.nn.Sequential()
+    net.add(gluon.nn.Dense(8, activation="relu"), gluon.nn.Dense(2))
+    net.initialize(mx.init.Xavier())
+    g = torch.Generator().manual_seed(seed)
+    return net, torch.randn(16, 4, generator=g), torch.randint(0, 2, (16,), generator=g)
+
+
+def _train(net: Any, trainer: Any, x: torch.Tensor, y: torch.Tensor, steps: int) -> None:
+    from mxtorch import autograd, gluon
+
+    loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
+    for _ in range(steps):
+        with autograd.record():
+            loss = loss_fn(net(x), y)
+        loss.backward()
+        trainer.step(x.shape[0])
+
+
+def horovod_job(folder: str, steps: int) -> dict[str, Any]:
+    """Two ranks, kvstore 'horovod', profiled; each rank dumps profile.rank<r>.json into ``folder``."""
+    torch.set_num_threads(1)
+    import mxtorch as mx
+    import mxtorch.horovod as hvd
+    from mxtorch import gluon
+
+    hvd.init()
+    net, x, y = _net_and_data(hvd.rank())
+    trainer = gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.1}, kvstore="horovod")
+    _train(net, trainer, x, y, 1)  # the store is set up (and the clocks measured) before profiling
+    mx.profiler.set_config(profile_all=True, filename=os.path.join(folder, "profile.json"),
+                           aggregate_stats=True)
+    mx.profiler.set_state("run")
+    _train(net, trainer, x, y, steps)
+    mx.profiler.set_state("stop")
+    mx.profiler.dump()
+    return {"rank": hvd.rank(), "table": mx.profiler.dumps()}
+
+
+def ps_job(folder: str, steps: int) -> dict[str, Any]:
+    """dist_sync, profiled on the workers and (from rank 0, profile_process='server') on the servers."""
+    torch.set_num_threads(1)
+    import mxtorch as mx
+    from mxtorch import gluon
+
+    kv = mx.kv.create("dist_sync")
+    net, x, y = _net_and_data(kv.rank)
+    trainer = gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.1}, kvstore=kv)
+    _train(net, trainer, x, y, 1)
+    mx.profiler.set_config(profile_all=True, filename="profile.json", aggregate_stats=True,
+                           profile_process="server")
+    mx.profiler.set_state("run", profile_process="server")
+    mx.profiler.set_config(filename=os.path.join(folder, "profile.json"), aggregate_stats=True)
+    kv.barrier()  # the servers record before any worker pushes
+    mx.profiler.set_state("run")
+    _train(net, trainer, x, y, steps)
+    mx.profiler.set_state("stop")
+    mx.profiler.dump()
+    kv.barrier()  # every push is in before the servers write
+    mx.profiler.set_state("stop", profile_process="server")
+    mx.profiler.dump(profile_process="server")
+    kv.barrier()
+    return {"rank": kv.rank, "table": mx.profiler.dumps()}

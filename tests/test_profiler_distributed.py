@@ -1,0 +1,86 @@
+"""mx.profiler in real jobs: a 2-worker horovod job and a dist_sync job (2 workers, 1 server).
+
+Every rank's trace holds the mxtorch spans with their arguments; the servers' traces hold
+ps.handle / ps.update; ``mxtorch trace merge`` puts every rank and server in one trace.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import profiler_workers as w  # noqa: I001  (tests/ is on sys.path)
+
+from mxtorch.distributed.testing import run_workers
+from mxtorch.kvstore.ps.testing import run_ps_job
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _spans(path: str) -> dict[str, list[dict]]:
+    with open(path) as f:
+        trace = json.load(f)
+    out: dict[str, list[dict]] = {}
+    for e in trace["traceEvents"]:
+        if e.get("ph") == "X" and str(e.get("name", "")).startswith("mxtorch/"):
+            out.setdefault(e["name"], []).append(e)
+    return out
+
+
+def _merge(folder: str, out: str) -> dict:
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    done = subprocess.run([sys.executable, "-m", "mxtorch.cli.main", "trace", "merge", folder, "-o", out],
+                          capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr
+    with open(out) as f:
+        return json.load(f)
+
+
+def _rows(merged: dict) -> set[str]:
+    return {e["args"]["name"] for e in merged["traceEvents"]
+            if e.get("ph") == "M" and e.get("name") == "process_name" and "(" not in e["args"]["name"]}
+
+
+def test_horovod_job_traces_per_rank_and_merged(tmp_path):
+    folder = str(tmp_path / "traces")
+    os.makedirs(folder)
+    results = run_workers(w.horovod_job, 2, folder, 3, timeout=240)
+    for r in range(2):
+        spans = _spans(os.path.join(folder, f"profile.rank{r}.json"))
+        assert len(spans.get("mxtorch/trainer.step", [])) == 3, sorted(spans)
+        forwards = [e["args"].get("block") for e in spans.get("mxtorch/forward", [])]
+        assert forwards.count("Sequential") == 3 and forwards.count("SoftmaxCrossEntropyLoss") == 3
+        allreduces = spans["mxtorch/allreduce"]
+        assert allreduces and all(e["args"].get("bytes", 0) > 0 and e["args"].get("worker") == r
+                                  for e in allreduces), allreduces[:2]
+        assert "Profile Statistics:" in results[r]["table"] and "mxtorch/trainer.step" in results[r]["table"]
+        assert "operator" in results[r]["table"]
+    merged = _merge(folder, str(tmp_path / "job.json"))
+    assert _rows(merged) == {"rank 0", "rank 1"}
+    procs = merged["mxtorch"]["processes"]
+    assert [p["aligned_by"] for p in procs] == ["reference", "measured at job start"]
+    steps = [e for e in merged["traceEvents"] if e.get("name") == "mxtorch/trainer.step"]
+    assert {e["pid"] for e in steps} == {p["pid"] for p in procs}
+
+
+def test_dist_sync_job_profiles_workers_and_server(tmp_path):
+    folder = str(tmp_path / "traces")
+    os.makedirs(folder)
+    results = run_ps_job(w.ps_job, 2, 1, folder, 3, timeout=240, env={"MXTORCH_PROFILE_DIR": folder})
+    for r in range(2):
+        spans = _spans(os.path.join(folder, f"profile.rank{r}.json"))
+        assert len(spans.get("mxtorch/trainer.step", [])) == 3, sorted(spans)
+        moves = spans.get("mxtorch/pushpull", []) + spans.get("mxtorch/ps.push", [])
+        assert moves and all(e["args"].get("worker") == r and e["args"].get("bytes", 0) > 0 for e in moves)
+        assert "mxtorch/trainer.step" in results[r]["table"]
+    server = _spans(os.path.join(folder, "profile.server0.json"))
+    handled = server.get("mxtorch/ps.handle", [])
+    assert {e["args"].get("worker") for e in handled} >= {0, 1}, handled[:3]
+    assert any(e["args"].get("bytes", 0) > 0 for e in handled)
+    assert server.get("mxtorch/ps.update"), sorted(server)
+    merged = _merge(folder, str(tmp_path / "job.json"))
+    assert _rows(merged) == {"rank 0", "rank 1", "server 0"}
+    how = {(p["role"], p["rank"]): p["aligned_by"] for p in merged["mxtorch"]["processes"]}
+    assert how[("server", 0)] == "rank 0's round trips" and how[("worker", 1)] == "round trips to server0"
