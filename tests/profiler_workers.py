@@ -27,12 +27,13 @@ def _net_and_data(seed: int) -> tuple[Any, torch.Tensor, torch.Tensor]:
 def _train(net: Any, trainer: Any, x: torch.Tensor, y: torch.Tensor, steps: int) -> None:
     from mxtorch import autograd, gluon
 
-    loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
+    softmax_ce = gluon.loss.SoftmaxCrossEntropyLoss()
     for _ in range(steps):
         with autograd.record():
-            loss = loss_fn(net(x), y)
-        loss.backward()
-        trainer.step(x.shape[0])
+            scores = net(x)  # the network's forward span, then the loss block's
+            loss = softmax_ce(scores, y)
+        autograd.backward(loss)
+        trainer.step(len(x))
 
 
 def horovod_job(folder: str, steps: int) -> dict[str, Any]:

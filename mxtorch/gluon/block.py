@@ -374,11 +374,9 @@ class Block(MXNetBlockFields, torch.nn.Module):
             return _symbolic_call(self, args, kwargs)
         if _fwd.depth or torch.compiler.is_compiling():
             return super().__call__(*args, **kwargs)
-        prev = _fwd.ctx
-        _fwd.ctx = _input_context(args)
-        _fwd.depth = 1
+        prev, _fwd.ctx, _fwd.depth = _fwd.ctx, _input_context(args), 1
         try:
-            with span("forward", block=type(self).__name__):
+            with span("forward", block=type(self).__name__):  # the outermost block: one span a call
                 return super().__call__(*args, **kwargs)
         finally:
             _fwd.depth = 0
