@@ -159,7 +159,7 @@ class ElasticHorovodJob:
                     cmd = f.read()
             except OSError:
                 continue
-            if b"--train-worker" in cmd and b"mxtorch.elastic.agent" not in cmd:
+            if b"--train-worker" in cmd and b"elastic_agent" not in cmd and b"elastic.agent" not in cmd:
                 pids.append(pid)
         return pids
 

@@ -65,12 +65,12 @@ def test_the_cli_reports_elastic_errors(capsys):
     printed = capsys.readouterr().out.splitlines()
     assert '"min_workers": 2, "max_workers": 3' in printed[0]
     assert [line.split()[-1] for line in printed[1:]] == ["a0", "a1", "a2"]
-    assert all("-m mxtorch.elastic.agent --endpoint 127.0.0.1:29400" in line for line in printed[1:])
+    assert all("-m mxtorch.launcher.elastic_agent --endpoint 127.0.0.1:29400" in line for line in printed[1:])
 
 
 def test_an_agent_advertises_its_address_on_the_route_to_the_rendezvous():
     # torch's default (this machine's hostname) does not resolve on every network
-    from mxtorch.elastic.agent import address_towards
+    from mxtorch.launcher.elastic_agent import address_towards
 
     assert address_towards("127.0.0.1") == "127.0.0.1"
     assert address_towards("localhost") == "127.0.0.1"

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from fake_store import train_on_two_contexts
+from trainer_runs import train_on_two_contexts
 
 import mxtorch as mx
 from mxtorch.kvstore import KVStoreError, base

@@ -38,8 +38,8 @@ from typing import TypeVar
 from ..base import MXNetError
 
 __all__ = [
-    "DistributedError", "DistributedConfigError", "WorldInfo", "world_info_from_env", "default_timeout",
-    "default_backend_override",
+    "DistributedError", "DistributedConfigError", "LaunchError", "WorldInfo", "world_info_from_env",
+    "default_timeout", "default_backend_override",
     "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "GROUP_WORLD_SIZE",
     "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_USE_AGENT_STORE", "TORCHELASTIC_RESTART_COUNT",
     "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
@@ -221,6 +221,13 @@ class DistributedError(MXNetError):
 
 class DistributedConfigError(DistributedError):
     """The environment does not describe a usable distributed job (missing or malformed variables)."""
+
+
+class LaunchError(MXNetError):
+    """A job cannot be launched as asked: bad option, bad hostfile, missing tool, ...
+
+    Raised by the launcher (``mxtorch.launcher.LaunchError`` is this class) and by what it shares
+    with the processes it starts (an elastic job's settings): defined here, below both."""
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """Elastic training: allreduce jobs that go on when workers leave or join.
 
 ``mxtorch launch --elastic MIN:MAX -n N COMMAND`` (:mod:`mxtorch.launcher.elastic`) runs one torch
-elastic agent per worker (:mod:`.agent`) at a c10d rendezvous the launcher hosts;
+elastic agent per worker (:mod:`mxtorch.launcher.elastic_agent`) at a c10d rendezvous the launcher hosts;
 ``mxtorch launch --join HOST:PORT`` adds one.  A lost or added worker makes the agents re-form the
 group and restart their workers at the new world size.  ``mxtorch train`` run this way resumes
 from its newest checkpoint on every start, re-shards the data with :class:`ElasticBatchSampler`

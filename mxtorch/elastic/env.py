@@ -1,9 +1,9 @@
 """What an elastic job's processes share: environment variables, store keys, the MIN:MAX range.
 
 An elastic job (``mxtorch launch --elastic MIN:MAX``) is one torch elastic agent per worker
-(:mod:`.agent`), all meeting at a c10d rendezvous whose TCP store the launcher hosts.  The
-launcher writes the job's settings into that store as JSON (:data:`JOB_KEY`), so that an agent
-started later (``mxtorch launch --join HOST:PORT``) needs only the address.
+(:mod:`mxtorch.launcher.elastic_agent`), all meeting at a c10d rendezvous whose TCP store the
+launcher hosts.  The launcher writes the job's settings into that store as JSON (:data:`JOB_KEY`),
+so that an agent started later (``mxtorch launch --join HOST:PORT``) needs only the address.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from .. import bounded_json
-from ..launcher.job import LaunchError
+from ..distributed.env import LaunchError
 
 __all__ = ["MXTORCH_ELASTIC", "MXTORCH_ELASTIC_HOST", "MXTORCH_ELASTIC_ENDPOINT",
            "JOB_KEY", "ElasticJob",

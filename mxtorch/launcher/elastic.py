@@ -1,7 +1,7 @@
 """``mxtorch launch --elastic MIN:MAX -n N``: an allreduce job that survives losing and gaining workers.
 
 The launcher hosts the job's rendezvous store (a ``TCPStore`` on ``master_addr``), writes the
-job's settings into it, and starts N agents (:mod:`mxtorch.elastic.agent`), each in its own
+job's settings into it, and starts N agents (:mod:`mxtorch.launcher.elastic_agent`), each in its own
 session: one torch elastic agent with one worker, i.e. one "host".  Killing an agent's process
 group is losing that host; the others re-form the group at the next rendezvous round and their
 workers restart at the new world size (``mxtorch train`` resumes from its newest checkpoint).
@@ -65,7 +65,7 @@ def check_elastic(text: str, spec: JobSpec, rendezvous_timeout: float | None = N
 
 def agent_command(endpoint: str, name: str, python: str = sys.executable,
                   local_addr: str | None = None) -> list[str]:
-    cmd = [python, "-m", "mxtorch.elastic.agent", "--endpoint", endpoint, "--name", name]
+    cmd = [python, "-m", "mxtorch.launcher.elastic_agent", "--endpoint", endpoint, "--name", name]
     return [*cmd, "--local-addr", local_addr] if local_addr else cmd
 
 
@@ -202,6 +202,6 @@ def launch_elastic(spec: JobSpec, settings: ElasticSettings, *, master_addr: str
 
 def join_elastic(endpoint: str, name: str | None = None, local_addr: str | None = None) -> int:
     """Run one more agent of the elastic job at ``endpoint`` in this process; its exit status."""
-    from ..elastic.agent import run_agent
+    from .elastic_agent import run_agent
 
     return run_agent(endpoint, name, local_addr)

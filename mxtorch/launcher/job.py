@@ -16,7 +16,6 @@ import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from ..base import MXNetError
 from ..distributed.env import (
     DMLC_NUM_SERVER,
     DMLC_NUM_WORKER,
@@ -24,6 +23,7 @@ from ..distributed.env import (
     DMLC_PS_ROOT_URI,
     DMLC_ROLE,
     MXTORCH_PS_SECRET,
+    LaunchError,
 )
 
 __all__ = ["LaunchError", "JobSpec", "parse_env_pairs", "worker_environment", "resolve_command",
@@ -43,10 +43,6 @@ PS_ROLE_MODES = ("separate", "same-command")
 script becomes its role when it creates the dist KVStore)."""
 
 _PYTHON_NAMES = ("python", "python3", f"python3.{sys.version_info.minor}")
-
-
-class LaunchError(MXNetError):
-    """A job cannot be launched as asked: bad option, bad hostfile, missing tool, ..."""
 
 
 @dataclass

@@ -12,7 +12,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 import torch
 import torch.distributed as dist
@@ -20,10 +20,7 @@ import torch.distributed as dist
 from ...distributed import group
 from ...profiler import span
 from ..base import Key, KVStoreError
-from .collectives import _agree, _meta_device
-
-if TYPE_CHECKING:
-    from .store import AllreduceKVStore
+from .collectives import _agree, _Comm, _meta_device
 
 
 class _HasGrads(Protocol):
@@ -66,13 +63,19 @@ class _Bucket:
         self.work = None
 
 
-class _GradientSync:
-    """Buckets of gradients for one fixed list of parameters; optional autograd hooks."""
+class GradientSync:
+    """Buckets of gradients for one fixed list of parameters; optional autograd hooks.
 
-    def __init__(self, store: AllreduceKVStore, params: list[GradientSource], bucket_bytes: int,
-                 hook: bool) -> None:
-        self.store = store
-        self.group = store._comm.group  # the store's process group (None: the world)
+    Handed what it needs of its store (not the store): ``comm`` its workers' group, ``passes``
+    the current ``backward_passes_per_step``, ``on_launch`` called for each bucket all-reduce."""
+
+    def __init__(self, comm: _Comm, num_workers: int, params: list[GradientSource], bucket_bytes: int,
+                 hook: bool, passes: Callable[[], int], on_launch: Callable[[], None]) -> None:
+        self.comm = comm
+        self.num_workers = num_workers
+        self.passes = passes
+        self.on_launch = on_launch
+        self.group = comm.group  # the store's process group (None: the world)
         self.bucket_bytes = bucket_bytes
         self.signature = _signature(params)
         views = [_grad_view(p) for p in params]
@@ -89,12 +92,11 @@ class _GradientSync:
         self.final = 0  # gradients at their last accumulation of the step (passes > 1)
         self.lock = threading.Lock()
         self.handles: list[Any] = []
-        if store.num_workers > 1:
+        if num_workers > 1:
             items: list[tuple[Key, tuple[int, ...], torch.dtype]] = [
                 (i, tuple(ts[0].shape), ts[0].dtype) for i, ts in enumerate(self.copies)]
             if items:
-                _agree("gradient synchronization", items, store._comm,
-                       _meta_device(self.copies[0][0], store._comm.backend))
+                _agree("gradient synchronization", items, comm, _meta_device(self.copies[0][0], comm.backend))
         if self.hooked:
             for i, ts in enumerate(self.copies):
                 self.handles.append(ts[0].register_post_accumulate_grad_hook(self._make_hook(i)))
@@ -140,7 +142,7 @@ class _GradientSync:
 
     def _on_grad(self, i: int, param: torch.Tensor) -> None:
         with self.lock:
-            passes = self.store.backward_passes_per_step
+            passes = self.passes()
             if passes > 1:
                 self.seen[i] += 1
                 if self.seen[i] < passes:
@@ -170,7 +172,7 @@ class _GradientSync:
         # comes after all of them on every rank.
         with self.lock:
             self.callback_queued = False
-            passes = self.store.backward_passes_per_step
+            passes = self.passes()
             if not self.stale and (passes == 1 or self.final == len(self.copies)):
                 self._launch_through(len(self.buckets))
 
@@ -206,14 +208,14 @@ class _GradientSync:
             b.n_ready = len(b.members)
 
     def _launch(self, b: _Bucket) -> None:
-        if self.store.num_workers > 1:
+        if self.num_workers > 1:
             with span("allreduce", bucket=b.index, bytes=b.flat.numel() * b.flat.element_size(),
-                      worker=self.store.rank):
+                      worker=self.comm.rank):
                 b.work = dist.all_reduce(b.flat, op=dist.ReduceOp.SUM, group=self.group, async_op=True)
         else:
             b.work = _Done()
         self.next_launch = b.index + 1
-        self.store.gradient_allreduces += 1
+        self.on_launch()
 
     # -- at step time --
     def synchronize(self) -> None:
@@ -248,7 +250,7 @@ class _GradientSync:
             except RuntimeError as e:
                 names = [self.names[i] for i in b.members]
                 shown = ", ".join(names[:6]) + (", ..." if len(names) > 6 else "")
-                comm = self.store._comm
+                comm = self.comm
                 raise KVStoreError(
                     f"{comm.where()}: all-reduce of gradient bucket {b.index} ({len(names)} parameters: "
                     f"{shown}) failed: {group.explain(e)}. A peer process died, hangs, or trains different "

@@ -28,7 +28,7 @@ from .buffers import (
 )
 from .collectives import _agree, _Comm, _meta_device
 from .compressed import _all_reduce_share, _PayloadExchange
-from .overlap import GradientSource, _GradientSync
+from .overlap import GradientSource, GradientSync
 
 
 class AllreduceKVStore(KVStoreBase):
@@ -66,7 +66,7 @@ class AllreduceKVStore(KVStoreBase):
                       else _Comm.of(process_group))
         self._pg = self._comm.group
         self._verified: dict[Key, tuple[tuple[int, ...], torch.dtype]] = {}
-        self._grad_sync: _GradientSync | None = None
+        self._grad_sync: GradientSync | None = None
         self._hooks_wanted = False
         self._bucket_bytes = DEFAULT_BUCKET_BYTES
         self._passes = 1
@@ -393,7 +393,7 @@ class AllreduceKVStore(KVStoreBase):
             raise ValueError(f"bucket_bytes must be positive, got {bucket_bytes}")
         self.close()
         self._hooks_wanted, self._bucket_bytes = True, int(bucket_bytes)
-        self._grad_sync = _GradientSync(self, list(params), self._bucket_bytes, hook=True)
+        self._grad_sync = self._gradient_sync(list(params), hook=True)
         return self._grad_sync.hooked
 
     def synchronize_gradients(self, params: Sequence[GradientSource]) -> None:
@@ -410,10 +410,17 @@ class AllreduceKVStore(KVStoreBase):
             if sync is not None:
                 sync.finish_in_flight()
                 sync.detach()
-            sync = self._grad_sync = _GradientSync(self, params, self._bucket_bytes, hook=self._hooks_wanted)
+            sync = self._grad_sync = self._gradient_sync(params, hook=self._hooks_wanted)
         sync.synchronize()
 
     # ---- internals ---------------------------------------------------------------------
+    def _gradient_sync(self, params: list[GradientSource], hook: bool) -> GradientSync:
+        def launched() -> None:
+            self.gradient_allreduces += 1
+
+        return GradientSync(self._comm, self.num_workers, params, self._bucket_bytes, hook,
+                            passes=lambda: self.backward_passes_per_step, on_launch=launched)
+
     def _check_key(self, key: Key) -> None:
         if not isinstance(key, (int, str)) or isinstance(key, bool):
             raise KVStoreError(f"KVStore keys must be int or str, got {type(key).__name__}: {key!r}")

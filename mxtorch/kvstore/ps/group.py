@@ -35,21 +35,47 @@ view of the job's store:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from ..._forward import Forward
 from ..base import Capability, Key, KVStoreBase, KVStoreError, Value
 
-if TYPE_CHECKING:
-    from .worker import DistKVStore
+__all__ = ["GroupStore", "GroupHost"]
 
-__all__ = ["GroupStore"]
+
+class GroupHost(Protocol):
+    """What a :class:`GroupStore` sends through: the job's store's operations, and the five scoped to
+    a group of workers (``group``: its ranks; ``prefix``: its key names).  ``DistKVStore`` is one."""
+
+    @property
+    def type(self) -> str: ...
+    @property
+    def rank(self) -> int: ...
+    @property
+    def num_workers(self) -> int: ...
+    @property
+    def mode(self) -> str: ...
+
+    def push(self, *args: Any, **kwargs: Any) -> None: ...
+    def pull(self, *args: Any, **kwargs: Any) -> None: ...
+    def pushpull(self, *args: Any, **kwargs: Any) -> None: ...
+    def row_sparse_pull(self, *args: Any, **kwargs: Any) -> None: ...
+    def set_gradient_compression(self, compression_params: dict[str, Any]) -> None: ...
+    def close(self) -> None: ...
+
+    def group_init(self, key: Key | Sequence[Key], value: Value | Sequence[Value],
+                   group: Sequence[int] | None, prefix: str | None = None) -> None: ...
+    def group_barrier(self, group: Sequence[int] | None) -> None: ...
+    def group_set_optimizer(self, optimizer: Any, group: Sequence[int] | None,
+                            prefix: str | None) -> None: ...
+    def group_save_optimizer_states(self, fname: str, dump_optimizer: bool, prefix: str | None) -> None: ...
+    def group_load_optimizer_states(self, fname: str, prefix: str | None) -> None: ...
 
 
 class GroupStore(KVStoreBase):
     """The worker ranks ``ranks`` of ``store``'s job, with keys named ``prefix + str(key)``."""
 
-    def __init__(self, store: DistKVStore, ranks: Sequence[int], prefix: str) -> None:
+    def __init__(self, store: GroupHost, ranks: Sequence[int], prefix: str) -> None:
         members = sorted({int(r) for r in ranks})
         if store.rank not in members:
             raise KVStoreError(f"worker {store.rank} cannot take the view of worker group {members}: it is "
@@ -79,7 +105,7 @@ class GroupStore(KVStoreBase):
         return list(self._members)
 
     prefix = Forward[str]("_prefix")
-    store = Forward["DistKVStore"]("_store", "The job's store this view sends through.")
+    store = Forward[GroupHost]("_store", "The job's store this view sends through.")
     compressor = Forward[Any]("_store.compressor")
     wire_bytes_sent = Forward[int]("_store.wire_bytes_sent")
 
@@ -97,7 +123,7 @@ class GroupStore(KVStoreBase):
 
     # ---- the KVStore interface ---------------------------------------------------------------
     def init(self, key: Key | Sequence[Key], value: Value | Sequence[Value]) -> None:
-        self._store._init(key, value, self._members, self._prefix)
+        self._store.group_init(key, value, self._members, self._prefix)
 
     def push(self, key: Key | Sequence[Key], value: Value | Sequence[Value], priority: int = 0) -> None:
         self._store.push(self._key(key), value, priority)
@@ -124,20 +150,20 @@ class GroupStore(KVStoreBase):
 
     def set_optimizer(self, optimizer: Any) -> None:
         """Run ``optimizer`` on the servers for this group's keys (collective over the group)."""
-        self._store._set_optimizer(optimizer, self._members, self._prefix)
+        self._store.group_set_optimizer(optimizer, self._members, self._prefix)
 
     def save_optimizer_states(self, fname: str, dump_optimizer: bool = False) -> None:
         """Write the servers' states of this group's optimizer to ``fname`` (``Updater.get_states``
         format, keyed by the group's own key names).  Not collective."""
-        self._store._save_optimizer_states(fname, dump_optimizer, self._prefix)
+        self._store.group_save_optimizer_states(fname, dump_optimizer, self._prefix)
 
     def load_optimizer_states(self, fname: str) -> None:
         """Load a file of :meth:`save_optimizer_states` (or ``Updater.get_states``) into the servers'
         optimizer of this group."""
-        self._store._load_optimizer_states(fname, self._prefix)
+        self._store.group_load_optimizer_states(fname, self._prefix)
 
     def barrier(self) -> None:
-        self._store._barrier(self._members)
+        self._store.group_barrier(self._members)
 
     def close(self) -> None:
         self._store.close()

@@ -302,9 +302,9 @@ class DistKVStore(KVStoreBase):
         shape, dtype and storage type is accepted, as in MXNet's dist stores, and keeps the
         value the servers hold (a second Trainer on the store starts from the trained weights).
         """
-        self._init(key, value, None)
+        self.group_init(key, value, None)
 
-    def _init(self, key: Key | Sequence[Key], value: Value | Sequence[Value],
+    def group_init(self, key: Key | Sequence[Key], value: Value | Sequence[Value],
               group: Sequence[int] | None, prefix: str | None = None) -> None:
         """:meth:`init`, collective over the worker ranks ``group`` (None: every worker): the keys
         then belong to that group, whose sync rounds count its members only, and the group's
@@ -516,9 +516,9 @@ class DistKVStore(KVStoreBase):
 
     def barrier(self) -> None:
         """Wait until every worker reaches its barrier (dist_async: every living worker)."""
-        self._barrier(None)
+        self.group_barrier(None)
 
-    def _barrier(self, group: Sequence[int] | None) -> None:
+    def group_barrier(self, group: Sequence[int] | None) -> None:
         """A barrier of the worker ranks ``group`` (None: every worker)."""
         meta = None if group is None else {"group": sorted(group)}
         self._live().request_scheduler(Message(Command.BARRIER, meta=meta), "BARRIER",
@@ -541,9 +541,9 @@ class DistKVStore(KVStoreBase):
     # ---- optimizer on the servers --------------------------------------------------------------
     def set_optimizer(self, optimizer: Any) -> None:
         """Run ``optimizer`` on the servers (collective: rank 0 declares it, then a barrier)."""
-        self._set_optimizer(optimizer, None, None)
+        self.group_set_optimizer(optimizer, None, None)
 
-    def _set_optimizer(self, optimizer: Any, group: Sequence[int] | None, prefix: str | None) -> None:
+    def group_set_optimizer(self, optimizer: Any, group: Sequence[int] | None, prefix: str | None) -> None:
         """:meth:`set_optimizer` for the keys of the worker group ``group`` with key ``prefix`` (None:
         the job's keys), collective over the group: its first rank declares, then its barrier."""
         client = self._live()
@@ -552,7 +552,7 @@ class DistKVStore(KVStoreBase):
             if prefix is not None:
                 meta["prefix"] = prefix
             send_to_servers(client, self.num_servers, Command.SET_OPTIMIZER, meta)
-        self._barrier(group)
+        self.group_barrier(group)
         self._optimizers[prefix] = _ServerOptimizer(optimizer, hyper_of(optimizer))
 
     def _sync_hyper(self, client: PSClient) -> None:
@@ -570,9 +570,9 @@ class DistKVStore(KVStoreBase):
 
     def save_optimizer_states(self, fname: str, dump_optimizer: bool = False) -> None:
         """Write the servers' optimizer states to ``fname`` in ``Updater.get_states`` format."""
-        self._save_optimizer_states(fname, dump_optimizer, None)
+        self.group_save_optimizer_states(fname, dump_optimizer, None)
 
-    def _save_optimizer_states(self, fname: str, dump_optimizer: bool, prefix: str | None) -> None:
+    def group_save_optimizer_states(self, fname: str, dump_optimizer: bool, prefix: str | None) -> None:
         """:meth:`save_optimizer_states` of the optimizer of group ``prefix``'s keys (None: the job's)."""
         optimizer = self._require_optimizer(prefix)
         save_states(self._live(), self.num_servers, self._group_plans(prefix), optimizer, fname,
@@ -580,9 +580,9 @@ class DistKVStore(KVStoreBase):
 
     def load_optimizer_states(self, fname: str) -> None:
         """Load a file written by ``save_optimizer_states`` or ``Updater.get_states`` into the servers."""
-        self._load_optimizer_states(fname, None)
+        self.group_load_optimizer_states(fname, None)
 
-    def _load_optimizer_states(self, fname: str, prefix: str | None) -> None:
+    def group_load_optimizer_states(self, fname: str, prefix: str | None) -> None:
         """:meth:`load_optimizer_states` into the optimizer of group ``prefix`` (None: the job's)."""
         optimizer = self._require_optimizer(prefix)
         load_states(self._live(), self.num_servers, self._group_plans(prefix), optimizer, fname, prefix)
