@@ -52,15 +52,9 @@ KNOWN_CYCLES: list[tuple[str, ...]] = [
     ("mxtorch.model", "mxtorch.module.base_module", "mxtorch.module.feedforward", "mxtorch.module.module"),
     # the row-sparse update helpers type-check against the Optimizer base class they serve
     ("mxtorch.optimizer.base", "mxtorch.optimizer.rows"),
-    # tensor-parallel Dense/Conv layers <-> the tensor-parallel RNN that reuses their plans
-    ("mxtorch.parallel.tensor", "mxtorch.parallel.tp_rnn"),
     # typing-only: the write-ahead-log journal (issue 28, h1-pswal's, landed while this test was
     # rewritten) type-checks the ParameterServer it serves; a protocol in recovery.py would end it
     ("mxtorch.kvstore.ps.recovery", "mxtorch.kvstore.ps.server"),
-    # `mxtorch train` split for the line cap (the helpers import train.py back, inside functions and
-    # for typing): being taken apart by h5-clijob (issue 34 item 2)
-    ("mxtorch.cli.train", "mxtorch.cli.train_checks", "mxtorch.cli.train_data", "mxtorch.cli.train_extras",
-     "mxtorch.cli.train_parallel"),
 ]
 
 # Imports against the layers not yet removed, as (importer, imported): may only shrink.

@@ -42,6 +42,7 @@ import torch.nn.functional as F
 
 from ..base import MXNetError
 from .split import Unit
+from .tp_collectives import copy_in, reduce_out
 from .tp_rnn import gate_shards, gates_forward, gates_problem, is_recurrent
 
 __all__ = ["TP_STYLES", "auto_plan", "check_plan", "shard_units", "gather_full", "ShardInfo"]
@@ -227,21 +228,6 @@ def _replace(param: Any, local: torch.Tensor) -> None:
     param._set_copies([local.to(c.torch_device) for c in ctx], ctx)
 
 
-def _copy_in(x: torch.Tensor, mesh: Any) -> torch.Tensor:
-    """Identity forward; all-reduce of the gradient backward (the column layer's input)."""
-    from torch.distributed.tensor import DTensor, Partial, Replicate
-
-    return DTensor.from_local(x, mesh, [Replicate()], run_check=False).to_local(grad_placements=[Partial()])
-
-
-def _reduce_out(x: torch.Tensor, mesh: Any) -> torch.Tensor:
-    """All-reduce forward (the row layer's partial outputs); identity backward."""
-    from torch.distributed.tensor import DTensor, Partial, Replicate
-
-    d = DTensor.from_local(x, mesh, [Partial()], run_check=False)
-    return d.redistribute(mesh, [Replicate()]).to_local()
-
-
 def _colwise_forward(self: Any, x: torch.Tensor) -> torch.Tensor:
     from torch.distributed.tensor import DTensor, Replicate, Shard
 
@@ -280,12 +266,12 @@ def _conv(self: Any, x: torch.Tensor, bias: bool) -> torch.Tensor:
 
 
 def _conv_colwise_forward(self: Any, x: torch.Tensor) -> torch.Tensor:
-    out = _conv(self, _copy_in(x, self._tp_mesh), bias=True)  # this rank's output channels
+    out = _conv(self, copy_in(x, self._tp_mesh), bias=True)  # this rank's output channels
     return self.act(out) if self.act is not None else out
 
 
 def _conv_rowwise_forward(self: Any, x: torch.Tensor) -> torch.Tensor:
-    out = _reduce_out(_conv(self, x, bias=False), self._tp_mesh)
+    out = reduce_out(_conv(self, x, bias=False), self._tp_mesh)
     if self.bias is not None:
         out = out + self.bias.data().reshape(1, -1, *([1] * self._ndim))
     return self.act(out) if self.act is not None else out

@@ -164,7 +164,7 @@ def gates_forward(self: Any, inputs: torch.Tensor, states: Any = None,
                   sequence_length: Any = None) -> Any:
     """The layer's forward on this rank's hidden units (bound as the sharded layer's ``forward``)."""
     from ..gluon.rnn.base_cell import _check_states
-    from .tensor import _copy_in
+    from .tp_collectives import copy_in
 
     name = type(self).__name__
     if sequence_length is not None:
@@ -182,11 +182,11 @@ def gates_forward(self: Any, inputs: torch.Tensor, states: Any = None,
     if skip_states:
         states = self.begin_state(batch, device=x.device, dtype=x.dtype)
     else:
-        states = [_copy_in(s, mesh) for s in _check_states(self, states, batch)]
+        states = [copy_in(s, mesh) for s in _check_states(self, states, batch)]
     mine = slice(rank * loc, (rank + 1) * loc)
     clip = None if self._clip is None else (*self._clip, self._clip_nan)
     group = mesh.get_group() if proj is not None else None
-    layer_in = _copy_in(x, mesh)  # identity forward; the partial input gradients all-reduced backward
+    layer_in = copy_in(x, mesh)  # identity forward; the partial input gradients all-reduced backward
     h_last: list[torch.Tensor] = []
     c_last: list[torch.Tensor] = []
     for layer in range(self._num_layers):

@@ -49,7 +49,7 @@ def _grad_view(p: GradientSource) -> tuple[str, list[torch.Tensor], str]:
 @dataclass
 class _Bucket:
     index: int
-    members: list[int]  # positions in _GradientSync.tensors
+    members: list[int]  # positions in GradientSync.copies
     offsets: list[int]
     total: int
     flat: torch.Tensor  # [grads..., one presence flag per member]
