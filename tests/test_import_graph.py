@@ -51,8 +51,6 @@ KNOWN_CYCLES: list[tuple[str, ...]] = [
      "mxtorch._autograd_symbol"),
     # mx.model's checkpoint functions and FeedForward <-> the Module classes built on them
     ("mxtorch.model", "mxtorch.module.base_module", "mxtorch.module.feedforward", "mxtorch.module.module"),
-    # the row-sparse update helpers type-check against the Optimizer base class they serve
-    ("mxtorch.optimizer.base", "mxtorch.optimizer.rows"),
     # the server's helpers landed while this test was rewritten (issue 28's write-ahead-log journal,
     # issue 30's server profiling) type-check or reach the ParameterServer they serve; a protocol in
     # each (what they need of the server) would end it

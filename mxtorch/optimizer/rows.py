@@ -10,16 +10,24 @@ module depends on neither.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import torch
 
 from ..base import MXNetError
 
-if TYPE_CHECKING:  # annotations only: the optimizer is passed in, this module never builds one
-    from .base import Optimizer
+__all__ = ["is_row_sparse", "sparse_rows", "step_rows", "RowStepOptimizer"]
 
-__all__ = ["is_row_sparse", "sparse_rows", "step_rows"]
+
+class RowStepOptimizer(Protocol):
+    """What :func:`step_rows` needs of an optimizer (MXNet's ``Optimizer`` interface, which
+    :class:`mxtorch.optimizer.Optimizer` and MXNet-style custom optimizers offer)."""
+
+    lazy_update: bool
+
+    def update_multi_precision(self, index: Any, weight: Any, grad: Any, state: Any) -> None: ...
+
+    def _update_count(self, index: Any) -> None: ...
 
 
 def is_row_sparse(t: Any) -> bool:
@@ -74,7 +82,7 @@ def _gather(state: Any, ids: torch.Tensor, n_rows: int,
     return state
 
 
-def step_rows(opt: Optimizer, index: Any, weight: torch.Tensor, row_ids: Any, grad_rows: torch.Tensor,
+def step_rows(opt: RowStepOptimizer, index: Any, weight: torch.Tensor, row_ids: Any, grad_rows: torch.Tensor,
               state: Any) -> None:
     """One step of ``opt`` for ``weight`` (in place) and its ``state`` from the gradient rows ``grad_rows``.
 
