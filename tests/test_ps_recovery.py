@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 
 import pytest
 import torch
@@ -22,16 +23,17 @@ from mxtorch.kvstore.ps.wal import WriteAheadLog, wal_path
 WORKERS = 2
 
 
-def _server(folder, every: int = 0) -> ParameterServer:
+def _server(folder, every: int = 0, log_bytes: int | None = None) -> ParameterServer:
     server = ParameterServer(PSConfig(role="server", root_uri="127.0.0.1", root_port=1, num_servers=1,
-                                      num_workers=WORKERS, snapshot_dir=str(folder), snapshot_every=every))
+                                      num_workers=WORKERS, snapshot_dir=str(folder), snapshot_every=every,
+                                      wal_max_bytes=log_bytes))
     server.rank, server.num_workers = 0, WORKERS
     return server
 
 
-def _started(folder, every: int = 0) -> tuple[ParameterServer, KeyShard]:
+def _started(folder, every: int = 0, log_bytes: int | None = None) -> tuple[ParameterServer, KeyShard]:
     """A server whose log has started, with SGD momentum declared and key 'w' initialized."""
-    server = _server(folder, every)
+    server = _server(folder, every, log_bytes)
     server.journal.start(restarted=False)
     opt = optimizer.SGD(learning_rate=0.1, momentum=0.9)
     server.set_updater(None, SliceOptimizer(opt))
@@ -146,3 +148,21 @@ def test_a_damaged_log_is_moved_aside_and_the_snapshot_serves(tmp_path, caplog):
     assert "fails its checksum" in caplog.text and "server-0.wal" in caplog.text
     assert (tmp_path / "server-0.wal.damaged").exists()
     _same(_state(back), at_snapshot)  # the snapshot alone: round 2 was lost (and said so)
+
+
+def test_the_log_is_compacted_past_its_bound(tmp_path):
+    """No automatic snapshots (MXTORCH_PS_SNAPSHOT_EVERY=0), a 2 KiB bound on the log: rounds keep
+    compacting it into snapshots, its size stays within the bound plus a record, and a restart
+    still restores everything."""
+    server, sh = _started(tmp_path, log_bytes=2048)
+    path = wal_path(str(tmp_path), 0)
+    sizes = []
+    for seq in range(1, 21):
+        _push(server, sh, 0, seq)
+        _push(server, sh, 1, seq)
+        sizes.append(os.path.getsize(path))
+    assert max(sizes) < 2048 + 1024 and min(sizes) < 1024, sizes
+    _push(server, sh, 0, 21)
+    want = _state(server)
+    _killed(server)
+    _same(_state(_restored(tmp_path)), want)

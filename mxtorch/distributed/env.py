@@ -51,6 +51,7 @@ __all__ = [
     "DMLC_SERVER_ID", "DMLC_NODE_HOST", "DMLC_INTERFACE", "MXNET_KVSTORE_BIGARRAY_BOUND", "MXTORCH_PS_SECRET",
     "MXTORCH_PS_PORT", "MXTORCH_PS_HEARTBEAT_S", "MXTORCH_PS_DEAD_S", "MXTORCH_PS_STALENESS",
     "MXTORCH_PS_SNAPSHOT_DIR", "MXTORCH_PS_SNAPSHOT_EVERY", "MXTORCH_PS_WAL", "MXTORCH_PS_WAL_FSYNC",
+    "MXTORCH_PS_WAL_MAX_BYTES",
     "MXTORCH_PS_ADOPT_PULLS",
     "MXTORCH_PS_PIECE_BYTES", "MXTORCH_PS_SERVER_IMPORTS", "MXTORCH_PS_LOST_S",
     "MXTORCH_PS_MAX_MESSAGE_BYTES", "MXTORCH_PS_BIND_ALL", "MXTORCH_NUMPY_SETITEM", "MXTORCH_MXNET_METHODS",
@@ -174,6 +175,9 @@ MXTORCH_PS_WAL = "MXTORCH_PS_WAL"
 (a write-ahead log beside the snapshot), so a restarted server resumes exactly; 0: snapshots only."""
 MXTORCH_PS_WAL_FSYNC = "MXTORCH_PS_WAL_FSYNC"
 """1: fsync every write-ahead log record (survives a host crash, not only a killed process); default 0."""
+MXTORCH_PS_WAL_MAX_BYTES = "MXTORCH_PS_WAL_MAX_BYTES"
+"""A parameter server's write-ahead log longer than this many bytes is compacted into a new
+snapshot (default: the larger of 256 MiB and 8 x the last snapshot's size)."""
 MXTORCH_PS_PIECE_BYTES = "MXTORCH_PS_PIECE_BYTES"
 """A key above MXNET_KVSTORE_BIGARRAY_BOUND is cut into slices of at most this many bytes
 (default 4 MiB), dealt round robin to the servers; 0: one slice per server, as MXNet."""

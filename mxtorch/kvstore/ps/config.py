@@ -43,6 +43,8 @@ variable                          meaning
                                   killed; 0: snapshots only (the updates after the last one are lost)
 ``MXTORCH_PS_WAL_FSYNC``          1: fsync each log record (survives a host crash too); default 0 (written
                                   to the operating system: survives a killed process)
+``MXTORCH_PS_WAL_MAX_BYTES``      a log longer than this is compacted into a new snapshot (default: the larger
+                                  of 256 MiB and 8 x the last snapshot's size): the log's disk use is bounded
 ``MXTORCH_PS_PIECE_BYTES``        a key above the bound is cut into slices of at most this many bytes
                                   (4 MiB), dealt round robin to the servers; 0: one slice per server
 ``MXTORCH_PS_ADOPT_PULLS``        1 (default): pulls hand their received buffer to an unshared ``out``;
@@ -203,6 +205,7 @@ class PSConfig:
     snapshot_every: int = 0
     wal: bool = True
     wal_fsync: bool = False
+    wal_max_bytes: int | None = None
     adopt_pulls: bool = True
     piece_bytes: int = DEFAULT_PIECE_BYTES
     server_imports: tuple[str, ...] = ()
@@ -264,7 +267,7 @@ class PSConfig:
             bigarray_bound=bound if bound is not None else DEFAULT_BIGARRAY_BOUND,
             staleness=_int(env, _env.MXTORCH_PS_STALENESS, 0),
             snapshot_dir=_raw(env, _env.MXTORCH_PS_SNAPSHOT_DIR), snapshot_every=every or 0,
-            wal=wal != 0, wal_fsync=fsync == 1,
+            wal=wal != 0, wal_fsync=fsync == 1, wal_max_bytes=_int(env, _env.MXTORCH_PS_WAL_MAX_BYTES, 1),
             adopt_pulls=adopt != 0, piece_bytes=DEFAULT_PIECE_BYTES if piece is None else piece,
             server_imports=_modules(env, _env.MXTORCH_PS_SERVER_IMPORTS),
         )

@@ -3,7 +3,8 @@
 :class:`ServerJournal` keeps a server's durable record in ``MXTORCH_PS_SNAPSHOT_DIR``:
 
 * the snapshot (:mod:`.snapshot`): every value slice and optimizer state, written atomically on
-  request, every ``MXTORCH_PS_SNAPSHOT_EVERY`` rounds, and when the server starts;
+  request, every ``MXTORCH_PS_SNAPSHOT_EVERY`` rounds, when the server starts, and when the log
+  grew past ``MXTORCH_PS_WAL_MAX_BYTES`` (so its disk use is bounded);
 * the write-ahead log (:mod:`.wal`, on unless ``MXTORCH_PS_WAL=0``): each effect on that state a
   worker may have been told of, appended before the reply that tells it.  A completed round (or
   dist_async update) is logged as its result, the slice's new value, version, optimizer state,
@@ -50,6 +51,8 @@ __all__ = ["ServerJournal"]
 
 _logger = logging.getLogger("mxtorch.kvstore.ps.recovery")
 _SliceId = tuple[Any, int]
+_MIN_LOG_BYTES = 256 << 20
+_LOG_SNAPSHOTS = 8  # a log may hold this many snapshots' worth of bytes before it is compacted
 
 
 class ServerJournal:
@@ -60,6 +63,7 @@ class ServerJournal:
         self.wal: WriteAheadLog | None = None
         self.updates = 0  # updates since the last snapshot
         self.snapshot_versions = 0  # the lowest slice version in the last snapshot
+        self.log_limit = server.config.wal_max_bytes or _MIN_LOG_BYTES  # compact the log beyond it
         # dist_sync pushes logged whose round has not completed: slice -> [(seq, offset, length)]
         self._open_pushes: dict[_SliceId, list[tuple[int, int, int]]] = {}
 
@@ -138,6 +142,9 @@ class ServerJournal:
     def after_update(self) -> None:
         """Write the automatic snapshot once every slice completed ``snapshot_every`` more rounds."""
         config, server = self.server.config, self.server
+        if self.wal is not None and self.wal.size > self.log_limit:
+            self.write_snapshot()  # the log's disk use stays bounded whatever MXTORCH_PS_SNAPSHOT_EVERY
+            return
         every = config.snapshot_every
         if not every or not self.folder or (config.wal and self.wal is None):
             return  # with the log on, automatic snapshots start with it (not while replaying)
@@ -176,6 +183,8 @@ class ServerJournal:
         if opened is not None and self.wal is not None:
             self.wal.commit()  # the log for the snapshot now on disk
             self._open_pushes = opened
+            self.log_limit = server.config.wal_max_bytes or max(_MIN_LOG_BYTES,
+                                                                _LOG_SNAPSHOTS * os.path.getsize(path))
         self.updates = 0
         self.snapshot_versions = min((sh.version for sh in server.shards.values()), default=0)
         return path
