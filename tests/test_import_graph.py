@@ -29,7 +29,7 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("training parts", ["optimizer", "lr_scheduler", "initializer", "metric"]),
     ("stores", ["kvstore"]),
     ("Gluon", ["gluon"]),
-    ("symbolic training", ["module", "model", "callback", "io"]),
+    ("symbolic training", ["module", "model", "model_files", "callback", "io"]),
     ("checkpoints", ["checkpoint"]),
     ("elastic jobs", ["elastic"]),
     ("integrations", ["amp", "horovod"]),
@@ -49,8 +49,6 @@ KNOWN_CYCLES: list[tuple[str, ...]] = [
     ("mxtorch.nd", "mxtorch.nd.", "mxtorch.symbol", "mxtorch.symbol.", "mxtorch.autograd", "mxtorch.executor",
      "mxtorch.operator", "mxtorch.ndarray_methods", "mxtorch._tensor_overrides", "mxtorch._mxnet_methods",
      "mxtorch._autograd_symbol"),
-    # mx.model's checkpoint functions and FeedForward <-> the Module classes built on them
-    ("mxtorch.model", "mxtorch.module.base_module", "mxtorch.module.feedforward", "mxtorch.module.module"),
     # the server's helpers landed while this test was rewritten (issue 28's write-ahead-log journal,
     # issue 30's server profiling) type-check or reach the ParameterServer they serve; a protocol in
     # each (what they need of the server) would end it

@@ -20,7 +20,7 @@ from .. import metric as _metric
 from ..base import MXNetError
 from ..initializer import Uniform
 from ..io import DataBatch
-from ..model import BatchEndParam
+from ..model_files import BatchEndParam
 
 __all__ = ["BaseModule"]
 

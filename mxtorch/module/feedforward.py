@@ -11,7 +11,7 @@ import torch
 from ..base import MXNetError
 from ..context import cpu
 from ..initializer import Uniform
-from ..model import load_checkpoint, save_checkpoint
+from ..model_files import load_checkpoint, save_checkpoint
 from .module import Module
 
 __all__ = ["FeedForward"]

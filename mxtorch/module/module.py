@@ -25,7 +25,7 @@ from ..base import MXNetError
 from ..checkpoint_io import atomic_write_bytes
 from ..context import Context, cpu
 from ..kvstore.base import Capability, KVStoreBase
-from ..model import load_checkpoint
+from ..model_files import load_checkpoint
 from ..nd import _io as nd_io
 from ..symbol import Symbol
 from .base_module import BaseModule
