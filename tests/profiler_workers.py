@@ -80,3 +80,21 @@ def ps_job(folder: str, steps: int) -> dict[str, Any]:
     mx.profiler.dump(profile_process="server")
     kv.barrier()
     return {"rank": kv.rank, "table": mx.profiler.dumps()}
+
+
+def horovod_timeline_job(folder: str, steps: int) -> dict[str, Any]:
+    """HOROVOD_TIMELINE (set by the test) records from hvd.init(); then a second file through
+    hvd.start_timeline(mark_cycles=True) / hvd.stop_timeline()."""
+    torch.set_num_threads(1)
+    import mxtorch.horovod as hvd
+
+    hvd.init()
+    net, x, y = _net_and_data(hvd.rank())
+    hvd.broadcast_parameters(net.collect_params(), root_rank=0)
+    trainer = hvd.DistributedTrainer(net.collect_params(), "sgd", {"learning_rate": 0.1})
+    _train(net, trainer, x, y, steps)
+    hvd.allreduce(torch.ones(3), name="loss_sum")
+    hvd.start_timeline(os.path.join(folder, "cycles.json"), mark_cycles=True)  # finishes the first file
+    hvd.grouped_allreduce([torch.ones(2), torch.zeros(4, dtype=torch.float64)], name="pair")
+    hvd.stop_timeline()
+    return {"rank": hvd.rank(), "params": sorted(net.collect_params().keys())}

@@ -65,6 +65,35 @@ def test_horovod_job_traces_per_rank_and_merged(tmp_path):
     assert {e["pid"] for e in steps} == {p["pid"] for p in procs}
 
 
+def _timeline(path: str) -> tuple[dict[int, str], list[dict]]:
+    with open(path) as f:
+        events = json.load(f)  # valid JSON once stopped: Horovod's list of events
+    names = {e["pid"]: e["args"]["name"] for e in events if e.get("name") == "process_name" and e["pid"]}
+    for pid in names:  # every phase that began ended
+        phases = [e["ph"] for e in events if e.get("pid") == pid and e.get("ph") in ("B", "E")]
+        assert phases.count("B") == phases.count("E") > 0, (names[pid], phases)
+    return names, events
+
+
+def test_horovod_timeline_holds_the_jobs_tensors(tmp_path):
+    folder = str(tmp_path)
+    path = os.path.join(folder, "timeline.json")
+    results = run_workers(w.horovod_timeline_job, 2, folder, 2, timeout=240, env={"HOROVOD_TIMELINE": path})
+    names, events = _timeline(path)
+    assert set(results[0]["params"]) <= set(names.values()), (results[0]["params"], names)
+    assert "loss_sum" in names.values()
+    loss_pid = next(p for p, n in names.items() if n == "loss_sum")
+    ops = [e.get("name") for e in events if e.get("pid") == loss_pid and e["ph"] in ("B", "X")]
+    assert ops == ["NEGOTIATE_ALLREDUCE", "0", "1", "ALLREDUCE", "GLOO_ALLREDUCE"]
+    ends = [e for e in events if e.get("pid") == loss_pid and e["ph"] == "E" and "args" in e]
+    assert ends[-1]["args"] == {"dtype": "float32", "shape": "[3]"}
+    assert "start_time_since_epoch_in_micros" in events[0]["args"]
+    names2, events2 = _timeline(os.path.join(folder, "cycles.json"))
+    assert sorted(names2.values()) == ["pair.0", "pair.1"]
+    assert any(e.get("name") == "CYCLE_START" for e in events2)
+    assert not [n for n in os.listdir(folder) if n.startswith("timeline") and n != "timeline.json"]
+
+
 def test_dist_sync_job_profiles_workers_and_server(tmp_path):
     folder = str(tmp_path / "traces")
     os.makedirs(folder)

@@ -59,6 +59,8 @@ from ._basics import (
     rocm_built,
     shutdown,
     size,
+    start_timeline,
+    stop_timeline,
 )
 from ._codec import ObjectDecodingError, ObjectEncodingError
 from ._compression import Compression, Compressor, FP16Compressor, NoneCompressor
@@ -97,6 +99,8 @@ __all__ = [
     # training
     "Compression", "Compressor", "NoneCompressor", "FP16Compressor", "DistributedTrainer",
     "DistributedOptimizer", "broadcast_parameters",
+    # timeline
+    "start_timeline", "stop_timeline",
     # errors
     "HorovodError", "NotInitializedError", "CollectiveMismatchError", "ObjectEncodingError",
     "ObjectDecodingError",

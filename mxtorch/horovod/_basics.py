@@ -65,11 +65,14 @@ def init(comm: Sequence[int] | None = None) -> None:
         # Not started by a launcher: a one-process job without a process group, as in Horovod.
         _check_comm(comm, 1)
         _layout = _Layout(1, 0, 1, 0, 1, 0, "none")
-        return
-    info = _group.init()
-    _check_comm(comm, info.world_size)
-    _layout = _Layout(info.world_size, info.rank, info.local_size, info.local_rank, info.cross_size,
-                      info.cross_rank, _group.backend())
+    else:
+        info = _group.init()
+        _check_comm(comm, info.world_size)
+        _layout = _Layout(info.world_size, info.rank, info.local_size, info.local_rank, info.cross_size,
+                          info.cross_rank, _group.backend())
+    from ..profiler import horovod_timeline
+
+    horovod_timeline.start_from_environment(_layout.rank, _layout.size)  # as Horovod reads it at init
 
 
 def _check_comm(comm: Sequence[int] | None, world_size: int) -> None:
@@ -86,10 +89,13 @@ def _check_comm(comm: Sequence[int] | None, world_size: int) -> None:
 
 
 def shutdown() -> None:
-    """Leave the process group (a no-op when not initialized)."""
+    """Leave the process group (a no-op when not initialized); a timeline being recorded is written."""
     global _layout
     if _layout is None:
         return
+    from ..profiler import horovod_timeline
+
+    horovod_timeline.stop_timeline()
     alone = _layout.backend == "none"
     _layout = None
     if alone:
@@ -97,6 +103,23 @@ def shutdown() -> None:
     from ..distributed import group as _group
 
     _group.shutdown()
+
+
+def start_timeline(file_path: str, mark_cycles: bool = False) -> None:
+    """Record Horovod's timeline into ``file_path`` (every rank calls it; rank 0 writes the file,
+    valid JSON once :func:`stop_timeline` ran): see :mod:`mxtorch.profiler.horovod_timeline`."""
+    from ..profiler import horovod_timeline
+
+    if _layout is None:
+        raise ValueError("start_timeline: call hvd.init() first")
+    horovod_timeline.start_timeline(file_path, mark_cycles, _layout.rank, _layout.size)
+
+
+def stop_timeline() -> None:
+    """Stop recording the timeline and write its file."""
+    from ..profiler import horovod_timeline
+
+    horovod_timeline.stop_timeline()
 
 
 def is_initialized() -> bool:

@@ -20,7 +20,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from ..profiler import span
+from ..profiler import horovod_timeline, span
 from . import _basics
 from ._control import agree, all_gather_flat, ctrl_device, op_name
 
@@ -131,7 +131,13 @@ def _allreduce_list(tensors: list[torch.Tensor], op: ReduceOp, prescale: float, 
             )
     shapes = ",".join(_sig(t) for t in tensors)
     sig = f"[{shapes}] op={op.name} prescale={prescale!r} postscale={postscale!r}"
+    tl = horovod_timeline.active()
+    names = [name] if len(tensors) == 1 else [f"{name}.{i}" for i in range(len(tensors))]
+    if tl:
+        tl.negotiate_begin(names, "ALLREDUCE")
     agree(kind, name, sig, problem)
+    if tl:
+        tl.negotiate_end(names)
     world = _basics.size()
     divisor = world if op is ReduceOp.AVERAGE else 1
     results: list[torch.Tensor | None] = [None] * len(tensors)
@@ -151,10 +157,15 @@ def _allreduce_list(tensors: list[torch.Tensor], op: ReduceOp, prescale: float, 
             else:
                 flat = torch.cat([m.detach().reshape(-1).to(work) for m in members])
             _scale_(flat, prescale)
+            if tl:
+                tl.op_begin([names[i] for i in idx], "ALLREDUCE",
+                            horovod_timeline.activity("ALLREDUCE", flat), fused=len(idx) > 1)
             if world > 1:
                 nbytes = flat.numel() * flat.element_size()
                 with span("allreduce", keys=name, bytes=nbytes, bucket=str(dtype)):
                     dist.all_reduce(flat, op=_TORCH_OP[op], group=pg)
+            if tl:
+                tl.op_end([names[i] for i in idx], len(idx) > 1, horovod_timeline.describe(members))
             if divisor > 1 and not flat.is_floating_point():
                 flat.copy_(torch.div(flat, divisor, rounding_mode="trunc"))  # integer mean, exact
                 _scale_(flat, postscale)

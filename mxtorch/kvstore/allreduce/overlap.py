@@ -18,7 +18,7 @@ import torch
 import torch.distributed as dist
 
 from ...distributed import group
-from ...profiler import span
+from ...profiler import horovod_timeline, span
 from ..base import Key, KVStoreError
 from .collectives import _agree, _Comm, _meta_device
 
@@ -56,6 +56,7 @@ class _Bucket:
     ready: list[bool] = field(default_factory=list)
     n_ready: int = 0
     work: Any = None
+    timed: bool = False  # its ALLREDUCE began on the Horovod timeline and has not ended
 
     def reset(self) -> None:
         self.ready = [False] * len(self.members)
@@ -208,6 +209,11 @@ class GradientSync:
             b.n_ready = len(b.members)
 
     def _launch(self, b: _Bucket) -> None:
+        tl = horovod_timeline.active()
+        if tl:  # a bucket's gradients, fused, from launch to wait
+            tl.op_begin([self.names[i] for i in b.members], "ALLREDUCE",
+                        horovod_timeline.activity("ALLREDUCE", b.flat), fused=len(b.members) > 1)
+            b.timed = True
         if self.num_workers > 1:
             with span("allreduce", bucket=b.index, bytes=b.flat.numel() * b.flat.element_size(),
                       worker=self.comm.rank):
@@ -257,6 +263,11 @@ class GradientSync:
                     f"parameters (timeout {comm.timeout_hint()}); check the other ranks' logs"
                 ) from e
             b.work = _Done()
+            tl = horovod_timeline.active()
+            if tl and b.timed:
+                b.timed = False
+                tl.op_end([self.names[i] for i in b.members], len(b.members) > 1,
+                          horovod_timeline.describe([self.copies[i][0] for i in b.members]))
 
     def _write_back(self) -> None:
         with torch.no_grad():

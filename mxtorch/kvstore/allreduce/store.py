@@ -14,7 +14,7 @@ from ..._forward import Forward
 from ...distributed import group
 from ...distributed.env import DistributedConfigError
 from ...nd import sparse
-from ...profiler import span
+from ...profiler import horovod_timeline, span
 from ..base import Capability, Key, KVStoreBase, KVStoreError, Value, register_factory
 from ..local import _key_list, _row_sparse_sum, _tensors, _write
 from .buffers import (
@@ -442,7 +442,14 @@ class AllreduceKVStore(KVStoreBase):
             if sp:
                 nbytes = sum(j.buf.numel() * j.buf.element_size() for j in jobs)
                 sp.note(keys=[j.key for j in jobs], bytes=nbytes, worker=self.rank)
-            self._run_jobs(op, jobs, launch)
+            tl = horovod_timeline.active()
+            if tl is None or not jobs:
+                self._run_jobs(op, jobs, launch)
+                return
+            kind = "ALLREDUCE" if op == "pushpull" else op.upper()
+            with tl.operation([str(j.key) for j in jobs], kind, horovod_timeline.activity(kind, jobs[0].buf),
+                              fused=len(jobs) > 1, args=horovod_timeline.describe([j.buf for j in jobs])):
+                self._run_jobs(op, jobs, launch)
 
     def _run_jobs(self, op: str, jobs: list[_Job], launch: Callable[[torch.Tensor, bool], Any]) -> None:
         """Launch one collective per large buffer and per bucket of small ones; wait; copy out."""

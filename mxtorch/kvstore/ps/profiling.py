@@ -3,7 +3,7 @@ channel through which worker rank 0 drives the servers' profilers (``profile_pro
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
 
@@ -13,10 +13,20 @@ from .protocol import Command, Message
 
 if TYPE_CHECKING:
     from .client import PSClient
-    from .server import ParameterServer
     from .shard import KeyShard
 
 __all__ = ["message_args", "update_args", "on_profiler", "connect_worker"]
+
+
+class _Served(Protocol):
+    """What :func:`on_profiler` needs of the ParameterServer (no import of it: no cycle)."""
+
+    rank: int
+
+    def _worker(self, identity: bytes | None) -> int: ...
+
+    def _ack(self, identity: bytes | None, req: Message, arg: int = 0,
+             meta: dict[str, Any] | None = None) -> None: ...
 
 
 def message_args(msg: Message, worker: int | None) -> dict[str, Any]:
@@ -33,7 +43,7 @@ def update_args(sh: KeyShard, grad: Any) -> dict[str, Any]:
             "sparse": t is not grad}
 
 
-def on_profiler(server: ParameterServer, identity: bytes | None, msg: Message) -> None:
+def on_profiler(server: _Served, identity: bytes | None, msg: Message) -> None:
     """PROFILER from a greeted worker: carry it out (:func:`mxtorch.profiler._remote.serve`), ACK."""
     server._worker(identity)
     server._ack(identity, msg, meta=_remote.serve(msg.meta, server.rank))
