@@ -74,6 +74,8 @@ _SUBMODULES = {
     "contrib": "mxtorch.contrib",
     "runtime": "mxtorch.runtime",
     "profiler": "mxtorch.profiler",
+    "recordio": "mxtorch.recordio",
+    "image": "mxtorch.image",
 }
 
 _UTIL_NAMES = ("is_np_shape", "set_np_shape", "np_shape", "use_np_shape", "is_np_array", "np_array",

@@ -23,7 +23,7 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("foundation", ["base", "registry", "checkpoint_io", "context", "_dtype", "_aliases", "_forward",
                     "_closing", "bounded_json", "util", "progress", "_version"]),
     ("arrays", ["nd", "numpy", "ndarray_methods", "_tensor_overrides", "_mxnet_methods", "autograd",
-                "contrib.autograd", "runtime", "random", "operator"]),
+                "contrib.autograd", "runtime", "random", "operator", "image", "recordio"]),
     ("transport", ["distributed", "compression", "profiler"]),
     ("symbolic graphs", ["symbol", "executor", "viz", "_autograd_symbol"]),
     ("training parts", ["optimizer", "lr_scheduler", "initializer", "metric"]),
