@@ -64,7 +64,9 @@ class TrainHook:
 
 
 def plugin_hooks(run: Any) -> list[TrainHook]:
-    """The hooks of the modules named in ``MXTORCH_TRAIN_HOOKS`` (each module's ``train_hooks(run)``)."""
+    """The hooks of the modules named in ``MXTORCH_TRAIN_HOOKS``: each module's ``train_hooks(run)``,
+    called before ``run`` joins its job (``run.cfg`` and ``run.elastic`` are set; the store, data and
+    network come later: read them in the hooks' methods)."""
     from ..distributed.env import MXTORCH_TRAIN_HOOKS, DistributedConfigError
     from ..kvstore.ps.config import parse_modules
 

@@ -71,6 +71,9 @@ class DataParallelRun:
             cfg = elastic_config(cfg)
         check_train_config(cfg)
         self.cfg, self.log = cfg, log
+        before, after = feature_hooks(cfg, self.elastic)
+        # a plugin is imported (and a bad one refused) before this process joins the job
+        self.hooks: list[TrainHook] = [*before, *plugin_hooks(self), *after]
         self.kv = kv = _join_job(cfg, self.elastic)
         self.rank: int = kv.rank if kv is not None else 0
         self.n_workers: int = kv.num_workers if kv is not None else 1
@@ -82,8 +85,6 @@ class DataParallelRun:
             raise SystemExit(f"--prune with the asynchronous store {kv.type!r}: its servers update the "
                              "weights themselves, so masks cannot change during training; use dist_sync or "
                              "horovod")
-        before, after = feature_hooks(cfg, self.elastic)
-        self.hooks: list[TrainHook] = [*before, *plugin_hooks(self), *after]
         self.checkpoint = next((h for h in self.hooks if isinstance(h, CheckpointHook)), None)
         self.force_restart_check = False  # a hook asks the elastic job to agree on a restart now
         self.step = self.start_step = 0  # training steps done; the checkpoint's step when resumed
