@@ -278,7 +278,7 @@ RULES: dict[str, str] = {
     "__bool__": "bool(x): an empty array is False; more than one element raises a ValueError (that is also "
                 "a RuntimeError)",
     "__truediv__": "integer / integer stays integer, truncated toward zero (MXNet's divide); otherwise "
-                   "torch's",
+                   "torch's; likewise __rtruediv__ and __itruediv__ (x /= y)",
     "__getitem__": "float arrays as indices are truncated to integers (torch refuses them)",
     "all": "x.all(axis=, out=, keepdims=) (numpy's np.all(x) calls it) answers as numpy; likewise any",
     "__setitem__": "x[k] = numpy array / numpy scalar / list (MXNet's assignment rule)",

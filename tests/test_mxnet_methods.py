@@ -223,3 +223,14 @@ def test_broadcast_like_refuses_empty_axes() -> None:
     assert mx.nd.broadcast_like(lhs, rhs, lhs_axes=(1,), rhs_axes=(1,)).shape == (2, 5)
     with pytest.raises(MXNetError, match="empty"):
         mx.nd.broadcast_like(lhs, rhs, lhs_axes=(), rhs_axes=())
+
+
+def test_migration_page_lists_every_rule() -> None:
+    from pathlib import Path
+
+    page = (Path(__file__).resolve().parents[1] / "docs" / "migrating.md").read_text()
+    section = page.split("## MXNet method mode (opt-in)", 1)[1].split("\n## ", 1)[0]
+    for name in _mxnet_methods.RULES:
+        assert f"| `x.{name}` | {_mxnet_methods.RULES[name]} |" in section, f"docs/migrating.md: x.{name}"
+    for name in _mxnet_methods._rules():  # every method the mode replaces is named in some row
+        assert name in section, f"docs/migrating.md's MXNet method mode section never names {name}"
