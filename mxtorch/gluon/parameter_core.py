@@ -433,42 +433,24 @@ class Parameter:
             trainer._row_sparse_pull(self, [self._check()[i] for i in indices], row_ids)
 
     def row_sparse_data(self, row_id: Any) -> torch.Tensor:
-        """Rows ``row_id`` of this parameter on the context of ``row_id``, up to date.
+        """This parameter's array on the context of ``row_id``, with rows ``row_id`` up to date.
 
         ``row_id`` (ints, any order, repeats allowed) names the rows a batch needs.  When a
         Trainer whose KVStore holds the weights (update on kvstore) updates this parameter, those
         rows are first pulled from the store with ``row_sparse_pull``, so a distributed worker
-        reads their latest value.  With ``stype='row_sparse'`` the result is, as in MXNet, a
-        row_sparse array holding just those rows, and gradients flow from it into ``p.grad()``
-        as a row_sparse gradient (a Trainer must have been created with the parameter).  With
-        only ``grad_stype='row_sparse'`` (mxtorch's extension) it is the dense local copy.
+        reads their latest value.  As in MXNet the result is the array gradients flow into
+        (``w = p.row_sparse_data(ids); loss(f(w)).backward()`` fills ``p.grad()``); it is the
+        dense local copy, so rows outside ``row_id`` hold the values last read, where MXNet's
+        row_sparse array holds no other rows.  For parameters with ``stype`` or ``grad_stype``
+        'row_sparse'; with ``stype='row_sparse'`` a Trainer must have been created with it.
         """
-        return self._row_sparse_out(row_id, all_contexts=False)[0]
+        return self._row_sparse_arrays(row_id, all_contexts=False)[0]
 
     def list_row_sparse_data(self, row_id: Any) -> list[torch.Tensor]:
         """:meth:`row_sparse_data` for every context, in the order of :meth:`list_ctx`."""
-        return self._row_sparse_out(row_id, all_contexts=True)
-
-    def _row_sparse_out(self, row_id: Any, all_contexts: bool) -> list[torch.Tensor]:
-        dense = self._row_sparse_arrays(row_id, all_contexts)
-        if self.stype != "row_sparse":
-            return dense
-        return [sparse.rows_view(d, self._row_ids(row_id, d)) for d in dense]
-
-    def _row_ids(self, row_id: Any, data: torch.Tensor) -> torch.Tensor:
-        """``row_id`` as sorted unique int64 row ids on ``data``'s device, checked against its rows."""
-        ids = torch.as_tensor(row_id, device=data.device).reshape(-1)
-        if ids.is_floating_point():
-            ids = ids.trunc()
-        ids = torch.unique(ids.to(torch.int64), sorted=True)
-        if ids.numel() and (int(ids[0]) < 0 or int(ids[-1]) >= data.shape[0]):
-            bad = int(ids[0]) if int(ids[0]) < 0 else int(ids[-1])
-            raise MXNetError(f"Parameter {self.name!r}: row id {bad} is out of range for shape "
-                             f"{tuple(data.shape)}")
-        return ids
+        return self._row_sparse_arrays(row_id, all_contexts=True)
 
     def _row_sparse_arrays(self, row_id: Any, all_contexts: bool) -> list[torch.Tensor]:
-        """The dense local copies (those of ``row_id``'s context, or all) with rows ``row_id`` pulled."""
         if self.stype != "row_sparse" and self.grad_stype != "row_sparse":
             raise MXNetError(
                 f"Parameter {self.name!r} has stype {self.stype!r} and grad_stype {self.grad_stype!r}: "
@@ -484,7 +466,15 @@ class Parameter:
         else:
             ctx = context_of(row_id) if isinstance(row_id, torch.Tensor) else None
             indices = [self._index(ctx)]
-        self._fresh_rows(self._row_ids(row_id, data[indices[0]]), indices)
+        ids = torch.as_tensor(row_id, device=data[indices[0]].device).reshape(-1)
+        if ids.is_floating_point():
+            ids = ids.trunc()
+        ids = torch.unique(ids.to(torch.int64), sorted=True)
+        if ids.numel() and (int(ids[0]) < 0 or int(ids[-1]) >= data[0].shape[0]):
+            bad = int(ids[0]) if int(ids[0]) < 0 else int(ids[-1])
+            raise MXNetError(f"Parameter {self.name!r}: row id {bad} is out of range for shape "
+                             f"{tuple(data[0].shape)}")
+        self._fresh_rows(ids, indices)
         return [data[i] for i in indices]
 
     def _reduce(self) -> torch.Tensor:
@@ -575,7 +565,6 @@ class Parameter:
         init = self.init
         v = Variable(self.name, shape=tuple(self.shape) if self.shape else None, dtype=self.dtype,
                      lr_mult=self.lr_mult, wd_mult=self.wd_mult,
-                     stype=None if self.stype == "default" else self.stype,
                      init=init if init is None or isinstance(init, str) or hasattr(init, "dumps") else None)
         self.__dict__["_var"] = v
         return v

@@ -261,36 +261,3 @@ def add_n(*args: torch.Tensor) -> torch.Tensor:
 
 
 ElementWiseSum = add_n
-
-
-class _Rows(torch.autograd.Function):
-    """Rows ``ids`` of a dense array whose gradient is row_sparse (what ``embedding(sparse=True)``
-    gives), so the dense array's gradient buffer keeps MXNet's row_sparse storage."""
-
-    @staticmethod
-    def forward(ctx: Any, dense: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
-        ctx.save_for_backward(ids)
-        ctx.shape = tuple(dense.shape)
-        return dense.index_select(0, ids)
-
-    @staticmethod
-    def backward(ctx: Any, grad: torch.Tensor) -> Any:  # type: ignore[override]
-        (ids,) = ctx.saved_tensors
-        rows = ids.unsqueeze(0)
-        return torch.sparse_coo_tensor(rows, grad, ctx.shape, check_invariants=False, is_coalesced=True), None
-
-
-def rows_view(dense: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
-    """The row_sparse array of rows ``ids`` (sorted, unique int64) of ``dense``, on its context.
-
-    What ``Parameter.row_sparse_data`` hands out: gradients reach ``dense`` as a row_sparse
-    gradient of those rows (the array is not a copy for autograd, as MXNet's is the parameter's).
-    """
-    values = _Rows.apply(dense, ids) if dense.requires_grad and torch.is_grad_enabled() else (
-        dense.detach().index_select(0, ids))
-    out = torch.sparse_coo_tensor(ids.unsqueeze(0), values, tuple(dense.shape), check_invariants=False,
-                                  is_coalesced=True)
-    ctx = getattr(dense, "_mx_ctx", None)
-    if ctx is not None:
-        out._mx_ctx = ctx  # type: ignore[attr-defined]
-    return out

@@ -59,7 +59,7 @@ class SparseEmbedding(Block):
                                       grad_stype="row_sparse", stype="row_sparse")
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        weight = self.weight._row_sparse_arrays(x, all_contexts=False)[0]  # the pulled local copy
+        weight = self.weight.row_sparse_data(x)
         return F.embedding(x.long(), weight, sparse=True)
 
     def __repr__(self) -> str:
