@@ -178,35 +178,65 @@ class MXRecordIO:
         if self.writable:
             raise RecordIOError(f"{self.uri}: opened for writing (flag='w'); open it with flag='r' to read")
         f = self._handle(allow_reset=True)
-        start = f.tell()
-        parts: list[bytes] = []
-        while True:
-            at = f.tell()
-            head = f.read(8)
-            if not head and not parts:
-                return None
-            if len(head) < 8:
-                raise RecordIOError(f"{self.uri}: record at offset {start} is truncated "
-                                    f"(a part header at {at} has {len(head)} of 8 bytes)")
-            magic, lrec = struct.unpack("<II", head)
-            if magic != MAGIC:
-                raise RecordIOError(f"{self.uri}: record at offset {start} is corrupt (magic {magic:#010x} "
-                                    f"at {at}, expected {MAGIC:#010x}); is this a RecordIO file?")
-            cflag, length = lrec >> _LENGTH_BITS, lrec & MAX_PART_BYTES
-            expected = (_WHOLE, _FIRST) if not parts else (_MIDDLE, _LAST)
-            if cflag not in expected:
-                raise RecordIOError(f"{self.uri}: record at offset {start} is corrupt (continuation flag "
-                                    f"{cflag} at {at} where {' or '.join(map(str, expected))} belongs)")
-            if at + 8 + _padded(length) > self._size:
-                raise RecordIOError(f"{self.uri}: record at offset {start} is truncated (a part of "
-                                    f"{length} bytes at {at} runs past the end of the file, "
-                                    f"{self._size} bytes)")
-            data = f.read(_padded(length))
-            if len(data) < _padded(length):  # the file shrank under us
-                raise RecordIOError(f"{self.uri}: record at offset {start} is truncated")
-            parts.append(data[:length])
-            if cflag in (_WHOLE, _LAST):
-                return _MAGIC_BYTES.join(parts)
+        record, end = read_record_at(f.fileno(), f.tell(), self._size, self.uri)
+        f.seek(end)
+        return record
+
+
+def read_record_at(fd: int, start: int, size: int, uri: str) -> tuple[bytes | None, int]:
+    """``(record, offset after it)`` for the record at byte ``start`` of the open file ``fd``
+    (``size`` bytes long), by positioned reads (threads may share ``fd``); ``None`` at the end."""
+    parts: list[bytes] = []
+    at = start
+    while True:
+        head = os.pread(fd, 8, at)
+        if not head and not parts:
+            return None, at
+        if len(head) < 8:
+            raise RecordIOError(f"{uri}: record at offset {start} is truncated "
+                                f"(a part header at {at} has {len(head)} of 8 bytes)")
+        magic, lrec = struct.unpack("<II", head)
+        if magic != MAGIC:
+            raise RecordIOError(f"{uri}: record at offset {start} is corrupt (magic {magic:#010x} "
+                                f"at {at}, expected {MAGIC:#010x}); is this a RecordIO file?")
+        cflag, length = lrec >> _LENGTH_BITS, lrec & MAX_PART_BYTES
+        expected = (_WHOLE, _FIRST) if not parts else (_MIDDLE, _LAST)
+        if cflag not in expected:
+            raise RecordIOError(f"{uri}: record at offset {start} is corrupt (continuation flag "
+                                f"{cflag} at {at} where {' or '.join(map(str, expected))} belongs)")
+        if at + 8 + _padded(length) > size:
+            raise RecordIOError(f"{uri}: record at offset {start} is truncated (a part of {length} "
+                                f"bytes at {at} runs past the end of the file, {size} bytes)")
+        data = os.pread(fd, length, at + 8)
+        if len(data) < length:  # the file shrank under us
+            raise RecordIOError(f"{uri}: record at offset {start} is truncated")
+        parts.append(data)
+        at += 8 + _padded(length)
+        if cflag in (_WHOLE, _LAST):
+            return _MAGIC_BYTES.join(parts), at
+
+
+def record_offsets(uri: str | os.PathLike[str]) -> list[int]:
+    """The byte offset of every record of a ``.rec`` file, from its part headers alone."""
+    path = os.fspath(uri)
+    offsets: list[int] = []
+    with open(path, "rb") as f:
+        fd, size, at = f.fileno(), os.fstat(f.fileno()).st_size, 0
+        start = 0
+        while at < size:
+            head = os.pread(fd, 8, at)
+            if len(head) < 8 or head[:4] != _MAGIC_BYTES:
+                raise RecordIOError(f"{path}: record at offset {start} is corrupt or truncated "
+                                    f"(no part header at {at})")
+            (lrec,) = struct.unpack("<I", head[4:])
+            if lrec >> _LENGTH_BITS in (_WHOLE, _FIRST):
+                start = at
+                offsets.append(at)
+            at += 8 + _padded(lrec & MAX_PART_BYTES)
+        if at > size:
+            raise RecordIOError(f"{path}: record at offset {start} is truncated "
+                                f"(runs past the end, {size} bytes)")
+    return offsets
 
 
 class MXIndexedRecordIO(MXRecordIO):

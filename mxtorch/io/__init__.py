@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from .base import DataBatch, DataDesc, DataIter
 from .csv_iter import CSVIter
+from .image_record_iter import ImageRecordIter
 from .mnist_iter import EMBEDDED_FASHION_MNIST_ROOT, MNISTIter
 from .ndarray_iter import NDArrayIter
 from .wrappers import DataLoaderIter, PrefetchingIter, ResizeIter
@@ -19,6 +20,7 @@ __all__ = [
     "DataIter",
     "NDArrayIter",
     "CSVIter",
+    "ImageRecordIter",
     "MNISTIter",
     "ResizeIter",
     "PrefetchingIter",
