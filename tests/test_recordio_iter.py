@@ -42,7 +42,8 @@ def test_labels_padding_and_pixels_as_mxnet(name: str, kw: dict) -> None:
 def test_parts_split_without_overlap_or_loss() -> None:
     seen = []
     for part in range(3):
-        it = mx.io.ImageRecordIter(path_imgrec=REC, data_shape=SHAPE, batch_size=1, num_parts=3, part_index=part)
+        it = mx.io.ImageRecordIter(path_imgrec=REC, data_shape=SHAPE, batch_size=1, num_parts=3,
+                                   part_index=part)
         seen += [label for labels, _, _ in _batches(it) for label in labels]
     assert sorted(seen) == [float(i) for i in range(10)]
 
@@ -72,8 +73,8 @@ def test_shuffle_is_a_seeded_permutation_and_augmenters_keep_shape_and_range() -
     assert labels(seed=1) == labels(seed=1) != labels(seed=2)
     assert sorted(labels(seed=1)) == [float(i) for i in range(10)]
     it = mx.io.ImageRecordIter(path_imgrec=REC, path_imgidx=str(DATA / "images.idx"), data_shape=(3, 5, 5),
-                               batch_size=5, rand_crop=True, rand_mirror=True, mean_r=10, mean_g=20, mean_b=30,
-                               std_r=2, std_g=2, std_b=2, scale=0.5)
+                               batch_size=5, rand_crop=True, rand_mirror=True, mean_r=10, mean_g=20,
+                               mean_b=30, std_r=2, std_g=2, std_b=2, scale=0.5)
     assert it.provide_data[0].shape == (5, 3, 5, 5) and it.provide_label[0].shape == (5,)
     for _, _, data in _batches(it):
         assert data.shape == (5, 3, 5, 5)
