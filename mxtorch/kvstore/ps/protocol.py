@@ -124,6 +124,7 @@ class Command(enum.IntEnum):
     WORKER_DONE = 29  # scheduler -> servers: a worker closed its store (it pushes no more)
     PUSHPULL = 30  # worker -> server: a dense PUSH and the PULL after it, answered by one PULL_REPLY
     PROFILER = 31  # worker -> server: a profiler request (profile_process='server'), or the server's clock
+    STATS = 32  # worker -> server: the server's load counters (kv.server_stats()), answered by an ACK
 
 
 class Flag:

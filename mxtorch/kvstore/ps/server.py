@@ -58,6 +58,7 @@ from __future__ import annotations
 import logging
 import secrets
 import sys
+import time
 from collections.abc import Callable
 from typing import Any, cast
 
@@ -78,6 +79,7 @@ from .profiling import message_args, on_profiler, update_args
 from .protocol import Command, Flag, Message, ProtocolError
 from .recovery import ServerJournal
 from .rows import Rows, gather_rows, stored_rows
+from .server_stats import ServerStats
 from .shard import KeyShard, PendingPull
 from .slice_optimizer import SliceOptimizer
 
@@ -119,6 +121,7 @@ class ParameterServer:
         self.sched: zmq.Socket | None = None
         self.watch: ClosedConnections | None = None  # which workers' connections closed
         self.refusals = Refusals(_logger, "mxtorch ps server")
+        self.stats = ServerStats()  # requests, bytes, queue wait, busy time (kv.server_stats())
         self._handlers: dict[Command, Callable[[bytes | None, Message], None]] = {
             Command.HELLO: self._on_hello,
             Command.INIT: self._on_init,
@@ -138,6 +141,7 @@ class ParameterServer:
             Command.ERROR: self._on_scheduler_error,
             Command.ACK: lambda ident, msg: None,
             Command.PROFILER: lambda ident, msg: on_profiler(self, ident, msg),
+            Command.STATS: lambda ident, msg: self._ack(ident, msg, meta=self.stats.report(self.rank)),
         }
 
     # ---- life cycle -----------------------------------------------------------------------
@@ -200,6 +204,7 @@ class ParameterServer:
         return self.exit_code
 
     def _drain(self, sock: zmq.Socket, router: bool) -> None:
+        ready_at = time.monotonic()  # a request's queue wait: from here to its handler's start
         for _ in range(_DRAIN):
             if not cast(int, sock.getsockopt(_EVENTS)) & _POLLIN:  # cheaper than a recv raising zmq.Again
                 return
@@ -223,7 +228,8 @@ class ParameterServer:
             with span("ps.handle") as sp:
                 if sp:
                     sp.note(**message_args(msg, self.peers.get(identity) if identity else None))
-                self._handle(identity, msg, frames[0])
+                with self.stats.handling(msg, ready_at, self.shards):
+                    self._handle(identity, msg, frames[0])
             if self.exit_code is not None:
                 return
 
@@ -265,6 +271,7 @@ class ParameterServer:
 
     # ---- replies --------------------------------------------------------------------------
     def _send(self, identity: bytes | None, msg: Message, track: bool = False) -> list[Any]:
+        self.stats.sent(msg, self.shards)
         if identity is None:
             assert self.sched is not None
             return P.send(self.sched, msg)
@@ -583,7 +590,8 @@ class ParameterServer:
         waiting = []
         for pull in sh.pulls:
             if self._pull_ready(sh, pull):
-                self._answer(sh, pull)
+                with self.stats.answering(pull.msg):  # its bytes out are the pull's, not this request's
+                    self._answer(sh, pull)
             else:
                 waiting.append(pull)
         sh.pulls = waiting

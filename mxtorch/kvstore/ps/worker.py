@@ -103,6 +103,7 @@ from .profiling import connect_worker
 from .protocol import Command, Message
 from .row_transfer import row_pull_groups, send_row_pull, send_rows_push, send_stored_rows_pull, summed_rows
 from .rows import row_size
+from .server_stats import server_stats
 from .worker_states import load_states, save_states, send_to_servers, sync_hyper
 
 __all__ = ["DistKVStore", "close_all", "place", "STORE_NAMES"]
@@ -537,6 +538,11 @@ class DistKVStore(KVStoreBase):
         reply = self._live().request_scheduler(
             Message(Command.NUM_DEAD, meta={"node_id": int(node_id), "timeout": float(timeout)}), "NUM_DEAD")
         return int(reply.arg)
+
+    def server_stats(self) -> list[dict[str, Any]]:
+        """Each server's load counters (one dict per server, by rank): per command and per key slice,
+        requests, bytes in/out, queue wait and busy seconds (see :mod:`.server_stats`)."""
+        return server_stats(self._live())
 
     # ---- optimizer on the servers --------------------------------------------------------------
     def set_optimizer(self, optimizer: Any) -> None:
