@@ -46,7 +46,9 @@ def to_torch_dtype(dtype: Any, default: torch.dtype | None = torch.float32) -> t
             return _BY_NAME[key]
     else:
         try:
-            key = np.dtype(dtype).name
+            np_dtype = np.dtype(dtype)
+            # MXNet's numpy stand-in for bfloat16 (what Parameter.dtype gives for one) is a record
+            key = "bfloat16" if np_dtype.names == ("bfloat16",) else np_dtype.name
         except TypeError:
             key = ""
         if key in _BY_NAME:

@@ -16,7 +16,8 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from .optimizer.checks import _check_int, _check_real
+from .optimizer.checks import check_int as _check_int
+from .optimizer.checks import check_real as _check_real
 
 __all__ = [
     "LRScheduler",

@@ -15,8 +15,8 @@ from typing import Any
 
 import torch
 
+from . import nd as nd_io  # nd.save / nd.load
 from .base import MXNetError
-from .nd import _io as nd_io
 
 __all__ = ["BatchEndParam", "save_checkpoint", "load_checkpoint", "load_params"]
 

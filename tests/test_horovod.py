@@ -20,7 +20,7 @@ import torch
 
 import mxtorch.horovod as hvd
 from mxtorch.horovod import _codec
-from mxtorch.horovod._trainer import _split
+from mxtorch.horovod._distributed_trainer import _split
 
 sys.path.insert(0, os.path.dirname(__file__))
 import horovod_workers as workers  # noqa: E402

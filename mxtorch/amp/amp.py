@@ -76,10 +76,11 @@ _config: dict[str, Any] = {"dtype": None, "handles": None, "warned_cpu_fp16": Fa
 
 @functools.cache
 def _fp32_classes() -> tuple[type, ...]:
+    from ..gluon import nn
     from ..gluon.loss import Loss
-    from ..gluon.nn.norm_layers import _Affine
 
-    return (Loss, _Affine, torch.nn.modules.batchnorm._NormBase, torch.nn.LayerNorm, torch.nn.GroupNorm)
+    norms = (nn.BatchNorm, nn.LayerNorm, nn.GroupNorm, nn.InstanceNorm)  # SyncBatchNorm is a BatchNorm
+    return (Loss, *norms, torch.nn.modules.batchnorm._NormBase, torch.nn.LayerNorm, torch.nn.GroupNorm)
 
 
 @functools.cache
@@ -246,8 +247,8 @@ class LossScalingHook:
         """With a compressing store: unscale and check this worker's gradients, agree with the
         other workers; False (skip the reduction) on an overflow anywhere."""
         self._overflow_before_reduce = None
-        kv = trainer._kvstore
-        if getattr(kv, "compressor", None) is None or trainer._update_on_kvstore:
+        kv = trainer.kvstore
+        if getattr(kv, "compressor", None) is None or trainer.update_on_kvstore:
             return True
         if self.unscaled is not None:  # amp.unscale already divided the scale out
             overflow = self.scaler.has_overflow(grads)
@@ -270,8 +271,7 @@ class LossScalingHook:
         overflow = True if (early or forced) else self.scaler.has_overflow(grads)
         used = self.scaler.loss_scale  # the scale this step's gradients carry, before the policy changes it
         self.scaler.update_scale(overflow)
-        self.last_overflow = overflow
-        trainer._amp_last_overflow = overflow  # MXNet-era attribute, kept for scripts that read it
+        self.last_overflow = overflow  # the Trainer's MXNet-era _amp_last_overflow reads it
         if overflow:
             return None
         return 1.0 if unscaled is not None else 1.0 / used
@@ -300,12 +300,7 @@ def _scaler_of(trainer: Any) -> LossScaler:
 
 
 def _trainer_grads(trainer: Any) -> list[torch.Tensor]:
-    out: list[torch.Tensor] = []
-    for p in trainer._params:
-        if p._grad_req == "null" or p._data is None:
-            continue
-        out.extend(d.grad for d in p._data if d.grad is not None)
-    return out
+    return [g for _, grads in trainer.gradient_copies() for g in grads if g is not None]
 
 
 def init_trainer(trainer: Any, loss_scaler: LossScaler | None = None) -> LossScaler:
@@ -332,10 +327,7 @@ def init_trainer(trainer: Any, loss_scaler: LossScaler | None = None) -> LossSca
     elif not isinstance(loss_scaler, LossScaler):
         raise TypeError(f"amp.init_trainer: loss_scaler must be a LossScaler, "
                         f"got {type(loss_scaler).__name__}")
-    trainer.set_update_hook(LossScalingHook(loss_scaler))
-    tr: Any = trainer
-    tr._amp_loss_scaler = loss_scaler  # where MXNet's scripts look for it
-    tr._amp_last_overflow = False
+    trainer.set_update_hook(LossScalingHook(loss_scaler))  # the Trainer's _amp_loss_scaler shows it
     return loss_scaler
 
 
@@ -376,12 +368,12 @@ def unscale(trainer: Any) -> bool:
 # ---- model conversion ----------------------------------------------------------------------
 @functools.cache
 def _low_precision_classes() -> tuple[type, ...]:
-    from ..gluon.nn.basic_layers import Dense
-    from ..gluon.nn.conv_layers import _Conv
-    from ..gluon.rnn.rnn_cell import _GatedCell
-    from ..gluon.rnn.rnn_layer import _RNNLayer
+    from ..gluon import nn, rnn
 
-    return (Dense, _Conv, _RNNLayer, _GatedCell, torch.nn.Linear, torch.nn.modules.conv._ConvNd)
+    # gluon's public layers (their private bases are gluon's business)
+    convs = (nn.Conv1D, nn.Conv2D, nn.Conv3D, nn.Conv1DTranspose, nn.Conv2DTranspose, nn.Conv3DTranspose)
+    recurrent = (rnn.RNN, rnn.LSTM, rnn.GRU, rnn.RNNCell, rnn.LSTMCell, rnn.GRUCell, rnn.LSTMPCell)
+    return (nn.Dense, *convs, *recurrent, torch.nn.Linear, torch.nn.modules.conv._ConvNd)
 
 
 LOW_PRECISION_LAYERS = ("Dense", "Conv*D", "Conv*DTranspose", "RNN/LSTM/GRU layers and cells",
@@ -454,7 +446,7 @@ def convert_hybrid_block(block: Any, target_dtype: str | torch.dtype = "float16"
         gp = getattr(mod, "_gluon_params", None)
         if isinstance(mod, Block) and gp is not None:
             for p in gp.values():
-                if p._dtype.is_floating_point:
+                if to_torch_dtype(p.dtype).is_floating_point:
                     p.cast(dtype)
         with torch.no_grad():
             for name, tp in mod._parameters.items():

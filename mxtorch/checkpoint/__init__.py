@@ -8,7 +8,9 @@ checksums, keeps the last few, writes in the background, and restores the newest
 
 from __future__ import annotations
 
-from ._state import capture_rng, restore_rng
+from ..stateful import Stateful
+from ._rng import RNGState, capture_rng, restore_rng
 from .manager import MANIFEST, CheckpointError, CheckpointManager
 
-__all__ = ["CheckpointManager", "CheckpointError", "MANIFEST", "capture_rng", "restore_rng"]
+__all__ = ["CheckpointManager", "CheckpointError", "MANIFEST", "RNGState", "Stateful", "capture_rng",
+           "restore_rng"]

@@ -1,111 +1,60 @@
 """What a checkpoint holds besides files a library writes: the snapshots taken (synchronously) at
 ``save`` and their JSON encodings, and putting them back.
 
-Everything here is JSON or safetensors: nothing is ever unpickled.
+Everything here is JSON, safetensors, or ``torch.save`` archives of tensors and plain values read
+with ``torch.load(weights_only=True)``: nothing is ever unpickled.
 """
 
 from __future__ import annotations
 
-import base64
+import io
 import json
 import math
-import random
 import warnings
 from collections.abc import Mapping
 from typing import Any
 
-import numpy as np
 import torch
 
 from ..base import MXNetError
 
-__all__ = ["capture_rng", "restore_rng", "snapshot_params", "encode_params", "decode_params",
-           "scheduler_state", "restore_scheduler", "check_json"]
-
-RNG_FORMAT = "mxtorch.checkpoint.rng"
+__all__ = ["snapshot_tensors", "encode_tensor_state", "decode_tensor_state", "encode_params",
+           "decode_params", "scheduler_state", "restore_scheduler", "check_json"]
 
 
-def _b64(t: torch.Tensor) -> str:
-    return base64.b64encode(t.contiguous().numpy().tobytes()).decode("ascii")
-
-
-def _unb64(s: Any, what: str) -> torch.Tensor:
-    if not isinstance(s, str):
-        raise MXNetError(f"bad RNG state: {what} is not a base64 string")
-    raw = bytearray(base64.b64decode(s.encode("ascii"), validate=True))
-    return torch.frombuffer(raw, dtype=torch.uint8).clone() if raw else torch.empty(0, dtype=torch.uint8)
-
-
-def capture_rng() -> dict[str, Any]:
-    """Every global generator a training step may draw from: Python's ``random``, numpy's global
-    generator, torch's CPU generator and (when CUDA is available) each CUDA device's.
-
-    ``mx.random`` and ``mx.nd.random`` draw from torch's generators, and samplers that shuffle
-    with their own seed (``SplitSampler``) keep it in their own state, so these are all of them.
-    """
-    version, internal, gauss = random.getstate()
-    name, key, pos, has_gauss, cached = np.random.get_state(legacy=True)  # type: ignore[misc]
-    state: dict[str, Any] = {
-        "format": RNG_FORMAT, "version": 1,
-        "python": {"version": int(version), "state": [int(x) for x in internal], "gauss": gauss},
-        "numpy": {"name": str(name), "key": [int(x) for x in key], "pos": int(pos),
-                  "has_gauss": int(has_gauss), "cached_gaussian": float(cached)},
-        "torch": _b64(torch.get_rng_state()),
-        "cuda": [_b64(s) for s in torch.cuda.get_rng_state_all()] if torch.cuda.is_available() else [],
-    }
-    return state
-
-
-def restore_rng(state: Mapping[str, Any], source: str) -> None:
-    """Put back the generators :func:`capture_rng` saved (``source`` names the file in errors).
-
-    Every part is decoded before any generator changes.  CUDA states are restored when this
-    process sees as many CUDA devices as the saving one; otherwise a warning says they were not.
-    """
-    if state.get("format") != RNG_FORMAT or state.get("version") != 1:
-        raise MXNetError(f"{source}: not an RNG state file of this mxtorch (format {state.get('format')!r}, "
-                         f"version {state.get('version')!r})")
-    try:
-        py = state["python"]
-        py_state = (int(py["version"]), tuple(int(x) for x in py["state"]), py["gauss"])
-        if py["gauss"] is not None and not isinstance(py["gauss"], float):
-            raise TypeError(f"python gauss must be a float or null, got {py['gauss']!r:.40}")
-        npd = state["numpy"]
-        np_state = (str(npd["name"]), np.asarray(npd["key"], dtype=np.uint32), int(npd["pos"]),
-                    int(npd["has_gauss"]), float(npd["cached_gaussian"]))
-        cpu = _unb64(state["torch"], "torch")
-        cuda = [_unb64(s, f"cuda[{i}]") for i, s in enumerate(state.get("cuda", []))]
-        # tried on scratch generators first: a state they refuse changes no global generator
-        random.Random().setstate(py_state)
-        np.random.RandomState().set_state(np_state)
-        torch.Generator().set_state(cpu)
-    except (KeyError, TypeError, ValueError, IndexError, OverflowError, RuntimeError) as err:
-        raise MXNetError(f"{source}: malformed RNG state ({type(err).__name__}: {str(err)[:200]})") from err
-    random.setstate(py_state)
-    np.random.set_state(np_state)
-    torch.set_rng_state(cpu)
-    if cuda:
-        if torch.cuda.is_available() and torch.cuda.device_count() == len(cuda):
-            torch.cuda.set_rng_state_all(cuda)
-        else:
-            have = torch.cuda.device_count() if torch.cuda.is_available() else 0
-            warnings.warn(f"{source} holds the RNG states of {len(cuda)} CUDA device(s), this process sees "
-                          f"{have}: CUDA generators are left as they are", stacklevel=3)
-
-
-def snapshot_params(net: Any) -> dict[str, torch.Tensor]:
-    """The parameters of ``net`` by the names ``net.save_parameters`` gives them, copied to CPU
-    memory now (later training steps do not change the snapshot)."""
+def snapshot_tensors(state: Mapping[str, Any], what: str) -> dict[str, torch.Tensor]:
+    """A model's state dict (``net.state_dict()``: name -> tensor) copied to CPU memory now, so
+    that later training steps do not change what is written in the background."""
     out: dict[str, torch.Tensor] = {}
     copies: dict[int, torch.Tensor] = {}
-    for name, p in net._collect_params_with_prefix().items():
-        if id(p) not in copies:
-            t = p._reduce()
-            if any(t.untyped_storage().data_ptr() == d.untyped_storage().data_ptr() for d in p._check()):
-                t = t.clone()  # a CPU parameter: _reduce gave the live tensor
-            copies[id(p)] = t.contiguous()
-        out[name] = copies[id(p)]
+    for name, t in state.items():
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"CheckpointManager.save: {what}.state_dict()[{name!r}] is a {type(t).__name__}, "
+                            "not a tensor: net= takes a model whose state dict maps names to tensors")
+        if id(t) not in copies:  # a tensor shared under several names is copied once
+            copies[id(t)] = t.detach().to("cpu", copy=True).contiguous()
+        out[name] = copies[id(t)]
     return out
+
+
+def encode_tensor_state(state: Mapping[str, Any]) -> bytes:
+    """A state dict holding tensors as ``torch.save`` bytes (read back without unpickling)."""
+    buf = io.BytesIO()
+    torch.save(dict(state), buf)
+    return buf.getvalue()
+
+
+def decode_tensor_state(raw: bytes, source: str) -> Any:
+    """What :func:`encode_tensor_state` wrote, by ``torch.load(weights_only=True)``: tensors and
+    plain values only, nothing is unpickled."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return torch.load(io.BytesIO(raw), map_location="cpu", weights_only=True)
+    except Exception as err:  # whatever torch raises for bytes that are not its format
+        detail = str(err).splitlines()[0][:200] if str(err) else ""
+        raise MXNetError(f"{source} ({len(raw)} bytes) is not a state file of this mxtorch "
+                         f"({type(err).__name__}: {detail})") from err
 
 
 def encode_params(tensors: Mapping[str, torch.Tensor]) -> bytes:

@@ -17,7 +17,9 @@ from .. import bounded_json
 from .._closing import Closing
 from ..base import MXNetError
 from ..profiler import span
+from ..stateful import Stateful
 from . import _state
+from ._rng import RNGState
 from ._storage import Storage
 
 __all__ = ["CheckpointManager", "CheckpointError", "MANIFEST"]
@@ -74,6 +76,21 @@ def _join_job() -> Any:
     return _dist()
 
 
+def _require_stateful(**objects: Any) -> None:
+    for name, obj in objects.items():
+        if obj is not None and not isinstance(obj, Stateful):
+            raise TypeError(f"CheckpointManager: {name}= must have state_dict() and load_state_dict() (the "
+                            f"mxtorch.stateful.Stateful protocol), got a {type(obj).__name__}")
+
+
+def _load_from_file(obj: Any, state: Any, source: str, **kwargs: Any) -> None:
+    """``obj.load_state_dict(state)``; its error, an :class:`MXNetError`, names the file ``source``."""
+    try:
+        obj.load_state_dict(state, **kwargs)
+    except MXNetError as err:
+        raise CheckpointError(f"{source}: {err}") from err
+
+
 def _collective_device(dist: Any) -> torch.device:
     if dist.get_backend() == "nccl":
         return torch.device("cuda", torch.cuda.current_device())
@@ -87,11 +104,12 @@ class CheckpointManager(Closing):
     ``memory://...`` (in-process, for tests), or another protocol whose fsspec package is
     installed.  Checkpoint ``N`` is the folder ``step-N/``:
 
-    * ``params.safetensors``: the parameters under the names ``net.save_parameters`` gives them;
-    * ``trainer.rank<r>.states``: what ``Trainer.save_states`` writes (optimizer states incl.
-      multi-precision copies and update counts, this worker's compression residuals, AMP's loss
-      scale); ``trainer.load_states`` reads the file by hand too;
-    * ``rng.rank<r>.json``: Python's, numpy's, torch's CPU and CUDA generators;
+    * ``params.safetensors``: ``net.state_dict()`` (a Gluon block's parameters under the names
+      ``net.save_parameters`` gives them);
+    * ``trainer.rank<r>.states``: ``trainer.state_dict()``, the file ``Trainer.save_states`` writes
+      (optimizer states incl. multi-precision copies and update counts, this worker's compression
+      residuals, AMP's loss scale); ``trainer.load_states`` reads the file by hand too;
+    * ``rng.rank<r>.json``: :class:`RNGState` (Python's, numpy's, torch's CPU and CUDA generators);
     * ``loader.rank<r>.json``: the data loader's position (``loader.state_dict()``);
     * ``state.json``: the ``extra`` values given to :meth:`save` and the lr scheduler's settings;
     * ``manifest.json``, written last: step, world size, versions, and each file's size and
@@ -107,6 +125,9 @@ class CheckpointManager(Closing):
     in flight, and :meth:`wait` waits (and raises what the writer raised).  Nothing is ever
     unpickled: tensors are safetensors, the trainer states the ``weights_only`` container
     ``Trainer.save_states`` writes, the rest JSON.
+
+    ``net``, ``trainer`` and ``loader`` are used through the :class:`~mxtorch.stateful.Stateful`
+    protocol alone (``state_dict()`` / ``load_state_dict()``).
 
     In a job of several processes (``torch.distributed`` initialized) every rank creates the
     manager and calls :meth:`save` with the same steps: each rank writes its own ``*.rank<r>``
@@ -184,27 +205,28 @@ class CheckpointManager(Closing):
             raise ValueError(f"step must be an int >= 0, got {step!r}")
         started = time.perf_counter()
         files: dict[str, Callable[[], bytes]] = {}
+        _require_stateful(net=net, trainer=trainer)
         if net is not None and self.rank == 0:
-            tensors = _state.snapshot_params(net)
+            tensors = _state.snapshot_tensors(net.state_dict(), "net")
             files[PARAMS] = lambda: _state.encode_params(tensors)
         if trainer is not None:
-            blob = trainer._dump_states()
+            blob = _state.encode_tensor_state(trainer.state_dict())  # now: residuals change at the next step
             files[_trainer_file(self.rank)] = lambda: blob
         if loader is not None:
-            if hasattr(loader, "state_dict"):
+            if isinstance(loader, Stateful):
                 loader_json = json.dumps(loader.state_dict()).encode()
                 files[_loader_file(self.rank)] = lambda: loader_json
             else:
                 warnings.warn(f"the loader {type(loader).__name__} has no state_dict(): its position is not "
                               "saved", stacklevel=2)
-        rng_json = json.dumps(_state.capture_rng()).encode()
+        rng_json = json.dumps(RNGState().state_dict()).encode()
         files[_rng_file(self.rank)] = lambda: rng_json
         if self.rank == 0:
             state_json = json.dumps({"extra": json.loads(_state.check_json(extra)),
                                      "lr_scheduler": _state.scheduler_state(trainer)}).encode()
             files[STATE] = lambda: state_json
         contents = {"net": net is not None, "trainer": trainer is not None,
-                    "loader": loader is not None and hasattr(loader, "state_dict")}
+                    "loader": loader is not None and isinstance(loader, Stateful)}
         self.wait()  # one save at a time; raises what the previous one raised
         self._seq += 1
         self._last_save = time.monotonic()
@@ -434,6 +456,7 @@ class CheckpointManager(Closing):
         one is used; when none is good,
         :class:`CheckpointError` lists why.  In a distributed job every rank must call it; the
         ranks check that they restored the same step."""
+        _require_stateful(net=net, trainer=trainer, loader=loader)
         self.wait()
         candidates = [step] if step is not None else list(reversed(self.list()))
         problems: list[str] = []
@@ -489,10 +512,9 @@ class CheckpointManager(Closing):
         if not isinstance(state, dict) or not isinstance(state.get("extra") or {}, dict):
             raise CheckpointError(f"{source(STATE)} is not a state file of this mxtorch (an object whose "
                                   "'extra' is an object)")
-        trainer_name, trainer_strict = _trainer_file(r), True
+        trainer_name = _trainer_file(r)
         if trainer is not None:
             if not same_world:
-                trainer_strict = False
                 if trainer_name not in data:
                     trainer_name = _trainer_file(0)
                 warnings.warn(f"checkpoint step {step} was saved by {saved_world} worker(s), this job has "
@@ -502,6 +524,7 @@ class CheckpointManager(Closing):
             if trainer_name not in data:
                 raise CheckpointError(f"checkpoint step {step} has no trainer states "
                                       f"({source(trainer_name)}): it was saved without trainer=")
+            trainer_state = _state.decode_tensor_state(data[trainer_name], source(trainer_name))
         loader_state = None
         if loader is not None:
             if not same_world:
@@ -518,18 +541,18 @@ class CheckpointManager(Closing):
             raise CheckpointError(f"{source(_rng_file(r))} is not an RNG state file (not a JSON object)")
         # then apply; the RNGs last, so that nothing after them draws
         if arrays is not None:
-            from ..gluon.serialization import load_named
-
-            load_named(net._collect_params_with_prefix(), arrays, source(PARAMS))
+            _load_from_file(net, arrays, source(PARAMS))
         if trainer is not None:
-            trainer._restore_states(data[trainer_name], source(trainer_name), strict=trainer_strict)
-            if not same_world and trainer._compressor() is not None:
-                trainer._compressor().reset()  # residuals belong to a worker of the old split
+            if same_world:
+                _load_from_file(trainer, trainer_state, source(trainer_name))
+            else:  # residuals belong to a worker of the old split: they start empty
+                _load_from_file(trainer, trainer_state, source(trainer_name), strict=False,
+                                 worker_local=False)
             _state.restore_scheduler(trainer, state.get("lr_scheduler"), source(STATE))
         if loader_state is not None:
             loader.load_state_dict(loader_state)
         if rng is not None:
-            _state.restore_rng(rng, source(_rng_file(r)))
+            RNGState(source(_rng_file(r))).load_state_dict(rng)
         else:
             warnings.warn(f"checkpoint step {step} holds no RNG state for rank {r} (saved by {saved_world} "
                           "worker(s)): this rank's generators are left as they are", stacklevel=3)

@@ -249,10 +249,10 @@ def pruning_report(net: Any, pruner: Any, sample: Any) -> dict[str, Any]:
 
     def learned(block: Any) -> list[Any]:  # BatchNorm's running statistics are not counted
         return [p for p in block.collect_params().values()
-                if p._data is not None and not p.name.endswith(("running_mean", "running_var"))]
+                if p.is_initialized and not p.name.endswith(("running_mean", "running_var"))]
 
-    total = sum(p._data[0].numel() for p in learned(net))
-    nonzero = sum(int((p._data[0] != 0).sum()) for p in learned(net))
+    total = sum(p.list_data()[0].numel() for p in learned(net))
+    nonzero = sum(int((p.list_data()[0] != 0).sum()) for p in learned(net))
     out: dict[str, Any] = {"method": pruner.method, "scope": pruner.scope, "target_sparsity": pruner.sparsity,
                            "begin_step": pruner.begin_step, "end_step": pruner.end_step,
                            "frequency": pruner.frequency, "steps": pruner.num_update,
@@ -260,7 +260,7 @@ def pruning_report(net: Any, pruner: Any, sample: Any) -> dict[str, Any]:
     if pruner.method == "structured":
         try:
             small = pruning.compact(net, sample)
-            out["compact_parameters"] = sum(p._data[0].numel() for p in learned(small))
+            out["compact_parameters"] = sum(p.list_data()[0].numel() for p in learned(small))
         except MXNetError as e:
             out["compact_parameters"] = None
             out["compact_error"] = str(e)

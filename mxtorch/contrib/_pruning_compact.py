@@ -8,8 +8,6 @@ Users import these from :mod:`mxtorch.contrib.pruning`; this module does not imp
 
 from __future__ import annotations
 
-import copy
-import weakref
 from typing import Any
 
 import torch
@@ -17,6 +15,7 @@ import torch
 from ..base import MXNetError
 from ..gluon import nn
 from ..gluon.block import Block
+from ..gluon.block_copy import deepcopy_block
 from ..gluon.nn.conv_layers import _Conv, _GlobalPool, _Pool
 from ..gluon.parameter import Parameter
 
@@ -172,10 +171,10 @@ def _follow(layer_call: _Call, users: dict[int, list[Any]]) -> tuple[_Call | Non
 def _dead_channels(layer: Any, between: list[_Call]) -> torch.Tensor:
     """Bool per output channel of ``layer``: its value is exactly zero after ``between`` (the calls
     up to the next layer) for every input, so the channel can be removed."""
-    w = layer.weight._data[0].detach()
+    w = layer.weight.list_data()[0].detach()
     dead = (w.reshape(w.shape[0], -1) == 0).all(1)
     if layer.bias is not None:
-        dead &= layer.bias._data[0].detach() == 0
+        dead &= layer.bias.list_data()[0].detach() == 0
     own = layer._act_fn if isinstance(layer, nn.Dense) else layer.act
     if own is not None and not _zero_to_zero(own):
         return torch.zeros_like(dead)
@@ -232,33 +231,7 @@ def compactable(net: Block, sample_input: torch.Tensor) -> list[str]:
 
 def _shrink(p: Parameter, dim: int, keep: torch.Tensor) -> None:
     """Keep the entries ``keep`` (indices) of ``p`` along ``dim``, on every context."""
-    data = p._check()
-    new = [d.detach().index_select(dim, keep.to(d.device)).clone() for d in data]
-    p._shape = tuple(new[0].shape)
-    p._set_copies(new, list(p._ctx_list))
-
-
-def _copy_net(net: Block) -> Block:
-    """A deep copy of ``net`` whose parameters belong to the copy (and to no Trainer)."""
-    memo: dict[int, Any] = {}
-    for m in net.modules():  # compiled forwards are rebuilt by the copy, not copied
-        if "_compiled" in m.__dict__:
-            memo[id(m.__dict__["_compiled"])] = None
-    new = copy.deepcopy(net, memo)
-    for p in new.collect_params().values():
-        owners = []
-        for ref, attr in p._owners:
-            old = ref()
-            if old is not None:
-                owners.append((weakref.ref(memo.get(id(old), old)), attr))
-        p._owners = owners
-        p._trainer_ref = None
-        p.__dict__.pop("_var", None)
-    for m in new.modules():
-        if "_compiled" in m.__dict__:
-            object.__setattr__(m, "_compiled", None)
-            object.__setattr__(m, "_trial", None)
-    return new
+    p.replace_data([d.detach().index_select(dim, keep.to(d.device)).clone() for d in p.list_data()])
 
 
 def compact(net: Block, sample_input: torch.Tensor, strict: bool = False) -> Block:
@@ -276,11 +249,11 @@ def compact(net: Block, sample_input: torch.Tensor, strict: bool = False) -> Blo
     first such layer that has zero channels instead.  :func:`compactable` lists the layers whose
     channels can go.  Layouts must be channels-first (NCHW).
     """
-    small = _copy_net(net)
+    small = deepcopy_block(net)
     chains, kept = _plan(small, sample_input)
     if strict:
         for layer, why in kept:
-            w = layer.weight._data[0].detach()
+            w = layer.weight.list_data()[0].detach()
             if _channel_layer(layer) and bool((w.reshape(w.shape[0], -1) == 0).all(1).any()):
                 raise MXNetError(f"pruning.compact: {layer.name} ({type(layer).__name__}) has zero output "
                                  f"channels that cannot be removed: {why}")

@@ -109,7 +109,7 @@ def _layers(net: Block) -> list[tuple[str, Any]]:
 
 def _weight(layer: Any) -> Parameter:
     w = layer.weight
-    if w._data is None:
+    if not w.is_initialized:
         raise MXNetError(f"pruning: the weight {w.name!r} is not initialized yet (its shape is inferred at "
                          "the first forward pass): run one forward pass before pruning")
     return w  # type: ignore[no-any-return]
@@ -122,9 +122,9 @@ def sparsity(net: Block) -> dict[str, float]:
     zeros = total = 0
     for _, layer in _layers(net):
         w = layer.weight
-        if w._data is None:
+        if not w.is_initialized:
             continue
-        d = w._data[0].detach()
+        d = w.list_data()[0].detach()
         z = int((d == 0).sum())
         out[w.name] = z / max(d.numel(), 1)
         zeros += z
@@ -391,9 +391,9 @@ class Pruner:
         from ..kvstore import base as kvbase
 
         for p in params:
-            trainer = p._trainer
-            kv = trainer._kvstore if trainer is not None and trainer._kv_initialized else None
-            if kv is not None and trainer._distributed and kvbase.capable(kv, kvbase.Capability.ASYNC):
+            kv = p.trainer.kvstore if p.trainer is not None else None
+            if kv is not None and kvbase.capable(kv, kvbase.Capability.DISTRIBUTED) \
+                    and kvbase.capable(kv, kvbase.Capability.ASYNC):
                 return kv
         return None
 
@@ -430,7 +430,7 @@ class Pruner:
         for _, layer in self._targets():
             p = _weight(layer)
             key = keys[id(p)]
-            items.append((key, p, self._score(key, p._data[0])))  # type: ignore[index]
+            items.append((key, p, self._score(key, p.list_data()[0])))
         out: dict[str, tuple[Parameter, torch.Tensor]] = {}
         if self.scope == "global":
             flat = torch.cat([sc.reshape(-1) for _, _, sc in items]) if items else torch.zeros(0)
@@ -455,7 +455,7 @@ class Pruner:
                 continue  # the network's outputs, or a layer whose channels are not dim 0
             p = _weight(layer)
             key = keys[id(p)]
-            w = p._data[0].detach().to("cpu", torch.float64)  # type: ignore[index]
+            w = p.list_data()[0].detach().to("cpu", torch.float64)
             flat = w.reshape(w.shape[0], -1)
             score = flat.abs().sum(1) if self.norm == "l1" else flat.pow(2).sum(1).sqrt()
             prev = self._masked.get(key)
@@ -469,7 +469,7 @@ class Pruner:
             if bn is not None:
                 vectors += [bn.gamma, bn.beta, bn.running_mean]
             for v in vectors:
-                if v._data is not None and tuple(v.shape) == (w.shape[0],):
+                if v.is_initialized and tuple(v.shape) == (w.shape[0],):
                     out[keys[id(v)]] = (v, keep_ch.clone())
         return out
 
@@ -477,9 +477,11 @@ class Pruner:
     def _enforce(self, changed: bool) -> None:
         """Write the masks into the weights (and, when they changed, the optimizer states), and make
         sure every copy of a masked parameter carries the gradient hook."""
+        from ..kvstore import base as kvbase
+
         for m in self._masked.values():
             p = m.param
-            data = p._check()
+            data = p.list_data()
             live = [(r, h) for r, h in m.hooked if r() is not None and any(r() is d for d in data)]
             if len(live) != len(m.hooked):  # copies were replaced (reset_ctx, cast): hook the new ones
                 for r, h in m.hooked:
@@ -489,10 +491,10 @@ class Pruner:
             for d in data:
                 if d.requires_grad and not any(r() is d for r, _ in m.hooked):
                     m.hooked.append((weakref.ref(d), d.register_hook(m.cell.grad_hook())))
-            trainer = p._trainer
-            store_updates = (trainer is not None and trainer._kv_initialized and trainer._update_on_kvstore
-                             and not any(p is q for q in trainer._params_to_init))
-            if store_updates and changed and not trainer._distributed:
+            trainer = p.trainer
+            store_updates = trainer is not None and trainer.updated_in_store(p)
+            local_store = store_updates and not kvbase.capable(trainer.kvstore, kvbase.Capability.DISTRIBUTED)
+            if local_store and changed:
                 p.set_data(data[0].detach().masked_fill(~m.on(data[0].device), 0))
                 continue
             # (parameter servers that update the weights: the local copies are masked here and again
@@ -501,9 +503,8 @@ class Pruner:
                 for d in data:
                     d.masked_fill_(~m.on(d.device), 0)
             if changed and trainer is not None and not store_updates:
-                idx = trainer._param2idx.get(id(p))
-                for u in trainer._updaters if idx is not None else []:
-                    _mask_tensors(u.states.get(idx), m.mask)
+                for state in trainer.optimizer_state(p):
+                    _mask_tensors(state, m.mask)
 
     # ---- checkpoints -------------------------------------------------------------------------
     def _config(self) -> dict[str, Any]:
@@ -547,7 +548,7 @@ class Pruner:
         masks = state["masks"]
         for k, mask in masks.items():
             p = params.get(k)
-            if p is None or p._data is None or tuple(p.shape or ()) != tuple(mask.shape):
+            if p is None or not p.is_initialized or tuple(p.shape or ()) != tuple(mask.shape):
                 raise MXNetError(f"pruning: the state's mask {k!r} {tuple(mask.shape)} does not fit this "
                                  "network")
         for m in self._masked.values():

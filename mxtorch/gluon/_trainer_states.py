@@ -27,7 +27,8 @@ import torch
 
 from ..base import MXNetError
 
-__all__ = ["FORMAT", "VERSION", "TrainerStates", "encode", "decode", "compression_section",
+__all__ = ["FORMAT", "VERSION", "TrainerStates", "to_state_dict", "from_state_dict", "encode", "decode",
+           "compression_section",
            "check_restorable"]
 
 FORMAT = "mxtorch.gluon.Trainer.states"
@@ -48,14 +49,18 @@ class TrainerStates:
     version: int = VERSION
 
 
-def encode(states: TrainerStates) -> bytes:
+def to_state_dict(states: TrainerStates) -> dict[str, Any]:
+    """The container as a state dict: tensors and plain values (what ``Trainer.state_dict`` returns)."""
     blob = bytearray(states.optimizer)
     # a tensor, not bytes: stored raw in the archive (pickled bytes grow and need _codecs)
     opt = torch.frombuffer(blob, dtype=torch.uint8) if blob else torch.empty(0, dtype=torch.uint8)
-    payload = {"format": FORMAT, "version": VERSION, "optimizer": opt,
-               "compression": states.compression, "hooks": dict(states.hooks)}
+    return {"format": FORMAT, "version": VERSION, "optimizer": opt,
+            "compression": states.compression, "hooks": dict(states.hooks)}
+
+
+def encode(states: TrainerStates) -> bytes:
     buf = io.BytesIO()
-    torch.save(payload, buf)
+    torch.save(to_state_dict(states), buf)
     return buf.getvalue()
 
 
@@ -69,33 +74,43 @@ def decode(raw: bytes, source: str) -> TrainerStates:
         detail = str(err).splitlines()[0][:200] if str(err) else ""
         raise MXNetError(f"cannot read trainer states from {source!r} ({len(raw)} bytes): not a file "
                          f"written by Trainer.save_states ({type(err).__name__}: {detail})") from err
-    if not isinstance(payload, dict):
-        raise MXNetError(f"{source!r} holds a {type(payload).__name__}, not the dict Trainer.save_states "
+    if isinstance(payload, dict) and payload.get("format") == _UPDATER_FORMAT:  # before the container
+        return TrainerStates(optimizer=raw, version=0)
+    return from_state_dict(payload, repr(source))
+
+
+def from_state_dict(payload: Any, source: str) -> TrainerStates:
+    """The sections of a state dict :func:`to_state_dict` made (or a bare Updater state, written
+    before the container existed), checked; ``source`` names it in errors."""
+    if not isinstance(payload, Mapping):
+        raise MXNetError(f"{source} holds a {type(payload).__name__}, not the dict Trainer.save_states "
                          "writes")
     if payload.get("format") == _UPDATER_FORMAT:  # written before the container existed
-        return TrainerStates(optimizer=raw, version=0)
+        buf = io.BytesIO()
+        torch.save(dict(payload), buf)
+        return TrainerStates(optimizer=buf.getvalue(), version=0)
     if payload.get("format") != FORMAT:
-        raise MXNetError(f"{source!r} has format {payload.get('format')!r}, expected {FORMAT!r} (a file "
+        raise MXNetError(f"{source} has format {payload.get('format')!r}, expected {FORMAT!r} (a file "
                          "written by Trainer.save_states)")
     version = payload.get("version")
-    if not isinstance(version, int) or version < 1:
-        raise MXNetError(f"{source!r}: bad trainer states version {version!r}")
+    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+        raise MXNetError(f"{source}: bad trainer states version {version!r}")
     if version > VERSION:
-        raise MXNetError(f"{source!r} was written by a newer mxtorch (trainer states version {version}); "
+        raise MXNetError(f"{source} was written by a newer mxtorch (trainer states version {version}); "
                          f"this one reads versions up to {VERSION}: upgrade mxtorch to load it")
     opt_blob = payload.get("optimizer")
     compression = payload.get("compression")
     hooks = payload.get("hooks", {})
     if not (isinstance(opt_blob, torch.Tensor) and opt_blob.dtype == torch.uint8 and opt_blob.dim() == 1):
-        raise MXNetError(f"{source!r}: the 'optimizer' section is missing or not a 1-D uint8 tensor")
+        raise MXNetError(f"{source}: the 'optimizer' section is missing or not a 1-D uint8 tensor")
     if compression is not None and not (isinstance(compression, dict)
                                         and isinstance(compression.get("state"), dict)
                                         and isinstance(compression.get("type"), str)):
-        raise MXNetError(f"{source!r}: the 'compression' section is malformed (needs 'type' and 'state')")
+        raise MXNetError(f"{source}: the 'compression' section is malformed (needs 'type' and 'state')")
     if not isinstance(hooks, dict) or not all(isinstance(k, str) and isinstance(v, dict)
                                               for k, v in hooks.items()):
-        raise MXNetError(f"{source!r}: the 'hooks' section must map hook names to dicts")
-    return TrainerStates(optimizer=opt_blob.numpy().tobytes(), compression=compression, hooks=hooks,
+        raise MXNetError(f"{source}: the 'hooks' section must map hook names to dicts")
+    return TrainerStates(optimizer=opt_blob.cpu().numpy().tobytes(), compression=compression, hooks=hooks,
                          version=version)
 
 
@@ -156,6 +171,6 @@ def check_restorable(states: TrainerStates, compressor: Any, hooks: Mapping[str,
             problems.append(f"it holds the state of the {name!r} update hook, which this Trainer does not "
                             f"have ({hint})")
     if problems and strict:
-        raise MXNetError(f"cannot load trainer states from {source!r}: " + "; ".join(problems)
+        raise MXNetError(f"cannot load trainer states from {source}: " + "; ".join(problems)
                          + ". Pass strict=False to load the rest and leave this state out")
     return restore_comp, restore_hooks

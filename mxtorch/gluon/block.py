@@ -22,6 +22,7 @@ from ..base import MXNetError
 from ..context import Context
 from ..profiler import span
 from ._block_fields import MXNetBlockFields
+from ._block_state import BlockState, params_by_path
 from ._hybrid_inputs import check_against, check_kinds, check_one_context, input_format
 from ._op_hooks import install_op_hooks
 from ._summary import summarize
@@ -32,7 +33,7 @@ from .symbolic import call_symbolic, has_symbol
 from .symbolic import input_names as symbolic_input_names
 from .utils import HookHandle
 
-__all__ = ["Block", "HybridBlock", "collect_params", "as_parameters", "HYBRIDIZE_ENV"]
+__all__ = ["Block", "HybridBlock", "collect_params", "params_by_path", "as_parameters", "HYBRIDIZE_ENV"]
 
 HYBRIDIZE_ENV = "MXTORCH_HYBRIDIZE"
 """Environment variable choosing what ``hybridize()`` does: 'auto' (default: torch.compile on
@@ -154,7 +155,7 @@ class _BlockScope:
             self._old = None
 
 
-class Block(MXNetBlockFields, torch.nn.Module):
+class Block(MXNetBlockFields, BlockState, torch.nn.Module):
     """Base class of all Gluon layers and models; a ``torch.nn.Module``.
 
     Assigning a :class:`Parameter` or a child block as an attribute registers it.  Names follow
@@ -268,7 +269,7 @@ class Block(MXNetBlockFields, torch.nn.Module):
 
     def _collect_params_with_prefix(self, prefix: str = "") -> OrderedDict[str, Parameter]:
         """Parameters by attribute path ('0.weight'); a shared one appears under every path."""
-        return _structural_params(self, prefix)
+        return params_by_path(self, prefix)
 
     def initialize(
         self,
@@ -449,22 +450,6 @@ def _collect_named(module: torch.nn.Module, path: str, out: ParameterDict,
     for cname, child in module._modules.items():
         if child is not None:
             _collect_named(child, "" if isinstance(child, Block) else f"{base}{cname}.", out, pattern)
-
-
-def _structural_params(module: torch.nn.Module, prefix: str = "") -> OrderedDict[str, Parameter]:
-    """Parameters by attribute path, without removing a parameter reached by several paths."""
-    out: OrderedDict[str, Parameter] = OrderedDict()
-    dot = prefix + "." if prefix else ""
-    gp: dict[str, Parameter] = getattr(module, "_gluon_params", {})
-    for pname, p in gp.items():
-        out[dot + pname] = p
-    for pname, tp in module._parameters.items():
-        if tp is not None and pname not in gp:
-            out[dot + pname] = wrap_torch_parameter(tp, dot + pname)
-    for cname, child in module._modules.items():
-        if child is not None:
-            out.update(_structural_params(child, dot + cname))
-    return out
 
 
 class HybridBlock(Block):

@@ -19,7 +19,7 @@ import torch
 import torch.nn.functional as F
 
 from ..base import MXNetError
-from ..nd import _ctc as nd_ctc
+from ..nd._ctc import CTCLoss as nd_ctc_loss
 from ..util import is_np_array
 from ._loss_graphs import GRAPHS
 from .block import HybridBlock
@@ -490,7 +490,7 @@ class CTCLoss(Loss):
             label = label.transpose(0, 1)  # -> (N, S)
         if label.shape[0] != pred.shape[1]:
             raise MXNetError(f"CTCLoss: pred has batch size {pred.shape[1]} but label has {label.shape[0]}")
-        loss = nd_ctc.CTCLoss(pred, label, pred_lengths, label_lengths,
+        loss = nd_ctc_loss(pred, label, pred_lengths, label_lengths,
                               use_data_lengths=pred_lengths is not None,
                               use_label_lengths=label_lengths is not None, blank_label="last")
         return _apply_weighting(loss, self._weight, sample_weight)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -106,6 +106,7 @@ class Parameter:
                     "('csr' parameters are not supported)"
                 )
         self.stype, self.grad_stype = stype, grad_stype
+        self._on_initialized: list[Callable[[Parameter], None]] = []  # on_deferred_init
         self._trainer_ref: weakref.ref[Any] | None = None  # the Trainer, held weakly (see _trainer)
         self._data: list[torch.nn.Parameter] | None = None
         self._grad_req = "null"
@@ -260,6 +261,9 @@ class Parameter:
             )
         init, ctx_list, default_init = self._deferred
         self._init_impl(init, ctx_list, default_init)
+        callbacks, self._on_initialized = self._on_initialized, []
+        for callback in callbacks:
+            callback(self)
 
     def infer_shape(self, shape: Sequence[int]) -> None:
         """Fill unknown dimensions from ``shape`` and finish a pending deferred init."""
@@ -270,6 +274,18 @@ class Parameter:
     @property
     def is_initialized(self) -> bool:
         return self._data is not None
+
+    @property
+    def init_deferred(self) -> bool:
+        """Whether ``initialize`` was called and waits for the shape (known at the first forward)."""
+        return self._data is None and self._deferred is not None
+
+    def on_deferred_init(self, callback: Callable[[Parameter], None]) -> None:
+        """Call ``callback(self)`` once, right after the pending deferred initialization (every rank
+        of a job runs the same forward pass: ``horovod.broadcast_parameters`` broadcasts there)."""
+        if not self.init_deferred:
+            raise MXNetError(f"Parameter {self.name!r} has no deferred initialization pending")
+        self._on_initialized.append(callback)
 
     # MXNet code reads these private fields; they are views of this parameter's state
     @property
@@ -374,8 +390,7 @@ class Parameter:
         raises an error (a ``RuntimeError``) before anything changes.
         """
         trainer = self._trainer
-        if trainer is not None and trainer._kv_initialized and trainer._update_on_kvstore \
-                and not any(self is q for q in trainer._params_to_init):
+        if trainer is not None and trainer.updated_in_store(self):
             trainer._reset_kvstore()
         src = torch.as_tensor(data)
         if self._data is None:
@@ -394,6 +409,26 @@ class Parameter:
             for d in self._data:
                 d.copy_(src)
 
+    def replace_data(self, data: torch.Tensor | Sequence[torch.Tensor]) -> None:
+        """Give this parameter a value of a new shape, on the contexts it lives on: one tensor
+        (copied to each context) or one per context.  For code that reshapes a model (pruning's
+        compaction, tensor-parallel shards); :meth:`set_data` keeps the shape."""
+        ctx = list(self.list_ctx())
+        self._check()
+        tensors = [data.to(c.torch_device) for c in ctx] if isinstance(data, torch.Tensor) else list(data)
+        if len(tensors) != len(ctx) or len({tuple(t.shape) for t in tensors}) != 1:
+            raise MXNetError(f"Parameter {self.name!r}: replace_data needs one tensor, or one per context "
+                             f"({len(ctx)}) all of one shape, got {[tuple(t.shape) for t in tensors]}")
+        self._shape = tuple(tensors[0].shape)
+        self._set_copies(tensors, ctx)
+
+    def release_data(self) -> None:
+        """Drop this parameter's value on every context; its shape and dtype stay (a pipeline rank
+        keeps only its own stages' weights).  It reads as not initialized until it is given one."""
+        self._data = None
+        self._deferred = None
+        self._sync_owners()
+
     def zero_grad(self) -> None:
         """Reset gradients to zero (needed between steps with ``grad_req='add'``)."""
         if self._data is None:
@@ -407,10 +442,15 @@ class Parameter:
 
     # ---- row-sparse access ---------------------------------------------------------------
     @property
-    def _trainer(self) -> Any:
-        """The Trainer that updates this parameter, or None (MXNet's attribute; held weakly)."""
+    def trainer(self) -> Any:
+        """The ``gluon.Trainer`` that updates this parameter (the latest one created with it), or None."""
         ref = self._trainer_ref
         return ref() if ref is not None else None
+
+    @property
+    def _trainer(self) -> Any:
+        """MXNet's attribute for :attr:`trainer` (held weakly)."""
+        return self.trainer
 
     def _set_trainer(self, trainer: Any) -> None:
         """Remember the Trainer that updates this parameter (``None``: forget it).

@@ -175,6 +175,18 @@ class ParameterDict(MutableMapping[str, Parameter]):
                 out._params[k] = v
         return out
 
+    def state_dict(self) -> dict[str, torch.Tensor]:
+        """{name: value} of every initialized parameter (the mean of its copies, on the CPU): the
+        :class:`~mxtorch.stateful.Stateful` protocol."""
+        return {k: p._reduce() for k, p in self._params.items() if p.is_initialized}
+
+    def load_state_dict(self, state_dict: Mapping[str, torch.Tensor], strict: bool = True) -> None:
+        """Load a :meth:`state_dict` by name into every context (shapes and dtypes checked before
+        anything changes; parameters waiting for their shape are initialized).  ``strict=False``
+        keeps the parameters it lacks and skips names this dict does not have."""
+        load_named(dict(self._params), state_dict, "the state dict", allow_missing=not strict,
+                   ignore_extra=not strict)
+
     def save(self, filename: str, strip_prefix: str = "", format: str | None = None) -> None:
         """Save every parameter under its name, less ``strip_prefix`` (MXNet's legacy naming), in
         MXNet's NDArray format unless ``format='safetensors'`` or the name ends in ``.safetensors``."""

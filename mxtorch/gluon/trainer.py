@@ -14,6 +14,7 @@ from .. import optimizer as opt
 from ..base import MXNetError
 from ..checkpoint_io import atomic_write_bytes
 from ..context import Context
+from ..kvstore.base import update_on_kvstore_from_env
 from ..profiler import span
 from . import _trainer_states as states_io
 from .parameter import Parameter, as_parameters
@@ -66,14 +67,6 @@ class StaleGradientError(MXNetError, UserWarning):
 
 _BIG_LOCAL_PARAM = 1024 * 1024 * 16
 """MXNet: a 'local' store with a parameter above this many elements updates on the contexts."""
-
-
-def _env_update_on_kvstore() -> bool:
-    raw = os.environ.get("MXNET_UPDATE_ON_KVSTORE", "1").strip()
-    if raw not in ("0", "1"):
-        raise MXNetError(f"MXNET_UPDATE_ON_KVSTORE={raw!r} is not understood: set it to 1 (stores that can "
-                         "run the optimizer do, the default) or 0 (every context updates its own copy)")
-    return raw == "1"
 
 
 def _row_sparse_grad(p: Parameter, d: torch.Tensor) -> torch.Tensor:
@@ -186,6 +179,63 @@ class Trainer:
                                 f"(see gluon.trainer.UpdateHook), got {type(hook).__name__}")
         self._update_hook = hook
 
+    # MXNet scripts read these attributes of an AMP trainer: views of the update hook named 'amp'
+    @property
+    def _amp_loss_scaler(self) -> Any:
+        hook = self._update_hook
+        return getattr(hook, "scaler", None) if hook is not None and hook.name == "amp" else None
+
+    @property
+    def _amp_last_overflow(self) -> bool:
+        hook = self._update_hook
+        return hook is not None and hook.name == "amp" and bool(getattr(hook, "last_overflow", False))
+
+    @property
+    def kvstore(self) -> kvs.KVStoreBase | None:
+        """The KVStore this Trainer reduces through, or None: none chosen yet (a store is set up at
+        creation for a distributed store whose parameters are initialized, else at the first
+        ``step``/``update``/``allreduce_grads``), or none used (one context in one process)."""
+        return self._kvstore
+
+    @property
+    def update_on_kvstore(self) -> bool | None:
+        """Whether the store runs the optimizer (MXNet's ``update_on_kvstore``, as decided by the
+        rules in the class docstring); None until the store is set up and when no store is used."""
+        return self._update_on_kvstore
+
+    @property
+    def gradient_scale(self) -> float:
+        """The factor ``step`` multiplies ``1/batch_size`` by to get the optimizer's ``rescale_grad``
+        (the optimizer's ``rescale_grad`` when the Trainer was created); settable, e.g. by
+        ``horovod.DistributedTrainer``, which averages over workers through it."""
+        return self._scale
+
+    @gradient_scale.setter
+    def gradient_scale(self, scale: float) -> None:
+        self._scale = float(scale)
+
+    def gradient_copies(self) -> list[tuple[Parameter, list[torch.Tensor | None]]]:
+        """This worker's gradients: for each initialized parameter the Trainer updates (``grad_req``
+        not 'null'), its gradient on each of its contexts, None where backward computed none."""
+        return [(p, [d.grad for d in p._data]) for p in self._params
+                if p._grad_req != "null" and p._data is not None]
+
+    def updated_in_store(self, param: Parameter) -> bool:
+        """Whether the KVStore holds ``param``'s weight and applies the optimizer to it (so a new
+        local value would be overwritten by the next pull)."""
+        return bool(self._kv_initialized and self._update_on_kvstore
+                    and not any(param is q for q in self._params_to_init))
+
+    def optimizer_state(self, param: Parameter) -> list[Any]:
+        """The optimizer's state of ``param`` on each of its contexts (momentum, Adam's moments;
+        None before the first update or for stateless optimizers), the objects the optimizer
+        updates: changing them in place changes the next update.  Empty while the KVStore runs the
+        optimizer (its states are the store's: ``save_states`` reaches them)."""
+        idx = self._param2idx.get(id(param))
+        if idx is None:
+            raise MXNetError(f"parameter {getattr(param, 'name', param)!r} is not updated by this Trainer")
+        return [u.states.get(idx) for u in self._updaters]
+
     # ---- set-up ----------------------------------------------------------------------
     def _init_distributed_early(self) -> None:
         # A distributed store must give every worker rank 0's weights before the first forward
@@ -257,7 +307,7 @@ class Trainer:
                 upd = arg
         else:
             kv = self._dense_store(spec)
-            upd = kv is not None and _env_update_on_kvstore() and kvs.capable(kv, cap.OPTIMIZER)
+            upd = kv is not None and update_on_kvstore_from_env() and kvs.capable(kv, cap.OPTIMIZER)
             if kv is not None and spec == "local" and upd:
                 biggest = max((p._check()[0].numel() for p in self._params if p._data is not None),
                               default=0)
@@ -352,7 +402,7 @@ class Trainer:
             self._optimizer.rescale_grad = self._scale / batch_size
             self._ensure_kvstore()
             if self._update_hook is None or self._hook_allows_reduce():
-                self._allreduce_grads()
+                self.reduce_gradients()
             if self._update_hook is None or self._run_update_hook(ignore_stale_grad):
                 self._update(ignore_stale_grad)
 
@@ -363,7 +413,7 @@ class Trainer:
             raise TrainerUsageError("allreduce_grads() is not available while the KVStore updates the "
                                     "parameters: create the Trainer with update_on_kvstore=False")
         if self._update_hook is None or self._hook_allows_reduce():
-            self._allreduce_grads()
+            self.reduce_gradients()
 
     def update(self, batch_size: int, ignore_stale_grad: bool = False) -> None:
         """Apply the optimizer to already reduced gradients (after ``allreduce_grads``)."""
@@ -377,8 +427,7 @@ class Trainer:
 
     def _hook_allows_reduce(self) -> bool:
         assert self._update_hook is not None
-        grads = [d.grad for p in self._params if p._grad_req != "null" and p._data is not None
-                 for d in p._data if d.grad is not None]
+        grads = [g for _, gs in self.gradient_copies() for g in gs if g is not None]
         return bool(self._update_hook.before_reduce(self, grads))
 
     def _run_update_hook(self, ignore_stale_grad: bool) -> bool:
@@ -419,7 +468,11 @@ class Trainer:
             out.append((i, p))
         return out
 
-    def _allreduce_grads(self) -> None:
+    def reduce_gradients(self) -> None:
+        """Sum this worker's gradients over its contexts and the workers through the KVStore (none
+        without a store or while the store updates): the reduction ``step`` and ``allreduce_grads``
+        run after the update hook's ``before_reduce``.  Subclasses that reduce another way
+        (``horovod.DistributedTrainer``) override it."""
         kv = self._kvstore
         if kv is None or self._update_on_kvstore:
             return
@@ -535,7 +588,15 @@ class Trainer:
         atomic_write_bytes(fname, self._dump_states())
 
     def _dump_states(self) -> bytes:
-        """The bytes :meth:`save_states` writes (``mxtorch.checkpoint`` stores them too)."""
+        return states_io.encode(self._states())
+
+    def state_dict(self) -> dict[str, Any]:
+        """The trainer's states as a state dict (tensors and plain values; what :meth:`save_states`
+        writes with ``torch.save``): the optimizer's, this worker's compression residuals and the
+        update hook's.  Not collective."""
+        return states_io.to_state_dict(self._states())
+
+    def _states(self) -> states_io.TrainerStates:
         self._ensure_kvstore()
         if self._update_on_kvstore:
             assert self._kvstore is not None
@@ -545,12 +606,11 @@ class Trainer:
         compressor = self._compressor()
         kv = self._kvstore
         hook = self._update_hook
-        states = states_io.TrainerStates(
+        return states_io.TrainerStates(
             optimizer=blob,
             compression=None if compressor is None else states_io.compression_section(
                 compressor, kv.rank if kv is not None else 0, kv.num_workers if kv is not None else 1),
             hooks={} if hook is None else {hook.name: hook.state_dict()})
-        return states_io.encode(states)
 
     def load_states(self, fname: str, strict: bool = True) -> None:
         """Load states saved by :meth:`save_states` (never unpickles; older files holding only the
@@ -566,13 +626,22 @@ class Trainer:
         self._ensure_kvstore()
         with open(fname, "rb") as f:
             raw = f.read()
-        self._restore_states(raw, fname, strict)
+        self._apply_states(states_io.decode(raw, fname), repr(fname), strict, worker_local=True)
 
-    def _restore_states(self, raw: bytes, source: str, strict: bool = True) -> None:
-        """:meth:`load_states` from the file's bytes (``source`` names them in errors)."""
+    def load_state_dict(self, state_dict: Mapping[str, Any], strict: bool = True,
+                        worker_local: bool = True) -> None:
+        """Load a :meth:`state_dict` (the rules of :meth:`load_states`).  ``worker_local=False``
+        (a job resumed with another number of workers) leaves out what belongs to one worker:
+        compression residuals start empty."""
+        self._apply_states(states_io.from_state_dict(state_dict, "the trainer state dict"),
+                           "the trainer state dict", strict, worker_local)
+
+    def _apply_states(self, states: states_io.TrainerStates, source: str, strict: bool,
+                      worker_local: bool) -> None:
         self._ensure_kvstore()
-        states = states_io.decode(raw, source)
         compressor = self._compressor()
+        if not worker_local:
+            states.compression = None
         hooks = {} if self._update_hook is None else {self._update_hook.name: self._update_hook}
         kv = self._kvstore
         restore_comp, restore_hooks = states_io.check_restorable(
@@ -585,9 +654,9 @@ class Trainer:
                 u.set_states(states.optimizer)
             self._optimizer = self._updaters[0].optimizer
         self._optimizer.param_dict = dict(enumerate(self._params))
-        if compressor is not None and states.compression is not None:
+        if compressor is not None and (states.compression is not None or not worker_local):
             if restore_comp:
-                compressor.load_state_dict(states.compression["state"])
+                compressor.load_state_dict(states.compression["state"])  # type: ignore[index]
             else:  # strict=False: another worker's (or compressor's) residuals are not this one's
                 compressor.reset()
         for name in restore_hooks:

@@ -64,6 +64,7 @@ from ._basics import (
 )
 from ._codec import ObjectDecodingError, ObjectEncodingError
 from ._compression import Compression, Compressor, FP16Compressor, NoneCompressor
+from ._distributed_trainer import DistributedOptimizer, DistributedTrainer, broadcast_parameters
 from ._errors import CollectiveMismatchError, HorovodError, NotInitializedError
 from ._objects import allgather_object, broadcast_object
 from ._ops import (
@@ -85,7 +86,6 @@ from ._ops import (
     grouped_allreduce_,
     reducescatter,
 )
-from ._trainer import DistributedOptimizer, DistributedTrainer, broadcast_parameters
 
 __all__ = [
     # set-up and topology

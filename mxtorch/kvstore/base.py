@@ -12,6 +12,7 @@ import abc
 import builtins
 import enum
 import inspect
+import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -21,7 +22,8 @@ from ..base import MXNetError
 from ..registry import Registry
 
 __all__ = ["KVStoreBase", "KVStoreError", "Capability", "Key", "Value", "register", "register_factory",
-           "create", "registered_names", "is_registered", "capable"]
+           "create", "registered_names", "is_registered", "capable", "UPDATE_ON_KVSTORE_ENV",
+           "update_on_kvstore_from_env"]
 
 Key = int | str
 Value = torch.Tensor | Sequence[torch.Tensor]
@@ -257,3 +259,16 @@ def create(name: str | KVStoreBase = "local", **kwargs: Any) -> KVStoreBase:
 
 
 KVStoreBase.kv_registry = _REGISTRY
+
+
+UPDATE_ON_KVSTORE_ENV = "MXNET_UPDATE_ON_KVSTORE"
+"""MXNet's switch: 1 (default) a store that can run the optimizer does; 0 every context updates."""
+
+
+def update_on_kvstore_from_env() -> bool:
+    """:data:`UPDATE_ON_KVSTORE_ENV` read (gluon's Trainer and the symbolic Module both follow it)."""
+    raw = os.environ.get(UPDATE_ON_KVSTORE_ENV, "1").strip()
+    if raw not in ("0", "1"):
+        raise KVStoreError(f"{UPDATE_ON_KVSTORE_ENV}={raw!r} is not understood: set it to 1 (stores that can "
+                           "run the optimizer do, the default) or 0 (every context updates its own copy)")
+    return raw == "1"

@@ -20,13 +20,13 @@ import torch
 
 from .. import initializer as _init
 from .. import kvstore as _kvs
+from .. import nd as nd_io  # nd.save / nd.load
 from .. import optimizer as _opt
 from ..base import MXNetError
 from ..checkpoint_io import atomic_write_bytes
 from ..context import Context, cpu
-from ..kvstore.base import Capability, KVStoreBase
+from ..kvstore.base import Capability, KVStoreBase, update_on_kvstore_from_env
 from ..model_files import load_checkpoint
-from ..nd import _io as nd_io
 from ..symbol import Symbol
 from .base_module import BaseModule
 from .executor_group import DataParallelExecutorGroup, as_descs
@@ -45,13 +45,7 @@ def _names(names: Any) -> list[str]:
 def _create_kvstore(
     kvstore: Any, num_device: int, arg_params: Mapping[str, torch.Tensor]
 ) -> tuple[KVStoreBase | None, bool]:
-    raw = os.environ.get("MXNET_UPDATE_ON_KVSTORE", "1").strip()
-    if raw not in ("0", "1"):
-        raise MXNetError(
-            f"MXNET_UPDATE_ON_KVSTORE={raw!r} is not understood: set it to 1 (the store runs "
-            "the optimizer, default) or 0 (the workers do)"
-        )
-    update_on_kvstore = raw == "1"
+    update_on_kvstore = update_on_kvstore_from_env()
     kv: KVStoreBase | None
     if kvstore is None:
         kv = None

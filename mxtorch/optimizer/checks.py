@@ -74,3 +74,8 @@ def _check_step_lr(who: str, lr: float, index: Any) -> None:
     """Raise ValueError unless ``lr > 0``: ``who``'s update rule divides by the learning rate."""
     if lr <= 0.0:
         raise ValueError(f"{who} divides by the learning rate; got learning rate {lr!r} for index {index!r}")
+
+
+# the checks lr schedulers share with the optimizers (another package: public names)
+check_real = _check_real
+check_int = _check_int

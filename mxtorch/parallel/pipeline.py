@@ -25,6 +25,7 @@ import torch
 import torch.distributed as dist
 
 from .. import autograd
+from .._dtype import to_torch_dtype
 from ..amp.amp import LossScalingHook
 from ..amp.amp import is_initialized as amp_is_initialized
 from ..base import MXNetError
@@ -44,6 +45,14 @@ SCHEDULES = ("gpipe", "1f1b", "interleaved", "zero_bubble")
 _DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.float64, torch.int64, torch.int32,
            torch.uint8, torch.int8, torch.bool)
 _MAX_DIMS = 8
+
+
+def _mean_of_copies(p: Parameter) -> torch.Tensor:
+    """The value saved for ``p``: the mean of its copies (equal unless updated apart), on the CPU."""
+    data = p.list_data()
+    if len(data) == 1:
+        return data[0].detach().cpu()
+    return torch.stack([d.detach().cpu() for d in data]).mean(0).to(data[0].dtype)
 
 
 class _Stage(torch.nn.Module):
@@ -66,11 +75,11 @@ class _Stage(torch.nn.Module):
         return x
 
     def named_gluon_params(self) -> dict[str, Parameter]:
-        from ..gluon.block import _structural_params
+        from ..gluon.block import params_by_path
 
         out: dict[str, Parameter] = {}
         for path, u in zip(self.paths, self.units):
-            out.update(_structural_params(u, path))
+            out.update(params_by_path(u, path))
         return out
 
 
@@ -100,8 +109,8 @@ def _fingerprint(named: dict[str, Parameter]) -> torch.Tensor:
     s = int.from_bytes(hashlib.blake2b(desc, digest_size=7).digest(), "little")
     h = hashlib.blake2b(digest_size=7)
     for p in named.values():
-        if p._data is not None:
-            h.update(p._data[0].detach().to("cpu", torch.float64).contiguous().numpy().tobytes())
+        if p.is_initialized:
+            h.update(p.list_data()[0].detach().to("cpu", torch.float64).contiguous().numpy().tobytes())
     v = int.from_bytes(h.digest(), "little")
     return torch.tensor([s, v], dtype=torch.int64)
 
@@ -190,7 +199,7 @@ class PipelineNet:
         self._check_no_sharing()
         self._release_others(units, bounds)
         first = next(iter(self._own_params().values()), None)
-        have = first is not None and first._data is not None
+        have = first is not None and first.is_initialized
         self.device = first.data().device if have else torch.device("cpu")  # type: ignore[union-attr]
         self.tp_plan = plan
         self._shards: dict[int, ShardInfo] = {}
@@ -233,7 +242,8 @@ class PipelineNet:
 
     def param_bytes(self) -> int:
         """Bytes of parameters this rank holds."""
-        return sum(d.numel() * d.element_size() for p in self._own_params().values() for d in (p._data or []))
+        return sum(d.numel() * d.element_size() for p in self._own_params().values() if p.is_initialized
+                   for d in p.list_data())
 
     def __repr__(self) -> str:
         return (f"PipelineNet({type(self.net).__name__}, dp={self.cfg.dp}, pp={self.cfg.pp}, "
@@ -282,11 +292,11 @@ class PipelineNet:
             dist.broadcast(costs, src=0)
             return costs.tolist()
         # no sample: parameter counts (a layer without parameters counts as a small one)
-        from ..gluon.block import _structural_params
+        from ..gluon.block import params_by_path
 
         out = []
         for u in units:
-            n = sum(math.prod(p.shape or ()) for p in _structural_params(u.block).values() if p.shape)
+            n = sum(math.prod(p.shape or ()) for p in params_by_path(u.block).values() if p.shape)
             out.append(float(max(n, 1)))
         return out
 
@@ -309,12 +319,11 @@ class PipelineNet:
     def _release_others(self, units: list[Unit], bounds: list[tuple[int, int]]) -> None:
         """Drop the data of other stages' parameters (their shapes stay): the memory is this rank's share."""
         own = {id(p) for p in self._own_params().values()}
-        self._shapes = {name: (tuple(p.shape or ()), p._dtype) for _, name, p in self._full_meta}
+        self._shapes = {name: (tuple(p.shape or ()), to_torch_dtype(p.dtype))
+                        for _, name, p in self._full_meta}
         for _, _, p in self._full_meta:
-            if id(p) not in own and p._data is not None:
-                p._data = None
-                p._deferred = None
-                p._sync_owners()
+            if id(p) not in own and p.is_initialized:
+                p.release_data()
 
     def _own_params(self) -> dict[str, Parameter]:
         """This rank's stages' parameters by attribute path (the same objects for the job's life)."""
@@ -495,7 +504,7 @@ class PipelineNet:
             total[0] = float(sum(float(v.detach()) for v in losses)) / self._loss_scale
             total[1] = n
         if amp_hook is not None:  # every rank of the job skips the step if any rank overflowed
-            grads = [d.grad for p in self._own_params().values() for d in (p._data or [])
+            grads = [d.grad for p in self._own_params().values() if p.is_initialized for d in p.list_data()
                      if d.grad is not None]
             flag = torch.tensor([float(amp_hook.scaler.has_overflow(grads))], dtype=torch.float64)
             dist.all_reduce(flag)
@@ -560,7 +569,7 @@ class PipelineNet:
         if self.mesh.dp_rank == 0:  # whole tensors of this rank's stages (tensor-parallel shards gathered)
             for s, name, p in order:
                 if s in self._modules:
-                    t = p._reduce().detach().cpu()
+                    t = _mean_of_copies(p)
                     info = self._shards.get(id(p))
                     whole[name] = gather_full(t, info, self.mesh.tp_group) if info is not None else t
         if world == 0:

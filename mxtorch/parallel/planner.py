@@ -245,15 +245,15 @@ def profile_layers(units: Sequence[Unit], sample: torch.Tensor, repeats: int = 5
     parameter bytes.  Times are the fastest of ``repeats`` (the least disturbed by other work), on
     the whole sample and on a quarter of it: the difference gives the per-sample cost, the rest is
     the per-call overhead that a small micro-batch still pays."""
-    from ..gluon.block import _structural_params
+    from ..gluon.block import params_by_path
 
     n = max(int(sample.shape[0]), 1)
     small = max(n // 4, 1)
     out: list[LayerCost] = []
     x = sample
     for u in units:
-        params = [p for p in _structural_params(u.block).values() if p._data is not None]
-        skip = {d.untyped_storage().data_ptr() for p in params for d in p._data or []}
+        params = [p for p in params_by_path(u.block).values() if p.is_initialized]
+        skip = {d.untyped_storage().data_ptr() for p in params for d in p.list_data()}
         saved = _Saved(skip)
         f, b, y = _time_unit(u.block, x, repeats, saved)
         fixed = 0.0
@@ -267,7 +267,7 @@ def profile_layers(units: Sequence[Unit], sample: torch.Tensor, repeats: int = 5
         # checkpointing's own cost per call: checkpointed minus plain minus the recomputed forward
         cf, cb, _ = _time_unit(u.block, x[:small], repeats, None, ckpt=True)
         ckpt_fixed = max(0.0, cf + cb - fs - bs - fs)
-        pbytes = sum(d.numel() * d.element_size() for p in params for d in (p._data or [])[:1])
+        pbytes = sum(d.numel() * d.element_size() for p in params for d in p.list_data()[:1])
         seq = int(x.shape[0 if u.block._layout == "TNC" else 1]) if is_recurrent(u.block) else 0
         out.append(LayerCost(u.path, per_f, per_b, saved.total / n, y.numel() * y.element_size() / n,
                              int(pbytes), fixed, ckpt_fixed, seq))

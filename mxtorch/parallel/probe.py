@@ -169,7 +169,7 @@ def _probe_update(repeats: int = 3) -> float:
         net.add(nn.Dense(512, in_units=512, use_bias=False))
     net.initialize()
     tr = gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.0, "momentum": 0.9})
-    weights = [d for p in net.collect_params().values() for d in p._data or []]
+    weights = [d for p in net.collect_params().values() if p.is_initialized for d in p.list_data()]
     took = []
     for _ in range(repeats + 1):
         for w in weights:  # as a backward leaves them (the Trainer drops them after each step)

@@ -223,9 +223,7 @@ def check_plan(units: Sequence[Unit], plan: dict[str, str]) -> None:
 
 
 def _replace(param: Any, local: torch.Tensor) -> None:
-    ctx = list(param._ctx_list)
-    param._shape = tuple(local.shape)
-    param._set_copies([local.to(c.torch_device) for c in ctx], ctx)
+    param.replace_data(local)
 
 
 def _colwise_forward(self: Any, x: torch.Tensor) -> torch.Tensor:
@@ -341,7 +339,7 @@ def _shard_gates(u: Unit, mesh: Any, tp: int, rank: int) -> dict[int, ShardInfo]
         raise MXNetError(f"tp_plan: {u.path!r} ({type(block).__name__}) cannot be split by 'gates': it {why}")
     infos: dict[int, ShardInfo] = {}
     for p, dim, groups in gate_shards(block):
-        if p._data is None or not p.shape or 0 in p.shape:
+        if not p.is_initialized or not p.shape or 0 in p.shape:
             raise MXNetError(f"tp_plan: {u.path!r}: parameter {p.name!r} has no data yet (shape {p.shape}): "
                              "give the layer its input_size, or run one forward before parallelize")
         info = ShardInfo(tuple(p.shape), dim, tp, rank, groups=groups)

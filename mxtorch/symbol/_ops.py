@@ -21,8 +21,10 @@ import torch.nn.functional as F
 
 from .. import nd
 from ..base import MXNetError
-from ..nd import _norm
 from ..nd._nn import activation_fn
+from ..nd._norm import BatchNorm as nd_batch_norm
+from ..nd._norm import InstanceNorm as nd_instance_norm
+from ..nd._norm import LayerNorm as nd_layer_norm
 from ..nd._shape import concat as _nd_concat
 from ..nd._shape import split_v2 as _nd_split_v2
 from . import _custom, _loss, _rnn
@@ -208,7 +210,7 @@ def _bn_outputs(attrs: dict[str, Any]) -> list[str]:
 
 def _bn_run(ins: list[Any], attrs: dict[str, Any], train: bool) -> Any:
     kw = {k: v for k, v in attrs.items() if k in _BN_KEYS}
-    out, mean, var = _norm.BatchNorm(*ins, **{**kw, "output_mean_var": True, "training": train})
+    out, mean, var = nd_batch_norm(*ins, **{**kw, "output_mean_var": True, "training": train})
     # MXNet's 'var' output is the inverse standard deviation 1 / sqrt(var + eps), and no gradient
     # flows back through the mean and var outputs
     inv_std = torch.rsqrt(var.detach() + float(attrs.get("eps", 1e-3)))
@@ -235,7 +237,7 @@ _add(
 _add(
     OpDef(
         "LayerNorm",
-        _nd_run(_norm.LayerNorm),
+        _nd_run(nd_layer_norm),
         _always(["data", "gamma", "beta"]),
         param_shapes=_per_channel(["gamma", "beta"], -1),
     )
@@ -243,7 +245,7 @@ _add(
 _add(
     OpDef(
         "InstanceNorm",
-        _nd_run(_norm.InstanceNorm),
+        _nd_run(nd_instance_norm),
         _always(["data", "gamma", "beta"]),
         param_shapes=_per_channel(["gamma", "beta"], 1),
     )

@@ -161,7 +161,7 @@ def rand_sparse_ndarray(
     """A random sparse array and its parts: ``(rsp, (values, row_ids))`` for 'row_sparse' (rows kept
     with probability ``density``, or the rows ``rsp_indices``), ``(csr, (indptr, indices, data))``
     for 'csr' ('uniform' or 'powerlaw' ``distribution``). Values are uniform in [0, 1)."""
-    from ..nd import _sparse_storage as sp
+    from ..nd import sparse as sp
     from ..nd._creation import array
 
     ctx = ctx if ctx else default_context()

@@ -101,18 +101,16 @@ class DistributedTrainer(Trainer):
         super().__init__(params, optimizer, optimizer_params, kvstore=store, update_on_kvstore=False)
         # As Horovod: the average over ranks goes into the gradient scale, not into the reduced
         # sums (a plain gluon.Trainer sums, as MXNet does, and divides only by batch_size).
-        self._scale *= (self._predivide if self._own_reduction else 1.0) / world
+        self.gradient_scale *= (self._predivide if self._own_reduction else 1.0) / world
 
-    def _allreduce_grads(self) -> None:
+    def reduce_gradients(self) -> None:
         if not self._own_reduction:
-            super()._allreduce_grads()
+            super().reduce_gradients()
             return
         grads: list[tuple[list[torch.Tensor], torch.Tensor, Any]] = []
-        for p in self._params:
-            if p._grad_req == "null" or p._data is None:
-                continue
-            copies = [d.grad for d in p._data if d.grad is not None]
-            if len(copies) != len(p._data):
+        for _, all_copies in self.gradient_copies():
+            copies = [g for g in all_copies if g is not None]
+            if len(copies) != len(all_copies):
                 continue  # not part of this backward on this rank; step() reports it if it matters
             first = copies[0]
             for other in copies[1:]:  # several contexts in one process: sum them locally first
@@ -220,14 +218,7 @@ class DistributedOptimizer(opt.Optimizer):
 # ---- broadcast_parameters ------------------------------------------------------------------------
 def _broadcast_after_init(param: Parameter, root_rank: int, name: str) -> None:
     """Make ``param``'s deferred initialization end with a broadcast from ``root_rank``."""
-    original = param._init_impl
-
-    def init_then_broadcast(init: Any, ctx_list: Any, default_init: Any) -> None:
-        original(init, ctx_list, default_init)
-        del param._init_impl  # back to the class's method: broadcast once
-        _broadcast_copies([param.list_data()], root_rank, name)
-
-    param._init_impl = init_then_broadcast  # type: ignore[method-assign]
+    param.on_deferred_init(lambda p: _broadcast_copies([p.list_data()], root_rank, name))
 
 
 def _broadcast_copies(copies: Sequence[Sequence[torch.Tensor]], root_rank: int, name: str) -> None:
@@ -264,8 +255,8 @@ def broadcast_parameters(params: Mapping[str, Any], root_rank: int = 0, prefix: 
         value = params[key]
         name = f"{prefix}{key}"
         if isinstance(value, Parameter):
-            if value._data is None:
-                if value._deferred is None:
+            if not value.is_initialized:
+                if not value.init_deferred:
                     raise ValueError(
                         f"parameter {name!r} is not initialized: call net.initialize() before "
                         "broadcast_parameters"
