@@ -478,10 +478,10 @@ def _announce(info: WorldInfo) -> None:
 def _note_clock(info: WorldInfo) -> None:
     """Tell the profiler this rank and its clock against rank 0's, measured now that the job starts
     (``mxtorch trace merge`` aligns the ranks' traces with it)."""
-    from ..profiler import _process
+    from ..profiler._process import measure_collective_offset, set_identity
 
-    offset = _process.measure_collective_offset() if info.world_size > 1 else 0
-    _process.set_identity("worker", info.rank, info.world_size, offset)
+    offset = measure_collective_offset() if info.world_size > 1 else 0
+    set_identity("worker", info.rank, info.world_size, offset)
 
 
 def _start_time(pid: int) -> str:

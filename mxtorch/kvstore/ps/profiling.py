@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
 
-from ...profiler import _remote
 from ...profiler._process import set_identity
+from ...profiler._remote import ServerChannel, serve, set_server_channel
 from .protocol import Command, Message
 
 if TYPE_CHECKING:
@@ -46,7 +46,7 @@ def update_args(sh: KeyShard, grad: Any) -> dict[str, Any]:
 def on_profiler(server: _Served, identity: bytes | None, msg: Message) -> None:
     """PROFILER from a greeted worker: carry it out (:func:`mxtorch.profiler._remote.serve`), ACK."""
     server._worker(identity)
-    server._ack(identity, msg, meta=_remote.serve(msg.meta, server.rank))
+    server._ack(identity, msg, meta=serve(msg.meta, server.rank))
 
 
 def connect_worker(client: PSClient) -> None:
@@ -58,4 +58,4 @@ def connect_worker(client: PSClient) -> None:
         client.wait()
         return client.replies.pop(rid).meta or {}
 
-    _remote.set_server_channel(_remote.ServerChannel(client.rank, client.num_servers, ask))
+    set_server_channel(ServerChannel(client.rank, client.num_servers, ask))
