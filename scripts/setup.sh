@@ -10,7 +10,7 @@ PY=${PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
-.venv/bin/python -m pip install -q --disable-pip-version-check -c constraints-cpu.txt -e ".[test,viz,docs,image]"
+.venv/bin/python -m pip install -q --disable-pip-version-check -c constraints-cpu.txt -e ".[test,viz,docs,image,tensorboard]"
 if ! { command -v ip && command -v tc; } >/dev/null 2>&1 \
    && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
   if ! (apt-get install -y -qq iproute2 || (apt-get update -qq && apt-get install -y -qq iproute2)) >/dev/null 2>&1; then

@@ -90,7 +90,8 @@ def test_readme_is_the_front_door() -> None:
     first_block = readme.split("```bash\n", 1)[1].split("```", 1)[0].splitlines()
     assert [line.split("#")[0].strip() for line in first_block] == [
         "bash scripts/setup.sh && .venv/bin/mxtorch train", "bash scripts/test.sh"]
-    assert '".[test,viz,docs,image]"' in (ROOT / "scripts" / "setup.sh").read_text()  # docs tools, OpenCV
+    setup = (ROOT / "scripts" / "setup.sh").read_text()
+    assert '".[test,viz,docs,image,tensorboard]"' in setup  # docs tools, OpenCV, tensorboard
     targets = re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", readme)
     assert targets and all((ROOT / t).exists() for t in targets if "://" not in t), \
         [t for t in targets if "://" not in t and not (ROOT / t).exists()]

@@ -1,5 +1,6 @@
 """Contributed extensions outside MXNet 1.x's core API (``mxtorch.contrib.pruning``), and MXNet's
-``mx.contrib`` modules (``mxtorch.contrib.autograd``: the first autograd API).
+``mx.contrib`` modules (``mxtorch.contrib.autograd``: the first autograd API;
+``mxtorch.contrib.tensorboard``: LogMetricsCallback and a SummaryWriter taking NDArrays).
 
 Submodules load on first use: ``mx.contrib.autograd`` or ``from mxtorch.contrib import pruning``.
 """
@@ -9,7 +10,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-__all__ = ["pruning", "autograd"]
+__all__ = ["pruning", "autograd", "tensorboard"]
 
 
 def __getattr__(name: str) -> Any:
