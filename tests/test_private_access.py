@@ -32,10 +32,8 @@ _LAYER_INTERNALS = ("re-implements gluon layers (tensor-parallel shards, compact
                     "API for this belongs with the layers (as their symbol translations moved there)")
 ALLOWED: dict[str, tuple[frozenset[str], str]] = {
     # module path below mxtorch/: (the private names it may use, why)
-    "contrib/_pruning_compact.py": (
-        frozenset({"_Conv", "_Pool", "_GlobalPool", "_scale"}),
-        _LAYER_INTERNALS + "; _scale is BatchNorm's own switch, not the Trainer's field of that name"),
-    "parallel/tensor.py": (frozenset({"_Conv", "_CONV"}), _LAYER_INTERNALS),
+    "contrib/_pruning_compact.py": (frozenset({"_scale"}), "BatchNorm's own `scale` switch, read by "
+                                    "compaction to fold it: a Block field, not the Trainer's _scale"),
     "parallel/tp_loss.py": (frozenset({"_as_tensor", "_class_axis_loss_mean", "_norm_axis"}),
                             _LAYER_INTERNALS),
     "parallel/tp_rnn.py": (frozenset({"_RNNLayer", "_check_states"}), _LAYER_INTERNALS),

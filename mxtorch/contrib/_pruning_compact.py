@@ -16,25 +16,30 @@ from ..base import MXNetError
 from ..gluon import nn
 from ..gluon.block import Block
 from ..gluon.block_copy import deepcopy_block
-from ..gluon.nn.conv_layers import _Conv, _GlobalPool, _Pool
 from ..gluon.parameter import Parameter
 
 __all__ = ["compact", "compactable"]
 
 
+# gluon's public convolution layers (their private base is gluon's)
+_CONVS = (nn.Conv1D, nn.Conv2D, nn.Conv3D, nn.Conv1DTranspose, nn.Conv2DTranspose, nn.Conv3DTranspose)
+
 def _is_layer(block: Any) -> bool:
-    return isinstance(block, (nn.Dense, _Conv))
+    return isinstance(block, (nn.Dense, *_CONVS))
 
 
 def _channel_layer(block: Any) -> bool:
     """A layer whose output channels are dim 0 of its weight (plain convolutions and Dense)."""
-    return isinstance(block, nn.Dense) or (isinstance(block, _Conv) and not block._transpose
+    return isinstance(block, nn.Dense) or (isinstance(block, _CONVS) and not block._transpose
                                            and block._groups == 1)
 
 
 # Leaves that keep the channel axis and map a zero channel to zero (checked for activations).
 _ACTIVATIONS = (nn.Activation, nn.LeakyReLU, nn.ELU, nn.SELU, nn.GELU, nn.Swish)
-_CHANNELWISE = (*_ACTIVATIONS, nn.Dropout, _Pool, _GlobalPool, nn.Identity)
+_POOLS = (nn.MaxPool1D, nn.MaxPool2D, nn.MaxPool3D, nn.AvgPool1D, nn.AvgPool2D, nn.AvgPool3D,
+          nn.GlobalMaxPool1D, nn.GlobalMaxPool2D, nn.GlobalMaxPool3D, nn.GlobalAvgPool1D, nn.GlobalAvgPool2D,
+          nn.GlobalAvgPool3D)
+_CHANNELWISE = (*_ACTIVATIONS, nn.Dropout, *_POOLS, nn.Identity)
 # Functions a forward may call between layers that act on each element alone (f(0) is checked).
 _ELEMENTWISE = frozenset({"relu", "relu6", "leaky_relu", "elu", "selu", "gelu", "silu", "tanh", "hardtanh",
                           "dropout", "clone", "contiguous"})
@@ -260,7 +265,7 @@ def compact(net: Block, sample_input: torch.Tensor, strict: bool = False) -> Blo
     cuts: list[tuple[_Call, _Call, list[_Call], torch.Tensor]] = []
     for c, nxt, between in chains:  # decide every cut on the unchanged network first
         m = c.block
-        if isinstance(m, _Conv) and m._channels_last:
+        if isinstance(m, _CONVS) and m._channels_last:
             raise MXNetError(f"pruning.compact: {m.name} uses layout {m._layout}; only channels-first "
                              "layouts are compacted")
         dead = _dead_channels(m, between)
@@ -274,7 +279,7 @@ def compact(net: Block, sample_input: torch.Tensor, strict: bool = False) -> Blo
         _shrink(m.weight, 0, keep)
         if m.bias is not None:
             _shrink(m.bias, 0, keep)
-        if isinstance(m, _Conv):
+        if isinstance(m, _CONVS):
             m._channels = len(keep)
         else:
             m._units = len(keep)
@@ -292,7 +297,7 @@ def compact(net: Block, sample_input: torch.Tensor, strict: bool = False) -> Blo
         if isinstance(n, nn.Dense) and t.dim() > 2:
             inner = _spread(inner, t)
         _shrink(n.weight, 1, inner)
-        if isinstance(n, _Conv):
+        if isinstance(n, _CONVS):
             n._in_channels = len(inner)
         else:
             n._in_units = len(inner)

@@ -72,13 +72,13 @@ class ShardInfo:
 def _kind(block: Any) -> str | None:
     """'dense', 'conv' (channels first, groups=1, not transposed), 'embedding', 'rnn' or None."""
     from ..gluon import nn
-    from ..gluon.nn.conv_layers import _Conv
 
     if is_recurrent(block):
         return "rnn"
     if isinstance(block, nn.Dense):
         return "dense"
-    if isinstance(block, _Conv) and not block._transpose and not block._channels_last and block._groups == 1:
+    if isinstance(block, (nn.Conv1D, nn.Conv2D, nn.Conv3D)) and not block._transpose \
+            and not block._channels_last and block._groups == 1:
         return "conv"
     if isinstance(block, nn.Embedding) and not block._sparse_grad:
         return "embedding"
@@ -256,9 +256,10 @@ def _rowwise_forward(self: Any, x: torch.Tensor) -> torch.Tensor:
     return self._act_fn(out) if self._act_fn is not None else out
 
 
-def _conv(self: Any, x: torch.Tensor, bias: bool) -> torch.Tensor:
-    from ..gluon.nn.conv_layers import _CONV
+_CONV = {1: F.conv1d, 2: F.conv2d, 3: F.conv3d}
 
+
+def _conv(self: Any, x: torch.Tensor, bias: bool) -> torch.Tensor:
     b = self.bias.data() if bias and self.bias is not None else None
     return _CONV[self._ndim](x, self.weight.data(), b, self._strides, self._padding, self._dilation, 1)
 
