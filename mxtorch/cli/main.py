@@ -15,10 +15,10 @@ from collections.abc import Sequence
 
 from .._version import __version__
 from ..distributed.env import MXTORCH_DEBUG
-from . import cluster, launch, plan, server, trace, train
+from . import cluster, im2rec, launch, plan, server, trace, train
 
 _SUBCOMMANDS = {"launch": launch, "train": train, "scheduler": server, "server": server, "cluster": cluster,
-                "plan": plan, "trace": trace}
+                "plan": plan, "trace": trace, "im2rec": im2rec}
 _DEBUG_HELP = f"on an error, print its traceback too (also: {MXTORCH_DEBUG}=1)"
 
 
