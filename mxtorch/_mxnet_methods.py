@@ -65,10 +65,18 @@ class ElementCount(int):
 _TORCH_SIZE = torch._C.TensorBase.size
 
 
-def _element_count(self: torch.Tensor) -> ElementCount:
-    n = ElementCount(self.numel())
-    n._tensor = self
-    return n
+class _SizeAttribute:
+    """``x.size`` on an array: its :class:`ElementCount`; ``torch.Tensor.size`` on the class: torch's
+    own method, which torch's ``__torch_function__`` dispatch passes on as the function to call."""
+
+    __doc__ = "MXNet's element count; x.size() / x.size(d) are torch's."
+
+    def __get__(self, obj: torch.Tensor | None, objtype: Any = None) -> Any:
+        if obj is None:
+            return _TORCH_SIZE
+        n = ElementCount(obj.numel())
+        n._tensor = obj
+        return n
 
 
 def _nd(name: str) -> Callable[..., Any]:
@@ -230,7 +238,7 @@ def _rules() -> dict[str, Any]:
         return sort_by_keyword(self, *args, **kwargs)
 
     rules: dict[str, Any] = {
-        "size": property(_element_count, doc="MXNet's element count; x.size() / x.size(d) are torch's."),
+        "size": _SizeAttribute(),
         "__bool__": __bool__,
         "__truediv__": __truediv__,
         "__rtruediv__": __rtruediv__,

@@ -68,7 +68,7 @@ def test_env_switch_turns_the_mode_on_and_a_bad_value_is_refused() -> None:
 
 
 def test_switching_off_restores_torch_exactly(mxnet_mode: None) -> None:
-    assert torch.Tensor.__dict__["size"] is not None and isinstance(torch.Tensor.__dict__["size"], property)
+    assert type(torch.Tensor.__dict__["size"]).__name__ == "_SizeAttribute"
     ndarray_methods.set_mxnet_methods(False)
     assert not ndarray_methods.mxnet_methods_enabled()
     assert torch.Tensor.reshape is torch._C.TensorBase.reshape
@@ -91,6 +91,16 @@ def test_size_is_the_element_count_and_still_torch_callable(mxnet_mode: None) ->
     assert list(range(torch.zeros(3).size)) == [0, 1, 2]
     assert x.size / x.shape[0] == 12.0
     assert pickle.loads(pickle.dumps(x.size)) == 24 and type(pickle.loads(pickle.dumps(x.size))) is int
+
+
+def test_size_of_a_sparse_array_dispatches_to_torch(mxnet_mode: None) -> None:
+    # torch's __torch_function__ passes torch.Tensor.size on as the function: it must stay callable
+    assert torch.Tensor.size is torch._C.TensorBase.size
+    rsp = mx.nd.sparse.row_sparse_array((torch.ones(1, 3), torch.tensor([1])), shape=(4, 3))
+    assert rsp.size == 12 and rsp.size() == (4, 3)
+    w = torch.ones(2, 3, requires_grad=True)
+    (w * 2).backward(torch.ones(2, 3))  # autograd calls grad.size() on the head gradient
+    assert w.grad.tolist() == [[2.0] * 3] * 2
 
 
 def test_reshape_codes(mxnet_mode: None) -> None:
