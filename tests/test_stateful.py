@@ -205,3 +205,44 @@ def test_update_on_kvstore_env_is_read_in_one_place(monkeypatch):
         update_on_kvstore_from_env()
     monkeypatch.setenv("MXNET_UPDATE_ON_KVSTORE", "0")
     assert update_on_kvstore_from_env() is False
+
+
+class _Counter:
+    """A Stateful of the user's own: a tensor and a number."""
+
+    def __init__(self) -> None:
+        self.total = torch.zeros(3)
+        self.seen = 0
+
+    def state_dict(self):
+        return {"total": self.total, "seen": self.seen}
+
+    def load_state_dict(self, state):
+        self.total, self.seen = state["total"].clone(), int(state["seen"])
+
+
+def test_checkpoint_manager_keeps_any_stateful_by_name(tmp_path):
+    scaler, counter = LossScaler(init_scale=64.0), _Counter()
+    scaler.update_scale(True)  # an overflow halves the scale
+    counter.total += torch.tensor([1.0, 2.0, 3.0])
+    counter.seen = 7
+    with CheckpointManager(str(tmp_path), async_save=True) as mgr:
+        mgr.save(3, stateful={"scaler": scaler, "counter": counter})
+        counter.total += 100  # after save: not in the checkpoint
+        mgr.wait()
+        assert sorted(p.name for p in (tmp_path / "step-3").iterdir() if p.name.startswith("state.")) == \
+            ["state.counter.rank0.pt", "state.json", "state.scaler.rank0.pt"]
+        scaler2, counter2 = LossScaler(), _Counter()
+        assert mgr.restore(stateful={"scaler": scaler2, "counter": counter2}) == 3
+    assert scaler2.state_dict() == scaler.state_dict() and scaler2.loss_scale == 32.0
+    torch.testing.assert_close(counter2.total, torch.tensor([1.0, 2.0, 3.0]))
+    assert counter2.seen == 7
+    with CheckpointManager(str(tmp_path), async_save=False) as mgr:
+        with pytest.raises(mx.MXNetError, match="holds no state 'other'"):
+            mgr.restore(stateful={"other": _Counter()})
+        with pytest.raises(ValueError, match="stateful name"):
+            mgr.save(4, stateful={"../x": counter})
+        bad = _Counter()
+        bad.seen = object()  # type: ignore[assignment]
+        with pytest.raises(TypeError, match=r"stateful\['bad'\].state_dict\(\)\['seen'\] is a object"):
+            mgr.save(4, stateful={"bad": bad})

@@ -8,7 +8,7 @@ import re
 import threading
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import torch
@@ -17,7 +17,7 @@ from .. import bounded_json
 from .._closing import Closing
 from ..base import MXNetError
 from ..profiler import span
-from ..stateful import Stateful
+from ..stateful import Stateful, plain_state_problem
 from . import _state
 from ._rng import RNGState
 from ._storage import Storage
@@ -51,6 +51,24 @@ def _rng_file(rank: int) -> str:
 
 def _loader_file(rank: int) -> str:
     return f"loader.rank{rank}.json"
+
+
+_STATEFUL_NAME = re.compile(r"^[A-Za-z0-9_]{1,64}\Z")
+
+
+def _stateful_file(name: str, rank: int) -> str:
+    if not isinstance(name, str) or not _STATEFUL_NAME.match(name):
+        raise ValueError(f"CheckpointManager: a stateful name is 1-64 letters, digits or '_': {name!r:.80}")
+    return f"state.{name}.rank{rank}.pt"
+
+
+def _stateful_state(name: str, obj: Any) -> Any:
+    _require_stateful(**{f"stateful[{name!r}]": obj})
+    sd = obj.state_dict()
+    problem = plain_state_problem(sd, f"stateful[{name!r}].state_dict()")
+    if problem is not None:
+        raise TypeError(f"CheckpointManager.save: {problem}")
+    return sd
 
 
 def _done_file(rank: int) -> str:
@@ -191,16 +209,20 @@ class CheckpointManager(Closing):
         return True
 
     # ---- saving ----------------------------------------------------------------------
-    def save(self, step: int, net: Any = None, trainer: Any = None, loader: Any = None, **extra: Any) -> None:
+    def save(self, step: int, net: Any = None, trainer: Any = None, loader: Any = None, *,
+             stateful: Mapping[str, Any] | None = None, **extra: Any) -> None:
         """Checkpoint ``step``: ``net``'s parameters, ``trainer``'s states, ``loader``'s
-        position, every RNG, and ``extra`` (JSON-able values, given back as :attr:`extra`).
+        position, every RNG, each object of ``stateful`` (name -> any
+        :class:`~mxtorch.stateful.Stateful`: a Pruner, a LossScaler, ...; this rank's, in
+        ``state.<name>.rank<r>``) and ``extra`` (JSON-able values, given back as :attr:`extra`).
 
         The state is copied now; with ``async_save`` the files are written in the background
         (:meth:`wait` waits).  Saving a step that exists replaces it."""
         with span("checkpoint.save", step=step, rank=self.rank, async_save=self.async_save):
-            self._save(step, net, trainer, loader, extra)
+            self._save(step, net, trainer, loader, dict(stateful or {}), extra)
 
-    def _save(self, step: int, net: Any, trainer: Any, loader: Any, extra: dict[str, Any]) -> None:
+    def _save(self, step: int, net: Any, trainer: Any, loader: Any, stateful: dict[str, Any],
+              extra: dict[str, Any]) -> None:
         if isinstance(step, bool) or not isinstance(step, int) or step < 0:
             raise ValueError(f"step must be an int >= 0, got {step!r}")
         started = time.perf_counter()
@@ -219,6 +241,9 @@ class CheckpointManager(Closing):
             else:
                 warnings.warn(f"the loader {type(loader).__name__} has no state_dict(): its position is not "
                               "saved", stacklevel=2)
+        for name, obj in stateful.items():
+            blob_of = _state.encode_tensor_state(_stateful_state(name, obj))  # now: training changes it
+            files[_stateful_file(name, self.rank)] = lambda b=blob_of: b  # type: ignore[misc]
         rng_json = json.dumps(RNGState().state_dict()).encode()
         files[_rng_file(self.rank)] = lambda: rng_json
         if self.rank == 0:
@@ -226,7 +251,8 @@ class CheckpointManager(Closing):
                                      "lr_scheduler": _state.scheduler_state(trainer)}).encode()
             files[STATE] = lambda: state_json
         contents = {"net": net is not None, "trainer": trainer is not None,
-                    "loader": loader is not None and isinstance(loader, Stateful)}
+                    "loader": loader is not None and isinstance(loader, Stateful),
+                    "stateful": sorted(stateful)}
         self.wait()  # one save at a time; raises what the previous one raised
         self._seq += 1
         self._last_save = time.monotonic()
@@ -258,7 +284,7 @@ class CheckpointManager(Closing):
         except BaseException as err:  # kept for wait(): a thread has no caller to raise to
             self._error = (args[0], err)
 
-    def _write(self, step: int, seq: int, files: dict[str, Callable[[], bytes]], contents: dict[str, bool],
+    def _write(self, step: int, seq: int, files: dict[str, Callable[[], bytes]], contents: dict[str, Any],
                started: float) -> None:
         blocking = time.perf_counter() - started
         t0 = time.perf_counter()
@@ -446,7 +472,7 @@ class CheckpointManager(Closing):
 
     # ---- restoring -------------------------------------------------------------------
     def restore(self, net: Any = None, trainer: Any = None, loader: Any = None,
-                step: int | None = None) -> int:
+                step: int | None = None, *, stateful: Mapping[str, Any] | None = None) -> int:
         """Load the newest good checkpoint (or ``step``) into ``net``, ``trainer``, ``loader``
         and the RNGs; returns its step, 0 when there is none.
 
@@ -486,11 +512,11 @@ class CheckpointManager(Closing):
         if problems:
             warnings.warn("; ".join(problems) + f". Falling back to checkpoint step {got}, the newest "
                           "good one", stacklevel=2)
-        self._apply(*chosen, net=net, trainer=trainer, loader=loader)
+        self._apply(*chosen, net=net, trainer=trainer, loader=loader, stateful=dict(stateful or {}))
         return got
 
     def _apply(self, step: int, manifest: dict[str, Any], data: dict[str, bytes], net: Any, trainer: Any,
-               loader: Any) -> None:
+               loader: Any, stateful: dict[str, Any]) -> None:
         st, folder, r = self.storage, f"step-{step}", self.rank
         saved_world = manifest.get("world_size")
         same_world = saved_world == self.world_size
@@ -536,6 +562,14 @@ class CheckpointManager(Closing):
                               "the loader starts as it was built", stacklevel=3)
             else:
                 loader_state = load_json(_loader_file(r))
+        states = {}
+        for name, obj in stateful.items():
+            _require_stateful(**{f"stateful[{name!r}]": obj})
+            fname = _stateful_file(name, r)
+            if fname not in data:
+                raise CheckpointError(f"checkpoint step {step} holds no state {name!r} for rank {r} "
+                                      f"({source(fname)}): it was saved without stateful={{{name!r}: ...}}")
+            states[name] = _state.decode_tensor_state(data[fname], source(fname))
         rng = load_json(_rng_file(r)) if _rng_file(r) in data else None
         if rng is not None and not isinstance(rng, dict):
             raise CheckpointError(f"{source(_rng_file(r))} is not an RNG state file (not a JSON object)")
@@ -549,6 +583,8 @@ class CheckpointManager(Closing):
                 _load_from_file(trainer, trainer_state, source(trainer_name), strict=False,
                                  worker_local=False)
             _state.restore_scheduler(trainer, state.get("lr_scheduler"), source(STATE))
+        for name, sd in states.items():
+            _load_from_file(stateful[name], sd, source(_stateful_file(name, r)))
         if loader_state is not None:
             loader.load_state_dict(loader_state)
         if rng is not None:
