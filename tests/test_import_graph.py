@@ -29,7 +29,7 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("training parts", ["optimizer", "lr_scheduler", "initializer", "metric"]),
     ("stores", ["kvstore"]),
     ("Gluon", ["gluon"]),
-    ("symbolic training", ["module", "model", "model_files", "callback", "io"]),
+    ("symbolic training", ["module", "model", "model_files", "callback", "io", "image.image_iter"]),
     ("checkpoints", ["checkpoint"]),
     ("elastic jobs", ["elastic"]),
     ("integrations", ["amp", "horovod"]),
