@@ -97,3 +97,16 @@ def test_image_record_dataset_with_two_loader_workers() -> None:
     assert seen_labels == [h[1] for h in EXPECTED["images"]]
     for i, px in enumerate(seen_pixels):
         np.testing.assert_array_equal(px.numpy(), transforms.CenterCrop(4)(ds[i][0]).numpy())
+
+
+def test_image_record_dataset_split_between_two_workers() -> None:
+    from mxtorch.gluon.data import SplitSampler
+
+    ds = ImageRecordDataset(str(DATA / "images.rec")).transform_first(transforms.CenterCrop(4))
+    parts = []
+    for part in range(2):
+        sampler = SplitSampler(len(ds), num_parts=2, part_index=part, shuffle=True, seed=7)
+        parts.append([float(v) for _, labels in DataLoader(ds, batch_size=2, sampler=sampler, num_workers=2)
+                      for v in labels])
+    assert not set(parts[0]) & set(parts[1])
+    assert sorted(parts[0] + parts[1]) == [h[1] for h in EXPECTED["images"]]

@@ -111,3 +111,23 @@ def test_bad_arguments_and_corrupt_files(tmp_path: Path) -> None:
     it = mx.io.ImageRecordIter(path_imgrec=str(junk), data_shape=SHAPE, batch_size=1)
     with pytest.raises(MXNetError, match=r"junk\.rec: record at offset 0: cannot decode"):
         it.next()
+
+
+def test_module_fit_and_a_gluon_loop_train_from_it() -> None:
+    it = mx.io.ImageRecordIter(path_imgrec=REC, data_shape=SHAPE, batch_size=4, scale=1 / 255)
+    data = mx.sym.Variable("data")
+    net = mx.sym.SoftmaxOutput(mx.sym.FullyConnected(mx.sym.Flatten(data), num_hidden=10), name="softmax")
+    mod = mx.mod.Module(net, data_names=["data"], label_names=["softmax_label"])
+    mod.fit(it, num_epoch=5, optimizer="sgd", optimizer_params={"learning_rate": 0.5}, eval_metric="acc")
+    assert mod.score(it, "acc")[0][1] > 0.3  # ten images, ten labels: memorised well above chance
+    dense = mx.gluon.nn.Dense(10)
+    dense.initialize()
+    trainer = mx.gluon.Trainer(dense.collect_params(), "sgd", {"learning_rate": 0.1})
+    loss_fn = mx.gluon.loss.SoftmaxCrossEntropyLoss()
+    it.reset()
+    for batch in it:
+        with mx.autograd.record():
+            loss = loss_fn(dense(batch.data[0].reshape(4, -1)), batch.label[0])
+        loss.backward()
+        trainer.step(4)
+    assert dense.weight.grad() is not None
