@@ -11,7 +11,7 @@ import importlib
 import os as _os
 from typing import Any
 
-from . import _aliases, autograd
+from . import _aliases, _logging, autograd
 from ._version import __version__
 from .base import DeferredInitializationError, MXNetError
 from .context import Context, cpu, cpu_pinned, current_context, gpu, num_gpus
@@ -29,6 +29,8 @@ def _tensor_methods_wanted() -> bool:
     raise ValueError(f"MXTORCH_TENSOR_METHODS={raw!r} is not understood: set it to 1 (add MXNet's NDArray "
                      "methods to torch.Tensor, the default) or 0 (leave torch.Tensor untouched)")
 
+
+_logging.install()  # the rank in every record, MXTORCH_LOG_LEVEL
 
 if _tensor_methods_wanted():
     from . import ndarray_methods as _ndarray_methods

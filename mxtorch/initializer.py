@@ -315,7 +315,7 @@ class Load(Initializer):
             with torch.no_grad():
                 arr.copy_(src)
             if self.verbose:
-                print(f"Initialized {name} by loading")
+                logging.info("Initialized %s by loading", name)  # as MXNet logs it
             return
         if self.default_init is None:
             raise ValueError(
@@ -323,7 +323,7 @@ class Load(Initializer):
             )
         self.default_init(desc, arr)
         if self.verbose:
-            print(f"Initialized {name} by default")
+            logging.info("Initialized %s by default", name)
 
 
 @register

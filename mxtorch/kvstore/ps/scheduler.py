@@ -37,13 +37,13 @@ from __future__ import annotations
 
 import logging
 import secrets
-import sys
 import time
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import zmq
 
+from ..._logging import install as install_logging
 from ..base import KVStoreError
 from . import protocol as P
 from .config import PSConfig, listen_host, warn_unauthenticated
@@ -59,8 +59,9 @@ _CHALLENGES = 1024  # unanswered challenges kept (a flood of REGISTERs evicts th
 _CHALLENGE_TTL_S = 30.0  # a node answers its challenge in milliseconds
 
 
-def _log(text: str) -> None:
-    print(f"mxtorch ps scheduler: {text}", file=sys.stderr, flush=True)
+def _log(text: str, level: int = logging.WARNING) -> None:
+    """A line of the scheduler's log (INFO: the job's life cycle; WARNING: what went wrong)."""
+    _logger.log(level, "%s", text)
 
 
 @dataclass
@@ -293,7 +294,8 @@ class Scheduler:
                 "mode": self.mode, "servers": layout, "token": self.token,
                 "local_rank": same_host.index(n), "local_size": len(same_host)}))
         self.running = True
-        _log(f"job started: {cfg.num_servers} server(s), {cfg.num_workers} worker(s), dist_{self.mode}")
+        _log(f"job started: {cfg.num_servers} server(s), {cfg.num_workers} worker(s), dist_{self.mode}",
+             logging.INFO)
 
     def _missing(self, servers: list[_Node], workers: list[_Node]) -> str:
         parts = []
@@ -412,7 +414,8 @@ class Scheduler:
         node.incarnation = old.incarnation + 1
         self.servers[rank] = node
         self.by_identity[node.identity] = node
-        _log(f"server {rank} rejoins (pid {node.info.get('pid')} on {node.info.get('host')}), on port {port}")
+        _log(f"server {rank} rejoins (pid {node.info.get('pid')} on {node.info.get('host')}), on port {port}",
+             logging.INFO)
         self._assign(node, restart=True, port=port)
 
     # ---- 3-6: the running job -----------------------------------------------------------------
@@ -640,7 +643,7 @@ class Scheduler:
         if self.failures:
             _log("job ended after failures: " + "; ".join(self.failures))
             return 1
-        _log("job finished: every worker shut down, servers stopped")
+        _log("job finished: every worker shut down, servers stopped", logging.INFO)
         return 0
 
 
@@ -671,4 +674,5 @@ def run_scheduler(config: PSConfig) -> int:
     """Run the scheduler of a parameter-server job until the workers finish; return the exit status."""
     if config.role != "scheduler":
         raise KVStoreError(f"run_scheduler needs DMLC_ROLE=scheduler, got {config.role!r}")
+    install_logging(default_level=logging.INFO)  # a role process logs its job's life cycle
     return Scheduler(config).run()

@@ -57,7 +57,6 @@ from __future__ import annotations
 
 import logging
 import secrets
-import sys
 import time
 from collections.abc import Callable
 from typing import Any, cast
@@ -65,6 +64,7 @@ from typing import Any, cast
 import torch
 import zmq
 
+from ..._logging import install as install_logging
 from ...profiler import span
 from ...profiler._process import set_identity
 from ..base import Key, KVStoreError
@@ -91,7 +91,7 @@ _logger = logging.getLogger("mxtorch.kvstore.ps.server")
 
 
 def _log(text: str) -> None:
-    print(f"mxtorch ps server: {text}", file=sys.stderr, flush=True)
+    _logger.warning("%s", text)
 
 
 class ParameterServer:
@@ -669,4 +669,5 @@ def run_server(config: PSConfig) -> int:
     """Run one parameter server until the scheduler stops it; return the process exit status."""
     if config.role != "server":
         raise KVStoreError(f"run_server needs DMLC_ROLE=server, got {config.role!r}")
+    install_logging(default_level=logging.INFO)  # a role process logs its job's life cycle
     return ParameterServer(config).run()
