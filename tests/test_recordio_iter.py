@@ -131,3 +131,27 @@ def test_module_fit_and_a_gluon_loop_train_from_it() -> None:
         loss.backward()
         trainer.step(4)
     assert dense.weight.grad() is not None
+
+
+def test_prefetching_changes_nothing_but_timing() -> None:
+    import random
+
+    runs = []
+    for prefetch in (1, 4):
+        random.seed(11)
+        it = mx.io.ImageRecordIter(path_imgrec=REC, data_shape=(3, 5, 5), batch_size=3, rand_crop=True,
+                                   rand_mirror=True, preprocess_threads=3, prefetch_buffer=prefetch)
+        epochs = []
+        for _ in range(2):
+            epochs.append(_batches(it))
+            it.reset()
+        it.reset()  # mid-epoch resets with batches in flight must not leak them
+        it.next()
+        it.reset()
+        epochs.append(_batches(it))
+        runs.append(epochs)
+        it.close()
+    for a, b in zip(*runs, strict=True):
+        assert [(x[0], x[1]) for x in a] == [(x[0], x[1]) for x in b]
+        for x, y in zip(a, b, strict=True):
+            np.testing.assert_array_equal(x[2], y[2])

@@ -14,7 +14,8 @@ As MXNet 1.9.1's iterator (checked against it on tests/data/recordio):
   that from the start again.  ``round_batch=False``: the last batch's tail repeats its first
   records and ``pad`` counts them (MXNet 1.9.1 leaves that memory unset and reports pad 0).
 
-Decoding and augmentation run on ``preprocess_threads`` threads (OpenCV releases the GIL);
+Decoding and augmentation run on ``preprocess_threads`` threads (OpenCV releases the GIL),
+``prefetch_buffer`` batches ahead of the caller;
 records are read with positioned reads, so threads share one file descriptor.  The shuffle
 order comes from ``seed`` (and the epoch), not MXNet's generator.
 """
@@ -23,7 +24,8 @@ from __future__ import annotations
 
 import os
 import random
-from concurrent.futures import ThreadPoolExecutor
+from collections import deque
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -37,7 +39,7 @@ from .base import DataBatch, DataDesc, NativeBatchIter, check_kwargs
 __all__ = ["ImageRecordIter"]
 
 # accepted for MXNet compatibility: they tune MXNet's native prefetcher or augmenters not built here
-_IGNORED_KWARGS = ("prefetch_buffer", "ctx", "verbose", "path_imglist", "shuffle_chunk_size",
+_IGNORED_KWARGS = ("ctx", "verbose", "path_imglist", "shuffle_chunk_size",
                    "shuffle_chunk_seed", "max_random_scale", "min_random_scale", "max_rotate_angle",
                    "max_aspect_ratio", "max_shear_ratio", "random_h", "random_s", "random_l", "fill_value",
                    "pad", "mean_img", "mean_a", "std_a", "max_random_illumination", "max_random_contrast")
@@ -71,8 +73,9 @@ class ImageRecordIter(NativeBatchIter):
                  round_batch: bool = True, rand_crop: bool = False, rand_mirror: bool = False,
                  resize: int = -1, mean_r: float = 0.0, mean_g: float = 0.0, mean_b: float = 0.0,
                  std_r: float = 1.0, std_g: float = 1.0, std_b: float = 1.0, scale: float = 1.0,
-                 preprocess_threads: int = 4, dtype: str = "float32", data_name: str = "data",
-                 label_name: str = "softmax_label", inter_method: int = 1, **kwargs: Any) -> None:
+                 preprocess_threads: int = 4, prefetch_buffer: int = 4, dtype: str = "float32",
+                 data_name: str = "data", label_name: str = "softmax_label", inter_method: int = 1,
+                 **kwargs: Any) -> None:
         check_kwargs("ImageRecordIter", kwargs, _IGNORED_KWARGS)
         self.path_imgrec = os.fspath(path_imgrec)
         if not os.path.isfile(self.path_imgrec):
@@ -105,6 +108,8 @@ class ImageRecordIter(NativeBatchIter):
         label_shape = (self.batch_size,) if self.label_width == 1 else (self.batch_size, self.label_width)
         self.provide_data = [DataDesc(data_name, (self.batch_size, *self.data_shape), np.dtype(dtype))]
         self.provide_label = [DataDesc(label_name, label_shape, np.float32)]
+        self.prefetch_buffer = max(1, int(prefetch_buffer))
+        self._pending: deque[tuple[list[Future[tuple[np.ndarray, np.ndarray]]], int, int]] = deque()
         self._epoch, self._resume = 0, 0
         self.reset()
 
@@ -118,30 +123,60 @@ class ImageRecordIter(NativeBatchIter):
         return sorted(index.idx.values())
 
     def reset(self) -> None:
+        self._drain()
         order = np.arange(len(self._offsets))
         if self.shuffle:
             np.random.default_rng([self.seed, self._epoch]).shuffle(order)
         self._epoch += 1
         self._order = order
         self._cursor, self._resume = self._resume, 0
+        # one draw per epoch: the augmentation of each image does not depend on prefetch_buffer
+        self._epoch_seed, self._planned = random.getrandbits(63), 0
         self.current_batch = None
 
-    def iter_next(self) -> bool:
+    def _plan(self) -> tuple[list[int], int, int] | None:
+        """The next batch's record positions, pad, and where the next epoch starts; None at the end."""
         n = len(self._order)
         if self._cursor >= n:
-            return False
-        take = list(self._order[self._cursor:self._cursor + self.batch_size])
+            return None
+        take = [int(i) for i in self._order[self._cursor:self._cursor + self.batch_size]]
         self._cursor += len(take)
-        pad = self.batch_size - len(take)
+        pad, resume = self.batch_size - len(take), 0
         if pad and self.round_batch:
-            wrap = [self._order[i % n] for i in range(pad)]
-            self._resume = pad % n  # MXNet's loader starts the next epoch after the wrapped records
-            take += wrap
+            resume = pad % n  # MXNet's loader starts the next epoch after the wrapped records
+            take += [int(self._order[i % n]) for i in range(pad)]
         elif pad:
             take += [take[i % len(take)] for i in range(pad)]
-        seeds = [random.getrandbits(32) for _ in take]  # per image, so threads draw reproducibly
+        return take, pad, resume
+
+    def _schedule(self) -> None:
+        # keep prefetch_buffer batches decoding while the caller trains on the current one
+        while len(self._pending) < self.prefetch_buffer:
+            plan = self._plan()
+            if plan is None:
+                return
+            take, pad, resume = plan
+            seeds = [self._epoch_seed ^ ((self._planned + j) * 0x9E3779B97F4A7C15) for j in range(len(take))]
+            self._planned += len(take)
+            futures = [self._pool.submit(self._load, self._offsets[i], seed)
+                       for i, seed in zip(take, seeds, strict=True)]
+            self._pending.append((futures, pad, resume))
+
+    def _drain(self) -> None:
+        while self._pending:
+            for f in self._pending.popleft()[0]:
+                if not f.cancel():
+                    f.exception()  # wait for one already running; its error belongs to no batch now
+
+    def iter_next(self) -> bool:
+        self._schedule()
+        if not self._pending:
+            return False
+        futures, pad, resume = self._pending.popleft()
+        self._resume = resume
         with torch.profiler.record_function("mxtorch/io/ImageRecordIter.batch"):
-            samples = list(self._pool.map(self._load, [self._offsets[i] for i in take], seeds))
+            samples = [f.result() for f in futures]
+        self._schedule()
         data = torch.from_numpy(np.stack([s[0] for s in samples]))
         label = torch.from_numpy(np.stack([s[1] for s in samples]))
         self.current_batch = DataBatch([data], [label], pad=pad)
@@ -188,6 +223,7 @@ class ImageRecordIter(NativeBatchIter):
     def close(self) -> None:
         """Stops the decode threads and closes the file."""
         if getattr(self, "_fd", None) is not None:
+            self._drain()
             self._pool.shutdown(wait=True)
             os.close(self._fd)
             self._fd = None  # type: ignore[assignment]
