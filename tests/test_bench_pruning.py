@@ -11,7 +11,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
-@pytest.mark.timeout(120)
+@pytest.mark.timeout(600)
 def test_small_run(tmp_path):
     spec = importlib.util.spec_from_file_location("bench_pruning", ROOT / "bench" / "pruning.py")
     assert spec is not None and spec.loader is not None

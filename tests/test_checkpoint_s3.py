@@ -83,7 +83,7 @@ def steps(net, trainer, n: int) -> None:
         trainer.step(4)
 
 
-@pytest.mark.timeout(120)
+@pytest.mark.timeout(600)
 def test_manager_round_trip_and_corrupt_file_on_s3(s3_env):
     uri = f"s3://mxtorch-ckpt/{uuid.uuid4().hex}"
     net, trainer = make(0)

@@ -106,7 +106,7 @@ def test_the_membership_line_names_who_left_and_who_joined():
     assert describe_change(None, ["a0"], **kw).startswith("membership: 1 workers (a0=rank0); starting")
 
 
-@pytest.mark.timeout(120)
+@pytest.mark.timeout(600)
 def test_a_rendezvous_that_never_completes_says_what_is_missing():
     store = host_store("127.0.0.1", None)
     job = ElasticJob(run_id="lonely-run", min_workers=2, max_workers=3, command=[PY, "-c", "pass"],

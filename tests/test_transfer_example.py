@@ -41,7 +41,7 @@ def write_idx(folder: Path, prefix: str, n: int, seed: int) -> None:
         f.write(struct.pack(">II", 2049, n) + labels.tobytes())
 
 
-@pytest.mark.timeout(120)
+@pytest.mark.timeout(600)
 def test_tiny_run(tmp_path, capsys):
     mnist = tmp_path / "mnist"
     mnist.mkdir()
