@@ -45,9 +45,10 @@ def main() -> None:
     own = _read("/proc/self/cmdline") + _read(f"/proc/{os.getppid()}/cmdline")
     say(f"role={label} secret={digest} in_argv={bool(secret) and secret in own}")
     done = os.environ["SECRET_TEST_DONE"]
-    if role != "worker":
+    if role != "worker" or (os.environ.get("RANK") != "0" and secret):
         # stay until worker 0 has scanned /proc (it writes SECRET_TEST_DONE); generous, because the
-        # workers' torchrun may start long after the scheduler and servers on a busy machine
+        # workers' torchrun may start long after the scheduler and servers on a busy machine; the
+        # other workers stay too (a CI run's scan missed worker 1, which had already ended)
         deadline = time.monotonic() + 300
         while not os.path.exists(done) and time.monotonic() < deadline:
             time.sleep(0.05)
