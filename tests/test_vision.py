@@ -263,31 +263,35 @@ def test_cifar100_binary(tmp_path: Path) -> None:
 def test_image_folder_dataset(tmp_path: Path) -> None:
     for cls in ("dog", "cat"):
         (tmp_path / cls).mkdir()
-    (tmp_path / "cat" / "a.png").write_bytes(b"")
+    (tmp_path / "cat" / "a.PNG").write_bytes(b"")
     (tmp_path / "dog" / "b.jpg").write_bytes(b"")
     (tmp_path / "dog" / "notes.txt").write_text("not an image")
+    (tmp_path / "loose.jpg").write_bytes(b"")
     with pytest.warns(UserWarning, match="notes.txt"):
-        ds = ImageFolderDataset(str(tmp_path))
+        ds = ImageFolderDataset(str(tmp_path) + "/")
     assert ds.synsets == ["cat", "dog"] and len(ds) == 2
-    assert ds.items == [(str(tmp_path / "cat" / "a.png"), 0), (str(tmp_path / "dog" / "b.jpg"), 1)]
-    try:
-        import PIL  # noqa: F401
-    except ImportError:
-        with pytest.raises(MXNetError, match="Pillow"):
-            ds[0]
+    # MXNet's paths: os.path.join(root, folder, file) with root as given
+    assert ds.items == [(f"{tmp_path}/cat/a.PNG", 0), (f"{tmp_path}/dog/b.jpg", 1)]
+    with pytest.raises(MXNetError, match="b.jpg"):  # an empty file: the error names it
+        ds[1]
     with pytest.raises(MXNetError, match="not a folder"):
         ImageFolderDataset(str(tmp_path / "missing"))
 
 
-def test_image_folder_decodes_with_pillow(tmp_path: Path) -> None:
-    image_mod = pytest.importorskip("PIL.Image")
+def test_image_folder_decodes_with_opencv(tmp_path: Path) -> None:
+    cv2 = pytest.importorskip("cv2")
     (tmp_path / "c").mkdir()
-    pixels = np.arange(2 * 3 * 3, dtype=np.uint8).reshape(2, 3, 3)
-    image_mod.fromarray(pixels).save(tmp_path / "c" / "x.png")
+    rgb = np.arange(2 * 3 * 3, dtype=np.uint8).reshape(2, 3, 3) * 7
+    cv2.imwrite(str(tmp_path / "c" / "x.png"), rgb[:, :, ::-1])  # OpenCV writes BGR
     img, label = ImageFolderDataset(str(tmp_path))[0]
-    assert label == 0 and torch.equal(img, torch.from_numpy(pixels))
+    assert label == 0 and img.dtype == torch.uint8 and torch.equal(img, torch.from_numpy(rgb))
     gray, _ = ImageFolderDataset(str(tmp_path), flag=0)[0]
-    assert gray.shape == (2, 3, 1)
+    # MXNet 1.9.1's mx.image.imread(path, 0) of this file (libpng's gray, not cvtColor's: 6, 27, ...)
+    expected = np.array([[5, 26, 47], [68, 89, 110]], dtype=np.uint8)
+    assert gray.shape == (2, 3, 1) and torch.equal(gray[:, :, 0], torch.from_numpy(expected))
+    scaled = ImageFolderDataset(str(tmp_path), transform=lambda x, y: (x.float() / 255, y + 1))
+    x, y = scaled[0]
+    assert y == 1 and torch.allclose(x, torch.from_numpy(rgb).float() / 255)
 
 
 # ---------------------------------------------------------------------------- transforms

@@ -337,10 +337,12 @@ _IMAGE_EXTS = (".jpg", ".jpeg", ".png")
 
 class ImageFolderDataset(Dataset):
     """Images in class folders: ``root/<class>/<image>``; a sample is ``(image, label)`` with
-    the image a uint8 ``(H, W, C)`` tensor (3 channels for ``flag=1``, 1 for ``flag=0``) and the
-    label the index of its folder in :attr:`synsets` (sorted folder names).
-
-    Decoding needs Pillow (``pip install pillow``); listing the files does not.
+    the image a uint8 ``(H, W, C)`` tensor (3 RGB channels for ``flag=1``, 1 gray for ``flag=0``),
+    decoded by :func:`mxtorch.image.imread` (OpenCV, as MXNet's), and the label the index of its
+    folder in :attr:`synsets` (the sorted folder names).  :attr:`items` lists ``(path, label)``
+    pairs, each path ``os.path.join(root, folder, file)`` as MXNet's; files whose extension is not
+    ``.jpg``/``.jpeg``/``.png`` (any case) and files directly in ``root`` are skipped with a warning.
+    ``transform(image, label)`` is applied when given.
     """
 
     def __init__(
@@ -349,48 +351,47 @@ class ImageFolderDataset(Dataset):
         flag: int = 1,
         transform: Callable[[Any, Any], Any] | None = None,
     ) -> None:
-        self._root = Path(root).expanduser()
-        if not self._root.is_dir():
-            raise MXNetError(f"ImageFolderDataset: root {str(self._root)!r} is not a folder")
+        self._root = os.path.expanduser(os.fspath(root))
+        if not os.path.isdir(self._root):
+            raise MXNetError(f"ImageFolderDataset: root {self._root!r} is not a folder")
         if flag not in (0, 1):
             raise ValueError(f"flag must be 0 (grayscale) or 1 (colour), got {flag!r}")
         if transform is not None and not callable(transform):
             raise TypeError(f"transform must be callable or None, got {transform!r}")
         self._flag = flag
         self._transform = transform
-        self._exts = _IMAGE_EXTS
+        self._exts = list(_IMAGE_EXTS)
         self.synsets: list[str] = []
         self.items: list[tuple[str, int]] = []
-        for folder in sorted(p for p in self._root.iterdir()):
-            if not folder.is_dir():
-                warnings.warn(f"ImageFolderDataset: ignoring {folder}, which is not a folder", stacklevel=2)
+        for folder in sorted(os.listdir(self._root)):
+            path = os.path.join(self._root, folder)
+            if not os.path.isdir(path):
+                warnings.warn(f"ImageFolderDataset: ignoring {path}, which is not a folder", stacklevel=2)
                 continue
             label = len(self.synsets)
-            self.synsets.append(folder.name)
-            for f in sorted(folder.iterdir()):
-                if f.suffix.lower() not in self._exts:
+            self.synsets.append(folder)
+            for name in sorted(os.listdir(path)):
+                filename = os.path.join(path, name)
+                if os.path.splitext(filename)[1].lower() not in self._exts:
                     warnings.warn(
-                        f"ImageFolderDataset: ignoring {f}: its extension is not one of {self._exts}",
+                        f"ImageFolderDataset: ignoring {filename}: its extension is not one of "
+                        f"{', '.join(self._exts)}",
                         stacklevel=2,
                     )
                     continue
-                self.items.append((str(f), label))
+                self.items.append((filename, label))
 
     def __len__(self) -> int:
         return len(self.items)
 
     def _decode(self, path: str) -> torch.Tensor:
+        from ....image import imread
+        from ....image.codec import ImageDecodeError
+
         try:
-            from PIL import Image
-        except ImportError:
-            raise MXNetError(
-                f"ImageFolderDataset needs Pillow to decode {path!r}; install it with `pip install pillow`"
-            ) from None
-        with Image.open(path) as im:
-            arr = np.asarray(im.convert("RGB" if self._flag == 1 else "L"), dtype=np.uint8)
-        if arr.ndim == 2:
-            arr = arr[:, :, None]
-        return torch.from_numpy(arr.copy())
+            return imread(path, self._flag)
+        except (ImageDecodeError, OSError) as e:
+            raise MXNetError(f"ImageFolderDataset: cannot read image {path!r}: {e}") from None
 
     def __getitem__(self, idx: int) -> Any:
         path, label = self.items[idx]
@@ -401,4 +402,4 @@ class ImageFolderDataset(Dataset):
 
     def __repr__(self) -> str:
         n, k = len(self.items), len(self.synsets)
-        return f"ImageFolderDataset({str(self._root)!r}, {n} images, {k} classes)"
+        return f"ImageFolderDataset({self._root!r}, {n} images, {k} classes)"
