@@ -28,13 +28,14 @@ from __future__ import annotations
 import logging
 import os
 import secrets
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import torch
 from torch.profiler import record_function
 
-from ..base import KVStoreError
+from ..base import Key, KVStoreError
 from . import protocol as P
+from .config import PSConfig
 from .key_requests import init_slice
 from .optimizer_spec import apply_hyper, build_optimizer, build_scheduler, describe_scheduler
 from .protocol import Command, Flag, Message
@@ -44,10 +45,7 @@ from .slice_optimizer import SliceOptimizer
 from .snapshot import pack_shards, read_snapshot, snapshot_path, state_tensors, unpack_shards, write_snapshot
 from .wal import WalRecord, WriteAheadLog, read_wal, wal_path
 
-if TYPE_CHECKING:
-    from .server import ParameterServer
-
-__all__ = ["ServerJournal"]
+__all__ = ["ServerJournal", "JournaledServer"]
 
 _logger = logging.getLogger("mxtorch.kvstore.ps.recovery")
 _SliceId = tuple[Any, int]
@@ -55,10 +53,31 @@ _MIN_LOG_BYTES = 256 << 20
 _LOG_SNAPSHOTS = 8  # a log may hold this many snapshots' worth of bytes before it is compacted
 
 
+class JournaledServer(Protocol):
+    """What a :class:`ServerJournal` needs of the ParameterServer it records (the server imports
+    this module; a protocol here, not an import of the server, keeps the two out of a cycle)."""
+
+    config: PSConfig
+    rank: int
+    mode: str
+    num_workers: int
+    shards: dict[tuple[Key, int], KeyShard]
+    updater: SliceOptimizer | None
+    group_updaters: dict[str, SliceOptimizer]
+
+    def updater_of(self, sh: KeyShard) -> SliceOptimizer | None: ...
+
+    def set_updater(self, prefix: str | None, updater: SliceOptimizer) -> None: ...
+
+    def require_updater(self, prefix: str | None) -> SliceOptimizer: ...
+
+    def replay_push(self, sh: KeyShard, worker: int, grad: torch.Tensor | Rows, seq: int) -> None: ...
+
+
 class ServerJournal:
     """A server's snapshot and write-ahead log (see the module docstring)."""
 
-    def __init__(self, server: ParameterServer) -> None:
+    def __init__(self, server: JournaledServer) -> None:
         self.server = server
         self.wal: WriteAheadLog | None = None
         self.updates = 0  # updates since the last snapshot
