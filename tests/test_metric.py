@@ -191,6 +191,28 @@ def test_perplexity_with_ignore_label() -> None:
     assert plain.get()[1] == pytest.approx(expected_all)
 
 
+def test_log_metrics_round_as_mxnet_in_the_prediction_dtype() -> None:
+    # MXNet takes the logs of float32 predictions in float32 and sums them in float32 (a
+    # compensated sum: the exact sum rounded once); only then does Python's float take over.
+    # By hand: p = 0.8, 0.8, 1.0 -> the batch loss is -(2 * float32(log 0.8)) in float32.
+    probs = torch.tensor([[0.8, 0.2], [0.2, 0.8], [0.0, 1.0]])
+    labels = torch.tensor([0, 1, 1])
+    log08 = np.log(np.float32(0.8))  # float32 arithmetic, as MXNet's
+    batch = float(-(log08 + log08 + np.float32(0.0)))
+    ppl = metric.Perplexity(ignore_label=None)
+    ppl.update([labels], [probs])
+    assert ppl.get()[1] == math.exp(batch / 3)
+    # float64 logs give another double: the rule is visible at this precision
+    assert math.exp(-2 * math.log(float(np.float32(0.8))) / 3) != math.exp(batch / 3)
+    ce = metric.CrossEntropy(eps=0.0)
+    ce.update([labels], [probs])
+    assert ce.get()[1] == batch / 3
+    # float64 predictions keep float64 logs
+    ppl64 = metric.Perplexity(ignore_label=None)
+    ppl64.update([labels], [probs.double()])
+    assert ppl64.get()[1] == math.exp(-2 * math.log(float(np.float32(0.8))) / 3)
+
+
 def test_perplexity_class_axis_1() -> None:
     logits = torch.randn(2, 5, 3, generator=torch.Generator().manual_seed(0))
     probs = torch.softmax(logits, dim=1)  # (B, C, T)

@@ -90,6 +90,17 @@ def _acc_float(x: torch.Tensor) -> torch.Tensor:
     return x.to(torch.float32 if x.device.type == "mps" else torch.float64)
 
 
+def _batch_sum(x: torch.Tensor) -> torch.Tensor:
+    """The sum of ``x`` in ``x``'s own float dtype, as MXNet's ``nd.sum`` gives it to its metrics.
+
+    MXNet sums with compensated (Kahan) steps in the array's dtype, so its float32 total is the
+    exact sum rounded to float32: accumulated here in the widest float, then rounded to the dtype.
+    Metrics that MXNet computes on float32 arrays then agree with it (and with numpy's float32
+    arithmetic) bit for bit, instead of being more precise than the reference.
+    """
+    return _acc_float(x).sum().to(x.dtype)
+
+
 def _acc_value(x: Scalar) -> Scalar:
     """Normalise a per-batch value for accumulation: integer tensors → int64, float tensors → widest."""
     if not isinstance(x, torch.Tensor):

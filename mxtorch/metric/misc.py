@@ -12,8 +12,8 @@ from .base import (
     Arrays,
     EvalMetric,
     Scalar,
-    _acc_float,
     _as_list,
+    _batch_sum,
     _NamedMetric,
     _on_device_of,
     _py,
@@ -23,6 +23,12 @@ from .base import (
 )
 
 __all__ = ["CrossEntropy", "NegativeLogLikelihood", "Perplexity", "Loss", "Torch", "Caffe"]
+
+
+def _in_float(prob: torch.Tensor) -> torch.Tensor:
+    # MXNet takes logs in the predictions' own float dtype (float32 mostly): the per-batch loss
+    # then rounds as MXNet's does; integer predictions become float32, MXNet's default dtype
+    return prob if prob.is_floating_point() else prob.to(torch.float32)
 
 
 def _picked_probabilities(label: torch.Tensor, pred: torch.Tensor, what: str) -> torch.Tensor:
@@ -61,8 +67,8 @@ class CrossEntropy(EvalMetric):
     def update(self, labels: Arrays, preds: Arrays) -> None:
         labels_l, preds_l = check_label_shapes(labels, preds, wrap=True)
         for label, pred in zip(labels_l, preds_l):
-            prob = _acc_float(_picked_probabilities(label, pred, type(self).__name__))
-            self._accumulate((-torch.log(prob + self.eps)).sum(), prob.numel())
+            prob = _in_float(_picked_probabilities(label, pred, type(self).__name__))
+            self._accumulate(_batch_sum(-torch.log(prob + self.eps)), prob.numel())
 
 
 @register
@@ -115,13 +121,13 @@ class Perplexity(EvalMetric):
                 )
             flat_label = _on_device_of(label, pred).reshape(-1)
             index = flat_label.to(torch.int64).clamp(0, max(classes - 1, 0))
-            prob = _acc_float(rows.reshape(-1, classes).gather(1, index.unsqueeze(1)).squeeze(1))
+            prob = _in_float(rows.reshape(-1, classes).gather(1, index.unsqueeze(1)).squeeze(1))
             count: Scalar = prob.numel()
             if self.ignore_label is not None:
                 ignore = flat_label == self.ignore_label
                 count = prob.numel() - ignore.sum()
                 prob = torch.where(ignore, torch.ones_like(prob), prob)
-            self._accumulate(-torch.log(prob.clamp_min(1e-10)).sum(), count)
+            self._accumulate(-_batch_sum(torch.log(prob.clamp_min(1e-10))), count)
 
     def _finish(self, sum_metric: Scalar, num_inst: Scalar, local: bool) -> float:
         num = _py(num_inst)
