@@ -59,7 +59,18 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--model", default=d.model, help="model-zoo name (lenet, mlp, resnet18_v1, ...)")
     p.add_argument("--dataset", default=d.dataset, choices=DATASETS)
     p.add_argument("--data-root", default=d.data_root,
-                   help="folder with the data set's standard files (idx / CIFAR binary)")
+                   help="folder with the data set's standard files (idx / CIFAR binary); imagefolder: "
+                        "DIR/<class>/<image> (every tenth image held out) or DIR/train/... and DIR/val/...")
+    p.add_argument("--data-train", default=d.data_train, metavar="FILE.rec",
+                   help="imagerecord: the training .rec file (its .idx beside it), e.g. from mxtorch im2rec")
+    p.add_argument("--data-val", default=d.data_val, metavar="FILE.rec",
+                   help="imagerecord: the validation .rec")
+    p.add_argument("--data-shape", default=d.data_shape, metavar="C,H,W",
+                   help="imagerecord/imagefolder: the crop each image is cut to (default 3,224,224; "
+                        "C=1: gray)")
+    p.add_argument("--num-classes", type=int, default=d.num_classes,
+                   help="imagerecord/imagefolder: classes of the output layer (default: the class folders, "
+                        "or 1 + the largest label in --data-train)")
     p.add_argument("--epochs", type=int, default=d.epochs)
     p.add_argument("--batch-size", type=int, default=d.batch_size, help="global batch size")
     p.add_argument("--optimizer", default=d.optimizer)

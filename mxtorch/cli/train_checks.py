@@ -33,6 +33,7 @@ def check_train_config(cfg: TrainConfig) -> None:
     is loaded, built or written (a probe file is created and removed)."""
     from .train_data import parse_contexts
     from .train_extras import check_checkpointing, check_pruning_and_transfer
+    from .train_images import check_image_flags
 
     for name, low in _AT_LEAST.items():
         value = getattr(cfg, name)
@@ -49,6 +50,7 @@ def check_train_config(cfg: TrainConfig) -> None:
     _check_combinations(cfg)
     if cfg.data_root is not None and not os.path.isdir(cfg.data_root):
         raise SystemExit(f"--data-root {cfg.data_root}: no such folder")
+    check_image_flags(cfg)
     check_writable_folder("--output", cfg.output)
     if cfg.checkpoint_dir is not None:
         _check_checkpoint_location(cfg.checkpoint_dir)

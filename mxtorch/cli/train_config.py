@@ -12,7 +12,7 @@ from typing import Any
 __all__ = ["COMPRESSIONS", "DATASETS", "PRUNE_METHODS", "PRUNE_SCOPES", "TWO_BIT_RESIDUAL_LIMIT",
            "TrainConfig", "compression_params", "config_from_args", "launched_world_size"]
 
-DATASETS = ("fashion-mnist", "mnist", "cifar10", "cifar100")
+DATASETS = ("fashion-mnist", "mnist", "cifar10", "cifar100", "imagerecord", "imagefolder")
 COMPRESSIONS = ("2bit", "1bit", "fp16", "bf16", "topk", "powersgd")
 PRUNE_METHODS = ("l1", "l2", "random", "structured")
 PRUNE_SCOPES = ("global", "layer")
@@ -31,6 +31,10 @@ class TrainConfig:
     model: str = "lenet_bn"
     dataset: str = "fashion-mnist"
     data_root: str | None = None
+    data_train: str | None = None  # --dataset imagerecord: the .rec files (cli/train_images.py)
+    data_val: str | None = None
+    data_shape: str | None = None  # "C,H,W" of image data sets (None: 3,224,224)
+    num_classes: int | None = None  # None: from the data set
     epochs: int = 2
     batch_size: int = 128
     optimizer: str = "sgd"

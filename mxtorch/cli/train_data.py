@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from .train_config import TrainConfig
 
-__all__ = ["evaluate", "load_datasets", "parse_contexts"]
+__all__ = ["evaluate", "load_datasets", "num_classes", "parse_contexts"]
 
 
 def parse_contexts(spec: str) -> list[Any]:
@@ -48,7 +48,10 @@ def load_datasets(cfg: TrainConfig) -> tuple[Any, Any, str]:
 def _load_datasets(cfg: TrainConfig) -> tuple[Any, Any, str]:
     from ..base import MXNetError
     from ..gluon.data import vision
+    from .train_images import IMAGE_DATASETS, load_image_datasets
 
+    if cfg.dataset in IMAGE_DATASETS:
+        return load_image_datasets(cfg)
     if cfg.dataset == "fashion-mnist":
         if cfg.data_root is None:
             try:
@@ -68,6 +71,15 @@ def _load_datasets(cfg: TrainConfig) -> tuple[Any, Any, str]:
     cls = {"mnist": vision.MNIST, "cifar10": vision.CIFAR10, "cifar100": vision.CIFAR100}[cfg.dataset]
     train, test = cls(root=cfg.data_root, train=True), cls(root=cfg.data_root, train=False)
     return train, test, f"{cfg.dataset} from {getattr(train, 'root', cfg.data_root)}"
+
+
+def num_classes(cfg: TrainConfig) -> int:
+    """The classes of ``cfg``'s data set: the network's output units."""
+    from .train_images import IMAGE_DATASETS, image_num_classes
+
+    if cfg.dataset in IMAGE_DATASETS:
+        return image_num_classes(cfg)
+    return 100 if cfg.dataset == "cifar100" else 10
 
 
 def evaluate(net: Any, loader: Any, ctx: list[Any]) -> float:

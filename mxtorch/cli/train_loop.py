@@ -14,7 +14,7 @@ from typing import Any
 from ..checkpoint_io import atomic_write_text
 from .train_checks import check_train_config
 from .train_config import TrainConfig, compression_params, launched_world_size
-from .train_data import evaluate, load_datasets, parse_contexts
+from .train_data import evaluate, load_datasets, num_classes, parse_contexts
 from .train_extras import elastic_config
 from .train_features import CheckpointHook, feature_hooks
 from .train_hooks import TrainHook, plugin_hooks
@@ -115,7 +115,7 @@ class DataParallelRun:
         self.train_set, test_set, self.data_desc = load_datasets(cfg)
         self.say(f"data: {self.data_desc}")
         self._build_loaders(test_set)
-        self.net = model_zoo.vision.get_model(cfg.model, classes=100 if cfg.dataset == "cifar100" else 10)
+        self.net = model_zoo.vision.get_model(cfg.model, classes=num_classes(cfg))
         self.net.initialize(mx.init.Xavier(magnitude=2.24), ctx=self.ctx)
         # hooks that need the parameters' shapes (--init-from/--freeze/--prune) see them at the first
         # batch, whose forward pass finishes them with the same random draws as a plain run's first step

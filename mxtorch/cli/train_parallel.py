@@ -15,7 +15,7 @@ from typing import Any
 
 from ..checkpoint_io import atomic_write_text
 from .train_config import TrainConfig, compression_params
-from .train_data import load_datasets
+from .train_data import load_datasets, num_classes
 
 __all__ = ["train_pipelined"]
 
@@ -37,7 +37,7 @@ def _agreed_plan(cfg: TrainConfig, info: Any) -> dict[str, Any]:
 
     header = torch.zeros(6 + 16, dtype=torch.int64)
     mx.random.seed(cfg.seed)
-    net = model_zoo.vision.get_model(cfg.model, classes=100 if cfg.dataset == "cifar100" else 10)
+    net = model_zoo.vision.get_model(cfg.model, classes=num_classes(cfg))
     net.initialize(mx.init.Xavier(magnitude=2.24))
     train_set, _, _ = load_datasets(cfg)
     to_tensor = transforms.ToTensor()
@@ -117,7 +117,7 @@ def train_pipelined(cfg: TrainConfig, log: Any = None) -> dict[str, Any]:
                               last_batch="discard", num_workers=cfg.num_workers)
     test_loader = DataLoader(test_set.transform_first(to_tensor), batch_size=max(cfg.batch_size, 256),
                              shuffle=False, last_batch="keep", num_workers=cfg.num_workers)
-    net = model_zoo.vision.get_model(cfg.model, classes=100 if cfg.dataset == "cifar100" else 10)
+    net = model_zoo.vision.get_model(cfg.model, classes=num_classes(cfg))
     net.initialize(mx.init.Xavier(magnitude=2.24))
     sample = next(iter(train_loader))[0][: local // cfg.micro_batches]
     with mx.autograd.predict_mode():
