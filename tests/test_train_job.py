@@ -118,5 +118,5 @@ def test_the_test_only_hooks_are_not_in_the_product():
     for path in PACKAGE.rglob("*.py"):
         text = path.read_text()
         for name in ("MXTORCH_TEST_KILL_AT_STEP", "MXTORCH_TEST_KILL_HOST_AT_STEP",
-                     "MXTORCH_TEST_PAUSE_AT_STEP"):
+                     "MXTORCH_TEST_PAUSE_AT_STEP", "MXTORCH_TEST_SLOW_DATA"):
             assert name not in text, f"{path}: {name} is test code"

@@ -12,6 +12,8 @@ product itself holds no test code.
 * ``MXTORCH_TEST_PAUSE_AT_STEP=K:N`` (elastic jobs): every worker pauses after step K (its part of the
   last save written) while the job has fewer than N workers, for at most 120 s: a worker that joins
   meanwhile makes the agents restart the workers, and the grown job resumes from this step.
+* ``MXTORCH_TEST_SLOW_DATA=R:S``: the worker of rank R waits S more seconds for every training batch,
+  inside an ``mxtorch/data.wait`` span as a slow loader would (the slow-rank report must name it).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from mxtorch.cli.train_hooks import TrainHook
 KILL_AT_STEP = "MXTORCH_TEST_KILL_AT_STEP"
 KILL_HOST_AT_STEP = "MXTORCH_TEST_KILL_HOST_AT_STEP"
 PAUSE_AT_STEP = "MXTORCH_TEST_PAUSE_AT_STEP"
+SLOW_DATA = "MXTORCH_TEST_SLOW_DATA"
 _TESTS = os.path.dirname(os.path.abspath(__file__))
 
 
@@ -96,6 +99,37 @@ class PauseAtStep(TrainHook):
         run.force_restart_check = True  # every worker paused here: agree on the restart now
 
 
+class _SlowLoader:
+    """``loader`` whose every batch comes ``seconds`` later, the delay spanned as data waiting."""
+
+    def __init__(self, loader: Any, seconds: float) -> None:
+        self.loader, self.seconds = loader, seconds
+
+    def __len__(self) -> int:
+        return len(self.loader)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.loader, name)
+
+    def __iter__(self) -> Any:
+        from mxtorch.profiler import span
+
+        for batch in self.loader:
+            with span("data.wait"):
+                time.sleep(self.seconds)
+            yield batch
+
+
+class SlowData(TrainHook):
+    def __init__(self, spec: str) -> None:
+        rank, _, seconds = spec.partition(":")
+        self.rank, self.seconds = int(rank), float(seconds)
+
+    def on_start(self, run: Any) -> None:
+        if run.rank == self.rank:
+            run.train_loader = _SlowLoader(run.train_loader, self.seconds)
+
+
 def train_hooks(run: Any) -> list[TrainHook]:
     """The hooks the ``MXTORCH_TEST_*`` variables ask for (read by ``MXTORCH_TRAIN_HOOKS``)."""
     hooks: list[TrainHook] = []
@@ -105,4 +139,6 @@ def train_hooks(run: Any) -> list[TrainHook]:
         hooks.append(KillHostAtStep(os.environ[KILL_HOST_AT_STEP]))
     if run.elastic and os.environ.get(PAUSE_AT_STEP):
         hooks.append(PauseAtStep(os.environ[PAUSE_AT_STEP]))
+    if os.environ.get(SLOW_DATA):
+        hooks.append(SlowData(os.environ[SLOW_DATA]))
     return hooks

@@ -158,6 +158,10 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--resume", action="store_true",
                    help="with --checkpoint-dir: continue from its newest good checkpoint (from the start "
                         "when there is none)")
+    p.add_argument("--tensorboard", default=d.tensorboard, metavar="DIR",
+                   help="write TensorBoard event files into DIR: loss, lr, samples/s per step, accuracy per "
+                        "epoch, each rank's step/data-wait/communication-wait seconds, the servers' load "
+                        "(needs the tensorboard extra; `tensorboard --logdir DIR` shows them)")
     return p
 
 def run(args: argparse.Namespace) -> int:

@@ -54,6 +54,7 @@ def check_train_config(cfg: TrainConfig) -> None:
     check_writable_folder("--output", cfg.output)
     if cfg.checkpoint_dir is not None:
         _check_checkpoint_location(cfg.checkpoint_dir)
+    _check_tensorboard(cfg)
 
 
 def _check_names(cfg: TrainConfig) -> None:
@@ -127,6 +128,26 @@ def check_writable_folder(flag: str, path: str) -> None:
         where = "" if probe_in == folder else f" (it would be made in {probe_in})"
         raise SystemExit(f"{flag} {path}: cannot write there{where}: {e.strerror or e}; give a folder this "
                          "user can write") from None
+
+
+def _check_tensorboard(cfg: TrainConfig) -> None:
+    """``--tensorboard DIR``: its folder is made now (a path that cannot be is refused), the
+    ``tensorboard`` package must be there, and the job must run the data-parallel loop."""
+    if cfg.tensorboard is None:
+        return
+    if cfg.pipelined:
+        raise SystemExit("--tensorboard applies to data-parallel training, not yet to the pipelined job "
+                         "(--pp, --dp, --plan)")
+    check_writable_folder("--tensorboard", cfg.tensorboard)
+    try:
+        os.makedirs(cfg.tensorboard, exist_ok=True)
+    except OSError as e:
+        raise SystemExit(f"--tensorboard {cfg.tensorboard}: cannot create it: {e.strerror or e}") from None
+    try:
+        import tensorboard  # noqa: F401
+    except ImportError:
+        raise SystemExit("--tensorboard needs the tensorboard package: pip install 'mxtorch[tensorboard]'") \
+            from None
 
 
 def _check_checkpoint_location(uri: str) -> None:

@@ -76,6 +76,7 @@ class TrainConfig:
     checkpoint_every: int | None = None
     checkpoint_keep: int = 3
     resume: bool = False
+    tensorboard: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property

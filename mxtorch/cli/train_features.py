@@ -19,6 +19,7 @@ from .train_extras import (
     restore_pruner,
 )
 from .train_hooks import TrainHook
+from .train_observe import observability_hooks
 from .train_stats import epoch_stats
 
 __all__ = ["AmpHook", "CheckpointHook", "ElasticHook", "PruningHook", "TransferHook", "feature_hooks"]
@@ -237,4 +238,6 @@ def feature_hooks(cfg: TrainConfig, elastic: bool) -> tuple[list[TrainHook], lis
         before.append(checkpoint)
         if elastic:
             after.append(ElasticHook(checkpoint))
+    # after a checkpoint's save: a step's time includes its save
+    before.extend(observability_hooks(cfg))
     return before, after

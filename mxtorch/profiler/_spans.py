@@ -23,13 +23,14 @@ from typing import Any
 
 import torch.autograd.profiler as _autograd_profiler
 
-__all__ = ["span", "recording", "SpanRecord", "take_records", "set_paused", "PREFIX"]
+__all__ = ["span", "recording", "SpanRecord", "take_records", "set_paused", "set_clock", "PREFIX"]
 
 PREFIX = "mxtorch/"
 MAX_RECORDS = 1 << 20  # spans with arguments kept per trace; later ones keep their timing only
 _ARG_CHARS = 200  # an argument's text is cut here (a list of a thousand keys stays readable)
 
 _paused = False  # mx.profiler.pause(): torch still records, our spans do not
+_clock: Any = None  # a SpanClock (mxtorch.profiler.clock) timing spans by group, profiler or not
 _records: list[SpanRecord] = []
 _dropped = 0
 
@@ -65,21 +66,24 @@ _OFF = _Off()
 
 
 class _Span:
-    __slots__ = ("name", "args", "_rf", "_start")
+    __slots__ = ("name", "args", "_rf", "_start", "_timed")
 
-    def __init__(self, name: str, args: dict[str, Any]) -> None:
+    def __init__(self, name: str, args: dict[str, Any], timed: Any = _OFF) -> None:
         self.name = name
         self.args = args
         self._rf = _autograd_profiler.record_function(name)
         self._start = 0
+        self._timed = timed  # the clock's timer of this span's group, or _OFF
 
     def __enter__(self) -> _Span:
+        self._timed.__enter__()
         self._rf.__enter__()
         self._start = time.time_ns()  # after: the first enter in a process can take milliseconds
         return self
 
     def __exit__(self, *exc: object) -> None:
         self._rf.__exit__(None, None, None)
+        self._timed.__exit__()
         if self.args:
             _keep(SpanRecord(threading.get_native_id(), self.name, self._start, self.args))
 
@@ -104,11 +108,19 @@ def recording() -> bool:
     return _autograd_profiler._is_profiler_enabled and not _paused
 
 
-def span(name: str, **args: Any) -> _Span | _Off:
-    """A ``record_function`` named ``mxtorch/<name>`` with ``args``, or a no-op while nothing records."""
+def span(name: str, **args: Any) -> Any:
+    """A ``record_function`` named ``mxtorch/<name>`` with ``args``, or a no-op while nothing records
+    (timed, and still falsy, while a :class:`~mxtorch.profiler.clock.SpanClock` times its name)."""
     if not _autograd_profiler._is_profiler_enabled or _paused:
-        return _OFF
-    return _Span(PREFIX + name, args)
+        return _OFF if _clock is None else _clock.timer(name)
+    return _Span(PREFIX + name, args, _OFF if _clock is None else _clock.timer(name))
+
+
+def set_clock(clock: Any) -> Any:
+    """Install ``clock`` (a SpanClock, or None) as the one that times spans; returns the one before."""
+    global _clock
+    before, _clock = _clock, clock
+    return before
 
 
 def set_paused(paused: bool) -> None:
