@@ -67,7 +67,8 @@ def asnumpy(self: torch.Tensor) -> np.ndarray:
 
     A sparse tensor (row_sparse, csr) gives its dense value, as MXNet's ``asnumpy`` does.  A 0-d
     tensor gives shape (1,) outside MXNet's NumPy mode: legacy MXNet arrays have at least one
-    dimension (``x[0][0].asnumpy()[0]``), while ``mx.np`` code (``util.is_np_array()``) gets 0-d.
+    dimension (``x[0][0].asnumpy()[0]``), while ``mx.np`` code (``util.is_np_array()``) gets 0-d, and
+    so does the one 0-d array legacy MXNet makes, ``mx.nd.array`` of a scalar.
     """
     t = self.detach()
     fresh = t.layout != torch.strided  # to_dense() already made a new tensor
@@ -77,7 +78,7 @@ def asnumpy(self: torch.Tensor) -> np.ndarray:
         t = t.float()
     arr = t.cpu().numpy()
     out = arr.copy() if not fresh and self.device.type == "cpu" and t.dtype == self.dtype else arr
-    if out.ndim == 0 and not _util.is_np_array():
+    if out.ndim == 0 and not _util.is_np_array() and not getattr(self, "_mx_zero_dim", False):
         out = out.reshape(1)
     return out
 

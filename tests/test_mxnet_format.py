@@ -112,6 +112,7 @@ def test_mxnet_numpy_semantics_file_has_scalar_and_empty() -> None:
         got = mx.nd.load(_file("np_v3.nd"))
     assert isinstance(got, dict)
     assert got["scalar"].shape == () and got["scalar"].item() == 3.5
+    assert got["scalar"].asnumpy().shape == ()  # MXNet's own 0-d array stays 0-d in numpy too
     assert got["empty"].shape == (0, 3) and got["empty"].dtype == torch.float32
 
 

@@ -31,11 +31,22 @@ def close(t: torch.Tensor, ref: np.ndarray, rtol: float = 1e-5, atol: float = 1e
 # ---------------------------------------------------------------------------------------------
 
 
+def test_array_of_a_scalar_is_zero_dim_as_in_mxnet() -> None:
+    # MXNet 1.9: mx.nd.array(np.ones([])).shape == () and its asnumpy() is 0-d too, while a
+    # reduction's torch 0-d result stands for MXNet's shape (1,)
+    for scalar in (np.ones([]), 3, 2.5, np.float32(1.5)):
+        a = nd.array(scalar)
+        assert a.shape == () and a.dtype == torch.float32
+        assert a.asnumpy().shape == () and a.asnumpy() == np.float32(scalar)
+        assert a.asscalar() == np.float32(scalar)
+    assert nd.array([1.0, 2.0]).sum().asnumpy().shape == (1,)
+    assert (nd.array(2.0) * 3).asnumpy().shape == (1,)
+
+
 def test_array_dtypes_and_ctx() -> None:
     a = nd.array(np.arange(6, dtype=np.float64).reshape(2, 3))
     assert a.dtype == torch.float32 and a.shape == (2, 3)
     assert nd.array([1, 2, 3]).dtype == torch.float32
-    assert nd.array(3).shape == (1,)
     assert nd.array(np.arange(3), dtype="int64").dtype == torch.int64
     t = torch.arange(4, dtype=torch.int32)
     b = nd.array(t)

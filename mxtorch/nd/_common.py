@@ -37,6 +37,14 @@ def tag(t: torch.Tensor, ctx: Context | str | torch.device | None) -> torch.Tens
     return t
 
 
+def mxnet_zero_dim(t: torch.Tensor) -> torch.Tensor:
+    """Mark a 0-d ``t`` as one of MXNet's own 0-d arrays (``mx.nd.array(scalar)``, a loaded V3
+    scalar): ``asnumpy()`` gives it back 0-d, where a torch 0-d result stands for shape (1,)."""
+    if t.dim() == 0:
+        t._mx_zero_dim = True  # type: ignore[attr-defined]
+    return t
+
+
 def as_shape(shape: Any, what: str = "shape") -> tuple[int, ...]:
     """An int or a sequence of ints as a shape tuple; raises naming the bad value."""
     if shape is None:

@@ -15,7 +15,7 @@ import torch
 
 from ..context import Context
 from . import sparse
-from ._common import as_shape, check_nonneg_shape, device_of, dtype_of, tag
+from ._common import as_shape, check_nonneg_shape, device_of, dtype_of, mxnet_zero_dim, tag
 
 __all__ = [
     "array",
@@ -60,7 +60,7 @@ def array(source_array: Any, ctx: CtxLike = None, dtype: Any = None) -> torch.Te
     """A new tensor holding a copy of ``source_array`` (tensor, numpy array, list or scalar).
 
     As in MXNet the result is float32 unless ``dtype`` is given, except that a torch tensor
-    keeps its own dtype.  A Python or numpy scalar gives shape (1,).
+    keeps its own dtype.  A Python or numpy scalar (a 0-d source) gives shape (), as in MXNet 1.9.
     """
     device = device_of(ctx)
     if isinstance(source_array, torch.Tensor):
@@ -80,9 +80,9 @@ def array(source_array: Any, ctx: CtxLike = None, dtype: Any = None) -> torch.Te
             )
         if src.dtype.kind in "US":
             raise TypeError(f"cannot make a numeric array from strings: {source_array!r}")
-        if src.ndim == 0:  # MXNet 1.x arrays are never 0-d
-            src = src.reshape(1)
-        out = torch.from_numpy(np.ascontiguousarray(src)).to(device=device, dtype=target)
+        # (ascontiguousarray makes a 0-d array 1-d: the reshape keeps the source's shape)
+        out = torch.from_numpy(np.ascontiguousarray(src).reshape(src.shape)).to(device=device, dtype=target)
+        mxnet_zero_dim(out)  # MXNet keeps a scalar's shape () here
     return tag(out, ctx)
 
 

@@ -31,6 +31,7 @@ from collections.abc import Mapping, Sequence
 import torch
 
 from ..base import MXNetError
+from ._common import mxnet_zero_dim
 from ._sparse_storage import csr_matrix, row_sparse_array, row_sparse_parts, stype
 
 __all__ = ["read_mxnet", "read_raw_array",
@@ -188,7 +189,7 @@ def _read_array(r: _Reader, index: int) -> torch.Tensor:
     r.take(8, f"the context of {what}")
     _, dtype = r.dtype(what)
     if kind == "default":
-        return r.tensor(shape, dtype, what)
+        return mxnet_zero_dim(r.tensor(shape, dtype, what))  # V3 scalars are MXNet's 0-d arrays
     naux = 1 if kind == "row_sparse" else 2
     aux: list[tuple[torch.dtype, tuple[int, ...]]] = []
     for i in range(naux):
