@@ -5,9 +5,20 @@
 Makes ``--images`` JPEGs (``--size`` pixels on the long side, quality 90) into one ``.rec`` with
 ``mx.recordio.pack_img``, then runs one epoch of each reader with the same options (resize the
 short side to 256, random 224x224 crop, random mirror, batch 64, ``--threads`` decode threads),
-after one warm-up batch.  MXNet runs in its own venv (``--mxnet-python``); torchvision's
-``ImageFolder`` + ``DataLoader`` on the same JPEGs runs when torchvision is installed.  Figures
-move with the load on the machine: compare the ratios of one run.
+after one warm-up batch.  MXNet runs in its own venv (``--mxnet-python``).  torchvision's
+``ImageFolder`` + ``DataLoader`` (``--threads`` loader processes, Pillow decoding, the same resize,
+crop and mirror, then ``ToTensor``) reads the same JPEGs as files, in a subprocess of this Python with
+``--torchvision-path`` first on its path, where torchvision 0.28.0 (the release for torch 2.13) is
+installed apart from the project's venv:
+
+    .venv/bin/python -m pip install --no-deps --target /tmp/tvref torchvision==0.28.0
+    PYTHONPATH=$PWD .venv/bin/python bench/recordio.py --torchvision-path /tmp/tvref
+
+The package index's torchvision 0.28.0 is a CUDA build whose compiled operators do not load
+against the CPU torch 2.13 here ("operator torchvision::nms does not exist"); the subprocess then
+imports torchvision without registering them: ``ImageFolder``, the PIL transforms and the
+``DataLoader`` (all this row uses) are Python.  Figures move with the load on the machine: compare
+the ratios of one run.
 """
 
 from __future__ import annotations
@@ -25,6 +36,7 @@ import numpy as np
 import mxtorch as mx
 
 DEFAULT_MXNET_PYTHON = os.environ.get("MXTORCH_MXNET_PYTHON", "/tmp/mxref/bin/python")
+DEFAULT_TORCHVISION_PATH = os.environ.get("MXTORCH_TORCHVISION_PATH", "/tmp/tvref")
 BATCH, DATA_SHAPE, RESIZE = 64, (3, 224, 224), 256
 
 _MXNET_SCRIPT = """
@@ -40,6 +52,32 @@ for b in it:
     b.data[0].wait_to_read()
     n += batch - b.pad
 print(json.dumps({"images": n, "seconds": time.perf_counter() - t}))
+"""
+
+
+_TORCHVISION_SCRIPT = """
+import json, sys, time, types
+try:
+    import torchvision
+except RuntimeError as e:  # a CUDA build's operators against a CPU torch: skip their registration
+    if "does not exist" not in str(e):
+        raise
+    for name in [m for m in sys.modules if m.startswith("torchvision")]:
+        del sys.modules[name]
+    for name in ("torchvision._meta_registrations", "torchvision._autograd_registrations"):
+        sys.modules[name] = types.ModuleType(name)
+    import torchvision
+import torch
+from torchvision import datasets, transforms as T
+folder, threads, batch = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+tf = T.Compose([T.Resize(256), T.RandomCrop(224), T.RandomHorizontalFlip(), T.ToTensor()])
+loader = torch.utils.data.DataLoader(datasets.ImageFolder(folder, tf), batch_size=batch, shuffle=False,
+                                     num_workers=threads, persistent_workers=threads > 0)
+next(iter(loader))  # a warm-up batch starts the loader processes; then a whole epoch from the start
+n, t = 0, time.perf_counter()
+for x, _ in loader:
+    n += len(x)
+print(json.dumps({"images": n, "seconds": time.perf_counter() - t, "version": torchvision.__version__}))
 """
 
 
@@ -84,20 +122,18 @@ def mxnet(rec: str, threads: int, python: str) -> float | None:
     return float(res["images"]) / float(res["seconds"])
 
 
-def torchvision_folder(folder: str, threads: int) -> float | None:
-    try:
-        import torch
-        from torchvision import datasets
-        from torchvision import transforms as T
-    except ImportError:
+def torchvision_folder(folder: str, threads: int, path: str) -> tuple[float, str, int] | None:
+    """Images/s, version and images read in the timed epoch of torchvision's ImageFolder + DataLoader
+    (None: no torchvision there)."""
+    if not os.path.isdir(os.path.join(path, "torchvision")):
         return None
-    tf = T.Compose([T.Resize(RESIZE), T.RandomCrop(224), T.RandomHorizontalFlip(), T.ToTensor()])
-    loader = torch.utils.data.DataLoader(datasets.ImageFolder(os.path.join(folder, "images"), tf),
-                                         batch_size=BATCH, num_workers=threads)
-    n, t = 0, time.perf_counter()
-    for x, _ in loader:
-        n += len(x)
-    return n / (time.perf_counter() - t)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([path, os.environ.get("PYTHONPATH", "")]),
+               OMP_NUM_THREADS="1")  # the loader processes are the parallelism (each runs one torch thread)
+    out = subprocess.run([sys.executable, "-c", _TORCHVISION_SCRIPT, os.path.join(folder, "images"),
+                          str(threads), str(BATCH)], env=env, capture_output=True, text=True, check=True,
+                         timeout=1800)
+    res = json.loads(out.stdout.strip().splitlines()[-1])
+    return float(res["images"]) / float(res["seconds"]), str(res["version"]), int(res["images"])
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -106,21 +142,26 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--size", type=int, default=320, help="long side of each generated JPEG")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--mxnet-python", default=DEFAULT_MXNET_PYTHON)
+    ap.add_argument("--torchvision-path", default=DEFAULT_TORCHVISION_PATH,
+                    help="folder holding torchvision (pip install --no-deps --target DIR "
+                         "torchvision==0.28.0)")
     args = ap.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="mxtorch-bench-recordio-") as folder:
         rec = make_rec(folder, args.images, args.size)
         rows = [("mxtorch ImageRecordIter", ours(rec, args.threads)),
-                ("MXNet 1.9.1 ImageRecordIter", mxnet(rec, args.threads, args.mxnet_python)),
-                ("torchvision ImageFolder + DataLoader", torchvision_folder(folder, args.threads))]
+                ("MXNet 1.9.1 ImageRecordIter", mxnet(rec, args.threads, args.mxnet_python))]
+        tv = torchvision_folder(folder, args.threads, args.torchvision_path)
+        rows.append((f"torchvision {tv[1] if tv else ''} ImageFolder + DataLoader".replace("  ", " "),
+                     tv[0] if tv else None))
     print(f"{args.images} JPEGs ({args.size}px), resize {RESIZE}, random crop 224 + mirror, batch {BATCH}, "
           f"{args.threads} threads")
     base = rows[1][1]
     for name, rate in rows:
         if rate is None:
-            print(f"  {name:38s} not installed")
+            print(f"  {name:50s} not installed")
         else:
             ratio = f"  {rate / base:.2f}x MXNet" if base else ""
-            print(f"  {name:38s} {rate:8.1f} images/s{ratio}")
+            print(f"  {name:50s} {rate:8.1f} images/s{ratio}")
     sys.stdout.flush()
 
 
