@@ -61,8 +61,8 @@ from .env import (
     world_info_from_env,
 )
 
-__all__ = ["init", "is_initialized", "world", "backend", "timeout", "barrier", "shutdown", "peer_failures",
-           "explain"]
+__all__ = ["init", "is_initialized", "world", "backend", "timeout", "barrier", "shutdown", "rejoin",
+           "peer_failures", "explain"]
 
 _log = logging.getLogger("mxtorch.distributed")
 _T = TypeVar("_T")
@@ -223,6 +223,43 @@ def shutdown(timeout: float | None = None, wait_for_peers: bool = True) -> None:
         _group = None
 
 
+def rejoin(store: dist.Store, info: WorldInfo, backend: str | None = None,
+           timeout: float | None = None) -> WorldInfo:
+    """Drop the current process group, whatever state its peers are in, and form a new one of
+    ``info.world_size`` ranks through ``store``, this process being ``info.rank``.
+
+    For in-process elastic recovery (:mod:`mxtorch.elastic`): the survivors and joiners of one
+    membership change agree on ``info`` through the job's store and meet in a fresh prefix of it.
+    No barrier precedes the drop (a peer may be dead); the new group is left at exit as :func:`init`'s.
+    ``backend``/``timeout`` None keep the old group's (or choose as :func:`init` does).
+    Raises :class:`DistributedError` when the new group does not form within the timeout."""
+    global _group
+    with _lock:
+        old = _group
+        if dist.is_initialized():
+            try:
+                dist.destroy_process_group()
+            except (RuntimeError, ValueError) as e:  # broken by the peer that left
+                _log.debug("mxtorch.distributed.rejoin: destroy_process_group failed: %s", e)
+        _group = None
+        chosen = _choose_backend(backend or (old.backend if old is not None else None), info)
+        seconds = (old.timeout if old is not None else default_timeout()) if timeout is None \
+            else _check_timeout(timeout)
+        try:
+            dist.init_process_group(chosen, store=store, rank=info.rank, world_size=info.world_size,
+                                    timeout=datetime.timedelta(seconds=seconds),
+                                    device_id=_device(chosen, info))
+        except (RuntimeError, ValueError) as e:
+            raise DistributedError(
+                f"rank {info.rank} of {info.world_size} could not form the new process group within "
+                f"{seconds:g} s: {e}. A member of the new group failed while it formed"
+            ) from e
+        _group = _Group(info, chosen, seconds, owned=True)
+        _register_exit_handlers()
+        _announce(info)
+        return info
+
+
 def peer_failures() -> list[tuple[int, str]]:
     """The ranks known to have left the job in failure, each with what is known: ``[(1, "exited
     with status 3 (pid 812 on node1)")]``.
@@ -308,10 +345,7 @@ def _choose_backend(asked: str | None, info: WorldInfo) -> str:
 
 def _join(info: WorldInfo, chosen: str, seconds: float) -> None:
     td = datetime.timedelta(seconds=seconds)
-    device_id = None
-    if "nccl" in chosen:
-        device_id = torch.device("cuda", info.local_rank % torch.cuda.device_count())
-        torch.cuda.set_device(device_id)
+    device_id = _device(chosen, info)
     try:
         if info.master_port is None:  # one process: nothing to meet
             dist.init_process_group(chosen, store=dist.HashStore(), rank=0, world_size=1, timeout=td,
@@ -327,6 +361,15 @@ def _join(info: WorldInfo, chosen: str, seconds: float) -> None:
             f"that all {info.world_size} processes were started with the same MASTER_ADDR and MASTER_PORT, "
             "that rank 0 can listen on that port, and raise MXTORCH_DIST_TIMEOUT if they start slowly"
         ) from e
+
+
+def _device(chosen: str, info: WorldInfo) -> torch.device | None:
+    """The CUDA device of this rank when the backend includes NCCL (made current), else None."""
+    if "nccl" not in chosen:
+        return None
+    device_id = torch.device("cuda", info.local_rank % torch.cuda.device_count())
+    torch.cuda.set_device(device_id)
+    return device_id
 
 
 def _adopt() -> _Group:

@@ -17,7 +17,7 @@ from typing import Any
 from .. import bounded_json
 from ..distributed.env import LaunchError
 
-__all__ = ["MXTORCH_ELASTIC", "MXTORCH_ELASTIC_HOST", "MXTORCH_ELASTIC_ENDPOINT",
+__all__ = ["MXTORCH_ELASTIC", "MXTORCH_ELASTIC_HOST", "MXTORCH_ELASTIC_ENDPOINT", "MXTORCH_ELASTIC_MODE",
            "JOB_KEY", "ElasticJob",
            "parse_range", "parse_endpoint", "is_elastic_worker", "host_name"]
 
@@ -28,6 +28,10 @@ MXTORCH_ELASTIC_HOST = "MXTORCH_ELASTIC_HOST"
 """The name of the agent (the "host") that started this worker; the membership log uses it."""
 MXTORCH_ELASTIC_ENDPOINT = "MXTORCH_ELASTIC_ENDPOINT"
 """``HOST:PORT`` of the job's rendezvous store (what ``mxtorch launch --join`` needs)."""
+MXTORCH_ELASTIC_MODE = "MXTORCH_ELASTIC_MODE"
+"""``inprocess``: the job recovers inside the running worker processes (``@elastic.run``,
+:mod:`mxtorch.elastic.inprocess`); its agents replace a lost worker instead of restarting the
+others.  Unset or ``restart``: the agents restart every worker at each membership change."""
 
 JOB_KEY = "mxtorch/elastic/job"
 AGENT_COUNT_KEY = "mxtorch/elastic/agents"
@@ -74,6 +78,8 @@ class ElasticJob:
     env: dict[str, str] = field(default_factory=dict)
     max_restarts: int = 10
     rendezvous_timeout: float = 600.0
+    start_workers: int = 0
+    """How many workers the job starts with (0: MIN); in-process mode forms its first group of them."""
 
     def to_json(self) -> bytes:
         return json.dumps(asdict(self)).encode()
@@ -86,7 +92,8 @@ class ElasticJob:
                        max_workers=int(raw["max_workers"]), command=[str(c) for c in raw["command"]],
                        env={str(k): str(v) for k, v in raw.get("env", {}).items()},
                        max_restarts=int(raw.get("max_restarts", 10)),
-                       rendezvous_timeout=float(raw.get("rendezvous_timeout", 600.0)))
+                       rendezvous_timeout=float(raw.get("rendezvous_timeout", 600.0)),
+                       start_workers=int(raw.get("start_workers", 0)))
         except (ValueError, KeyError, TypeError, AttributeError, OverflowError) as e:
             raise LaunchError(f"{where} holds no valid elastic job description ({e})") from None
 

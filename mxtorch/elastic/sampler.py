@@ -51,6 +51,14 @@ class ElasticBatchSampler:
             raise ValueError(f"batch must be >= 0, got {batch}")
         self.start = int(batch)
 
+    def reshard(self, num_parts: int, part_index: int) -> None:
+        """Serve worker ``part_index`` of ``num_parts`` from now on (the job's group changed size:
+        the global batches stay the same, each worker's share changes)."""
+        if not 0 <= part_index < num_parts or num_parts > self.batch_size:
+            raise ValueError(f"reshard: need 0 <= part_index < num_parts <= batch_size ({self.batch_size}), "
+                             f"got part {part_index} of {num_parts}")
+        self.num_parts, self.part_index = int(num_parts), int(part_index)
+
     def share(self) -> tuple[int, int]:
         """This worker's slice ``[lo, hi)`` of every global batch."""
         b, n, r = self.batch_size, self.num_parts, self.part_index

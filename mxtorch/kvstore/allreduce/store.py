@@ -352,6 +352,19 @@ class AllreduceKVStore(KVStoreBase):
         comm = self._comm
         group.barrier_on(self._pg, comm.backend, comm.timeout(), comm.where(), "Some rank of the group")
 
+    def rejoin(self) -> None:
+        """Follow the job's process group after it was re-formed at another size or with other
+        members (elastic in-process recovery, :func:`mxtorch.distributed.rejoin`): this worker's
+        rank and the worker count are read again; gradient hooks are removed (set up again at the
+        next step).  Only a store over the whole job (no ``process_group``) can follow it."""
+        if self._pg is not None:
+            raise KVStoreError(f"KVStore {self._type!r} runs on a process group of its own: create it again "
+                               "on the re-formed job instead of rejoining")
+        self.close()
+        self._info = group.world()
+        self._comm = _Comm.world(self._info.rank, self._info.world_size)
+        self._verified.clear()
+
     def close(self) -> None:
         """Remove gradient hooks; the process group itself stays up until exit (shared)."""
         if self._grad_sync is not None:

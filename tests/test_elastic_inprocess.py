@@ -1,0 +1,290 @@
+"""In-process elastic recovery: ``elastic.State`` and ``@elastic.run`` (issue 32).
+
+Unit checks run in this process; the job tests start real worker processes
+(tests/elastic_inprocess_workers.py) that meet through a TCPStore this test hosts, as
+``mxtorch launch`` hosts it, and form their gloo groups on 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+import mxtorch as mx
+from mxtorch import autograd, elastic, gluon
+from mxtorch.distributed.env import DistributedConfigError, DistributedError
+from mxtorch.elastic.broadcast import _specs
+from mxtorch.elastic.env import JOB_KEY, MXTORCH_ELASTIC_ENDPOINT, MXTORCH_ELASTIC_MODE, ElasticJob
+from mxtorch.elastic.rendezvous import Rendezvous
+from mxtorch.gluon import nn
+from mxtorch.launcher.elastic import host_store
+
+ROOT = Path(__file__).resolve().parent.parent
+WORKER = str(Path(__file__).resolve().parent / "elastic_inprocess_workers.py")
+
+
+# ---- one process ----------------------------------------------------------------------------------
+def _model() -> tuple[nn.Sequential, gluon.Trainer, torch.Tensor, torch.Tensor]:
+    mx.random.seed(0)
+    net = nn.Sequential()
+    net.add(nn.Dense(8, activation="relu"), nn.Dense(3))
+    net.initialize()
+    x, y = torch.randn(20, 5), torch.randint(0, 3, (20,))
+    net(x)
+    return net, gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.1, "momentum": 0.9}), x, y
+
+
+def _step(net: nn.Sequential, trainer: gluon.Trainer, x: torch.Tensor, y: torch.Tensor) -> None:
+    with autograd.record():
+        loss = gluon.loss.SoftmaxCrossEntropyLoss()(net(x), y)
+    loss.backward()
+    trainer.step(len(x))
+
+
+def _weights(net: nn.Sequential) -> list[torch.Tensor]:
+    return [p.data().detach().clone() for p in net.collect_params().values()]
+
+
+def test_restore_goes_back_to_the_commit_and_replays_the_same_steps():
+    net, trainer, x, y = _model()
+    state = elastic.State(net=net, trainer=trainer, epoch=0, batch=0)
+    _step(net, trainer, x, y)
+    state.epoch, state.batch = 1, 7
+    state.commit()
+    committed = _weights(net)
+    for _ in range(2):  # momentum makes the second step depend on the trainer's state
+        _step(net, trainer, x, y)
+    undisturbed = _weights(net)
+    state.epoch, state.batch = 3, 0
+    state.restore()
+    assert (state.epoch, state.batch) == (1, 7)
+    assert all(torch.equal(a, b) for a, b in zip(committed, _weights(net)))
+    for _ in range(2):
+        _step(net, trainer, x, y)
+    assert all(torch.equal(a, b) for a, b in zip(undisturbed, _weights(net)))
+
+
+def test_the_state_holds_stateful_objects_and_plain_values_only():
+    net, trainer, _, _ = _model()
+    state = elastic.State(net=net, trainer=trainer, epoch=0, note="a", sizes=[1, 2])
+    assert state.net is net and state.trainer is trainer and state.note == "a"
+    with pytest.raises(TypeError, match="JSON values"):
+        elastic.State(net=net, when=object())
+    with pytest.raises(ValueError, match="'_'"):
+        elastic.State(_own=1)
+    with pytest.raises(AttributeError, match="no attribute 'missing'"):
+        _ = state.missing
+
+
+def test_the_default_reset_rule_reshards_the_sampler_then_the_callbacks_run_in_order():
+    sampler = elastic.ElasticBatchSampler(100, 10, num_parts=3, part_index=2)
+    calls: list[tuple[str, int, int]] = []
+    state = elastic.State(sampler=sampler, epoch=0)
+    state.register_reset_callbacks([lambda: calls.append(("a", sampler.num_parts, sampler.part_index)),
+                                    lambda: calls.append(("b", sampler.num_parts, sampler.part_index))])
+    state.on_reset()  # no process group: a job of one
+    assert calls == [("a", 1, 0), ("b", 1, 0)]
+    assert sampler.share() == (0, 10)  # the whole global batch: the global batch is kept
+    with pytest.raises(TypeError, match="not callable"):
+        state.register_reset_callbacks([3])
+
+
+def test_run_outside_an_elastic_job_calls_the_function_once_and_lets_errors_through():
+    state = elastic.State(epoch=0)
+    calls = []
+
+    @elastic.run
+    def train(s: elastic.State, extra: int) -> int:
+        calls.append(extra)
+        if extra == 2:
+            raise RuntimeError("Connection closed by peer")  # no elastic job: nothing to recover
+        return extra + 1
+
+    assert train(state, 1) == 2 and calls == [1]
+    with pytest.raises(RuntimeError, match="closed by peer"):
+        train(state, 2)
+    with pytest.raises(TypeError, match="elastic.State"):
+        train(3, 1)
+
+
+def test_peer_failures_are_told_from_the_users_own_errors():
+    assert elastic.is_peer_failure(RuntimeError("[pair.cc:553] Connection closed by peer [127.0.0.1]:80"))
+    try:
+        try:
+            raise RuntimeError("Read error: Connection reset by peer")
+        except RuntimeError as e:
+            raise mx.base.MXNetError("all-reduce of bucket 0 failed") from e
+    except mx.base.MXNetError as wrapped:
+        assert elastic.is_peer_failure(wrapped)
+    assert elastic.is_peer_failure(DistributedError("rank 1 is gone"))
+    assert not elastic.is_peer_failure(DistributedConfigError("not started as part of a job"))
+    assert not elastic.is_peer_failure(RuntimeError("mat1 and mat2 shapes cannot be multiplied"))
+    assert not elastic.is_peer_failure(ValueError("bad"))
+
+
+@pytest.mark.parametrize("entry", [
+    {"__mxtorch_tensor__": 0, "dtype": "torch.float32", "shape": [-1]},
+    {"__mxtorch_tensor__": 0, "dtype": "torch.float32", "shape": [1 << 40]},
+    {"__mxtorch_tensor__": 0, "dtype": "object", "shape": [2]},
+    {"__mxtorch_tensor__": 5, "dtype": "torch.float32", "shape": [2]},
+    {"__mxtorch_tensor__": 0, "dtype": "torch.float32", "shape": "2"},
+])
+def test_a_malformed_state_outline_is_refused_before_allocating(entry):
+    with pytest.raises(DistributedError, match="malformed"):
+        _specs({"w": entry}, [], "rank 1: the state broadcast from rank 0")
+
+
+def _job_store(min_workers: int, max_workers: int, start: int = 0):
+    store = host_store("127.0.0.1", None)
+    store.set(JOB_KEY, ElasticJob("test", min_workers, max_workers, [], rendezvous_timeout=60,
+                                  start_workers=start).to_json())
+    return store
+
+
+def test_the_rendezvous_keeps_the_old_order_and_puts_joiners_last():
+    store = _job_store(2, 3)
+    rdzv = Rendezvous(store, 2, 3, timeout=30, last_call=0.5, start_workers=3)
+    first = [None] * 3
+
+    def join(i: int, previous=None, out=first) -> None:
+        out[i] = rdzv.join(previous)[0]
+
+    threads = [threading.Thread(target=join, args=(i,)) for i in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert sorted(m.rank for m in first) == [0, 1, 2] and {m.generation for m in first} == {0}
+    assert rdzv.latest() == 0
+    by_rank = {m.rank: m for m in first}
+    # rank 1 is lost; a new process comes too late for generation 0 and is seen as waiting
+    late, nxt = rdzv.join(None, admit_late=False)
+    assert late is None and nxt == 1 and rdzv.joiners_waiting(by_rank[0])
+    second = [None] * 3
+    threads = [threading.Thread(target=join, args=(0, by_rank[2], second)),
+               threading.Thread(target=join, args=(1, by_rank[0], second)),
+               threading.Thread(target=lambda: second.__setitem__(2, rdzv.join(None, first_generation=1)[0]))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert [m.rank for m in second] == [1, 0, 2]  # old rank 2 -> 1, old rank 0 -> 0, the joiner last
+    assert all(m.generation == 1 and m.world_size == 3 for m in second)
+
+
+def test_a_joiner_never_forms_a_group_of_its_own_beside_the_running_one():
+    store = _job_store(1, 3)
+    rdzv = Rendezvous(store, 1, 3, timeout=1.5, last_call=0.2)
+    assert rdzv.join(None)[0].world_size == 1  # the job: one worker
+    with pytest.raises(elastic.rendezvous.RendezvousTimeout, match="one from the running group"):
+        rdzv.join(None, first_generation=1)  # no worker of generation 0 comes to generation 1
+
+
+# ---- jobs of real processes -------------------------------------------------------------------------
+class Job:
+    """Worker processes of one in-process elastic job, meeting at a store this test hosts."""
+
+    def __init__(self, out: Path, n: int, min_workers: int, max_workers: int, **env: str) -> None:
+        out.mkdir(parents=True, exist_ok=True)
+        self.out = out
+        self.store = _job_store(min_workers, max_workers, start=n)
+        path = os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])
+        self.env = {**os.environ, "PYTHONPATH": path, MXTORCH_ELASTIC_MODE: "inprocess",
+                    MXTORCH_ELASTIC_ENDPOINT: f"127.0.0.1:{self.store.port}", "OMP_NUM_THREADS": "1",
+                    "MXTORCH_DIST_TIMEOUT": "120", **env}
+        self.procs: list[subprocess.Popen[bytes]] = []
+        for _ in range(n):
+            self.start()
+
+    def start(self, drop: tuple[str, ...] = ()) -> subprocess.Popen[bytes]:
+        env = {k: v for k, v in self.env.items() if k not in drop}
+        log = open(self.out / f"log.{len(self.procs)}", "wb")
+        p = subprocess.Popen([sys.executable, WORKER, str(self.out)], env=env, stdout=log,
+                             stderr=subprocess.STDOUT)
+        log.close()
+        self.procs.append(p)
+        return p
+
+    def wait_for(self, prefix: str, count: int, timeout: float) -> list[int]:
+        """The pids of the first ``count`` files ``prefix.<pid>`` the workers write."""
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            found = sorted(int(f.name.rsplit(".", 1)[1]) for f in self.out.glob(f"{prefix}.*"))
+            if len(found) >= count:
+                return found
+            if any(p.poll() not in (None, 0) for p in self.procs):
+                break
+            time.sleep(0.2)
+        raise AssertionError(f"no {count} {prefix}.* files: {self.logs()}")
+
+    def finish(self, timeout: float) -> dict[int, int]:
+        try:
+            return {p.pid: p.wait(timeout) for p in self.procs}
+        finally:
+            for p in self.procs:
+                if p.poll() is None:
+                    p.kill()
+                    p.wait()
+
+    def results(self) -> dict[int, dict]:
+        return {int(f.name.split(".")[1]): json.loads(f.read_text()) for f in self.out.glob("result.*.json")}
+
+    def logs(self) -> str:
+        return "\n".join(f"--- {f.name}\n{f.read_text(errors='replace')[-3000:]}"
+                         for f in sorted(self.out.glob("log.*")))
+
+
+@pytest.mark.timeout(600)
+def test_a_worker_lost_mid_epoch_the_survivors_finish_in_the_same_processes(tmp_path):
+    # the undisturbed run and the one that loses rank 1 before step 125 (epoch 2, batch 25) run side by side
+    plain = Job(tmp_path / "plain", 3, 2, 3)
+    lost = Job(tmp_path / "lost", 3, 2, 3, H16_VICTIM="1:125")
+    try:
+        victim, = lost.wait_for("victim", 1, 300)
+        os.kill(victim, signal.SIGKILL)
+        codes, plain_codes = lost.finish(300), plain.finish(300)
+    finally:
+        plain.finish(10)
+    assert plain_codes == {p.pid: 0 for p in plain.procs}, plain.logs()
+    survivors = [p.pid for p in lost.procs if p.pid != victim]
+    assert codes == {**{pid: 0 for pid in survivors}, victim: -signal.SIGKILL}, lost.logs()
+    results = lost.results()
+    # pids unchanged: the processes the test started finished the job, at the new size
+    assert sorted(results) == sorted(survivors), lost.logs()
+    assert sorted(r["rank"] for r in results.values()) == [0, 1]
+    assert all(r["size"] == 2 and r["reset_sizes"] == [2] for r in results.values())
+    assert len({r["checksum"] for r in results.values()}) == 1  # one model on both survivors
+    reference = plain.results()
+    assert len(reference) == 3 and all(r["reset_sizes"] == [] for r in reference.values())
+    a = next(iter(reference.values()))["accuracy"]
+    b = next(iter(results.values()))["accuracy"]
+    print(f"held-out accuracy: undisturbed 3 workers {a:.4f}, rank 1 killed at step 125 {b:.4f}")
+    assert abs(a - b) <= 0.01
+
+
+@pytest.mark.timeout(600)
+def test_a_worker_joins_a_running_job_and_receives_its_state(tmp_path):
+    job = Job(tmp_path / "grow", 2, 2, 3, H16_HOLD="50")
+    try:
+        job.wait_for("held", 2, 300)  # both workers wait before step 50 for a joiner
+        joiner = job.start(drop=("H16_HOLD",))
+        codes = job.finish(300)
+    finally:
+        job.finish(10)
+    assert set(codes.values()) == {0}, job.logs()
+    results = job.results()
+    assert sorted(results) == sorted(p.pid for p in job.procs), job.logs()
+    assert all(r["size"] == 3 and r["reset_sizes"] == [3] for r in results.values())
+    assert results[joiner.pid]["rank"] == 2  # the old ranks keep their order, the joiner comes last
+    # it started from the job's commit of step 60 (the first commit after it came), not from its own start
+    assert results[joiner.pid]["first_call"] == [0, 60]
+    assert len({r["checksum"] for r in results.values()}) == 1
