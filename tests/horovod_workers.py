@@ -201,7 +201,7 @@ class _Exploit:
 def objects(marker: str) -> list[str]:
     """broadcast_object/allgather_object round trips; pickled or unencodable payloads are refused."""
     hvd = _init()
-    from mxtorch.horovod import _control
+    from mxtorch.horovod import _control, _process_sets
 
     n, me = hvd.size(), hvd.rank()
     done = []
@@ -235,8 +235,9 @@ def objects(marker: str) -> list[str]:
     # raw pickle bytes pushed under the object collective are refused, never unpickled
     raw = pickle.dumps(_Exploit(marker))
     try:
-        _control.agree("broadcast_object", "evil", "root=0")
-        blob = _control.broadcast_bytes(raw if me == 0 else None, 0)
+        where = _process_sets.scope(None)
+        _control.agree("broadcast_object", "evil", "root=0", scope=where)
+        blob = _control.broadcast_bytes(raw if me == 0 else None, 0, where)
         if me != 0:
             from mxtorch.horovod._codec import decode
             decode(blob, "rank 0")

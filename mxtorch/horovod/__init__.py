@@ -20,7 +20,12 @@ Differences from Horovod, and why:
   checked, not used for matching.  A header exchanged before each collective turns mismatched
   calls (names, shapes, dtypes, factors) into :class:`CollectiveMismatchError` on every rank.
 * ``priority`` is accepted and ignored; ops are synchronous and not differentiable.
-* ``hvd.Adasum`` raises ``NotImplementedError``; only the global process set exists.
+* ``hvd.Adasum`` (which Horovod's MXNet binding refuses) runs the reference algorithm over a
+  gathered copy of every rank's tensor (see :mod:`mxtorch.horovod._adasum`).
+* Process sets are torch.distributed groups: adding or removing one is collective over the whole
+  job (no ``HOROVOD_DYNAMIC_PROCESS_SETS`` needed); MPI communicators are not supported.
+* ``hvd.join()`` (from ``horovod.torch``) serves allreduces; joined ranks contribute neutral
+  values for Min, Max and Product where Horovod contributes zeros.
 * ``broadcast_object``/``allgather_object`` send JSON (see :mod:`mxtorch.horovod._codec` for the
   supported types) instead of cloudpickle, so nothing received is ever unpickled.
 * fp16/bf16 sums over more than two ranks accumulate in fp32 (rounded once at the end).
@@ -44,10 +49,8 @@ from ._basics import (
     cross_size,
     cuda_built,
     ddl_built,
-    global_process_set,
     gloo_built,
     gloo_enabled,
-    init,
     is_initialized,
     local_rank,
     local_size,
@@ -65,7 +68,15 @@ from ._basics import (
 from ._codec import ObjectDecodingError, ObjectEncodingError
 from ._compression import Compression, Compressor, FP16Compressor, NoneCompressor
 from ._distributed_trainer import DistributedOptimizer, DistributedTrainer, broadcast_parameters
-from ._errors import CollectiveMismatchError, HorovodError, NotInitializedError
+from ._errors import (
+    CollectiveMismatchError,
+    CollectiveTypeError,
+    CollectiveValueError,
+    HorovodError,
+    NotInitializedError,
+)
+from ._gather import allgather, alltoall, grouped_allgather, grouped_reducescatter, reducescatter
+from ._join import join
 from ._objects import allgather_object, broadcast_object
 from ._ops import (
     Adasum,
@@ -75,33 +86,35 @@ from ._ops import (
     Product,
     ReduceOp,
     Sum,
-    allgather,
     allreduce,
     allreduce_,
-    alltoall,
     barrier,
     broadcast,
     broadcast_,
     grouped_allreduce,
     grouped_allreduce_,
-    reducescatter,
 )
+from ._process_sets import ProcessSet, add_process_set, global_process_set, init, remove_process_set
 
 __all__ = [
     # set-up and topology
     "init", "shutdown", "is_initialized", "size", "rank", "local_size", "local_rank", "cross_size",
     "cross_rank", "mpi_threads_supported", "mpi_enabled", "mpi_built", "gloo_enabled", "gloo_built",
-    "nccl_built", "ddl_built", "ccl_built", "cuda_built", "rocm_built", "global_process_set",
+    "nccl_built", "ddl_built", "ccl_built", "cuda_built", "rocm_built",
+    # process sets
+    "ProcessSet", "global_process_set", "add_process_set", "remove_process_set",
     # collectives
     "ReduceOp", "Average", "Sum", "Adasum", "Min", "Max", "Product", "allreduce", "allreduce_",
-    "grouped_allreduce", "grouped_allreduce_", "allgather", "broadcast", "broadcast_", "alltoall",
-    "reducescatter", "barrier", "broadcast_object", "allgather_object",
+    "grouped_allreduce", "grouped_allreduce_", "allgather", "grouped_allgather", "broadcast", "broadcast_",
+    "alltoall", "reducescatter", "grouped_reducescatter", "barrier", "join", "broadcast_object",
+    "allgather_object",
     # training
     "Compression", "Compressor", "NoneCompressor", "FP16Compressor", "DistributedTrainer",
     "DistributedOptimizer", "broadcast_parameters",
     # timeline
     "start_timeline", "stop_timeline",
     # errors
-    "HorovodError", "NotInitializedError", "CollectiveMismatchError", "ObjectEncodingError",
+    "HorovodError", "NotInitializedError", "CollectiveMismatchError", "CollectiveValueError",
+    "CollectiveTypeError", "ObjectEncodingError",
     "ObjectDecodingError",
 ]

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -21,7 +20,7 @@ from ._errors import NotInitializedError
 __all__ = [
     "init", "shutdown", "is_initialized", "size", "rank", "local_size", "local_rank", "cross_size",
     "cross_rank", "mpi_threads_supported", "mpi_enabled", "mpi_built", "gloo_enabled", "gloo_built",
-    "nccl_built", "ddl_built", "ccl_built", "cuda_built", "rocm_built", "global_process_set",
+    "nccl_built", "ddl_built", "ccl_built", "cuda_built", "rocm_built",
 ]
 
 
@@ -39,18 +38,9 @@ class _Layout:
 _layout: _Layout | None = None
 
 
-class _GlobalProcessSet:
-    """Horovod's ``global_process_set``: all ranks (the only process set supported here)."""
-
-    def __repr__(self) -> str:
-        return "global_process_set"
-
-
-global_process_set = _GlobalProcessSet()
-
-
 def init(comm: Sequence[int] | None = None) -> None:
-    """Join the job's process group (idempotent).
+    """Join the job's process group (idempotent); ``hvd.init`` (in :mod:`._process_sets`) adds
+    the process sets after it.
 
     ``comm`` is accepted as in Horovod only when it names every rank (``None`` or
     ``range(world_size)``); MPI communicators and sub-communicators are not supported.  A
@@ -132,19 +122,6 @@ def require_init() -> _Layout:
             "mxtorch.horovod has not been initialized: call hvd.init() first (in every process of the job)"
         )
     return _layout
-
-
-def process_group() -> Any:
-    """The torch.distributed group the collectives run on: the default group (None)."""
-    return None
-
-
-def check_process_set(process_set: Any) -> None:
-    if process_set is not None and process_set is not global_process_set:
-        raise NotImplementedError(
-            f"process_set={process_set!r}: mxtorch.horovod supports only the global process set "
-            "(leave process_set out)"
-        )
 
 
 def _world_reader(field: str, doc: str) -> Callable[[], int]:

@@ -13,6 +13,7 @@ from ..gluon.parameter import Parameter
 from ..gluon.trainer import Trainer
 from . import _basics, _ops
 from ._compression import Compression, Compressor, NoneCompressor
+from ._process_sets import ProcessSet, global_process_set
 
 __all__ = ["DistributedTrainer", "DistributedOptimizer", "broadcast_parameters"]
 
@@ -42,13 +43,26 @@ def _split(items: list[Any], n: int) -> list[list[Any]]:
 
 
 def _sum_grads(payloads: list[torch.Tensor], num_groups: int, predivide: float, postscale: float,
-               name: str) -> None:
-    """Sum ``payloads`` over all ranks in place (each pre-divided by ``predivide``), in ``num_groups``
-    grouped collectives (0: one group)."""
+               name: str, process_set: ProcessSet) -> None:
+    """Sum ``payloads`` over the set's ranks in place (each pre-divided by ``predivide``), in
+    ``num_groups`` grouped collectives (0: one group)."""
     groups = _split(payloads, num_groups) if num_groups > 0 else [payloads]
     for g, group in enumerate(groups):
         _ops.grouped_allreduce_(group, name=f"{name}.{g}", op=_ops.Sum, prescale_factor=1.0 / predivide,
-                                postscale_factor=postscale)
+                                postscale_factor=postscale, process_set=process_set)
+
+
+def _set_size(process_set: Any) -> int:
+    """The number of ranks of ``process_set`` (an added hvd.ProcessSet), checked up front."""
+    if process_set is global_process_set:
+        return _basics.size()
+    if not isinstance(process_set, ProcessSet):
+        raise TypeError(f"process_set must be an hvd.ProcessSet, got {type(process_set).__name__}")
+    size = process_set.size()
+    if size is None:
+        raise ValueError(f"{process_set} has not been added: pass it to hvd.init(process_sets=[...]) or "
+                         "hvd.add_process_set() first")
+    return size
 
 
 class DistributedTrainer(Trainer):
@@ -67,6 +81,9 @@ class DistributedTrainer(Trainer):
     summed in ``num_groups`` grouped collectives (0: one per dtype, like Horovod's tensor
     fusion); parameters are then not broadcast here.  Either way, call
     :func:`broadcast_parameters` after initialization, as with Horovod.
+
+    ``process_set``: the gradients are averaged over that set's ranks only (Horovod's rule: ranks
+    outside it do not reduce, and every rank divides by the set's size).
     """
 
     def __init__(
@@ -78,8 +95,11 @@ class DistributedTrainer(Trainer):
         gradient_predivide_factor: float = 1.0,
         prefix: str | None = None,
         num_groups: int = 0,
+        process_set: ProcessSet = global_process_set,
     ) -> None:
-        world = _basics.size()  # raises a clear error before hvd.init()
+        _basics.size()  # raises a clear error before hvd.init()
+        world = _set_size(process_set)
+        self._process_set = process_set
         if isinstance(optimizer, DistributedOptimizer):
             optimizer = optimizer._optimizer  # reducing twice would divide by size() twice
         if prefix is not None and not isinstance(prefix, str):
@@ -92,16 +112,17 @@ class DistributedTrainer(Trainer):
         self._compression = compression
         self._prefix = prefix or ""
         plain = (compression is NoneCompressor or isinstance(compression, NoneCompressor)) and \
-            self._predivide == 1.0 and self._num_groups == 0
+            self._predivide == 1.0 and self._num_groups == 0 and process_set is global_process_set
         # With Horovod's defaults the 'horovod' KVStore does the work: it reduces gradients while
         # backward runs and the Trainer divides by the global batch.  Compression, pre-division and
         # explicit groups need the reduction below.
         store = kvs.create("horovod") if world > 1 and plain else None
-        self._own_reduction = world > 1 and not plain
+        self._own_reduction = world > 1 and not plain and bool(process_set.included())
         super().__init__(params, optimizer, optimizer_params, kvstore=store, update_on_kvstore=False)
         # As Horovod: the average over ranks goes into the gradient scale, not into the reduced
         # sums (a plain gluon.Trainer sums, as MXNet does, and divides only by batch_size).
-        self.gradient_scale *= (self._predivide if self._own_reduction else 1.0) / world
+        outside = not process_set.included()  # Horovod scales these ranks' own gradients the same way
+        self.gradient_scale *= (self._predivide if self._own_reduction or outside else 1.0) / world
 
     def reduce_gradients(self) -> None:
         if not self._own_reduction:
@@ -119,7 +140,8 @@ class DistributedTrainer(Trainer):
             grads.append((copies, payload, ctx))
         if not grads:
             return
-        _sum_grads([g[1] for g in grads], self._num_groups, self._predivide, 1.0, f"{self._prefix}grads")
+        _sum_grads([g[1] for g in grads], self._num_groups, self._predivide, 1.0, f"{self._prefix}grads",
+                   self._process_set)
         with torch.no_grad():
             for copies, payload, ctx in grads:
                 first = copies[0]
@@ -137,10 +159,10 @@ class DistributedOptimizer(opt.Optimizer):
     KVStore) or with a KVStore updater; :class:`DistributedTrainer` unwraps it.
     """
 
-    _OWN = frozenset({"_optimizer", "_predivide", "_num_groups"})
+    _OWN = frozenset({"_optimizer", "_predivide", "_num_groups", "_process_set"})
 
     def __init__(self, optimizer: opt.Optimizer, gradient_predivide_factor: float = 1.0,
-                 num_groups: int = 0) -> None:
+                 num_groups: int = 0, process_set: ProcessSet = global_process_set) -> None:
         if not isinstance(optimizer, opt.Optimizer):
             raise TypeError(
                 f"DistributedOptimizer wraps an mxtorch Optimizer, got {type(optimizer).__name__}"
@@ -149,6 +171,8 @@ class DistributedOptimizer(opt.Optimizer):
             raise TypeError("this optimizer is already a DistributedOptimizer: wrapping it again would "
                             "reduce gradients twice")
         _basics.size()  # raises a clear error before hvd.init()
+        _set_size(process_set)
+        object.__setattr__(self, "_process_set", process_set)
         object.__setattr__(self, "_optimizer", optimizer)
         object.__setattr__(self, "_predivide", _check_predivide(gradient_predivide_factor))
         object.__setattr__(self, "_num_groups", _check_num_groups(num_groups))
@@ -168,16 +192,16 @@ class DistributedOptimizer(opt.Optimizer):
         return f"DistributedOptimizer({self._optimizer!r})"
 
     def _average(self, index: Any, grad: Any) -> None:
-        world = _basics.size()
-        if world == 1:
-            return
+        world = _set_size(self._process_set)
+        if world == 1 or not self._process_set.included():
+            return  # Horovod's rule: ranks outside the set update with their own gradients
         grads = list(grad) if isinstance(index, (list, tuple)) else [grad]
         keys = list(index) if isinstance(index, (list, tuple)) else [index]
         for i, g in enumerate(grads):
             if not isinstance(g, torch.Tensor):
                 raise TypeError(f"grad of index {keys[i]!r} must be a torch.Tensor, got {type(g).__name__}")
         name = f"DistributedOptimizer.grad.{keys[0]}" + (f"-{keys[-1]}" if len(keys) > 1 else "")
-        _sum_grads(grads, self._num_groups, self._predivide, self._predivide / world, name)
+        _sum_grads(grads, self._num_groups, self._predivide, self._predivide / world, name, self._process_set)
 
     def create_state(self, index: Any, weight: torch.Tensor) -> Any:
         return self._optimizer.create_state(index, weight)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from ..base import MXNetError
 
-__all__ = ["HorovodError", "NotInitializedError", "CollectiveMismatchError"]
+__all__ = ["HorovodError", "NotInitializedError", "CollectiveMismatchError", "CollectiveValueError",
+           "CollectiveTypeError"]
 
 
 class HorovodError(MXNetError):
@@ -17,3 +18,14 @@ class NotInitializedError(HorovodError, ValueError):
 
 class CollectiveMismatchError(HorovodError):
     """Ranks called different collectives, or one collective with different names, shapes or dtypes."""
+
+
+class CollectiveValueError(HorovodError, ValueError):
+    """A collective's arguments are wrong (found when the ranks negotiate it).
+
+    Horovod's MXNet binding reports these as ``MXNetError``; this is both, so code catching
+    either keeps working."""
+
+
+class CollectiveTypeError(HorovodError, TypeError):
+    """A collective's tensor or argument has an unsupported type (``MXNetError`` and ``TypeError``)."""

@@ -13,6 +13,7 @@ from typing import Any
 from . import _basics, _ops
 from ._codec import ObjectEncodingError, decode, encode
 from ._control import agree, allgather_bytes, broadcast_bytes, op_name
+from ._process_sets import scope
 
 __all__ = ["broadcast_object", "allgather_object"]
 
@@ -22,37 +23,36 @@ def broadcast_object(obj: Any, root_rank: int = 0, name: str | None = None, proc
 
     Other ranks' ``obj`` is ignored (pass None).  Tensors arrive on the CPU.
     """
-    _basics.check_process_set(process_set)
+    where = scope(process_set)
     root = _ops.check_root(root_rank)
-    name_ = op_name("broadcast_object", name)
+    name_ = op_name("broadcast_object", name, where)
     payload: bytes | None = None
-    problem: BaseException | None = _ops.root_problem(root)
+    problem: BaseException | None = _ops.root_problem(root, where)
     if problem is None and _basics.rank() == root:
         try:
             payload = encode(obj)
         except ObjectEncodingError as err:
             problem = err
-    agree("broadcast_object", name_, f"root={root}", problem)
-    if _basics.size() == 1:
+    agree("broadcast_object", name_, f"root={root}", problem, scope=where)
+    if where.size == 1:
         return obj
     if payload is not None:  # the root
-        broadcast_bytes(payload, root)
+        broadcast_bytes(payload, root, where)
         return obj
-    return decode(broadcast_bytes(None, root), f"rank {root}")
+    return decode(broadcast_bytes(None, root, where), f"rank {root}")
 
 
 def allgather_object(obj: Any, name: str | None = None, process_set: Any = None) -> list[Any]:
     """Every rank's ``obj``, as a list in rank order (each entry decoded from its JSON form)."""
-    _basics.check_process_set(process_set)
-    name_ = op_name("allgather_object", name)
-    _basics.require_init()
+    where = scope(process_set)
+    name_ = op_name("allgather_object", name, where)
     payload = b""
     problem: BaseException | None = None
     try:
         payload = encode(obj)
     except ObjectEncodingError as err:
         problem = err
-    agree("allgather_object", name_, "", problem)
-    if _basics.size() == 1:
+    agree("allgather_object", name_, "", problem, scope=where)
+    if where.size == 1:
         return [decode(payload, "this rank")]
-    return [decode(p, f"rank {r}") for r, p in enumerate(allgather_bytes(payload))]
+    return [decode(p, f"rank {r}") for r, p in zip(where.ranks, allgather_bytes(payload, where))]

@@ -1,0 +1,56 @@
+"""mxtorch.horovod beyond the basics: process sets, join, grouped gathers/scatters, Adasum.
+
+One 3-process gloo job (real processes, a free port, a timeout) runs every check in
+tests/horovod_sets_workers.py; each rank checks its results against hand computations.
+Single-process tests cover the pure parts (ProcessSet before init, the Adasum formula).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import pytest
+import torch
+
+import mxtorch.horovod as hvd
+from mxtorch.horovod._adasum import adasum_pair, adasum_tree
+
+sys.path.insert(0, os.path.dirname(__file__))
+import horovod_sets_workers as workers  # noqa: E402
+
+
+def test_process_set_before_init():
+    ps = hvd.ProcessSet([3, 1])
+    assert ps.ranks == [1, 3] and ps.process_set_id is None
+    assert ps.size() is None and ps.rank() is None
+    assert "ranks=[1, 3]" in str(ps)
+    with pytest.raises(ValueError, match="list of"):
+        hvd.ProcessSet("01")
+    with pytest.raises(ValueError, match="integer ranks"):
+        hvd.ProcessSet([0, 1.5])
+    with pytest.raises(hvd.NotInitializedError):
+        hvd.add_process_set([0])
+    with pytest.raises(TypeError, match="hvd.ProcessSet"):
+        hvd.allgather(torch.ones(1), process_set=[0, 1])
+
+
+def test_adasum_formula_by_hand():
+    a, b = torch.tensor([1.0, 0.0], dtype=torch.float64), torch.tensor([0.0, 1.0], dtype=torch.float64)
+    assert torch.equal(adasum_pair(a, b), torch.tensor([1.0, 1.0], dtype=torch.float64))  # orthogonal: sum
+    assert torch.equal(adasum_pair(a * 2, a * 2), a * 2)  # identical: their mean
+    assert torch.equal(adasum_pair(a, torch.zeros(2, dtype=torch.float64)), a)  # a zero gradient
+    f64 = torch.float64
+    got = adasum_pair(torch.tensor([3.0, 4.0], dtype=f64), torch.tensor([3.0, 0.0], dtype=f64))
+    torch.testing.assert_close(got, torch.tensor([3.96, 3.28], dtype=torch.float64))
+    assert torch.equal(adasum_tree([a]), a)
+
+
+@pytest.mark.timeout(600)
+def test_process_sets_join_grouped_adasum_three_ranks():
+    from mxtorch.distributed.testing import run_workers
+
+    results = run_workers(workers.process_sets, 3, timeout=180)
+    assert all(r == results[0] for r in results), results
+    assert results[0] == ["sets", "collectives on sets", "remove", "grouped gathers", "adasum", "join",
+                          "trainer on a set"]
