@@ -210,7 +210,11 @@ def backward(
     hs = _as_list(heads)
     hg = _default_head_grads(hs, head_grads)
     rule = _check_not_freed(hs)
-    torch.autograd.backward(hs, hg, retain_graph=retain_graph)
+    if torch.autograd.profiler._is_profiler_enabled:  # a profiler records: mx.profiler's span of it
+        with torch.autograd.profiler.record_function("mxtorch/backward"):
+            torch.autograd.backward(hs, hg, retain_graph=retain_graph)
+    else:
+        torch.autograd.backward(hs, hg, retain_graph=retain_graph)
     if rule and not retain_graph:
         _mark_freed(hs)
 

@@ -232,3 +232,40 @@ def test_merge_refuses_two_traces_of_one_rank_and_an_empty_folder(tmp_path):
     assert done.returncode == 2
     assert done.stderr.startswith("mxtorch trace: error: ") and "holds no trace" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_autograd_backward_is_a_span(tmp_path):
+    path = str(tmp_path / "profile.json")
+    x = mx.nd.array([1.0, 2.0, 3.0])
+    x.attach_grad()
+    mx.profiler.set_config(profile_all=True, filename=path)
+    mx.profiler.set_state("run")
+    with mx.autograd.record():
+        y = (x * x).sum()
+    mx.autograd.backward(y)
+    mx.profiler.set_state("stop")
+    mx.profiler.dump()
+    assert len(_named(_trace(path), "mxtorch/backward")) == 1
+    assert x.grad.tolist() == [2.0, 4.0, 6.0]
+
+
+def test_the_training_loop_spans_forward_backward_step_and_data(tmp_path):
+    """mxtorch train's loop, profiled: every step has its forward, backward, trainer.step and
+    data.wait span (backward nests torch's autograd work)."""
+    from mxtorch.cli.train_loop import TrainConfig, train
+
+    path = str(tmp_path / "profile.json")
+    cfg = TrainConfig(model="mlp", data_root=mx.gluon.data.vision.EMBEDDED_FASHION_MNIST_ROOT, epochs=1,
+                      batch_size=2048, output=str(tmp_path / "run"), progress=False, hybridize=False)
+    mx.profiler.set_config(profile_all=False, filename=path)
+    mx.profiler.set_state("run")
+    train(cfg)
+    mx.profiler.set_state("stop")
+    mx.profiler.dump()
+    trace = _trace(path)
+    steps = len(_named(trace, "mxtorch/trainer.step"))
+    assert steps >= 2
+    assert len(_named(trace, "mxtorch/backward")) == steps
+    assert len([e for e in _named(trace, "mxtorch/forward") if e["args"].get("block") == "MLP"]) >= steps
+    # the test set's batches are waited for too (evaluation)
+    assert len(_named(trace, "mxtorch/data.wait")) > steps

@@ -12,6 +12,7 @@ from dataclasses import asdict
 from typing import Any
 
 from ..checkpoint_io import atomic_write_text
+from ..profiler import span
 from .train_checks import check_train_config
 from .train_config import TrainConfig, compression_params, launched_world_size
 from .train_data import evaluate, load_datasets, num_classes, parse_contexts
@@ -261,9 +262,10 @@ class DataParallelRun:
         with autograd.record():
             outs = [self.net(x) for x in parts]
             losses = [self.loss_fn(o, y) for o, y in zip(outs, labels)]
-        if not any(hook.backward(self, losses) for hook in self.hooks):
-            for l in losses:
-                l.backward()
+        if not any(hook.backward(self, losses) for hook in self.hooks):  # mxtorch.autograd.backward's span
+            with span("backward"):
+                for l in losses:
+                    l.backward()
         # the global batch: stores sum over workers (MXNet); elastic shares may differ by one sample
         self.trainer.step(self.cfg.batch_size if self.elastic else data.shape[0] * self.n_workers)
         self.loss_sum += sum(float(l.detach().sum()) for l in losses)
