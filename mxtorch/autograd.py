@@ -277,6 +277,7 @@ def mark_variables(
     ('write') or adds ('add') into those very tensors; ``'null'`` stops tracking.  Without
     ``gradients`` zero buffers are made.
     """
+    from .nd import _sparse_grad
     from .ndarray_methods import attach_grad
 
     vs = _as_list(variables)
@@ -295,7 +296,7 @@ def mark_variables(
             )
         attach_grad(v, req)
         if g is not None and req != "null":
-            v.grad = g
+            _sparse_grad.set_grad(v, g)
             v._mx_grad_buf = g  # type: ignore[attr-defined]  # backward writes into this very array
 
 

@@ -159,6 +159,11 @@ def _keep_grad_buffer(t: torch.Tensor) -> None:
     # value back into the buffer
     t._mx_fresh = True  # type: ignore[attr-defined]
     buf = getattr(t, "_mx_grad_buf", None)
+    from .nd import _sparse_grad
+
+    if buf is not None and _sparse_grad.holds_grad(t):  # a gradient array torch cannot attach to t
+        t._mx_grad_buf = _sparse_grad.take_backward_gradient(t, buf)  # type: ignore[attr-defined]
+        return
     g = t.grad
     if buf is None or g is None or g is buf:
         return
@@ -208,7 +213,9 @@ def attach_grad(self: torch.Tensor, grad_req: str = "write", stype: Any = None) 
         if not self.is_leaf:
             self.detach_()
         self.requires_grad_(True)
-        self.grad = _zero_grad(self, stype)
+        from .nd import _sparse_grad
+
+        _sparse_grad.set_grad(self, _zero_grad(self, stype))
         self._mx_grad_buf = self.grad  # type: ignore[attr-defined]
         self._mx_fresh = False  # type: ignore[attr-defined]
         if not getattr(self, "_mx_write_hook", False):

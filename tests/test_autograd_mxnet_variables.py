@@ -37,6 +37,48 @@ def test_attach_grad_keeps_the_requested_storage_type() -> None:
     np.testing.assert_allclose(w.grad.asnumpy(), np.array([[2.0, 2.0], [1.0, 1.0], [0.0, 0.0]]))
 
 
+_STYPES = ["default", "row_sparse", "csr"]
+
+
+def _gradient_after_two_passes(stype: str, grad_stype: str | None, req: str) -> torch.Tensor:
+    x = nd.array([[0.0, 2.0], [3.0, 0.0]]).tostype(stype)
+    x.attach_grad(grad_req=req, stype=grad_stype)
+    assert x.grad.stype == (grad_stype or stype) and x.detach().stype == stype
+    w = nd.array([[1.0, 2.0], [3.0, 4.0]])
+    for _ in range(2):
+        with mx.autograd.record():
+            y = (x * w).sum()
+        y.backward()
+        assert x.grad.stype == (grad_stype or stype)  # every backward keeps the requested type
+    return x.grad.to_dense()
+
+
+@pytest.mark.parametrize("req", ["write", "add"])
+@pytest.mark.parametrize("grad_stype", _STYPES)
+@pytest.mark.parametrize("stype", _STYPES)
+def test_any_gradient_storage_type_on_any_array(stype: str, grad_stype: str, req: str) -> None:
+    # MXNet: attach_grad(stype=) gives any array a gradient of any storage type (torch attaches
+    # only its own layout, or COO on a dense array); the value does not depend on the storage
+    # type, and 'add' sums the two passes where 'write' keeps the last
+    got = _gradient_after_two_passes(stype, grad_stype, req)
+    assert got.tolist() == _gradient_after_two_passes(stype, None, req).tolist()
+    if stype != "csr":  # d sum(x * w) / dx = w (torch's csr product keeps x's pattern)
+        assert got.tolist() == ([[1.0, 2.0], [3.0, 4.0]] if req == "write" else [[2.0, 4.0], [6.0, 8.0]])
+
+
+def test_mark_variables_takes_a_csr_gradient_for_a_dense_variable() -> None:
+    x = nd.ones((2, 2))
+    g = nd.zeros((2, 2), stype="csr")
+    mx.autograd.mark_variables([x], [g])
+    assert x.grad is g and type(x * 2) is torch.Tensor  # operations on x stay plain tensors
+    with mx.autograd.record():
+        y = (x * nd.array([[1.0, 0.0], [0.0, 5.0]])).sum()
+    y.backward()
+    assert x.grad.stype == "csr" and x.grad.to_dense().tolist() == [[1.0, 0.0], [0.0, 5.0]]
+    x.grad = None  # torch's rule for None still holds
+    assert x.grad is None
+
+
 def test_fresh_grad_tracks_backward_writes() -> None:
     x, y = nd.ones((2,)), nd.ones((2,))
     mx.autograd.mark_variables([x, y], [nd.zeros((2,)), nd.zeros((2,))])

@@ -150,6 +150,8 @@ class SparseNDArray(torch.Tensor):
     def __torch_function__(cls, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
         with torch._C.DisableTorchFunctionSubclass():
+            if getattr(func, "__name__", "") == "__set__":  # x.grad = g: on x itself, never a dense copy
+                return func(*args, **kwargs)
             if _records_mixed_csr(args, kwargs):
                 return func(*_densified(args), **_densified(kwargs))
             try:
@@ -163,7 +165,7 @@ class SparseNDArray(torch.Tensor):
             # _make_subclass makes a new leaf: a result in the autograd graph stays torch's sparse
             # tensor (as_subclass cannot wrap sparse storage)
             if out.grad_fn is None:
-                out = torch.Tensor._make_subclass(cls, out, out.requires_grad)
+                out = torch.Tensor._make_subclass(SparseNDArray, out, out.requires_grad)
         return out
 
 
