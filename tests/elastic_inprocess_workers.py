@@ -9,9 +9,14 @@ steps, under ``@elastic.run``.  The test steers it through the environment:
 - ``H16_HOLD=STEP``: in the first generation every rank writes ``held.<pid>`` and waits before
   step STEP until a worker waits to join the job (the test then starts one): a join mid-epoch.
 
-Each process writes ``result.<pid>.json`` at the end: its rank and world size, the held-out
-accuracy, a checksum of the parameters, the sizes its reset callbacks saw, and where its first
-call of the training function started (a joiner: the job's commit it received).
+- ``H16_FILL=STEP``: after the first generation, a group of fewer than 3 workers waits before
+  step STEP until a worker waits to join (a replacement started by its agent).
+
+Each process writes ``start.<pid>`` when it starts and ``result.<pid>.json`` at the end: its rank
+and world size, the held-out accuracy, a checksum of the parameters, the sizes its reset
+callbacks saw, and where its first call of the training function started (a joiner: the job's
+commit it received).  ``H16_HVD=1`` uses Horovod's names (``hvd.init()``,
+``hvd.elastic.State``/``run``, kvstore 'horovod').
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ import json
 import os
 import sys
 import time
+from typing import Any
 
 import torch
 
@@ -40,10 +46,26 @@ def _data(train: bool) -> tuple[torch.Tensor, torch.Tensor]:
     return x, y
 
 
+def _wait_for_joiner() -> None:
+    context = elastic.current()
+    assert context is not None and context.membership is not None
+    while not context.rendezvous.joiners_waiting(context.membership):
+        time.sleep(0.1)
+
+
 def main(out: str) -> int:
     torch.set_num_threads(1)
-    elastic.init()  # before the Trainer joins the process group
+    open(os.path.join(out, f"start.{os.getpid()}"), "w").close()
     import torch.distributed as dist
+
+    if os.environ.get("H16_HVD"):  # Horovod's spelling: hvd.init() joins the elastic job
+        import mxtorch.horovod as hvd
+
+        hvd.init()
+        api: Any = hvd.elastic
+    else:
+        elastic.init()  # before the Trainer joins the process group
+        api = elastic
 
     x, y = _data(True)
     xt, yt = _data(False)
@@ -53,22 +75,23 @@ def main(out: str) -> int:
     net.initialize(mx.init.Xavier())
     net(x[:2])
     trainer = gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.1, "momentum": 0.9},
-                            kvstore="allreduce")
+                            kvstore="horovod" if api is not elastic else "allreduce")
     loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
     size, rank = dist.get_world_size(), dist.get_rank()
     sampler = elastic.ElasticBatchSampler(len(x), GLOBAL_BATCH, size, rank, seed=3)
-    state = elastic.State(net=net, trainer=trainer, sampler=sampler, epoch=0, batch=0)
+    state = api.State(net=net, trainer=trainer, sampler=sampler, epoch=0, batch=0)
     seen_sizes: list[int] = []
     state.register_reset_callbacks([lambda: seen_sizes.append(dist.get_world_size())])
     first_call: list[list[int]] = []
     victim = os.environ.get("H16_VICTIM", "")
     hold = int(os.environ.get("H16_HOLD", "-1"))
+    fill = int(os.environ.get("H16_FILL", "-1"))
 
     def first_generation() -> bool:
         context = elastic.current()
         return context is not None and context.membership is not None and context.membership.generation == 0
 
-    @elastic.run
+    @api.run
     def train(state: elastic.State) -> None:
         first_call.append([state.epoch, state.batch])
         for state.epoch in range(state.epoch, EPOCHS):  # noqa: B020 - the API's idiom (Horovod's too)
@@ -79,12 +102,11 @@ def main(out: str) -> int:
                 if victim and first_generation() and f"{dist.get_rank()}:{step}" == victim:
                     open(os.path.join(out, f"victim.{os.getpid()}"), "w").close()
                     time.sleep(600)
+                if step == fill and dist.get_world_size() < 3 and not first_generation():
+                    _wait_for_joiner()
                 if step == hold and first_generation():
                     open(os.path.join(out, f"held.{os.getpid()}"), "w").close()
-                    context = elastic.current()
-                    assert context is not None and context.membership is not None
-                    while not context.rendezvous.joiners_waiting(context.membership):
-                        time.sleep(0.1)
+                    _wait_for_joiner()
                 with autograd.record():
                     loss = loss_fn(net(x[idx]), y[idx])
                 loss.backward()
@@ -102,7 +124,8 @@ def main(out: str) -> int:
     with open(os.path.join(out, f"result.{os.getpid()}.json"), "w") as f:
         json.dump({"pid": os.getpid(), "rank": dist.get_rank(), "size": dist.get_world_size(),
                    "accuracy": accuracy, "checksum": checksum, "reset_sizes": seen_sizes,
-                   "first_call": first_call[0]}, f)
+                   "first_call": first_call[0],
+                   "hvd_size": hvd.size() if api is not elastic else None}, f)
     return 0
 
 

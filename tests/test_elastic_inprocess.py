@@ -288,3 +288,44 @@ def test_a_worker_joins_a_running_job_and_receives_its_state(tmp_path):
     # it started from the job's commit of step 60 (the first commit after it came), not from its own start
     assert results[joiner.pid]["first_call"] == [0, 60]
     assert len({r["checksum"] for r in results.values()}) == 1
+
+
+@pytest.mark.timeout(600)
+def test_under_mxtorch_launch_the_agent_replaces_only_the_lost_worker(tmp_path):
+    """Horovod's names under `mxtorch launch --elastic` in-process mode: rank 1 is killed, the two
+    survivors go on in their processes, its agent starts a replacement that joins them."""
+    out = tmp_path / "launch"
+    out.mkdir()
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+           "H16_VICTIM": "1:125", "H16_FILL": "150", "H16_HVD": "1", "MXTORCH_DIST_TIMEOUT": "120"}
+    env.pop(MXTORCH_ELASTIC_MODE, None)
+    cmd = [sys.executable, "-m", "mxtorch.cli.main", "launch", "--elastic", "2:3", "-n", "3",
+           "--rendezvous-timeout", "120", "--env", f"{MXTORCH_ELASTIC_MODE}:inprocess",
+           "python", WORKER, str(out)]
+    with open(tmp_path / "launch.log", "wb") as log:
+        proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=str(ROOT))
+    try:
+        end = time.monotonic() + 300
+        while not list(out.glob("victim.*")) and proc.poll() is None and time.monotonic() < end:
+            time.sleep(0.2)
+        victims = [int(f.name.split(".")[1]) for f in out.glob("victim.*")]
+        text = (tmp_path / "launch.log").read_text(errors="replace")
+        assert len(victims) == 1, text[-5000:]
+        started = {int(f.name.split(".")[1]) for f in out.glob("start.*")}
+        os.kill(victims[0], signal.SIGKILL)
+        rc = proc.wait(400)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    text = (tmp_path / "launch.log").read_text(errors="replace")
+    assert rc == 0, text[-5000:]
+    assert "starting a replacement that joins the running job (1 of" in text, text[-5000:]
+    results = {int(f.name.split(".")[1]): json.loads(f.read_text()) for f in out.glob("result.*.json")}
+    survivors = started - set(victims)
+    assert len(started) == 3 and survivors <= set(results), text[-5000:]  # the same processes finished
+    new, = set(results) - survivors
+    assert all(r["size"] == 3 and r["hvd_size"] == 3 for r in results.values())
+    assert all(results[pid]["reset_sizes"][-1] == 3 for pid in survivors)
+    assert results[new]["first_call"] != [0, 0]  # the replacement started from the job's commit
+    assert len({r["checksum"] for r in results.values()}) == 1

@@ -25,7 +25,8 @@ from typing import Any
 
 from ..distributed.env import DistributedError
 
-__all__ = ["PREFIX", "LAST_CALL_S", "Membership", "Rendezvous", "RendezvousTimeout"]
+__all__ = ["PREFIX", "LAST_CALL_S", "FINISHED_KEY", "Membership", "Rendezvous", "RendezvousTimeout",
+           "JobFinished"]
 
 PREFIX = "mxtorch/elastic/inprocess/"
 LAST_CALL_S = 2.0
@@ -35,10 +36,16 @@ START_GRACE_S = 30.0
 without a newcomer (a worker that failed to start must not hold the job)."""
 _POLL_S = 0.1
 _LATEST_KEY = "latest"
+FINISHED_KEY = "finished"
+"""Set (under :data:`PREFIX`) when the job's training function returned: nothing is left to join."""
 
 
 class RendezvousTimeout(DistributedError):
     """The job's membership did not reach MIN workers in time."""
+
+
+class JobFinished(DistributedError):
+    """The job finished while this process waited to join it."""
 
 
 @dataclass(frozen=True)
@@ -137,6 +144,13 @@ class Rendezvous:
             if not admit_late:
                 return None, generation
 
+    def finish(self) -> None:
+        """Tell processes waiting to join (and the agents) that the job's training has ended."""
+        self.store.set(FINISHED_KEY, "1")
+
+    def finished(self) -> bool:
+        return bool(self.store.check([FINISHED_KEY]))
+
     def joiners_waiting(self, membership: Membership) -> bool:
         """Whether a process came too late for ``membership``'s generation (it waits in the next)."""
         count = int(self.store.add(f"g{membership.generation}/n", 0))
@@ -148,6 +162,9 @@ class Rendezvous:
         while True:
             if self.store.check([key]):
                 return int(self.store.get(key))
+            if self.store.check([FINISHED_KEY]):
+                raise JobFinished(f"elastic rendezvous: the job finished while this process waited for "
+                                  f"generation {generation}: there is nothing left to join")
             count = int(self.store.add(f"g{generation}/n", 0))
             now = time.monotonic()
             if count != seen:

@@ -60,7 +60,10 @@ def run(func: Callable[..., _R]) -> Callable[..., _R]:
         while True:
             state.sync()
             try:
-                return func(state, *args, **kwargs)
+                result = func(state, *args, **kwargs)
+                if context is not None:
+                    context.rendezvous.finish()
+                return result
             except MembershipChanged:
                 _log.info("elastic: a worker waits to join; re-forming the group from the commit just made")
             except Exception as e:

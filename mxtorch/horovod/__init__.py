@@ -43,6 +43,7 @@ Differences from Horovod, and why:
 
 from __future__ import annotations
 
+from . import elastic as elastic  # hvd.elastic.run / State (in-process elastic recovery)
 from ._basics import (
     ccl_built,
     cross_rank,

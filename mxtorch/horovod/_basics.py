@@ -50,7 +50,9 @@ def init(comm: Sequence[int] | None = None) -> None:
     global _layout
     from ..distributed import env as _env
     from ..distributed import group as _group
+    from ..elastic import inprocess
 
+    inprocess.init()  # an in-process elastic job (MXTORCH_ELASTIC_MODE=inprocess) is joined there; else no-op
     if not _group.is_initialized() and not dist.is_initialized() and _env.world_info_from_env() is None:
         # Not started by a launcher: a one-process job without a process group, as in Horovod.
         _check_comm(comm, 1)

@@ -87,7 +87,7 @@ def job_description(spec: JobSpec, settings: ElasticSettings, run_id: str) -> An
     return ElasticJob(run_id=run_id, min_workers=settings.min_workers, max_workers=settings.max_workers,
                       command=resolve_command(spec.command), env=env,
                       max_restarts=spec.max_restarts or DEFAULT_MAX_RESTARTS,
-                      rendezvous_timeout=settings.rendezvous_timeout)
+                      rendezvous_timeout=settings.rendezvous_timeout, start_workers=spec.num_workers)
 
 
 def _describe(rc: int) -> str:

@@ -31,6 +31,7 @@ from ..elastic.env import (
     MXTORCH_ELASTIC,
     MXTORCH_ELASTIC_ENDPOINT,
     MXTORCH_ELASTIC_HOST,
+    MXTORCH_ELASTIC_MODE,
     ElasticJob,
     parse_endpoint,
 )
@@ -125,6 +126,10 @@ def run_agent(endpoint: str, name: str | None = None, local_addr: str | None = N
     os.environ.update(RESTART_ENV)
     os.environ.update({MXTORCH_ELASTIC: "1", MXTORCH_ELASTIC_HOST: name, MXTORCH_ELASTIC_ENDPOINT: endpoint})
     os.environ.setdefault("OMP_NUM_THREADS", "1")  # as torchrun: workers must not oversubscribe the cores
+    if os.environ.get(MXTORCH_ELASTIC_MODE) == "inprocess":  # the workers re-form the group themselves
+        from .elastic_inprocess import run_inprocess_agent
+
+        return run_inprocess_agent(job, store, name)
     log_dir = tempfile.mkdtemp(prefix=f"mxtorch-elastic-{name}-")
     config = LaunchConfig(
         min_nodes=job.min_workers, max_nodes=job.max_workers, nproc_per_node=1, run_id=job.run_id,
