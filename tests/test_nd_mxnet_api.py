@@ -145,3 +145,23 @@ def test_depth_to_space_roundtrip() -> None:
     assert torch.equal(nd.space_to_depth(y, 2), x)
     with pytest.raises(ValueError, match="divisible"):
         nd.depth_to_space(torch.zeros(1, 3, 2, 2), 2)
+
+
+def test_slice_assign_writes_the_region_of_nd_slice() -> None:
+    # MXNet's _slice_assign / _crop_assign: lhs with lhs[begin:end:step] = rhs (numpy's slicing by
+    # hand); out=lhs writes in place; the _scalar forms fill the region with a number
+    x = torch.arange(24.0).reshape(2, 3, 4)
+    rhs = -torch.arange(1.0, 7.0).reshape(2, 1, 3)
+    got = nd._internal._crop_assign(x, rhs, begin=(0, 1, 0), end=(2, 2, 3))
+    want = x.numpy().copy()
+    want[0:2, 1:2, 0:3] = rhs.numpy()
+    assert got.tolist() == want.tolist() and x[0, 1, 0] == 4.0  # a copy
+    a = torch.arange(6.0)
+    want_a = a.numpy().copy()
+    want_a[5::-2] = [10.0, 20.0, 30.0]  # a negative step walks the region backwards
+    assert nd._internal._slice_assign(a, torch.tensor([10.0, 20.0, 30.0]), begin=(5,), end=(None,),
+                                      step=(-2,)).tolist() == want_a.tolist()
+    nd._internal._crop_assign_scalar(x, scalar=5, begin=(1, 0, 1), end=(2, 3, 2), out=x)
+    assert x[1, :, 1].tolist() == [5.0, 5.0, 5.0] and x[0, :, 1].tolist() == [1.0, 5.0, 9.0]
+    with pytest.raises(ValueError, match=r"rhs has shape \(2,\).*\(3,\)"):
+        nd._internal._slice_assign(a, torch.zeros(2), begin=(0,), end=(3,))

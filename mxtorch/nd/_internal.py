@@ -7,12 +7,13 @@ from typing import Any
 import numpy as np
 import torch
 
-from ._common import as_shape, device_of
+from ._common import as_shape, device_of, mx_operator
 from .contrib import zipfian_classes
 
 Tensor = torch.Tensor
 
-__all__ = ["_sample_unique_zipfian"]
+__all__ = ["_sample_unique_zipfian", "_slice_assign", "_slice_assign_scalar", "_crop_assign",
+           "_crop_assign_scalar"]
 
 
 def _sample_unique_zipfian(range_max: int, shape: Any = None, ctx: Any = None, **kwargs: Any) -> list[Tensor]:
@@ -40,3 +41,53 @@ def _sample_unique_zipfian(range_max: int, shape: Any = None, ctx: Any = None, *
                 tries[row] = order[-1] + 1
                 break
     return [torch.from_numpy(classes).to(device), torch.from_numpy(tries).to(device)]
+
+
+def _region(shape: Any, begin: Any, end: Any, step: Any, op: str) -> tuple[tuple[slice, ...], list[int]]:
+    """Basic-index slices for MXNet's ``begin/end/step`` region (entries may be None) and the axes a
+    negative step walks backwards (the region read forwards, to be flipped)."""
+    begin, end = tuple(begin), tuple(end)
+    step = tuple(step) if step is not None else ()
+    if len(begin) != len(end) or len(begin) > len(shape) or (step and len(step) != len(begin)):
+        raise ValueError(f"{op}: begin {begin}, end {end} and step {step} must have the same length, at "
+                         f"most {len(shape)} (the array's ndim)")
+    index: list[slice] = []
+    flipped: list[int] = []
+    for ax, (b, e) in enumerate(zip(begin, end)):
+        st = step[ax] if step and step[ax] is not None else 1
+        if st == 0:
+            raise ValueError(f"{op}: step must not be 0")
+        picked = range(*slice(b, e, st).indices(shape[ax]))
+        if st < 0:
+            flipped.append(ax)
+            picked = picked[::-1]
+        index.append(slice(picked.start, picked.stop, picked.step) if picked else slice(0, 0))
+    return tuple(index), flipped
+
+
+def _slice_assign(lhs: Tensor, rhs: Tensor, begin: Any, end: Any, step: Any = ()) -> Tensor:
+    """A copy of ``lhs`` whose region ``begin:end:step`` (as ``nd.slice``) holds ``rhs``, which
+    must have the region's shape; ``out=lhs`` writes in place (MXNet's ``x[region] = rhs``)."""
+    index, flipped = _region(lhs.shape, begin, end, step, "_slice_assign")
+    out = lhs.clone()
+    region = out[index]
+    if tuple(rhs.shape) != tuple(region.shape):
+        raise ValueError(f"_slice_assign: rhs has shape {tuple(rhs.shape)}, the region of lhs "
+                         f"{tuple(region.shape)}; they must match")
+    out[index] = rhs.flip(flipped) if flipped else rhs
+    return out
+
+
+def _slice_assign_scalar(data: Tensor, scalar: float = 0.0, begin: Any = (), end: Any = (),
+                         step: Any = ()) -> Tensor:
+    """A copy of ``data`` whose region ``begin:end:step`` holds ``scalar``."""
+    index, _ = _region(data.shape, begin, end, step, "_slice_assign_scalar")
+    out = data.clone()
+    out[index] = scalar
+    return out
+
+
+_slice_assign = mx_operator(_slice_assign)
+_slice_assign_scalar = mx_operator(_slice_assign_scalar)
+_crop_assign = _slice_assign
+_crop_assign_scalar = _slice_assign_scalar
