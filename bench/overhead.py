@@ -11,7 +11,10 @@ median step time of each and the ratio mxtorch / torch (≤ 1.05 is the target).
 ``mx.profiler`` never started, then instrumented but off (started and stopped once before), and
 on with ``profile_all`` (interleaved with off), and prints off / never-started (goal <= 1.01) and
 on / off (goal <= 1.10); also what the spans cost while off: the spans a step opens times the
-measured cost of one, as a share of the step.
+measured cost of one, as a share of the step.  The same run then times what ``mxtorch train`` adds
+to every step: its step recorder (always on: a SpanClock timing the data and communication spans,
+the step's row for steps.jsonl) and, with ``--tensorboard``, the TensorBoard hook's scalars (the real
+hooks, fed what the loop gives them), against the bare step (goal <= 1.01 for ``--tensorboard``).
 
 Where MXNet 1.9.1 is installed in its own venv (``.venv-mxnet``, see bench/mxnet_reference.py),
 the same run also times MXNet's hybridized Gluon step on the same model and prints it.
@@ -115,6 +118,62 @@ def profiler_rows(name: str, x: torch.Tensor, y: torch.Tensor, steps: int, round
           f"{100 * spans * per_span / t_off:.3f}% of the step")
 
 
+class _LoopState:
+    """What mxtorch train's hooks read of its loop (DataParallelRun), for a step timed outside it."""
+
+    rank, lead, n_workers, start_step, kv = 0, True, 1, 0, None
+
+    def __init__(self, batch: int) -> None:
+        self.step, self.batch, self.loss_sum, self.n_seen, self.resumed = 0, batch, 0.0, 0, {}
+        self.trainer = argparse.Namespace(learning_rate=0.01)
+
+
+def observability_rows(name: str, x: torch.Tensor, y: torch.Tensor, steps: int, rounds: int) -> None:
+    """The step bare, with mxtorch train's step recorder, and with the recorder and --tensorboard."""
+    import tempfile
+
+    from mxtorch.cli.train_config import TrainConfig
+    from mxtorch.cli.train_steps import StepRecorder
+    from mxtorch.cli.train_tensorboard import TensorBoardHook
+
+    step = mx_train_step(name, x, y, kvstore="allreduce")
+    time_steps(step, 2 * steps)
+    folder = tempfile.mkdtemp(prefix="mxtorch-overhead-")
+    cfg = TrainConfig(output=os.path.join(folder, "run"), tensorboard=os.path.join(folder, "tb"))
+    run = _LoopState(x.shape[0])
+    recorder = StepRecorder(cfg)
+    tb = TensorBoardHook(cfg, recorder)
+    recorder.on_start(run)
+    recorder.clock.stop()
+    tb.on_start(run)
+
+    def hooked(hooks: list) -> None:  # type: ignore[type-arg]
+        def one() -> None:
+            step()
+            run.step += 1
+            run.n_seen += run.batch
+            run.loss_sum += 1.0
+            for h in hooks:
+                h.on_step(run)
+        return one
+
+    modes = {"bare": step, "recorder": hooked([recorder]), "tensorboard": hooked([recorder, tb])}
+    times: dict[str, list[float]] = {m: [] for m in modes}
+    order = list(modes)
+    for r in range(rounds):
+        for mode in order[r % 3:] + order[:r % 3]:  # rotated: no mode always runs first
+            if mode != "bare":
+                recorder.clock.start()
+            times[mode].append(time_steps(modes[mode], steps))
+            recorder.clock.stop()
+    tb.on_end(run)
+    t = {m: statistics.median(v) for m, v in times.items()}
+    print(f"mxtorch train's hooks ({name}): bare step {t['bare'] * 1e3:.3f} ms, with the step recorder "
+          f"{t['recorder'] * 1e3:.3f}, with --tensorboard {t['tensorboard'] * 1e3:.3f}")
+    print(f"  recorder / bare {t['recorder'] / t['bare']:.3f}; --tensorboard / bare "
+          f"{t['tensorboard'] / t['bare']:.3f} (goal <= 1.01)")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--steps", type=int, default=30, help="steps per round")
@@ -144,6 +203,7 @@ def main() -> None:
             x = torch.rand(args.batch, 1, 28, 28, device=dev)
             y = torch.randint(0, 10, (args.batch,), device=dev).float()
             profiler_rows(name, x, y, args.steps, args.rounds)
+            observability_rows(name, x, y, args.steps, args.rounds)
         return
     rows = []
     worst = 0.0
