@@ -119,9 +119,12 @@ def test_slow_ranks_names_the_rank_and_why():
 
 
 # ---- mxtorch train ---------------------------------------------------------------------------------
-def test_tensorboard_and_steps_of_a_one_process_run(tmp_path, small_data, capsys):
-    tb = tmp_path / "tb"
-    assert main(_train_args(small_data, tmp_path, "--tensorboard", str(tb))) == 0
+def test_tensorboard_profile_and_steps_of_a_one_process_run(tmp_path, small_data, capsys):
+    tb, prof = tmp_path / "tb", tmp_path / "prof"
+    assert main(_train_args(small_data, tmp_path, "--tensorboard", str(tb), "--profile", str(prof))) == 0
+    # --profile: mx.profiler over the 5 steps after the first
+    trace = json.loads((prof / "profile.json").read_text())
+    assert len([e for e in trace["traceEvents"] if e.get("name") == "mxtorch/trainer.step"]) == 5
     scalars = _scalars(tb)
     assert STEP_TAGS | EPOCH_TAGS | _rank_tags(0) <= set(scalars)
     assert len(scalars["train/loss"]) == 8 and len(scalars["val/accuracy"]) == 1

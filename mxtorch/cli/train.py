@@ -162,6 +162,9 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                    help="write TensorBoard event files into DIR: loss, lr, samples/s per step, accuracy per "
                         "epoch, each rank's step/data-wait/communication-wait seconds, the servers' load "
                         "(needs the tensorboard extra; `tensorboard --logdir DIR` shows them)")
+    p.add_argument("--profile", default=d.profile, metavar="DIR",
+                   help="record 5 training steps (after the first) with mx.profiler: one Chrome trace per "
+                        "rank in DIR, joined into one timeline by `mxtorch trace merge DIR -o job.json`")
     return p
 
 def run(args: argparse.Namespace) -> int:

@@ -55,6 +55,11 @@ def check_train_config(cfg: TrainConfig) -> None:
     if cfg.checkpoint_dir is not None:
         _check_checkpoint_location(cfg.checkpoint_dir)
     _check_tensorboard(cfg)
+    if cfg.profile is not None:
+        if cfg.pipelined:
+            raise SystemExit("--profile applies to data-parallel training, not yet to the pipelined job "
+                             "(--pp, --dp, --plan)")
+        check_writable_folder("--profile", cfg.profile)
 
 
 def _check_names(cfg: TrainConfig) -> None:

@@ -77,6 +77,7 @@ class TrainConfig:
     checkpoint_keep: int = 3
     resume: bool = False
     tensorboard: str | None = None
+    profile: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property

@@ -1,6 +1,7 @@
 """What ``mxtorch train`` shows of a running job, as hooks: every step's timing on every rank
-(:class:`~.train_steps.StepRecorder`: steps.jsonl, the per-rank summary, slow ranks named) and, with
-``--tensorboard DIR``, the curves (:class:`~.train_tensorboard.TensorBoardHook`)."""
+(:class:`~.train_steps.StepRecorder`: steps.jsonl, the per-rank summary, slow ranks named), with
+``--tensorboard DIR`` the curves (:class:`~.train_tensorboard.TensorBoardHook`) and with ``--profile
+DIR`` a trace of a few steps per rank (:class:`~.train_profile.ProfileHook`)."""
 
 from __future__ import annotations
 
@@ -20,4 +21,8 @@ def observability_hooks(cfg: TrainConfig) -> list[TrainHook]:
         from .train_tensorboard import TensorBoardHook
 
         hooks.append(TensorBoardHook(cfg, steps))
+    if cfg.profile is not None:
+        from .train_profile import ProfileHook
+
+        hooks.append(ProfileHook(cfg))
     return hooks
