@@ -15,6 +15,7 @@ from .amp import (
     FP32_LAYERS,
     LOW_PRECISION_LAYERS,
     LossScalingHook,
+    amp_hook_of,
     autocast,
     convert_hybrid_block,
     init,
@@ -28,5 +29,5 @@ from .amp import (
 from .loss_scaler import LossScaler
 
 __all__ = ["init", "is_initialized", "target_dtype", "reset", "autocast", "init_trainer", "scale_loss",
-           "unscale", "convert_hybrid_block", "LossScaler", "LossScalingHook", "LOW_PRECISION_LAYERS",
-           "FP32_LAYERS"]
+           "unscale", "convert_hybrid_block", "LossScaler", "LossScalingHook", "amp_hook_of",
+           "LOW_PRECISION_LAYERS", "FP32_LAYERS"]

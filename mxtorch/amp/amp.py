@@ -27,7 +27,7 @@ Hybridized blocks compiled by ``torch.compile``: the hooks do nothing while dyna
 so call a compiled network inside ``with amp.autocast():`` (dynamo supports that context).
 
 Trainer integration (:func:`init_trainer`) sets a :class:`LossScalingHook` on the Trainer
-through its documented update hook (``Trainer.set_update_hook``), see that function.  Loss
+through its documented update hooks (``Trainer.add_update_hook``), see that function.  Loss
 scaling is only needed for float16; bfloat16 has float32's exponent range, and ``init_trainer``
 then starts at scale 1 unless told otherwise.
 """
@@ -48,7 +48,8 @@ from ..base import MXNetError
 from .loss_scaler import LossScaler
 
 __all__ = ["init", "is_initialized", "target_dtype", "reset", "autocast", "init_trainer", "scale_loss",
-           "unscale", "convert_hybrid_block", "LossScalingHook", "LOW_PRECISION_LAYERS", "FP32_LAYERS"]
+           "unscale", "convert_hybrid_block", "LossScalingHook", "amp_hook_of", "LOW_PRECISION_LAYERS",
+           "FP32_LAYERS"]
 
 _TARGETS = {torch.float16: "float16", torch.bfloat16: "bfloat16"}
 
@@ -288,9 +289,16 @@ class LossScalingHook:
         self._forced_overflow = False
 
 
+def amp_hook_of(trainer: Any) -> LossScalingHook | None:
+    """The :class:`LossScalingHook` that :func:`init_trainer` added to ``trainer``, or None."""
+    find = getattr(trainer, "update_hook_named", None)
+    hook = find(LossScalingHook.name) if callable(find) else None
+    return hook if isinstance(hook, LossScalingHook) else None
+
+
 def _hook_of(trainer: Any) -> LossScalingHook:
-    hook = getattr(trainer, "update_hook", None)
-    if not isinstance(hook, LossScalingHook):
+    hook = amp_hook_of(trainer)
+    if hook is None:
         raise MXNetError("amp: this Trainer has no loss scaler; call amp.init_trainer(trainer) first")
     return hook
 
@@ -306,7 +314,7 @@ def _trainer_grads(trainer: Any) -> list[torch.Tensor]:
 def init_trainer(trainer: Any, loss_scaler: LossScaler | None = None) -> LossScaler:
     """Attach a dynamic :class:`LossScaler` to a ``gluon.Trainer`` and return it.
 
-    The Trainer gets a :class:`LossScalingHook` (``trainer.set_update_hook``): then
+    The Trainer gets a :class:`LossScalingHook` (``trainer.add_update_hook``): then
     ``trainer.step(batch_size)`` reduces gradients, checks them for inf/nan in one fused pass,
     and on overflow skips the update (weights, optimizer states and update counts untouched,
     gradients discarded) and divides the scale; otherwise it folds ``1/loss_scale`` into the
@@ -320,14 +328,14 @@ def init_trainer(trainer: Any, loss_scaler: LossScaler | None = None) -> LossSca
 
     if not isinstance(trainer, Trainer):
         raise TypeError(f"amp.init_trainer expects a gluon.Trainer, got {type(trainer).__name__}")
-    if isinstance(trainer.update_hook, LossScalingHook):
+    if amp_hook_of(trainer) is not None:
         raise MXNetError("amp.init_trainer: this Trainer is already initialized for AMP")
     if loss_scaler is None:
         loss_scaler = LossScaler(init_scale=1.0) if _config["dtype"] == torch.bfloat16 else LossScaler()
     elif not isinstance(loss_scaler, LossScaler):
         raise TypeError(f"amp.init_trainer: loss_scaler must be a LossScaler, "
                         f"got {type(loss_scaler).__name__}")
-    trainer.set_update_hook(LossScalingHook(loss_scaler))  # the Trainer's _amp_loss_scaler shows it
+    trainer.add_update_hook(LossScalingHook(loss_scaler))  # the Trainer's _amp_loss_scaler shows it
     return loss_scaler
 
 

@@ -8,7 +8,7 @@ import re
 import threading
 import time
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 import torch
@@ -180,6 +180,8 @@ class CheckpointManager(Closing):
         self._error: tuple[int, BaseException] | None = None
         self.extra: dict[str, Any] = {}
         """The ``extra`` values of the checkpoint the last :meth:`restore` loaded."""
+        self.restored_stateful: list[str] = []
+        """The names of ``stateful`` the last :meth:`restore` loaded."""
         self.last_save: dict[str, Any] = {}
         """Of the last finished save: ``step``, ``blocking_s`` (time save() held the caller),
         ``write_s`` (serializing, hashing and writing) and ``bytes`` (this rank's files)."""
@@ -472,7 +474,8 @@ class CheckpointManager(Closing):
 
     # ---- restoring -------------------------------------------------------------------
     def restore(self, net: Any = None, trainer: Any = None, loader: Any = None,
-                step: int | None = None, *, stateful: Mapping[str, Any] | None = None) -> int:
+                step: int | None = None, *, stateful: Mapping[str, Any] | None = None,
+                missing_ok: Collection[str] = ()) -> int:
         """Load the newest good checkpoint (or ``step``) into ``net``, ``trainer``, ``loader``
         and the RNGs; returns its step, 0 when there is none.
 
@@ -481,7 +484,9 @@ class CheckpointManager(Closing):
         plain name inside its folder) is skipped with a warning naming the file, and the previous
         one is used; when none is good,
         :class:`CheckpointError` lists why.  In a distributed job every rank must call it; the
-        ranks check that they restored the same step."""
+        ranks check that they restored the same step.  A name of ``stateful`` also in ``missing_ok``
+        may be missing from the checkpoint (one written before that object was saved this way): the
+        object is left as it is; :attr:`restored_stateful` names those loaded."""
         _require_stateful(net=net, trainer=trainer, loader=loader)
         self.wait()
         candidates = [step] if step is not None else list(reversed(self.list()))
@@ -507,16 +512,17 @@ class CheckpointManager(Closing):
                                       f"other ranks found steps between {int(-both[1])} and "
                                       f"{int(both[0])}: the ranks do not see the same files")
         if chosen is None:
-            self.extra = {}
+            self.extra, self.restored_stateful = {}, []
             return 0
         if problems:
             warnings.warn("; ".join(problems) + f". Falling back to checkpoint step {got}, the newest "
                           "good one", stacklevel=2)
-        self._apply(*chosen, net=net, trainer=trainer, loader=loader, stateful=dict(stateful or {}))
+        self._apply(*chosen, net=net, trainer=trainer, loader=loader, stateful=dict(stateful or {}),
+                    missing_ok=set(missing_ok))
         return got
 
     def _apply(self, step: int, manifest: dict[str, Any], data: dict[str, bytes], net: Any, trainer: Any,
-               loader: Any, stateful: dict[str, Any]) -> None:
+               loader: Any, stateful: dict[str, Any], missing_ok: set[str]) -> None:
         st, folder, r = self.storage, f"step-{step}", self.rank
         saved_world = manifest.get("world_size")
         same_world = saved_world == self.world_size
@@ -566,6 +572,8 @@ class CheckpointManager(Closing):
         for name, obj in stateful.items():
             _require_stateful(**{f"stateful[{name!r}]": obj})
             fname = _stateful_file(name, r)
+            if fname not in data and name in missing_ok:
+                continue
             if fname not in data:
                 raise CheckpointError(f"checkpoint step {step} holds no state {name!r} for rank {r} "
                                       f"({source(fname)}): it was saved without stateful={{{name!r}: ...}}")
@@ -593,6 +601,7 @@ class CheckpointManager(Closing):
             warnings.warn(f"checkpoint step {step} holds no RNG state for rank {r} (saved by {saved_world} "
                           "worker(s)): this rank's generators are left as they are", stacklevel=3)
         self.extra = dict(state.get("extra") or {})
+        self.restored_stateful = sorted(states)
 
     # ---- distributed -----------------------------------------------------------------
     def _agree_token(self, dist: Any) -> int:

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
 __all__ = ["PRUNE_METHODS", "PRUNE_SCOPES", "check_checkpointing", "check_pruning_and_transfer",
            "default_every", "elastic_config", "freeze_parameters", "load_pretrained", "make_pruner",
-           "prune_scope", "pruner_checkpoint_extra", "pruning_report", "restore_pruner", "run_elastic_worker"]
+           "prune_scope", "pruning_report", "restore_pruner", "run_elastic_worker"]
 
 
 def check_checkpointing(cfg: TrainConfig) -> None:
@@ -212,33 +212,18 @@ def make_pruner(cfg: TrainConfig, steps_per_epoch: int) -> Any:
                           seed=cfg.seed)
 
 
-def pruner_checkpoint_extra(pruner: Any) -> dict[str, Any]:
-    """What a checkpoint of a ``--prune`` job adds to its JSON extra: the Pruner's state (schedule
-    position, masks as packed bits, settings).  Every worker holds the same masks (horovod and
-    dist_sync prune identically), so rank 0's copy, which the checkpoint keeps, serves all."""
-    if pruner is None:
-        return {}
-    from ..contrib import pruning
-
-    return {"pruner": pruning.state_to_json(pruner.state_dict())}
-
-
 def restore_pruner(pruner: Any, resumed: dict[str, Any], where: str) -> None:
-    """Continue ``--prune``'s schedule and masks from a restored checkpoint's extra ``resumed``."""
-    if pruner is None:
-        return
+    """Continue ``--prune``'s schedule and masks from the JSON extra ``resumed`` of a checkpoint
+    written before the Pruner had a state file of its own (``pruner``: its state as
+    :func:`mxtorch.contrib.pruning.state_to_json` wrote it)."""
     from ..base import MXNetError
     from ..contrib import pruning
 
-    if "pruner" not in resumed:
-        raise SystemExit(f"--resume with --prune: the checkpoint under {where} holds no pruning state "
-                         "(a run without --prune wrote it); resume without --prune or use another "
-                         "--checkpoint-dir")
     try:
         pruner.load_state_dict(pruning.state_from_json(resumed["pruner"]))
-    except MXNetError as e:
-        raise SystemExit(f"--resume with --prune: the checkpoint under {where} was written with other "
-                         f"pruning settings: {e}") from None
+    except (MXNetError, KeyError, TypeError, ValueError) as e:
+        raise SystemExit(f"--resume with --prune: the pruning state of the checkpoint under {where} "
+                         f"cannot be restored: {e}") from None
 
 
 def pruning_report(net: Any, pruner: Any, sample: Any) -> dict[str, Any]:

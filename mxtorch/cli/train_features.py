@@ -14,7 +14,6 @@ from .train_extras import (
     freeze_parameters,
     load_pretrained,
     make_pruner,
-    pruner_checkpoint_extra,
     pruning_report,
     restore_pruner,
 )
@@ -55,8 +54,9 @@ class TransferHook(TrainHook):
 
 
 class PruningHook(TrainHook):
-    """``--prune``: a gradual Pruner (polynomial schedule) attached once the shapes are known, one
-    schedule step after every training step; the masks and schedule position go into checkpoints."""
+    """``--prune``: a gradual Pruner (polynomial schedule) applied once the shapes are known and
+    attached to the Trainer, whose every step is a step of its schedule; checkpoints keep it (masks
+    and schedule position) as the Stateful ``pruner``."""
 
     needs_shapes = True
 
@@ -69,12 +69,10 @@ class PruningHook(TrainHook):
         self.sample = x[:2]
         pruner = self.pruner = make_pruner(self.cfg, len(run.train_loader))
         pruner.apply(run.net)
+        pruner.attach(run.trainer)  # the Trainer's update hook 'pruning' steps it
         run.say(f"pruning: {self.cfg.prune} ({pruner.scope}) to sparsity {self.cfg.sparsity} from step "
                 f"{pruner.begin_step} to step {pruner.end_step} (end of epoch "
                 f"{pruner.end_step // len(run.train_loader)}), masks updated every {pruner.frequency} steps")
-
-    def on_step(self, run: Any) -> None:
-        self.pruner.step()  # advances the schedule; masks stay written into the weights
 
     def on_epoch_end(self, run: Any, record: dict[str, Any]) -> None:
         from ..contrib import pruning
@@ -92,12 +90,13 @@ class PruningHook(TrainHook):
                    if report.get("compact_parameters") else ""))
         return {"sparsity": sp, "pruning": report}
 
-    def state_dict(self) -> dict[str, Any]:
-        return pruner_checkpoint_extra(self.pruner)
+    def stateful(self) -> dict[str, Any]:
+        return {"pruner": self.pruner}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        assert self.cfg.checkpoint_dir is not None  # only a checkpoint is resumed
-        restore_pruner(self.pruner, state, self.cfg.checkpoint_dir)
+        if "pruner" in state:  # a checkpoint written before the Pruner was a Stateful of its own
+            assert self.cfg.checkpoint_dir is not None  # only a checkpoint is resumed
+            restore_pruner(self.pruner, state, self.cfg.checkpoint_dir)
 
 
 class AmpHook(TrainHook):
@@ -149,11 +148,20 @@ class CheckpointHook(TrainHook):
             to_tensor = transforms.ToTensor()
             run.ensure_shapes(split_and_load(torch.stack([to_tensor(run.train_set[i][0]) for i in range(2)]),
                                              run.ctx)[0])
+            objects = stateful_of(run.hooks)
             try:  # the newest good checkpoint (a corrupt one is skipped with a warning)
+                # missing_ok: checkpoints written before a feature's Stateful had a file of its own
+                # kept it in the extra under the same name (the hook's load_state_dict reads it)
                 start_step = manager.restore(net=run.net, trainer=run.trainer,
-                                             loader=None if self.elastic else run.train_loader)
+                                             loader=None if self.elastic else run.train_loader,
+                                             stateful=objects, missing_ok=objects)
             except CheckpointError as e:
                 raise SystemExit(f"--resume: {e}") from None
+            lacking = [n for n in objects if n not in manager.restored_stateful and n not in manager.extra]
+            if lacking:
+                raise SystemExit(f"--resume: the checkpoint under {cfg.checkpoint_dir} holds no "
+                                 f"{lacking[0]!r} state: a run without that feature wrote it (--prune: the "
+                                 "pruner); resume without it or use another --checkpoint-dir")
             run.resume_from(start_step, dict(manager.extra))
             at = int(run.resumed.get("epoch", 0))
             n = len(run.train_loader)
@@ -174,7 +182,8 @@ class CheckpointHook(TrainHook):
         extra: dict[str, Any] = {"epoch": run.epoch, "stats": stats, "history": run.history}
         for hook in run.hooks:
             extra.update(hook.state_dict())
-        self.manager.save(run.step, net=run.net, trainer=run.trainer, loader=run.train_loader, **extra)
+        self.manager.save(run.step, net=run.net, trainer=run.trainer, loader=run.train_loader,
+                          stateful=stateful_of(run.hooks), **extra)
 
     def on_end(self, run: Any) -> None:
         self.manager.wait()  # the last background write (raises what it raised)
@@ -220,6 +229,18 @@ class ElasticHook(TrainHook):
 
     def state_dict(self) -> dict[str, Any]:
         return {"hosts": self.hosts}
+
+
+def stateful_of(hooks: list[TrainHook]) -> dict[str, Any]:
+    """Every hook's :meth:`~.train_hooks.TrainHook.stateful` objects, by name (a name given twice
+    is a programming error)."""
+    out: dict[str, Any] = {}
+    for hook in hooks:
+        for name, obj in hook.stateful().items():
+            if name in out:
+                raise ValueError(f"two training hooks keep a Stateful named {name!r} in checkpoints")
+            out[name] = obj
+    return out
 
 
 def feature_hooks(cfg: TrainConfig, elastic: bool) -> tuple[list[TrainHook], list[TrainHook]]:

@@ -14,7 +14,9 @@ in the order of its hook list:
 * ``on_step(run)`` after every ``trainer.step`` (``run.step`` counts the steps done);
 * ``on_epoch_end(run, record)`` with the epoch's record (loss, accuracy, ...) before it is printed;
 * ``on_end(run)`` after the last epoch, ``report(run)`` for what metrics.json adds;
-* ``state_dict()`` / ``load_state_dict(state)``: what a checkpoint's JSON extra keeps for the hook.
+* ``state_dict()`` / ``load_state_dict(state)``: what a checkpoint's JSON extra keeps for the hook;
+* ``stateful()``: the objects (name -> :class:`~mxtorch.stateful.Stateful`) a checkpoint saves
+  and restores by name, each in its own file (a Pruner's masks).
 """
 
 from __future__ import annotations
@@ -61,6 +63,11 @@ class TrainHook:
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Continue from a resumed checkpoint's extra (every hook's :meth:`state_dict` merged)."""
+
+    def stateful(self) -> dict[str, Any]:
+        """What a checkpoint keeps for this feature as Stateful objects, by name (restored before
+        :meth:`load_state_dict`); names are unique over the hooks."""
+        return {}
 
 
 def plugin_hooks(run: Any) -> list[TrainHook]:

@@ -9,7 +9,8 @@
     pruner = pruning.Pruner(method="l1", schedule="polynomial", sparsity=0.8, begin_step=100,
                             end_epoch=3, steps_per_epoch=len(loader), frequency=50)
     net = pruner.apply(net)                             # nothing is pruned before begin_step
-    ... trainer.step(batch_size); pruner.step()         # after every Trainer step
+    pruner.attach(trainer)                              # each trainer.step(batch_size) steps it too
+    ... trainer.step(batch_size)                        # (or, unattached: pruner.step() after each)
     pruning.sparsity(net)                               # {parameter name: fraction of zeros, "total": ...}
     small = pruning.compact(net, sample_input)          # structured masks: fewer channels
 
@@ -61,6 +62,11 @@ initial weights: give every worker the same seed, or start the schedule after th
 Tested on 2 workers under ``horovod``, ``dist_sync`` (servers or workers updating) and
 ``dist_async``.
 
+Attached (:meth:`Pruner.attach`), the Pruner is an update hook of the Trainer
+(``Trainer.add_update_hook``, named ``"pruning"``, beside AMP's): ``trainer.step`` and
+``trainer.update`` call its step when they are done, skipped updates included, so that the
+schedule counts training steps.
+
 Checkpoints: ``save_parameters`` writes the zeros; :meth:`Pruner.state_dict` (plain tensors,
 numbers and strings, loadable with ``torch.load(..., weights_only=True)``; :func:`state_to_json`
 makes JSON values of it) holds the masks, the step and the settings, and
@@ -87,8 +93,8 @@ from ..gluon.block import Block
 from ..gluon.parameter import Parameter
 from ._pruning_compact import _channel_layer, _is_layer, compact, compactable  # the tracing half
 
-__all__ = ["Pruner", "sparsity", "compact", "compactable", "state_to_json", "state_from_json", "METHODS",
-           "SCHEDULES"]
+__all__ = ["Pruner", "PruningUpdateHook", "sparsity", "compact", "compactable", "state_to_json",
+           "state_from_json", "METHODS", "SCHEDULES"]
 
 METHODS = ("l1", "l2", "random", "structured")
 SCHEDULES = (None, "polynomial")
@@ -286,6 +292,7 @@ class Pruner:
         self._instance = next(_INSTANCES)  # Pruners are made in the same order on every worker
         self._broadcasts = 0
         self._pending: tuple[Mapping[str, Any], bool] | None = None  # a state given before apply
+        self._attached: tuple[Any, PruningUpdateHook] | None = None  # (trainer, its hook of this Pruner)
 
     # ---- the schedule ------------------------------------------------------------------
     def target_sparsity(self, step: int | None = None) -> float:
@@ -329,9 +336,34 @@ class Pruner:
             self._prune(self.target_sparsity())
         return net
 
+    def attach(self, trainer: Any) -> None:
+        """Step with ``trainer``: its update hook ``"pruning"`` runs :meth:`step` at the end of every
+        ``trainer.step``/``trainer.update`` (do not call :meth:`step` as well)."""
+        if self._net is None:
+            raise MXNetError("pruning: call pruner.apply(net) before pruner.attach(trainer)")
+        if self._attached is not None:
+            raise MXNetError("pruning: this Pruner is attached to a Trainer already")
+        hook = PruningUpdateHook(self)
+        trainer.add_update_hook(hook)
+        self._attached = (trainer, hook)
+
+    def detach(self) -> None:
+        """Stop stepping with the Trainer of :meth:`attach` (call :meth:`step` again yourself)."""
+        if self._attached is not None:
+            trainer, hook = self._attached
+            self._attached = None
+            trainer.remove_update_hook(hook)
+
     def step(self) -> None:
-        """Count one training step (call it after every ``trainer.step``): update the masks when the
-        schedule says so, and write them into the weights again."""
+        """Count one training step (call it after every ``trainer.step``, unless :meth:`attach`
+        made the Trainer do it): update the masks when the schedule says so, and write them into
+        the weights again."""
+        if self._attached is not None:
+            raise MXNetError("pruning: this Pruner is attached to a Trainer, whose step() steps it; "
+                             "call pruner.detach() to step it yourself")
+        self._advance()
+
+    def _advance(self) -> None:
         if self._net is None:
             raise MXNetError("pruning: call pruner.apply(net) before pruner.step()")
         self.num_update += 1
@@ -341,7 +373,9 @@ class Pruner:
             self._enforce(changed=False)
 
     def remove(self) -> None:
-        """Detach from the network: gradient hooks are removed, the weights keep their zeros."""
+        """Detach from the network (and the Trainer): gradient hooks are removed, the weights keep
+        their zeros."""
+        self.detach()
         for m in self._masked.values():
             m.remove_hooks()
         self._masked = {}
@@ -541,7 +575,7 @@ class Pruner:
             mine = self._config()
             differ = {k: (saved.get(k), mine[k]) for k in mine if saved.get(k) != mine[k]}
             if differ:
-                raise MXNetError("pruning: the state was saved by a Pruner with other settings ("
+                raise MXNetError("pruning: the state was saved with other pruning settings ("
                                  + ", ".join(f"{k}: saved {a!r}, here {b!r}" for k, (a, b) in differ.items())
                                  + "); make the same Pruner, or pass strict=False")
         params = self._net._collect_params_with_prefix()
@@ -557,6 +591,32 @@ class Pruner:
         self.num_update = int(state["num_update"])
         self._broadcasts = int(state.get("broadcasts", 0))
         self._enforce(changed=True)
+
+
+class PruningUpdateHook:
+    """The Trainer update hook of an attached :class:`Pruner`: its step after every Trainer step.
+    It saves nothing in the Trainer's states: the Pruner is a Stateful of its own (a checkpoint's
+    ``stateful={"pruner": pruner}``)."""
+
+    name = "pruning"
+
+    def __init__(self, pruner: Pruner) -> None:
+        self.pruner = pruner
+
+    def before_reduce(self, trainer: Any, grads: list[torch.Tensor]) -> bool:
+        return True  # the gradient hooks masked the gradients already, as backward made them
+
+    def before_update(self, trainer: Any, grads: list[torch.Tensor]) -> float | None:
+        return 1.0
+
+    def after_step(self, trainer: Any, updated: bool) -> None:
+        self.pruner._advance()  # a skipped update (an AMP overflow) is a step of the schedule too
+
+    def state_dict(self) -> dict[str, Any]:
+        return {}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        pass
 
 
 def state_to_json(state: Mapping[str, Any]) -> dict[str, Any]:

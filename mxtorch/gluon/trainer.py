@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import tempfile
 from collections.abc import Mapping
-from typing import Any, Protocol
+from typing import Any
 
 import torch
 
@@ -18,37 +18,9 @@ from ..kvstore.base import update_on_kvstore_from_env
 from ..profiler import span
 from . import _trainer_states as states_io
 from .parameter import Parameter, as_parameters
+from .update_hooks import UpdateHook, UpdateHooks
 
 __all__ = ["Trainer", "UpdateHook", "TrainerConfigError", "TrainerUsageError", "StaleGradientError"]
-
-
-class UpdateHook(Protocol):
-    """What :meth:`Trainer.set_update_hook` takes: code run by every ``step``/``update`` after the
-    gradients are reduced and before the optimizer (``mxtorch.amp`` uses it for loss scaling).
-
-    ``before_reduce(trainer, grads)`` runs first, in ``step``/``allreduce_grads``, with this
-    worker's local gradients before the Trainer reduces them (a store that reduces during
-    backward has started already); returning False skips the reduction, and ``before_update``
-    should then skip the update.  Every worker must return the same.
-
-    ``before_update(trainer, grads)`` receives the reduced gradients of the parameters about to
-    be updated and returns a factor folded into the optimizer's ``rescale_grad`` for this step
-    (1.0: unchanged), or ``None`` to skip the update: weights, optimizer states and update
-    counts stay as they are and the gradients are discarded (``grad_req='write'``: cleared,
-    ``'add'``: zeroed).  ``name`` keys the hook's ``state_dict()`` in the files
-    :meth:`Trainer.save_states` writes; :meth:`Trainer.load_states` gives it back to
-    ``load_state_dict``.
-    """
-
-    name: str
-
-    def before_reduce(self, trainer: Trainer, grads: list[torch.Tensor]) -> bool: ...
-
-    def before_update(self, trainer: Trainer, grads: list[torch.Tensor]) -> float | None: ...
-
-    def state_dict(self) -> dict[str, Any]: ...
-
-    def load_state_dict(self, state: Mapping[str, Any]) -> None: ...
 
 
 class TrainerConfigError(MXNetError, ValueError):
@@ -142,7 +114,7 @@ class Trainer:
         self._contexts: list[Context] = []
         self._updaters: list[Any] = []
         self._grad_sync: kvs.KVStoreBase | None = None  # a store that reduces gradients during backward
-        self._update_hook: UpdateHook | None = None
+        self._update_hooks = UpdateHooks()
         if all(p._data is not None for p in self._params):
             self._init_distributed_early()
 
@@ -161,34 +133,42 @@ class Trainer:
 
     @property
     def update_hook(self) -> UpdateHook | None:
-        """The :class:`UpdateHook` run before each update (``amp.init_trainer`` sets one), or None."""
-        return self._update_hook
+        """The first :class:`UpdateHook` (``amp.init_trainer`` adds one), or None."""
+        return next(iter(self._update_hooks), None)
+
+    @property
+    def update_hooks(self) -> tuple[UpdateHook, ...]:
+        """The :class:`UpdateHook` s, in the order they run (see :mod:`.update_hooks`)."""
+        return tuple(self._update_hooks)
+
+    def update_hook_named(self, name: str) -> UpdateHook | None:
+        """The update hook called ``name`` (``'amp'``, ``'pruning'``, ...), or None."""
+        return self._update_hooks.named(name)
+
+    def add_update_hook(self, hook: UpdateHook) -> None:
+        """Run ``hook`` in every ``step``/``update`` (see :class:`UpdateHook`), after those added
+        before it; a name is taken once."""
+        self._update_hooks.add(hook)
+
+    def remove_update_hook(self, hook: UpdateHook | str) -> None:
+        """Stop running ``hook`` (or the hook of that name)."""
+        self._update_hooks.remove(hook)
 
     def set_update_hook(self, hook: UpdateHook | None) -> None:
-        """Run ``hook`` in every ``step``/``update`` between the reduction and the optimizer (see
-        :class:`UpdateHook`); ``None`` removes it.  A Trainer has at most one hook."""
-        if hook is not None:
-            if self._update_hook is not None:
-                raise MXNetError(f"this Trainer already has the update hook {self._update_hook.name!r}: "
-                                 "remove it with set_update_hook(None) first")
-            name = getattr(hook, "name", None)
-            methods = ("before_reduce", "before_update", "state_dict", "load_state_dict")
-            missing = [m for m in methods if not callable(getattr(hook, m, None))]
-            if not isinstance(name, str) or not name or missing:
-                raise TypeError(f"an update hook needs a non-empty str 'name' and the methods {methods} "
-                                f"(see gluon.trainer.UpdateHook), got {type(hook).__name__}")
-        self._update_hook = hook
+        """Add ``hook`` (:meth:`add_update_hook`); ``None`` removes every hook."""
+        if hook is None:
+            self._update_hooks.clear()
+        else:
+            self._update_hooks.add(hook)
 
     # MXNet scripts read these attributes of an AMP trainer: views of the update hook named 'amp'
     @property
     def _amp_loss_scaler(self) -> Any:
-        hook = self._update_hook
-        return getattr(hook, "scaler", None) if hook is not None and hook.name == "amp" else None
+        return getattr(self._update_hooks.named("amp"), "scaler", None)
 
     @property
     def _amp_last_overflow(self) -> bool:
-        hook = self._update_hook
-        return hook is not None and hook.name == "amp" and bool(getattr(hook, "last_overflow", False))
+        return bool(getattr(self._update_hooks.named("amp"), "last_overflow", False))
 
     @property
     def kvstore(self) -> kvs.KVStoreBase | None:
@@ -401,10 +381,9 @@ class Trainer:
         with span("trainer.step", batch_size=batch_size):
             self._optimizer.rescale_grad = self._scale / batch_size
             self._ensure_kvstore()
-            if self._update_hook is None or self._hook_allows_reduce():
+            if not self._update_hooks or self._hook_allows_reduce():
                 self.reduce_gradients()
-            if self._update_hook is None or self._run_update_hook(ignore_stale_grad):
-                self._update(ignore_stale_grad)
+            self._update_with_hooks(ignore_stale_grad)
 
     def allreduce_grads(self) -> None:
         """Reduce gradients over contexts/workers without updating (for clipping in between)."""
@@ -412,7 +391,7 @@ class Trainer:
         if self._kvstore is not None and self._update_on_kvstore:
             raise TrainerUsageError("allreduce_grads() is not available while the KVStore updates the "
                                     "parameters: create the Trainer with update_on_kvstore=False")
-        if self._update_hook is None or self._hook_allows_reduce():
+        if not self._update_hooks or self._hook_allows_reduce():
             self.reduce_gradients()
 
     def update(self, batch_size: int, ignore_stale_grad: bool = False) -> None:
@@ -422,20 +401,24 @@ class Trainer:
             raise TrainerUsageError("update() is not available while the KVStore updates the parameters: "
                                     "create the Trainer with update_on_kvstore=False")
         self._optimizer.rescale_grad = self._scale / batch_size
-        if self._update_hook is None or self._run_update_hook(ignore_stale_grad):
+        self._update_with_hooks(ignore_stale_grad)
+
+    def _update_with_hooks(self, ignore_stale_grad: bool) -> None:
+        updated = not self._update_hooks or self._run_update_hook(ignore_stale_grad)
+        if updated:
             self._update(ignore_stale_grad)
+        if self._update_hooks:
+            self._update_hooks.after_step(self, updated)
 
     def _hook_allows_reduce(self) -> bool:
-        assert self._update_hook is not None
         grads = [g for _, gs in self.gradient_copies() for g in gs if g is not None]
-        return bool(self._update_hook.before_reduce(self, grads))
+        return self._update_hooks.before_reduce(self, grads)
 
     def _run_update_hook(self, ignore_stale_grad: bool) -> bool:
-        """Ask the update hook about this step; False: skipped (the gradients are discarded)."""
-        assert self._update_hook is not None
+        """Ask the update hooks about this step; False: skipped (the gradients are discarded)."""
         live = self._live(ignore_stale_grad)
         grads = [d.grad for _, p in live for d in p._data if d.grad is not None]  # type: ignore[union-attr]
-        factor = self._update_hook.before_update(self, grads)
+        factor = self._update_hooks.before_update(self, grads)
         if factor is None:
             for _, p in live:
                 for d in p._data:  # type: ignore[union-attr]
@@ -605,12 +588,11 @@ class Trainer:
             blob = self._updaters[0].get_states(dump_optimizer=True)
         compressor = self._compressor()
         kv = self._kvstore
-        hook = self._update_hook
         return states_io.TrainerStates(
             optimizer=blob,
             compression=None if compressor is None else states_io.compression_section(
                 compressor, kv.rank if kv is not None else 0, kv.num_workers if kv is not None else 1),
-            hooks={} if hook is None else {hook.name: hook.state_dict()})
+            hooks=self._update_hooks.state_dicts())
 
     def load_states(self, fname: str, strict: bool = True) -> None:
         """Load states saved by :meth:`save_states` (never unpickles; older files holding only the
@@ -642,7 +624,7 @@ class Trainer:
         compressor = self._compressor()
         if not worker_local:
             states.compression = None
-        hooks = {} if self._update_hook is None else {self._update_hook.name: self._update_hook}
+        hooks = self._update_hooks.by_name()
         kv = self._kvstore
         restore_comp, restore_hooks = states_io.check_restorable(
             states, compressor, hooks, kv.rank if kv is not None else 0, strict, source)

@@ -26,7 +26,7 @@ import torch.distributed as dist
 
 from .. import autograd
 from .._dtype import to_torch_dtype
-from ..amp.amp import LossScalingHook
+from ..amp.amp import amp_hook_of
 from ..amp.amp import is_initialized as amp_is_initialized
 from ..base import MXNetError
 from ..distributed import group
@@ -486,8 +486,7 @@ class PipelineNet:
         same scale.
         """
         n = self._check_batch(x, y)
-        hook = getattr(trainer, "update_hook", None) if trainer is not None else None
-        amp_hook = hook if isinstance(hook, LossScalingHook) else None
+        amp_hook = amp_hook_of(trainer) if trainer is not None else None
         if amp_hook is None:
             if amp_is_initialized() and trainer is None:
                 raise MXNetError("pipeline: AMP is on: pass the Trainer (train_step(x, y, loss_fn, "
