@@ -324,3 +324,35 @@ def test_mxtorch_train_plan_auto_trains_with_the_planned_layout(tmp_path):
     assert metrics["final_test_acc"] > 0.6
     with pytest.raises(SystemExit, match="--workers N"):
         main(["train", "--plan", "auto", "--model", "mlp"])
+
+
+@pytest.mark.timeout(600)
+def test_mxtorch_train_pipelined_runs_the_training_hooks(tmp_path, monkeypatch):
+    """The pipelined job calls the same TrainHook points as the data-parallel loop on every rank
+    (a plugin probe through MXTORCH_TRAIN_HOOKS), and --amp reaches its Trainer (AMP's update hook)."""
+    import json
+
+    import train_test_hooks  # tests/ is on sys.path: its env() puts this folder on the workers' path
+
+    import mxtorch as mx
+    from mxtorch.cli.main import main
+
+    probe = tmp_path / "probe"
+    probe.mkdir()
+    for k, v in train_test_hooks.env(MXTORCH_TEST_PROBE_DIR=str(probe)).items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.setenv("MXTORCH_TRAIN_HOOKS", "train_probe_hooks")
+    out = tmp_path / "run"
+    rc = main(["train", "--pp", "2", "--micro-batches", "2", "--schedule", "gpipe", "--model", "mlp",
+               "--data-root", mx.gluon.data.vision.EMBEDDED_FASHION_MNIST_ROOT, "--epochs", "2",
+               "--batch-size", "512", "--lr", "0.1", "--amp", "bf16", "--output", str(out), "--no-progress",
+               "--threads", "1"])
+    assert rc == 0
+    metrics = json.loads((out / "metrics.json").read_text())
+    steps = len(metrics["epochs"]) * 19  # 9,984 training images / 512 a batch
+    for rank in (0, 1):
+        seen = json.loads((probe / f"rank{rank}.json").read_text())
+        assert seen["calls"] == {"on_start": 1, "on_shapes": 1, "on_epoch_end": 2, "on_end": 1}, seen
+        assert seen["steps"] == list(range(1, steps + 1))
+        assert seen["update_hooks"] == ["amp"]
+    assert [e["probe_epoch"] for e in metrics["epochs"]] == [1, 2] and metrics["probe"]["rank"] == 0

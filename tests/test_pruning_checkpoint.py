@@ -60,20 +60,20 @@ def test_pruner_is_a_stateful_of_the_checkpoint_and_old_checkpoints_resume(tmp_p
     assert "pruner" not in json.loads((step / "state.json").read_text())["extra"]
     expected = (tmp_path / "plain" / "model.params").read_bytes()
 
-    # this version's checkpoint, resumed from step 30: the same model as the whole run
-    new = tmp_path / "new"
-    shutil.copytree(ck, new)
-    assert main([*ARGS, "--output", str(tmp_path / "a"), "--checkpoint-dir", str(new), "--resume"]) == 0
-    assert "resumed from checkpoint step 30" in capsys.readouterr().out
-    assert (tmp_path / "a" / "model.params").read_bytes() == expected
+    def resumed(name: str, legacy: bool) -> bytes:
+        folder = tmp_path / name
+        shutil.copytree(ck, folder)
+        if legacy:
+            as_legacy(folder / "step-30")
+        assert main([*ARGS, "--output", str(tmp_path / f"{name}-out"), "--checkpoint-dir", str(folder),
+                     "--resume"]) == 0
+        assert "resumed from checkpoint step 30" in capsys.readouterr().out
+        return (tmp_path / f"{name}-out" / "model.params").read_bytes()
 
-    # the same checkpoint in the layout of before: the JSON extra restores the masks and schedule
-    old = tmp_path / "old"
-    shutil.copytree(ck, old)
-    as_legacy(old / "step-30")
-    assert main([*ARGS, "--output", str(tmp_path / "b"), "--checkpoint-dir", str(old), "--resume"]) == 0
-    assert "resumed from checkpoint step 30" in capsys.readouterr().out
-    assert (tmp_path / "b" / "model.params").read_bytes() == expected
+    # this version's checkpoint, resumed from step 30: the same model as the whole run; the same
+    # checkpoint in the layout of before (the JSON extra restores the masks and schedule) too
+    assert resumed("new", legacy=False) == expected
+    assert resumed("old", legacy=True) == expected
 
     # neither a state file nor the extra (a run without --prune wrote it): refused, naming it
     none = tmp_path / "none"

@@ -74,13 +74,14 @@ def test_gradual_schedule_during_training(tmp_path, monkeypatch):
     updates every --prune-frequency steps, the final sparsity at the end of --prune-end-epoch,
     and they stay through the following epoch."""
     seen: list[tuple[int, float, float]] = []
-    real_step = pruning.Pruner.step
+    real_after_step = pruning.PruningUpdateHook.after_step
 
-    def step(self):
-        real_step(self)
-        seen.append((self.num_update, self.target_sparsity(), pruning.sparsity(self._net)["total"]))
+    def after_step(self, trainer, updated):  # the Trainer's update hook steps the attached Pruner
+        real_after_step(self, trainer, updated)
+        p = self.pruner
+        seen.append((p.num_update, p.target_sparsity(), pruning.sparsity(p._net)["total"]))
 
-    monkeypatch.setattr(pruning.Pruner, "step", step)
+    monkeypatch.setattr(pruning.PruningUpdateHook, "after_step", after_step)
     cfg = train_cli.TrainConfig(model="mlp", data_root=ROOT, epochs=2, batch_size=256, lr=0.1,
                                 output=str(tmp_path), progress=False, prune="l2", sparsity=0.6,
                                 prune_begin_step=5, prune_frequency=4)

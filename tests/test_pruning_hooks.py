@@ -7,15 +7,19 @@ from __future__ import annotations
 
 import pytest
 import torch
-from test_pruning import mlp, weights  # tests/ is on sys.path
+from test_amp import backward as scaled_backward  # tests/ is on sys.path
+from test_pruning import mlp, train, weights
+from test_trainer_states import SkipOddSteps
 
-from mxtorch import amp, autograd, gluon
+from mxtorch import amp, gluon
 from mxtorch.base import MXNetError
 from mxtorch.contrib import pruning
 
 SETTINGS = {"schedule": "polynomial", "sparsity": 0.7, "begin_step": 1, "end_epoch": 2,
             "steps_per_epoch": 4, "frequency": 2, "seed": 3}
 STEPS = 10
+_g = torch.Generator().manual_seed(5)
+X, Y = torch.randn(16, 20, generator=_g), torch.randint(0, 10, (16,), generator=_g)
 
 
 def make(attach: bool) -> tuple[gluon.Block, gluon.Trainer, pruning.Pruner]:
@@ -28,29 +32,12 @@ def make(attach: bool) -> tuple[gluon.Block, gluon.Trainer, pruning.Pruner]:
     return net, trainer, pruner
 
 
-def train(net, trainer, pruner, steps: int, manual: bool, scaled: bool = False) -> None:
-    loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
-    for step in range(steps):
-        g = torch.Generator().manual_seed(step)
-        x, y = torch.randn(16, 20, generator=g), torch.randint(0, 10, (16,), generator=g)
-        with autograd.record():
-            loss = loss_fn(net(x), y)
-        if scaled:
-            with amp.scale_loss(loss, trainer) as s:
-                autograd.backward(s)
-        else:
-            loss.backward()
-        trainer.step(16)
-        if manual:
-            pruner.step()
-
-
 def test_attached_pruner_steps_with_the_trainer_as_a_manual_one():
     net_a, tr_a, p_a = make(attach=False)
-    train(net_a, tr_a, p_a, STEPS, manual=True)
+    train(net_a, tr_a, X, Y, STEPS, pruner=p_a)  # pruner.step() after each trainer.step
     net_b, tr_b, p_b = make(attach=True)
     assert [h.name for h in tr_b.update_hooks] == ["pruning"]
-    train(net_b, tr_b, p_b, STEPS, manual=False)
+    train(net_b, tr_b, X, Y, STEPS)
     assert p_b.num_update == p_a.num_update == STEPS
     assert all(torch.equal(p_a.masks[k], p_b.masks[k]) for k in p_a.masks)
     wa, wb = weights(net_a), weights(net_b)
@@ -75,7 +62,9 @@ def test_pruner_beside_amp_on_one_trainer(tmp_path):
         pruner.attach(trainer)  # after AMP's: both hooks run, AMP's still found by name
         assert [h.name for h in trainer.update_hooks] == ["amp", "pruning"]
         assert trainer._amp_loss_scaler is amp.amp_hook_of(trainer).scaler
-        train(net, trainer, pruner, STEPS, manual=False, scaled=True)
+        for _ in range(STEPS):
+            scaled_backward(net, trainer, X, Y)
+            trainer.step(16)
         assert pruner.num_update == STEPS and trainer.optimizer.num_update == STEPS
         assert pruning.sparsity(net)["total"] > 0.5
         masks = pruner.masks
@@ -91,34 +80,14 @@ def test_pruner_beside_amp_on_one_trainer(tmp_path):
         amp.reset()
 
 
-class SkipEveryOther:
-    name = "skip_every_other"
-
-    def __init__(self):
-        self.calls = 0
-
-    def before_reduce(self, trainer, grads):
-        return True
-
-    def before_update(self, trainer, grads):
-        self.calls += 1
-        return None if self.calls % 2 == 0 else 1.0
-
-    def state_dict(self):
-        return {"calls": self.calls}
-
-    def load_state_dict(self, state):
-        self.calls = int(state["calls"])
-
-
 def test_a_skipped_update_is_a_step_of_the_schedule():
     net, trainer, pruner = make(attach=False)
-    trainer.add_update_hook(SkipEveryOther())
+    trainer.add_update_hook(SkipOddSteps())
     pruner.attach(trainer)
-    train(net, trainer, pruner, 6, manual=False)
+    train(net, trainer, X, Y, 6)
     assert trainer.optimizer.num_update == 3  # every other update skipped by the first hook
     assert pruner.num_update == 6  # the pruner's hook was not asked, but its step ran each time
-    trainer.remove_update_hook("skip_every_other")
+    trainer.remove_update_hook("skip_odd")
     assert [h.name for h in trainer.update_hooks] == ["pruning"]
-    with pytest.raises(MXNetError, match="no update hook 'skip_every_other'"):
-        trainer.remove_update_hook("skip_every_other")
+    with pytest.raises(MXNetError, match="no update hook 'skip_odd'"):
+        trainer.remove_update_hook("skip_odd")

@@ -9,13 +9,14 @@ __all__ = ["epoch_stats", "resumed_stats", "sum_over_workers"]
 
 
 def sum_over_workers(kv: Any, key: str, values: list[float]) -> list[float]:
-    """``values`` summed over every worker of ``kv``'s job (each worker calls this with the same key)."""
+    """``values`` summed over every worker of ``kv``'s job (each worker calls this with the same key);
+    ``kv`` None: over the job's process group (a pipelined job, whose stores span one stage each)."""
     import torch
 
     from ..kvstore import KVStoreBase
 
     t = torch.tensor(values, dtype=torch.float64)
-    if kv.is_capable(KVStoreBase.OPTIMIZER):
+    if kv is None or kv.is_capable(KVStoreBase.OPTIMIZER):
         # A store that runs the optimizer (a parameter server) would apply it to these pushes: sum
         # them over the job's process group instead (the launcher gave every worker its address).
         import torch.distributed as dist

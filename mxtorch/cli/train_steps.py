@@ -137,8 +137,9 @@ class StepRecorder(TrainHook):
     def on_start(self, run: Any) -> None:
         self.clock.start()
         self.first_step = run.step + 1
-        if run.lead and not run.start_step:
+        if run.lead:  # a resumed run may write into a new --output folder
             os.makedirs(self.cfg.output, exist_ok=True)
+        if run.lead and not run.start_step:
             open(os.path.join(self.cfg.output, "steps.jsonl"), "w").close()  # a new run's file
         self._mark(run, epoch_start=True)
 

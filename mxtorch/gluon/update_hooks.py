@@ -15,14 +15,11 @@ A Trainer runs its hooks in the order they were added (:class:`UpdateHooks`):
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 import torch
 
 from ..base import MXNetError
-
-if TYPE_CHECKING:
-    from .trainer import Trainer
 
 __all__ = ["UpdateHook", "UpdateHooks"]
 
@@ -52,9 +49,9 @@ class UpdateHook(Protocol):
 
     name: str
 
-    def before_reduce(self, trainer: Trainer, grads: list[torch.Tensor]) -> bool: ...
+    def before_reduce(self, trainer: Any, grads: list[torch.Tensor]) -> bool: ...
 
-    def before_update(self, trainer: Trainer, grads: list[torch.Tensor]) -> float | None: ...
+    def before_update(self, trainer: Any, grads: list[torch.Tensor]) -> float | None: ...
 
     def state_dict(self) -> dict[str, Any]: ...
 
@@ -96,10 +93,10 @@ class UpdateHooks:
     def named(self, name: str) -> UpdateHook | None:
         return next((h for h in self._hooks if h.name == name), None)
 
-    def before_reduce(self, trainer: Trainer, grads: list[torch.Tensor]) -> bool:
+    def before_reduce(self, trainer: Any, grads: list[torch.Tensor]) -> bool:
         return all([bool(h.before_reduce(trainer, grads)) for h in self._hooks])  # every hook sees them
 
-    def before_update(self, trainer: Trainer, grads: list[torch.Tensor]) -> float | None:
+    def before_update(self, trainer: Any, grads: list[torch.Tensor]) -> float | None:
         factor = 1.0
         for h in self._hooks:
             f = h.before_update(trainer, grads)
@@ -108,7 +105,7 @@ class UpdateHooks:
             factor *= float(f)
         return factor
 
-    def after_step(self, trainer: Trainer, updated: bool) -> None:
+    def after_step(self, trainer: Any, updated: bool) -> None:
         for h in self._hooks:
             after = getattr(h, "after_step", None)
             if callable(after):
