@@ -101,6 +101,7 @@ class Profiler:
         self.session: Any = None  # the torch.profiler.profile in progress
         self.events: list[dict[str, Any]] = []
         self.base_ns: int | None = None  # the time base (epoch ns) of self.events' "ts"
+        self.header: dict[str, Any] = {}  # torch's top-level fields (schemaVersion, deviceProperties, ...)
         self.stats = AggregateStats()
         self.dropped = 0
 
@@ -147,7 +148,7 @@ class Profiler:
                 self._end()
             path = output_path(self.config["filename"])
             self._write(path)
-            self.events, self.base_ns = [], None
+            self.events, self.base_ns, self.header = [], None, {}
             if finished:
                 self.running, self.paused = False, False
             elif recording:
@@ -204,6 +205,8 @@ class Profiler:
         self._aggregate(events)
         if self.base_ns is None:
             self.base_ns = base
+            self.header = {k: v for k, v in trace.items()
+                           if k not in ("traceEvents", "baseTimeNanoseconds", "displayTimeUnit", "mxtorch")}
         shift = (base - self.base_ns) / 1000.0
         seen_meta = {(e.get("name"), e.get("pid"), e.get("tid")) for e in self.events if e.get("ph") == "M"}
         for e in events:
@@ -244,8 +247,12 @@ class Profiler:
             elif e.get("ph") == "M" and e.get("name") == "process_name" and e.get("pid") == pid:
                 e = dict(e, args={"name": me.label()})
             events.append(e)
-        trace = {"traceEvents": events, "baseTimeNanoseconds": base, "displayTimeUnit": "ms",
+        # torch's own fields stay (trace readers such as Holistic Trace Analysis read them); a job's
+        # rank is stated even where torch.distributed did not run (parameter-server processes)
+        trace = {**self.header, "traceEvents": events, "baseTimeNanoseconds": base, "displayTimeUnit": "ms",
                  "mxtorch": dict(me.metadata(), spans_without_args=self.dropped)}
+        if me.role == "worker" and me.in_job() and "rank" not in (trace.get("distributedInfo") or {}):
+            trace["distributedInfo"] = {"rank": me.rank, "world_size": me.world_size}
         folder = os.path.dirname(os.path.abspath(path))
         os.makedirs(folder, exist_ok=True)
         tmp = f"{path}.tmp{os.getpid()}"
