@@ -619,6 +619,9 @@ def enable(numpy_assignment: bool | None = None, mxnet_methods: bool | None = No
         mxnet_methods = _mxnet_methods_wanted()
     if mxnet_methods:
         set_mxnet_methods(True)
+    from . import numpy_dtypes  # MXTORCH_NUMPY_DTYPES=1: torch dtypes equal numpy's types
+
+    numpy_dtypes.set_from_environment()
     return sorted(_added)
 
 

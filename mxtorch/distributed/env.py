@@ -55,6 +55,7 @@ __all__ = [
     "MXTORCH_PS_ADOPT_PULLS",
     "MXTORCH_PS_PIECE_BYTES", "MXTORCH_PS_SERVER_IMPORTS", "MXTORCH_PS_LOST_S",
     "MXTORCH_PS_MAX_MESSAGE_BYTES", "MXTORCH_PS_BIND_ALL", "MXTORCH_NUMPY_SETITEM", "MXTORCH_MXNET_METHODS",
+    "MXTORCH_NUMPY_DTYPES",
     "MXNET_ELIMINATE_COMMON_EXPR", "MXTORCH_DEBUG", "MXTORCH_PROFILE_DIR",
 ]
 
@@ -197,6 +198,11 @@ element count, reshape codes, ``exclude=``, ``bool(x)``, ``int / int`` ...; see 
 and MXNet's assignment rule (set before ``import mxtorch``;
 :func:`mxtorch.ndarray_methods.set_mxnet_methods` at run time); 0 (default): torch's own methods, which
 plain torch code keeps paying nothing extra for."""
+MXTORCH_NUMPY_DTYPES = "MXTORCH_NUMPY_DTYPES"
+"""1: torch dtypes equal numpy's types (``x.dtype == np.float32``) and numpy reads them
+(``np.ones(3, dtype=x.dtype)``), MXNet's ``x.dtype`` rules (set before ``import mxtorch``;
+:func:`mxtorch.numpy_dtypes.set_numpy_dtypes` at run time); 0 (default): torch's own dtypes, whose
+comparisons plain torch code keeps paying nothing extra for."""
 MXTORCH_DEBUG = "MXTORCH_DEBUG"
 """1: the ``mxtorch`` command prints the traceback of a user error too (as ``--debug`` does); unset
 or 0: one line ``mxtorch <command>: error: ...``."""
