@@ -116,6 +116,94 @@ def test_run_outside_an_elastic_job_calls_the_function_once_and_lets_errors_thro
         train(3, 1)
 
 
+class _FakeJob:
+    """What ``@elastic.run`` needs of an in-process job, with the re-formations counted."""
+
+    def __init__(self, fail_reform: BaseException | None = None, fail_times: int = 1000) -> None:
+        self.reforms, self.finished, self.fail_reform, self.fail_times = 0, 0, fail_reform, fail_times
+        self.rendezvous = self
+
+    def admit(self) -> bool:
+        return False
+
+    def reform(self) -> None:
+        self.reforms += 1
+        if self.fail_reform is not None and self.reforms <= self.fail_times:
+            raise self.fail_reform
+
+    def finish(self) -> None:
+        self.finished += 1
+
+
+@pytest.fixture
+def fake_job(monkeypatch):
+    def make(**kw):
+        job = _FakeJob(**kw)
+        monkeypatch.setattr(sys.modules["mxtorch.elastic.run"], "init", lambda: job)
+        return job
+    return make
+
+
+def test_run_restores_the_commit_after_a_peer_failure_and_keeps_it_for_a_joiner(fake_job):
+    job = fake_job()
+    state = elastic.State(step=0)
+    resets = []
+    state.register_reset_callbacks([lambda: resets.append(state.step)])
+    seen = []
+
+    @elastic.run
+    def train(s: elastic.State) -> str:
+        seen.append(s.step)
+        if len(seen) == 1:
+            s.step = 10
+            s.commit()
+            s.step = 13  # lost: not committed
+            raise RuntimeError("[pair.cc:553] Connection closed by peer")
+        if len(seen) == 2:
+            s.step = 20
+            s.save()
+            raise elastic.MembershipChanged("a worker waits")  # as commit() raises it, after its save
+        return "done"
+
+    assert train(state) == "done"
+    assert seen == [0, 10, 20] and resets == [10, 20]  # back to the commit, then kept the new one
+    assert job.reforms == 2 and job.finished == 1
+
+
+def test_a_peer_lost_while_the_group_re_forms_makes_the_survivors_try_again(fake_job):
+    job = fake_job(fail_reform=DistributedError("rank 0 of 2 could not form the new group"), fail_times=1)
+    calls = []
+
+    @elastic.run
+    def train(s: elastic.State) -> int:
+        calls.append(1)
+        if len(calls) == 1:
+            raise RuntimeError("Connection closed by peer")
+        return len(calls)
+
+    assert train(elastic.State()) == 2 and job.reforms == 2
+
+
+def test_run_lets_the_users_own_errors_and_a_failed_rendezvous_through(fake_job):
+    job = fake_job(fail_reform=elastic.rendezvous.RendezvousTimeout("generation 1 has 1 worker(s)"))
+
+    @elastic.run
+    def broken(s: elastic.State) -> None:
+        raise RuntimeError("Connection reset by peer")
+
+    with pytest.raises(elastic.rendezvous.RendezvousTimeout):
+        broken(elastic.State())
+    assert job.reforms == 1
+
+    @elastic.run
+    def buggy(s: elastic.State) -> None:
+        raise KeyError("a bug in the script")
+
+    with pytest.raises(KeyError):
+        buggy(elastic.State())
+    assert job.reforms == 1
+
+
 def test_peer_failures_are_told_from_the_users_own_errors():
     assert elastic.is_peer_failure(RuntimeError("[pair.cc:553] Connection closed by peer [127.0.0.1]:80"))
     try:

@@ -34,6 +34,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from .inprocess import MembershipChanged, init, is_peer_failure
+from .rendezvous import JobFinished, RendezvousTimeout
 from .state import State
 
 __all__ = ["run", "MAX_RESETS"]
@@ -56,26 +57,31 @@ def run(func: Callable[..., _R]) -> Callable[..., _R]:
         context = init()
         if context is not None and context.admit():  # a joiner: the running workers admitted it
             state.on_reset()
-        resets = 0
+        resets, reform = 0, False
         while True:
-            state.sync()
-            try:
+            try:  # a peer may also fail while the group re-forms or the state is synced
+                if reform:
+                    assert context is not None
+                    resets += 1
+                    context.reform()
+                    state.on_reset()
+                    reform = False
+                state.sync()
                 result = func(state, *args, **kwargs)
                 if context is not None:
                     context.rendezvous.finish()
                 return result
             except MembershipChanged:
                 _log.info("elastic: a worker waits to join; re-forming the group from the commit just made")
+                reform = True
             except Exception as e:
-                if context is None or not is_peer_failure(e) or resets >= MAX_RESETS:
+                final = isinstance(e, (RendezvousTimeout, JobFinished)) or resets >= MAX_RESETS
+                if context is None or final or not is_peer_failure(e):
                     raise
-                first = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
+                first = (str(e).strip().splitlines() or [type(e).__name__])[0][:300]
                 _log.warning("elastic: a peer failed (%s); back to the last commit, re-forming", first)
                 state.restore()
-            assert context is not None
-            resets += 1
-            context.reform()
-            state.on_reset()
+                reform = True
 
     return wrapper
 
