@@ -12,7 +12,7 @@ import numpy as np
 __all__ = [
     "MXNetError", "DeferredInitializationError", "NotImplementedForSymbol", "NotSupportedForSparseNDArray",
     "py_str", "string_types", "numeric_types", "integer_types", "classproperty", "mx_real_t", "mx_uint",
-    "mx_int", "mx_float", "data_dir", "data_dir_default",
+    "mx_int", "mx_float", "data_dir", "data_dir_default", "attr_string",
 ]
 
 string_types = (str,)
@@ -96,6 +96,19 @@ def data_dir_default() -> str:
 def data_dir() -> str:
     """The data directory: ``$MXNET_HOME``, else :func:`data_dir_default`."""
     return os.getenv("MXNET_HOME", data_dir_default())
+
+
+def attr_string(value: Any) -> str:
+    """MXNet's string form of an attribute value: ``(3, 3)``, ``True``, ``0.5``, ``relu``."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (list, tuple)):
+        return "(" + ", ".join(attr_string(v) for v in value) + ("," if len(value) == 1 else "") + ")"
+    if hasattr(value, "dtype") and not hasattr(value, "shape"):
+        return str(value)
+    if isinstance(value, type):  # numpy scalar types: np.float32 -> 'float32'
+        return value.__name__
+    return str(value)
 
 
 def py_str(x: bytes | str) -> str:

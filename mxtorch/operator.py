@@ -34,7 +34,7 @@ import numpy as np
 import torch
 
 from ._dtype import to_torch_dtype
-from .base import MXNetError
+from .base import MXNetError, attr_string
 from .context import Context, as_context, context_of
 from .registry import Registry
 
@@ -349,8 +349,6 @@ _specs: dict[tuple[Any, ...], CustomSpec] = {}
 
 def kwarg_strings(kwargs: Mapping[str, Any]) -> dict[str, str]:
     """Operator keywords as MXNet passes them to the property class: strings (``(2, 3)``, ``True``)."""
-    from .symbol._scope import attr_string
-
     return {k: attr_string(v) for k, v in kwargs.items()}
 
 

@@ -56,9 +56,6 @@ KNOWN_UPWARD: set[tuple[str, str]] = {
     # inside the arrays <-> symbolic graphs knot above
     ("mxtorch.autograd", "mxtorch.symbol"),
     ("mxtorch.autograd", "mxtorch._autograd_symbol"),
-    ("mxtorch.nd._cached_op", "mxtorch.executor"),
-    ("mxtorch.nd._cached_op", "mxtorch.symbol.symbol"),
-    ("mxtorch.operator", "mxtorch.symbol._scope"),
 }
 
 # Modules moved up a layer whose old path stays importable, old -> new: commands and scripts written

@@ -23,9 +23,8 @@ class CachedOp:
     """
 
     def __init__(self, sym: Any, flags: Any = ()) -> None:
-        from ..symbol.symbol import Symbol
-
-        if not isinstance(sym, Symbol):
+        # the Symbol builds its plan (Symbol.cached_op_plan): arrays do not import the symbolic layer
+        if not callable(getattr(sym, "cached_op_plan", None)):
             raise TypeError(f"CachedOp needs a Symbol, got {type(sym).__name__}")
         self._sym = sym
         self._inputs = sym.list_inputs()
@@ -44,9 +43,7 @@ class CachedOp:
             if not isinstance(a, torch.Tensor):
                 raise TypeError(f"CachedOp input {name!r} must be an array, got {type(a).__name__}")
         if self._plan is None:
-            from ..executor import _Plan
-
-            self._plan = _Plan(self._sym, self._args, self._aux, None)
+            self._plan = self._sym.cached_op_plan()
         given = dict(zip(self._inputs, args))
         vals: list[Any] = [None] * self._plan.nslots
         for i, n in enumerate(self._args + self._aux):

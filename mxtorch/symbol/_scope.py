@@ -13,6 +13,8 @@ import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from ..base import attr_string  # defined below the arrays (mx.nd.Custom's keywords use it too)
+
 __all__ = ["NameManager", "Prefix", "AttrScope", "HIDDEN_KEYS", "attr_string", "parse_attr"]
 
 # operator keywords MXNet keeps as node attributes (stored as __key__): they are not operator parameters
@@ -112,19 +114,6 @@ class AttrScope(_ThreadScope):
     @staticmethod
     def current() -> AttrScope:
         return _current(AttrScope._slot, AttrScope)
-
-
-def attr_string(value: Any) -> str:
-    """MXNet's string form of an attribute value: ``(3, 3)``, ``True``, ``0.5``, ``relu``."""
-    if isinstance(value, str):
-        return value
-    if isinstance(value, (list, tuple)):
-        return "(" + ", ".join(attr_string(v) for v in value) + ("," if len(value) == 1 else "") + ")"
-    if hasattr(value, "dtype") and not hasattr(value, "shape"):
-        return str(value)
-    if isinstance(value, type):  # numpy scalar types: np.float32 -> 'float32'
-        return value.__name__
-    return str(value)
 
 
 _CONSTANTS = {

@@ -403,6 +403,13 @@ class Symbol:
         """Write :meth:`tojson` to ``fname`` (atomically)."""
         atomic_write_text(fname, self.tojson())
 
+    def cached_op_plan(self) -> Any:
+        """The plan ``mx.nd.CachedOp(self)`` runs: the graph's steps over numbered value slots, the
+        arguments then the auxiliary states first (built here, so that nd/ imports no symbolic code)."""
+        from ..executor import _Plan
+
+        return _Plan(self, self.list_arguments(), self.list_auxiliary_states(), None)
+
     def bind(
         self,
         ctx: Any,
