@@ -195,3 +195,21 @@ def test_parameter_server_job_writes_the_servers_load(tmp_path, small_data):
     assert scalars["server0/requests"][-1] >= 16 and scalars["server0/bytes_in"][-1] > 0
     assert set(_scalars(tb / "rank1")) == _rank_tags(1)
     assert all(s["comm_wait_s"] > 0 for s in _steps(tmp_path))  # every step pushes and pulls
+
+
+def test_pipelined_job_writes_its_tags_steps_and_traces(tmp_path, small_data):
+    """--pp 2: the two stages' ranks run the same hooks (their P2P waits are not spanned: compute)."""
+    tb, prof = tmp_path / "tb", tmp_path / "prof"
+    r = subprocess.run([sys.executable, "-m", "mxtorch.cli.main",
+                        *_train_args(small_data, tmp_path, "--pp", "2", "--tensorboard", str(tb),
+                                     "--profile", str(prof))],
+                       capture_output=True, text=True, timeout=300, cwd=ROOT,
+                       env={**os.environ, "PYTHONPATH": str(ROOT), "MXTORCH_DIST_TIMEOUT": "120"})
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert STEP_TAGS | {"val/accuracy"} | _rank_tags(0) <= set(_scalars(tb))
+    assert set(_scalars(tb / "rank1")) == _rank_tags(1)
+    rows = sorted((s["step"], s["rank"]) for s in _steps(tmp_path))
+    assert rows == [(i, r) for i in range(1, 9) for r in (0, 1)]
+    for rank in (0, 1):
+        trace = json.loads((prof / f"profile.rank{rank}.json").read_text())
+        assert len([e for e in trace["traceEvents"] if e.get("name") == "mxtorch/trainer.step"]) == 5

@@ -56,9 +56,6 @@ def check_train_config(cfg: TrainConfig) -> None:
         _check_checkpoint_location(cfg.checkpoint_dir)
     _check_tensorboard(cfg)
     if cfg.profile is not None:
-        if cfg.pipelined:
-            raise SystemExit("--profile applies to data-parallel training, not yet to the pipelined job "
-                             "(--pp, --dp, --plan)")
         check_writable_folder("--profile", cfg.profile)
 
 
@@ -136,13 +133,10 @@ def check_writable_folder(flag: str, path: str) -> None:
 
 
 def _check_tensorboard(cfg: TrainConfig) -> None:
-    """``--tensorboard DIR``: its folder is made now (a path that cannot be is refused), the
-    ``tensorboard`` package must be there, and the job must run the data-parallel loop."""
+    """``--tensorboard DIR``: its folder is made now (a path that cannot be is refused) and the
+    ``tensorboard`` package must be there."""
     if cfg.tensorboard is None:
         return
-    if cfg.pipelined:
-        raise SystemExit("--tensorboard applies to data-parallel training, not yet to the pipelined job "
-                         "(--pp, --dp, --plan)")
     check_writable_folder("--tensorboard", cfg.tensorboard)
     try:
         os.makedirs(cfg.tensorboard, exist_ok=True)
