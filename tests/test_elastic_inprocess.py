@@ -73,6 +73,44 @@ def test_restore_goes_back_to_the_commit_and_replays_the_same_steps():
     assert all(torch.equal(a, b) for a, b in zip(undisturbed, _weights(net)))
 
 
+def test_commits_go_to_a_checkpoint_manager_and_a_restarted_worker_resumes_from_them(tmp_path):
+    from mxtorch.checkpoint import CheckpointManager
+
+    net, trainer, x, y = _model()
+    state = elastic.State(checkpoint_manager=CheckpointManager(str(tmp_path), async_save=False), net=net,
+                          trainer=trainer, epoch=0, batch=0)
+    _step(net, trainer, x, y)
+    state.epoch, state.batch = 2, 30
+    state.commit()
+    committed = _weights(net)
+    _step(net, trainer, x, y)
+    after = _weights(net)
+    # a fresh process of the restart mode: other weights, then the newest commit
+    net2, trainer2, _, _ = _model()
+    fresh = elastic.State(checkpoint_manager=CheckpointManager(str(tmp_path), async_save=False), net=net2,
+                          trainer=trainer2, epoch=0, batch=0)
+    assert fresh.resume() == 1 and (fresh.epoch, fresh.batch) == (2, 30)
+    assert all(torch.equal(a, b) for a, b in zip(committed, _weights(net2)))
+    _step(net2, trainer2, x, y)  # the optimizer's momentum came back too
+    assert all(torch.allclose(a, b) for a, b in zip(after, _weights(net2)))
+    empty = elastic.State(checkpoint_manager=CheckpointManager(str(tmp_path / "none")), epoch=0)
+    assert empty.resume() == 0
+    with pytest.raises(ValueError, match="no checkpoint_manager"):
+        elastic.State(epoch=0).resume()
+
+
+def test_horovods_elastic_names_are_the_same_objects():
+    import mxtorch.horovod as hvd
+
+    assert hvd.elastic.run is elastic.run and hvd.elastic.State is elastic.State
+    assert hvd.elastic.ObjectState is elastic.State
+    assert hvd.elastic.HostsUpdatedInterrupt is elastic.MembershipChanged
+    net, trainer, _, _ = _model()
+    state = hvd.elastic.TorchState(model=net, optimizer=trainer, epoch=1)
+    assert state.model is net and state.optimizer is trainer and state.epoch == 1
+    assert sorted(state.names()) == ["epoch", "model", "optimizer"]
+
+
 def test_the_state_holds_stateful_objects_and_plain_values_only():
     net, trainer, _, _ = _model()
     state = elastic.State(net=net, trainer=trainer, epoch=0, note="a", sizes=[1, 2])

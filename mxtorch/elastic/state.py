@@ -66,7 +66,8 @@ class State:
     """``State(net=net, trainer=trainer, epoch=0, batch=0, ...)``: see the module docstring.
 
     ``checkpoint_manager`` (a :class:`~mxtorch.checkpoint.CheckpointManager`) also saves every
-    commit to storage (the restart mode resumes from it), each under the commit's number."""
+    commit to storage, each under the commit's number, the plain values as its extra ``elastic``;
+    :meth:`resume` loads the newest one (the restart mode)."""
 
     def __init__(self, checkpoint_manager: Any = None, **objects: Any) -> None:
         self._objects: dict[str, Any] = {}
@@ -131,9 +132,28 @@ class State:
         self.save()
         self._commits += 1
         if self._checkpoint is not None:
-            stateful = {n: o for n, o in self._objects.items() if isinstance(o, Stateful)}
-            self._checkpoint.save(self._commits, stateful=stateful, **self._values)
+            self._checkpoint.save(self._commits, stateful=self._stateful(), elastic=self._values)
         self.check_host_updates()
+
+    def _stateful(self) -> dict[str, Any]:
+        return {n: o for n, o in self._objects.items() if isinstance(o, Stateful)}
+
+    def resume(self) -> int:
+        """Load the newest good checkpoint of ``checkpoint_manager`` into the objects and values (a
+        restarted worker in the restart mode); its commit number, 0 when there is none (nothing
+        changes then).  Every rank calls it."""
+        if self._checkpoint is None:
+            raise ValueError("elastic.State.resume: the State has no checkpoint_manager to resume from")
+        if self._checkpoint.latest() is None:
+            return 0
+        step = int(self._checkpoint.restore(stateful=self._stateful()))
+        values = self._checkpoint.extra.get("elastic")
+        if isinstance(values, dict):
+            for name, value in values.items():
+                self._put(str(name), value)
+        self._commits = step
+        self.save()
+        return step
 
     def check_host_updates(self) -> None:
         """Raise :class:`MembershipChanged` (on every rank) when a worker waits to join the job."""
@@ -171,6 +191,8 @@ class State:
         import torch.distributed as dist
 
         size, rank = (dist.get_world_size(), dist.get_rank()) if dist.is_initialized() else (1, 0)
+        if self._checkpoint is not None:  # its files are named by rank, and rank 0 waits for the others'
+            self._checkpoint.rank, self._checkpoint.world_size = rank, size
         for obj in self._objects.values():
             if hasattr(obj, "reshard"):
                 obj.reshard(size, rank)
