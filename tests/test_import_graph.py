@@ -21,7 +21,8 @@ DOC = ROOT.parent / "docs" / "architecture.md"
 # highest first (a test below compares the two).
 LAYERS: list[tuple[str, list[str]]] = [
     ("foundation", ["base", "registry", "checkpoint_io", "context", "_dtype", "_aliases", "_forward",
-                    "_closing", "bounded_json", "util", "progress", "_version", "stateful", "_logging"]),
+                    "_closing", "bounded_json", "util", "progress", "_version", "stateful", "_logging",
+                    "numpy_dtypes"]),
     ("arrays", ["nd", "numpy", "ndarray_methods", "_tensor_overrides", "_mxnet_methods", "autograd",
                 "contrib.autograd", "runtime", "random", "operator", "image", "recordio"]),
     ("transport", ["distributed", "compression", "profiler"]),
