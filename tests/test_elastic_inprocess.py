@@ -307,6 +307,21 @@ def test_the_rendezvous_keeps_the_old_order_and_puts_joiners_last():
     assert all(m.generation == 1 and m.world_size == 3 for m in second)
 
 
+def test_the_rendezvous_refuses_what_is_not_a_count_or_a_member_in_the_store():
+    store = _job_store(1, 1)
+    rdzv = Rendezvous(store, 1, 1, timeout=5)
+    rdzv.store.set("latest", "1" * 5000)
+    with pytest.raises(DistributedError, match="latest is not a count"):
+        rdzv.latest()
+    rdzv.store.set("g0/closed", "-3")
+    with pytest.raises(DistributedError, match="closed is not a count"):
+        rdzv.join(None, first_generation=0)
+    rdzv.store.set("g1/m1", "x" * 300)
+    rdzv.store.add("g1/n", 1)
+    with pytest.raises(DistributedError, match="not 'RANK HOST PID'"):
+        rdzv._member(1, 1)
+
+
 def test_a_joiner_never_forms_a_group_of_its_own_beside_the_running_one():
     store = _job_store(1, 3)
     rdzv = Rendezvous(store, 1, 3, timeout=1.5, last_call=0.2)

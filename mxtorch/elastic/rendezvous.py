@@ -86,6 +86,14 @@ def _parse_member(ticket: int, raw: bytes) -> Member:
                                f"'RANK HOST PID': {raw[:80]!r}") from None
 
 
+def _number(raw: bytes, key: str) -> int:
+    """A count the store holds under ``key``; :class:`DistributedError` for anything else."""
+    text = raw[:20].decode(errors="replace")
+    if len(raw) > 20 or not text.isdigit():
+        raise DistributedError(f"elastic rendezvous: the store's {PREFIX}{key} is not a count: {raw[:40]!r}")
+    return int(text)
+
+
 class Rendezvous:
     """The generations of one job in ``store`` (a ``torch.distributed.Store`` every worker reaches)."""
 
@@ -112,7 +120,7 @@ class Rendezvous:
         """The newest generation known to have closed (-1: none yet)."""
         if not self.store.check([_LATEST_KEY]):
             return -1
-        return int(self.store.get(_LATEST_KEY))
+        return _number(self.store.get(_LATEST_KEY), _LATEST_KEY)
 
     def join(self, previous: Membership | None, first_generation: int | None = None,
              admit_late: bool = True) -> tuple[Membership | None, int]:
@@ -161,7 +169,7 @@ class Rendezvous:
         seen, since = -1, time.monotonic()
         while True:
             if self.store.check([key]):
-                return int(self.store.get(key))
+                return _number(self.store.get(key), key)
             if self.store.check([FINISHED_KEY]):
                 raise JobFinished(f"elastic rendezvous: the job finished while this process waited for "
                                   f"generation {generation}: there is nothing left to join")
@@ -173,7 +181,7 @@ class Rendezvous:
                 count >= self.min_workers and now - since >= (self.last_call if generation else START_GRACE_S)
                 and self._has_old_member(generation, count))
             if ready:
-                return int(self.store.compare_set(key, "", str(count)))
+                return _number(self.store.compare_set(key, "", str(count)), key)
             if now > deadline:
                 raise RendezvousTimeout(
                     f"elastic rendezvous: generation {generation} of the job has {count} worker(s) after "
