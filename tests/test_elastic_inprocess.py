@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -469,4 +470,42 @@ def test_under_mxtorch_launch_the_agent_replaces_only_the_lost_worker(tmp_path):
     assert all(r["size"] == 3 and r["hvd_size"] == 3 for r in results.values())
     assert all(results[pid]["reset_sizes"][-1] == 3 for pid in survivors)
     assert results[new]["first_call"] != [0, 0]  # the replacement started from the job's commit
+    assert len({r["checksum"] for r in results.values()}) == 1
+
+
+@pytest.mark.timeout(600)
+def test_mxtorch_launch_join_adds_a_worker_to_a_running_in_process_job(tmp_path):
+    out = tmp_path / "join"
+    out.mkdir()
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+           "MXTORCH_DIST_TIMEOUT": "120"}
+    env.pop(MXTORCH_ELASTIC_MODE, None)
+    launch = [sys.executable, "-m", "mxtorch.cli.main", "launch"]
+    log, join_log = tmp_path / "launch.log", tmp_path / "join.log"
+    with open(log, "wb") as f:
+        cmd = [*launch, "--elastic", "2:3", "-n", "2", "--rendezvous-timeout", "120", "--env",
+               f"{MXTORCH_ELASTIC_MODE}:inprocess", "--env", "H16_HOLD:50", "python", WORKER, str(out)]
+        proc = subprocess.Popen(cmd, env=env, stdout=f, stderr=subprocess.STDOUT, cwd=str(ROOT))
+    joiner = None
+    try:
+        end = time.monotonic() + 300
+        while len(list(out.glob("held.*"))) < 2 and proc.poll() is None and time.monotonic() < end:
+            time.sleep(0.2)
+        text = log.read_text(errors="replace")
+        found = re.search(r"mxtorch launch --join (\S+)", text)
+        assert found and len(list(out.glob("held.*"))) == 2, text[-5000:]
+        with open(join_log, "wb") as f:
+            joiner = subprocess.Popen([*launch, "--join", found.group(1), "--name", "extra"], env=env,
+                                      stdout=f, stderr=subprocess.STDOUT, cwd=str(ROOT))
+        rc, joined = proc.wait(400), joiner.wait(100)
+    finally:
+        for p in (proc, joiner):
+            if p is not None and p.poll() is None:
+                p.kill()
+                p.wait()
+    outputs = log.read_text(errors="replace")[-3000:] + join_log.read_text(errors="replace")[-3000:]
+    assert rc == 0 and joined == 0, outputs
+    results = {int(f.name.split(".")[1]): json.loads(f.read_text()) for f in out.glob("result.*.json")}
+    assert len(results) == 3 and all(r["size"] == 3 and r["reset_sizes"] == [3] for r in results.values())
+    assert sorted(r["first_call"] for r in results.values()) == [[0, 0], [0, 0], [0, 60]]
     assert len({r["checksum"] for r in results.values()}) == 1
