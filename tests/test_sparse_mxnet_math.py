@@ -49,3 +49,21 @@ def test_nd_zeros_and_empty_take_a_storage_type(stype):
     np.testing.assert_array_equal(z.asnumpy(), np.zeros((4, 4), dtype=np.float16))
     assert mx.nd.empty((4, 4), stype=stype).stype == stype
     assert mx.nd.zeros((4, 4), stype="default").stype == "default"
+
+
+@pytest.mark.parametrize("stype", ["row_sparse", "csr"])
+def test_comparisons_of_sparse_arrays_follow_mxnet(stype):
+    # MXNet: 1/0 in the array's dtype; with a number the result stays sparse exactly when
+    # `0 op number` is false (unstored zeros stay unstored), else dense; array op array is dense
+    a = mx.nd.array([[0.0, 2.0, 0.0], [0.0, 0.0, 0.0], [1.0, 0.0, 3.0]]).tostype(stype)
+    dense = a.asnumpy()
+    cases = [("a > 0", dense > 0, stype), ("a >= 0", dense >= 0, "default"), ("a != 0", dense != 0, stype),
+             ("a == 0", dense == 0, "default"), ("a == 2", dense == 2, stype),
+             ("a < 1", dense < 1, "default"),
+             ("a <= -1", dense <= -1, stype), ("0 < a", dense > 0, stype), ("1 == a", dense == 1, stype),
+             ("a == a", dense == dense, "default"), ("a > mx.nd.ones((3, 3))", dense > 1, "default")]
+    for expr, want, want_stype in cases:
+        got = eval(expr)
+        assert got.stype == want_stype and got.dtype == torch.float32, expr
+        np.testing.assert_array_equal(got.asnumpy(), want.astype(np.float32), err_msg=expr)
+    assert (mx.nd.ones((2, 2)) > 0).dtype == torch.bool  # dense tensors keep torch's comparisons

@@ -136,6 +136,26 @@ def _records_mixed_csr(args: Any, kwargs: Any) -> bool:
     return torch.sparse_csr in layouts and len(layouts) > 1 and any(t.requires_grad for t in flat)
 
 
+# what torch dispatches ==, !=, <, <=, >, >= of a tensor as (x.__ne__ arrives as TensorBase.ne)
+_COMPARISONS = frozenset(getattr(torch._C.TensorBase, name) for op in ("eq", "ne", "lt", "le", "gt", "ge")
+                         for name in (op, f"__{op}__"))
+
+
+def _mx_comparison(func: Any, args: Any) -> torch.Tensor:
+    """``a op b`` with a sparse operand, by MXNet's rules: 1/0 in the array's dtype; with a number
+    the result keeps the array's storage type when ``0 op number`` is false (a stored zero stays
+    an unstored one: ``rsp > 0``, ``rsp != 0``), else it is dense (``rsp >= 0``); two arrays: dense."""
+    a, b = args[0], args[1]
+    out = func(*_densified((a, b)))
+    if not isinstance(out, torch.Tensor):
+        return out  # NotImplemented: a type torch does not compare with
+    out = out.to(a.dtype)
+    if isinstance(b, (numbers.Number, np.generic)) and a.layout != torch.strided:
+        if not bool(func(torch.zeros((), dtype=a.dtype), b)):
+            return tostype(out, stype(a))
+    return out
+
+
 class SparseNDArray(torch.Tensor):
     """The tensor type of the sparse arrays mxtorch makes (row_sparse and csr).
 
@@ -152,6 +172,8 @@ class SparseNDArray(torch.Tensor):
         with torch._C.DisableTorchFunctionSubclass():
             if getattr(func, "__name__", "") == "__set__":  # x.grad = g: on x itself, never a dense copy
                 return func(*args, **kwargs)
+            if func in _COMPARISONS and len(args) == 2 and not kwargs:
+                return _mx_comparison(func, args)
             if _records_mixed_csr(args, kwargs):
                 return func(*_densified(args), **_densified(kwargs))
             try:
