@@ -11,7 +11,12 @@ import importlib
 import os as _os
 from typing import Any
 
-from . import _aliases, _logging, autograd
+from . import (
+    _aliases,
+    _autograd_symbol,  # noqa: F401 - registers mx.autograd.get_symbol / Symbol (a layer above)
+    _logging,
+    autograd,
+)
 from ._version import __version__
 from .base import DeferredInitializationError, MXNetError
 from .context import Context, cpu, cpu_pinned, current_context, gpu, num_gpus

@@ -29,6 +29,7 @@ from typing import Any
 
 import torch
 
+from . import autograd
 from .base import MXNetError
 
 __all__ = ["get_symbol", "mark_cached_call"]
@@ -287,3 +288,14 @@ _RULES: dict[str, Rule] = {
     "ReshapeAliasBackward0": _reshape,
     "UnsafeViewBackward0": _reshape,
 }
+
+
+def _symbol_class() -> type:
+    from .symbol import Symbol  # on first use: the symbol package is loaded lazily
+
+    return Symbol
+
+
+# mx.autograd.get_symbol and mx.autograd.Symbol are MXNet's names in the arrays layer's module; this
+# layer provides them (mxtorch/__init__ imports this module, so they are there before any use)
+autograd._register_symbolic(get_symbol, _symbol_class)

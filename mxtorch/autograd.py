@@ -16,7 +16,7 @@ restores torch's own.  :func:`backward` applies the rule either way.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -46,11 +46,25 @@ NDArray = torch.Tensor
 """MXNet's ``autograd`` module hands out ``NDArray`` (and ``Symbol``) with ``import *``: here the tensor."""
 
 
-def __getattr__(name: str) -> Any:
-    if name == "Symbol":  # imported on first use: the symbol package imports this module
-        from .symbol import Symbol
+# What the symbolic layer above hands this module when mxtorch is imported (mxtorch._autograd_symbol
+# registers both): get_symbol's reader of the recorded graph, and the Symbol class, loaded on first use.
+_symbolic: dict[str, Callable[..., Any]] = {}
 
-        return Symbol
+
+def _register_symbolic(build: Callable[[torch.Tensor], Any], symbol_class: Callable[[], type]) -> None:
+    _symbolic.update(build=build, symbol_class=symbol_class)
+
+
+def _symbolic_part(name: str) -> Callable[..., Any]:
+    part = _symbolic.get(name)
+    if part is None:  # only while mxtorch's own import is still under way
+        raise MXNetError("mx.autograd: the symbolic layer is not registered yet (import mxtorch first)")
+    return part
+
+
+def __getattr__(name: str) -> Any:
+    if name == "Symbol":
+        return _symbolic_part("symbol_class")()
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
@@ -302,9 +316,7 @@ def mark_variables(
 
 def get_symbol(x: torch.Tensor) -> Any:
     """The recorded computation that produced ``x`` as a Symbol (see :mod:`mxtorch._autograd_symbol`)."""
-    from ._autograd_symbol import get_symbol as build
-
-    return build(x)
+    return _symbolic_part("build")(x)
 
 
 class _FunctionBridge(torch.autograd.Function):
