@@ -12,7 +12,13 @@ codes.  That is why mxtorch leaves every name torch defines alone (see
 docs/migrating.md).  ``--mxnet-mode`` adds a fourth, ``mxnet``: MXNet method mode on
 (``MXTORCH_MXNET_METHODS=1``, mxtorch._mxnet_methods), what the same torch ops cost while it is on.
 
-    python bench/tensor_methods.py [--rounds 7] [--number 20000] [--mxnet-mode]
+``--ndarray`` adds what MXNet code pays: the same ops with every operand an ``mx.nd.NDArray``
+(the subclass ``mx.nd`` functions return, MXNet's rules as its own methods), ``ndarray``: its
+``__torch_function__`` keeps results NDArrays; ``nd-disabled``: the design not taken, torch's
+``_disabled_torch_function_impl`` (results come back as plain tensors, so chained MXNet code
+would lose the rules).  Both against ``off``.
+
+    python bench/tensor_methods.py [--rounds 7] [--number 20000] [--mxnet-mode] [--ndarray]
 """
 
 from __future__ import annotations
@@ -33,19 +39,15 @@ OPS = [
 ]
 
 
-def _ops() -> dict[str, Callable[[], object]]:
+def _ops(kind: Callable[[object], object] = lambda t: t) -> dict[str, Callable[[], object]]:
+    """The timed ops; ``kind`` makes each operand the tensor type to time (plain by default)."""
     import torch
     import torch.nn.functional as F
 
-    x = torch.randn(8, 16)
-    y = torch.randn(8, 16)
-    a = torch.randn(64, 64)
-    w = torch.randn(32, 16)
-    b = torch.randn(32)
-    p = torch.randn(8, 16, requires_grad=True)
-    z = torch.zeros(8, 16)
-    r = torch.ones(16)
-    s = torch.ones(1)
+    x, y, a = kind(torch.randn(8, 16)), kind(torch.randn(8, 16)), kind(torch.randn(64, 64))
+    w, b = kind(torch.randn(32, 16)), kind(torch.randn(32))
+    p = kind(torch.randn(8, 16)).requires_grad_()  # type: ignore[attr-defined]
+    z, r, s = kind(torch.zeros(8, 16)), kind(torch.ones(16)), kind(torch.ones(1))
 
     def set_row() -> None:
         z[0] = r
@@ -87,6 +89,17 @@ def child(mode: str, number: int) -> None:
     import mxtorch
 
     assert mxtorch.ndarray_methods.is_enabled() == (mode != "off"), "MXTORCH_TENSOR_METHODS not honoured"
+    cls: type | None = None
+    if mode in ("ndarray", "nd-disabled"):
+        from mxtorch.nd._ndarray_type import NDArray
+
+        class _DisabledNDArray(NDArray):  # MXNet's methods, torch's results (plain tensors)
+            __torch_function__ = torch._C._disabled_torch_function_impl
+
+        cls = NDArray if mode == "ndarray" else _DisabledNDArray
+
+    def kind(t: object) -> object:
+        return t if cls is None else t.as_subclass(cls)  # type: ignore[attr-defined]
     mxnet_mode = mxtorch.ndarray_methods.mxnet_methods_enabled()
     assert mxnet_mode == (mode == "mxnet"), "MXTORCH_MXNET_METHODS not honoured"
     if mode == "wrapped":
@@ -100,7 +113,7 @@ def child(mode: str, number: int) -> None:
 
         torch.Tensor.reshape = reshape  # type: ignore[method-assign]
     torch.set_num_threads(1)
-    ops = _ops()
+    ops = _ops(kind)
     result = {}
     for name in OPS:
         fn = ops[name]
@@ -125,12 +138,16 @@ def main() -> None:
     ap.add_argument("--no-wrapped", action="store_true", help="skip the wrapped-reshape variant")
     ap.add_argument("--mxnet-mode", action="store_true",
                     help="add MXNet method mode (MXTORCH_MXNET_METHODS=1)")
-    ap.add_argument("--child", choices=("off", "on", "wrapped", "mxnet"), help=argparse.SUPPRESS)
+    ap.add_argument("--ndarray", action="store_true",
+                    help="add the same ops on mx.nd.NDArray operands (what MXNet code pays)")
+    ap.add_argument("--child", choices=("off", "on", "wrapped", "mxnet", "ndarray", "nd-disabled"),
+                    help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
         child(args.child, args.number)
         return
     modes = ["off", "on"] + ([] if args.no_wrapped else ["wrapped"]) + (["mxnet"] if args.mxnet_mode else [])
+    modes += ["ndarray", "nd-disabled"] if args.ndarray else []
     times: dict[str, dict[str, list[float]]] = {m: {op: [] for op in OPS} for m in modes}
     for r in range(args.rounds):
         order = modes if r % 2 == 0 else modes[::-1]
@@ -145,6 +162,8 @@ def main() -> None:
         head += f" {'wrapped':>9} {'wrapped/off':>11}"
     if "mxnet" in med:
         head += f" {'mxnet':>9} {'mxnet/off':>9}"
+    if "ndarray" in med:
+        head += f" {'ndarray':>9} {'nd/off':>7} {'nd-dis':>9} {'dis/off':>7}"
     print(head)
     for op in OPS:
         off, on = med["off"][op], med["on"][op]
@@ -155,6 +174,9 @@ def main() -> None:
         if "mxnet" in med:
             mxm = med["mxnet"][op]
             line += f" {mxm * 1e9:9.1f} {mxm / off:9.3f}"
+        if "ndarray" in med:
+            nd, dis = med["ndarray"][op], med["nd-disabled"][op]
+            line += f" {nd * 1e9:9.1f} {nd / off:7.2f} {dis * 1e9:9.1f} {dis / off:7.2f}"
         print(line)
     ratios = [med["on"][op] / med["off"][op] for op in OPS]
     geo = statistics.geometric_mean(ratios)
@@ -165,6 +187,12 @@ def main() -> None:
         print(f"MXNet method mode (opt-in) on the same torch ops: geometric mean "
               f"{statistics.geometric_mean(mx_ratios):.3f}, "
               f"range {min(mx_ratios):.3f} .. {max(mx_ratios):.3f}")
+    for mode, what in (("ndarray", "results stay NDArrays"), ("nd-disabled", "results plain tensors")):
+        if mode in med:
+            nd_ratios = [med[mode][op] / med["off"][op] for op in OPS]
+            print(f"the same ops on NDArray operands, {mode} ({what}): geometric mean "
+                  f"{statistics.geometric_mean(nd_ratios):.2f}x plain tensors, "
+                  f"range {min(nd_ratios):.2f} .. {max(nd_ratios):.2f}")
     if "wrapped" in med:
         print(f"a Python wrapper on Tensor.reshape would cost reshape "
               f"{med['wrapped']['reshape'] / med['off']['reshape']:.2f}x")

@@ -148,7 +148,10 @@ def _zero_grad(t: torch.Tensor, grad_stype: str | None) -> torch.Tensor:
 
     kind = grad_stype or sparse.stype(t)
     if kind == "default":
-        return torch.zeros(t.shape, dtype=t.dtype, device=t.device)
+        from .nd._ndarray_type import NDArray, new_ndarray
+
+        grad = torch.zeros(t.shape, dtype=t.dtype, device=t.device)
+        return new_ndarray(grad) if type(t) is NDArray else grad  # an MXNet array's gradient is one too
     return sparse.zeros(kind, tuple(t.shape), ctx=context_of(t), dtype=t.dtype)
 
 

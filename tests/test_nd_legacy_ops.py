@@ -60,7 +60,7 @@ def test_pdfs_match_hand_computations() -> None:
     )
     # Dirichlet(1, 2): density 2 * x2
     d = nd.random_pdf_dirichlet(nd.array([[[0.2, 0.8], [0.5, 0.5]]]), nd.array([[1.0, 2.0]]))
-    assert d.shape == (1, 2) and d.flatten().tolist() == pytest.approx([1.6, 1.0], rel=1e-5)
+    assert d.shape == (1, 2) and d.reshape(-1).tolist() == pytest.approx([1.6, 1.0], rel=1e-5)
     with pytest.raises(ValueError, match="parameters"):
         nd.random_pdf_normal(x, nd.array([0.0, 1.0]), sigma)
 

@@ -96,7 +96,8 @@ def test_mxnet_ndarray_module_names() -> None:
     assert _STORAGE_TYPE_STR_TO_ID == {"undefined": -1, "default": 0, "row_sparse": 1, "csr": 2}
     assert _STORAGE_TYPE_ID_TO_STR[1] == "row_sparse"
     assert _GRAD_REQ_MAP == {"null": 0, "write": 1, "add": 3}
-    assert NDArray is torch.Tensor and mx.nd.ndarray is mx.ndarray.ndarray
+    assert NDArray is mx.nd.NDArray and isinstance(torch.zeros(1), NDArray)
+    assert mx.nd.ndarray is mx.ndarray.ndarray
     assert nd.moveaxis(torch.zeros(2, 3, 4), 0, -1).shape == (3, 4, 2)
     o = torch.zeros(3, 4)
     assert nd.onehot_encode(torch.tensor([1.0, 3.0, 0.0]), o) is o

@@ -20,6 +20,7 @@ from .. import _autograd_symbol, autograd, nd
 from .._dtype import to_torch_dtype
 from ..base import MXNetError
 from ..context import Context
+from ..nd._ndarray_type import compiled_for_ndarrays
 from ..profiler import span
 from ._block_fields import MXNetBlockFields
 from ._block_state import BlockState, params_by_path
@@ -597,8 +598,8 @@ class HybridBlock(Block):
             if kw.get("backend") is None:
                 kw.pop("backend")
             module_call = torch.nn.Module.__call__
-            object.__setattr__(self, "_compiled",
-                               torch.compile(lambda *a, **k: module_call(self, *a, **k), **kw))
+            compiled = torch.compile(lambda *a, **k: module_call(self, *a, **k), **kw)
+            object.__setattr__(self, "_compiled", compiled_for_ndarrays(compiled))
             if mode == "measure":
                 trial = {"eager": [], "compiled": []}
                 object.__setattr__(self, "_trial", trial)

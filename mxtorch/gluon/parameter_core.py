@@ -22,6 +22,7 @@ from ..base import DeferredInitializationError, MXNetError
 from ..context import Context, as_context, context_of, current_context
 from ..nd import sparse
 from ..nd._common import tag
+from ..nd._ndarray_type import plain
 
 __all__ = ["Parameter", "Constant", "DeferredInitializationError", "GluonUsageError", "forward_context"]
 
@@ -224,7 +225,9 @@ class Parameter:
     def _set_copies(self, tensors: list[torch.Tensor], ctx_list: list[Context]) -> None:
         # integer parameters (MXNet allows them) hold values only: torch gives them no gradient
         req = self._grad_req != "null" and (tensors[0].is_floating_point() or tensors[0].is_complex())
-        self._data = [torch.nn.Parameter(t.detach(), requires_grad=req) for t in tensors]
+        # an NDArray's data goes in as a plain tensor: a parameter is torch's (torch.nn.Parameter of
+        # a tensor subclass would keep the subclass, and every layer op would pay its dispatch)
+        self._data = [torch.nn.Parameter(plain(t.detach()), requires_grad=req) for t in tensors]
         for d, c in zip(self._data, ctx_list):
             tag(d, c)  # p.data(mx.cpu(1)).context is cpu(1), as the copy was made for it
         self._ctx_list = list(ctx_list)

@@ -1,6 +1,9 @@
-"""``mx.nd``: MXNet's NDArray operators as functions returning plain ``torch.Tensor``.
+"""``mx.nd``: MXNet's NDArray operators as functions.
 
-There is no NDArray class: ``nd.NDArray`` is ``torch.Tensor`` (for ``isinstance`` checks).
+Creation functions, samplers and ``load`` return :class:`NDArray` (a torch.Tensor subclass that
+carries MXNet's meaning for the methods torch also defines: ``x.size``, ``x.reshape(0, -1)`` ...);
+an operator given an NDArray returns NDArrays, given plain torch tensors plain torch tensors.
+``isinstance(t, nd.NDArray)`` is true for every torch.Tensor.
 The module also serves as the ``F`` of MXNet 1.x ``hybrid_forward(F, x, ...)`` code, so it
 carries the symbol-style operators (``F.FullyConnected``, ``F.Convolution``, ``F.BatchNorm`` ...).
 
@@ -15,8 +18,6 @@ the names MXNet code imports from ``mxnet.ndarray.ndarray``.
 """
 
 from __future__ import annotations
-
-import torch
 
 from ..operator import Custom as Custom  # MXNet's Python custom operators (mx.operator.register)
 from . import (
@@ -43,6 +44,7 @@ from ._elemwise import PARAMETERLESS as _PARAMETERLESS
 from ._io import *  # noqa: F403
 from ._legacy import *  # noqa: F403
 from ._legacy import SAMPLER_ALIASES as _SAMPLER_ALIASES
+from ._ndarray_type import NDArray, follows_inputs
 from ._nn import *  # noqa: F403
 from ._ops import *  # noqa: F403
 from ._random_pdf import *  # noqa: F403
@@ -56,9 +58,6 @@ from .ndarray import (
     to_dlpack_for_write,
     true_divide,
 )
-
-NDArray = torch.Tensor
-"""MXNet's array type: here simply ``torch.Tensor``."""
 
 __all__ = [
     "NDArray", "ndarray", "random", "sparse", "from_dlpack", "histogram", "moveaxis", "onehot_encode",
@@ -74,5 +73,5 @@ _OPERATORS = (*_ops.__all__, *_nn.__all__, *_ctc.__all__, *_legacy.__all__, *_ra
               "Cast", "zeros_like", "ones_like", "full_like")
 for _name in _OPERATORS:
     if _name != "infer_reshape":
-        globals()[_name] = _mx_operator(globals()[_name], _name in _PARAMETERLESS)
+        globals()[_name] = follows_inputs(_mx_operator(globals()[_name], _name in _PARAMETERLESS))
 del _name

@@ -1,4 +1,5 @@
-"""Array creation: ``nd.array``, ``nd.zeros``, ``nd.arange`` ... returning plain torch tensors.
+"""Array creation: ``nd.array``, ``nd.zeros``, ``nd.arange`` ... returning NDArrays
+(:mod:`mxtorch.nd._ndarray_type`).
 
 Every function takes ``ctx`` (a Context, a string such as ``'gpu:0'`` or None for the current
 context) and ``dtype`` (any name :func:`mxtorch._dtype.to_torch_dtype` reads; MXNet's default
@@ -16,6 +17,7 @@ import torch
 from ..context import Context
 from . import sparse
 from ._common import as_shape, check_nonneg_shape, device_of, dtype_of, mxnet_zero_dim, tag
+from ._ndarray_type import returns_ndarray
 
 __all__ = [
     "array",
@@ -56,6 +58,7 @@ def _fill_out(result: torch.Tensor, out: torch.Tensor | None) -> torch.Tensor:
     return out
 
 
+@returns_ndarray
 def array(source_array: Any, ctx: CtxLike = None, dtype: Any = None) -> torch.Tensor:
     """A new tensor holding a copy of ``source_array`` (tensor, numpy array, list or scalar).
 
@@ -86,6 +89,7 @@ def array(source_array: Any, ctx: CtxLike = None, dtype: Any = None) -> torch.Te
     return tag(out, ctx)
 
 
+@returns_ndarray
 def from_numpy(ndarray: np.ndarray, zero_copy: bool = True) -> torch.Tensor:
     """A CPU tensor sharing memory with ``ndarray`` (keeps its dtype); a copy if not zero_copy.
 
@@ -103,6 +107,7 @@ def from_numpy(ndarray: np.ndarray, zero_copy: bool = True) -> torch.Tensor:
     return t
 
 
+@returns_ndarray
 def empty(shape: Any, ctx: CtxLike = None, dtype: Any = None, stype: Any = None) -> torch.Tensor:
     """An uninitialised tensor of ``shape`` (``stype`` 'row_sparse'/'csr': an empty sparse array)."""
     if stype not in (None, "default"):
@@ -111,6 +116,7 @@ def empty(shape: Any, ctx: CtxLike = None, dtype: Any = None, stype: Any = None)
     return tag(torch.empty(s, dtype=dtype_of(dtype), device=device_of(ctx)), ctx)
 
 
+@returns_ndarray
 def zeros(
     shape: Any, ctx: CtxLike = None, dtype: Any = None, stype: Any = None, **kwargs: Any
 ) -> torch.Tensor:
@@ -126,6 +132,7 @@ def zeros(
     )
 
 
+@returns_ndarray
 def ones(
     shape: Any, ctx: CtxLike = None, dtype: Any = None, stype: Any = None, **kwargs: Any
 ) -> torch.Tensor:
@@ -135,6 +142,7 @@ def ones(
     return _fill_out(tag(torch.ones(s, dtype=dtype_of(dtype), device=device_of(ctx)), ctx), kwargs.get("out"))
 
 
+@returns_ndarray
 def full(
     shape: Any, val: float, ctx: CtxLike = None, dtype: Any = None, out: torch.Tensor | None = None
 ) -> torch.Tensor:
@@ -143,6 +151,7 @@ def full(
     return _fill_out(tag(torch.full(s, val, dtype=dtype_of(dtype), device=device_of(ctx)), ctx), out)
 
 
+@returns_ndarray
 def arange(
     start: float,
     stop: float | None = None,
@@ -168,6 +177,7 @@ def arange(
     return tag(out, ctx)
 
 
+@returns_ndarray
 def linspace(
     start: float, stop: float, num: int, endpoint: bool = True, ctx: CtxLike = None, dtype: Any = None
 ) -> torch.Tensor:
@@ -182,6 +192,7 @@ def linspace(
     return tag(vals.to(dtype_of(dtype)), ctx)
 
 
+@returns_ndarray
 def eye(N: int, M: int = 0, k: int = 0, ctx: CtxLike = None, dtype: Any = None) -> torch.Tensor:
     """An ``N x M`` matrix (M=0 means N) with ones on diagonal ``k``."""
     if N < 0 or M < 0:

@@ -18,6 +18,7 @@ import torch
 from ..base import MXNetError
 from ..checkpoint_io import atomic_write_bytes
 from ..util import is_np_shape
+from ._ndarray_type import returns_ndarray
 from .mxnet_format import is_mxnet_file, read_mxnet, read_mxnet_file, write_mxnet
 
 __all__ = ["save", "load", "load_frombuffer"]  # resolve_format / FORMATS: mxtorch's, not mx.nd names
@@ -90,6 +91,7 @@ def _unpack(tensors: dict[str, torch.Tensor], metadata: Mapping[str, str] | None
     return dict(tensors)
 
 
+@returns_ndarray
 def load(fname: str | os.PathLike[str]) -> list[torch.Tensor] | dict[str, torch.Tensor]:
     """Load what :func:`save` wrote: a list if a list was saved, else a dict (tensors on CPU)."""
     from safetensors import safe_open
@@ -109,6 +111,7 @@ def load(fname: str | os.PathLike[str]) -> list[torch.Tensor] | dict[str, torch.
     return _unpack(tensors, meta, f"load: {name!r}")  # type: ignore[no-any-return]
 
 
+@returns_ndarray
 def load_frombuffer(buf: bytes) -> list[torch.Tensor] | dict[str, torch.Tensor]:
     """Like :func:`load`, from the bytes of a saved file (safetensors or MXNet's format)."""
     import struct

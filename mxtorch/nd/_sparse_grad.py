@@ -17,6 +17,7 @@ from typing import Any
 
 import torch
 
+from ._ndarray_type import NDArray
 from ._sparse_storage import SparseNDArray, stype, tostype
 
 __all__ = ["set_grad", "holds_grad", "take_backward_gradient"]
@@ -53,7 +54,12 @@ class SparseNDArrayWithGradArray(_GradArrayProperty, SparseNDArray):
     """A row_sparse or csr array with a gradient array of another storage type."""
 
 
-_CLASSES: dict[type, type] = {torch.Tensor: TensorWithGradArray, SparseNDArray: SparseNDArrayWithGradArray}
+class NDArrayWithGradArray(_GradArrayProperty, NDArray):  # type: ignore[metaclass]
+    """An mx.nd array (MXNet's methods, NDArray results) with a csr gradient array."""
+
+
+_CLASSES: dict[type, type] = {torch.Tensor: TensorWithGradArray, SparseNDArray: SparseNDArrayWithGradArray,
+                              NDArray: NDArrayWithGradArray}
 
 
 def _attachable(t: torch.Tensor, g: torch.Tensor) -> bool:

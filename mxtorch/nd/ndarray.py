@@ -1,6 +1,7 @@
 """The names MXNet code imports from ``mxnet.ndarray.ndarray`` (reached as ``mxtorch.ndarray.ndarray``).
 
-``NDArray`` is ``torch.Tensor``; the storage-type, dtype and grad_req tables hold MXNet's codes
+``NDArray`` is MXNet's array type (:mod:`mxtorch.nd._ndarray_type`); the storage-type, dtype and
+grad_req tables hold MXNet's codes
 (``_STORAGE_TYPE_STR_TO_ID['row_sparse'] == 1``), and the module-level functions MXNet defines
 here (``moveaxis``, ``onehot_encode``, ``true_divide``, DLPack exchange ...) work on tensors.
 """
@@ -46,8 +47,7 @@ __all__ = [
     "to_dlpack_for_write", "from_dlpack", "from_numpy", "zeros", "empty", "array",
 ]
 
-NDArray = torch.Tensor
-"""MXNet's array type: here simply ``torch.Tensor``."""
+from ._ndarray_type import NDArray  # noqa: E402 - MXNet's array type (a torch.Tensor subclass)
 
 py_slice = slice
 """Python's ``slice`` (MXNet's module names it so because ``slice`` is an operator there)."""

@@ -16,6 +16,7 @@ import torch
 
 from ..context import Context
 from ._common import as_shape, device_of, dtype_of, tag
+from ._ndarray_type import new_ndarray
 
 __all__ = [
     "uniform",
@@ -49,7 +50,7 @@ def _finish(out: Tensor, result: Tensor | None, ctx: CtxLike) -> Tensor:
         with torch.no_grad():
             result.copy_(out)
         return result
-    return tag(out, ctx) if ctx is not None else out
+    return new_ndarray(tag(out, ctx) if ctx is not None else out)
 
 
 def _setup(
