@@ -57,6 +57,22 @@ def test_openmpi_pmi_slurm_dmlc():
     assert world_info_from_env({"DMLC_ROLE": "server", "DMLC_NUM_WORKER": "2"}) is None
 
 
+def test_horovodrun_variables_are_the_job_identity():
+    hvd = world_info_from_env({"HOROVOD_RANK": "3", "HOROVOD_SIZE": "4", "HOROVOD_LOCAL_RANK": "1",
+                               "HOROVOD_LOCAL_SIZE": "2", "HOROVOD_CROSS_RANK": "1",
+                               "HOROVOD_CROSS_SIZE": "2", **MASTER})
+    assert hvd == WorldInfo(3, 4, 1, 2, 1, 2, "10.1.2.3", 29500, "horovodrun")
+    # rank and size only: one host, local rank = rank
+    alone = world_info_from_env({"HOROVOD_RANK": "1", "HOROVOD_SIZE": "2", "MASTER_PORT": "7000"})
+    assert alone == WorldInfo(1, 2, 1, 2, 0, 1, "127.0.0.1", 7000, "horovodrun")
+    with pytest.raises(DistributedConfigError, match="HOROVOD_RANK='0' is set but HOROVOD_SIZE is not"):
+        world_info_from_env({"HOROVOD_RANK": "0"})
+    # torchrun's variables (what mxtorch launch sets) win over an enclosing horovodrun's
+    both = world_info_from_env({"HOROVOD_RANK": "0", "HOROVOD_SIZE": "1", "RANK": "1", "WORLD_SIZE": "2",
+                                **MASTER})
+    assert both is not None and both.launcher == "torchrun"
+
+
 def test_torchrun_wins_over_an_enclosing_slurm_allocation():
     info = world_info_from_env({"SLURM_PROCID": "0", "SLURM_NTASKS": "1", "RANK": "1", "WORLD_SIZE": "2",
                                 **MASTER})

@@ -91,9 +91,11 @@ def test_timeout_stops_the_job():
     (["-n", "0"], "the number of workers (-n) must be an integer >= 1, got 0"),
     (["--timeout", "-1"], "--timeout must be a number of seconds > 0"),
     (["-s", "-1"], "the number of servers (-s) must be an integer >= 0, got -1"),
-    (["--launcher", "ssh"], "--launcher ssh needs a hostfile"),
-    (["-H", "hosts.txt"], "-H/--hostfile is for --launcher ssh, mpi or slurm"),
-    (["--launcher", "mpi", "-H", "/nonexistent/hosts"], "cannot read the hostfile '/nonexistent/hosts'"),
+    (["--launcher", "ssh"], "--launcher ssh needs hosts: -H host1:4,host2:4 or --hostfile FILE"),
+    (["-H", "hosts.txt"], "-H 'hosts.txt': no such file; -H takes a host list"),
+    (["--launcher", "mpi", "-H", "/nonexistent/hosts"], "no such file; -H takes a host list"),
+    (["--launcher", "mpi", "--hostfile", "/nonexistent/hosts"],
+     "cannot read the hostfile '/nonexistent/hosts'"),
 ])
 def test_bad_options_are_clear_errors(argv, message, capsys):
     assert main(["launch", *argv, "python", "x.py"]) == 2

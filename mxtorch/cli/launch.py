@@ -1,9 +1,10 @@
 """``mxtorch launch``: start a distributed job (the successor of MXNet's tools/launch.py).
 
   mxtorch launch -n 2 python train.py --kvstore allreduce
-  mxtorch launch -n 8 --launcher ssh -H hosts.txt --env OMP_NUM_THREADS:4 python train.py
-  mxtorch launch -n 4 --launcher mpi -H hosts.txt --dry-run python train.py
+  mxtorch launch -n 8 -H host1:4,host2:4 --env OMP_NUM_THREADS:4 python train.py
+  mxtorch launch -n 4 --launcher mpi --hostfile hosts.txt --dry-run python train.py
   mxtorch launch -n 4 -s 2 python train.py --kvstore dist_sync
+  mxtorch launch --nnodes 2 --node-rank 0 --rdzv-endpoint node0:29400 --nproc-per-node 8 python train.py
 
 local (default): N workers on this machine, started by torchrun's agent; each gets RANK,
 WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT and MXNet's DMLC_ROLE,
@@ -11,8 +12,10 @@ DMLC_NUM_WORKER, DMLC_NUM_SERVER, DMLC_PS_ROOT_URI, DMLC_PS_ROOT_PORT.  If one w
 the others are stopped, and the launcher exits non-zero naming the rank and showing its
 traceback.  A bare `python` in COMMAND means the interpreter mxtorch runs in.
 
-ssh / mpi / slurm: the command lines that start the job on the hosts of the hostfile (one host
-per line, optional `slots=K` or `:K`, `#` comments); --dry-run prints them, one per line.
+ssh / mpi / slurm: the command lines that start the job on the hosts of -H host1:4,host2:4 (as
+horovodrun; -n defaults to the slots) or of --hostfile FILE (one host per line, optional `slots=K`
+or `:K`, `#` comments); --dry-run prints them, one per line.  -H without --launcher means ssh, or
+local when every host is localhost/127.0.0.1.  (-H FILE, the old spelling, still reads a hostfile.)
 
 -s M (parameter servers): a scheduler and M servers run beside the workers (`mxtorch scheduler`,
 `mxtorch server`; with --ps-roles same-command, COMMAND itself with DMLC_ROLE=scheduler|server,
@@ -27,11 +30,21 @@ running after the workers end is stopped and reported.
 cluster: the hosts of an emulated cluster on this machine (`mxtorch cluster up`; --cluster NAME
 when several are up), one torchrun agent per host; -H may list its hosts (h0, h1 slots=2, ...).
 
---elastic MIN:MAX (local or cluster): an elastic allreduce job, one torch elastic agent per
-worker at a c10d rendezvous this command hosts; a lost worker (its agent killed) or an added one
+--elastic MIN:MAX, or --min-workers MIN --max-workers MAX (local or cluster): an elastic allreduce
+job, one torch elastic agent per worker at a c10d rendezvous this command hosts; a lost worker (its
+agent killed) or an added one
 (`mxtorch launch --join HOST:PORT [--name NAME]`, the address it prints) makes the agents re-form
 the group and restart their workers at the new size, between MIN and MAX.  `mxtorch train` resumes
 from its newest checkpoint on each restart.  The job succeeds when an agent finishes it.
+
+Per-node mode (torchrun's words), for schedulers that start one launcher per node: every node runs
+`mxtorch launch --nnodes N --node-rank R --rdzv-endpoint HOST:PORT --nproc-per-node K COMMAND`
+with the same N and endpoint (node 0's address, a free port there) and its own R; together they
+form one job of N*K workers.  --nnodes MIN:MAX numbers nodes as they arrive (c10d rendezvous).
+
+Devices: on a machine with GPUs every worker owns its own, local rank modulo the visible GPUs
+(--gpus-per-worker K: K consecutive GPUs each); CUDA tensors go over NCCL, CPU tensors over gloo.
+The job's identity may also come from horovodrun's HOROVOD_RANK/HOROVOD_SIZE/HOROVOD_LOCAL_RANK.
 
 Every option can also come from the environment as MXTORCH_LAUNCH_<OPTION> (for example
 MXTORCH_LAUNCH_NUM_WORKERS=4); a command-line option wins over the environment.
@@ -48,8 +61,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..distributed.env import MXTORCH_PS_SERVER_IMPORTS
-from ..launcher import JobSpec, LaunchError, parse_env_pairs
+from ..distributed.env import MXTORCH_GPUS_PER_WORKER, MXTORCH_PS_SERVER_IMPORTS
+from ..launcher import Host, JobSpec, LaunchError, parse_env_pairs
+from ..launcher.hostlist import all_local, resolve_hosts
 from ..launcher.job import PS_ROLE_MODES
 
 LAUNCHERS = ("local", "ssh", "mpi", "slurm", "cluster")
@@ -62,10 +76,11 @@ class LaunchOptions:
     """Options of ``mxtorch launch`` (each flag maps onto the field of the same name)."""
 
     command: list[str] = field(default_factory=list)
-    num_workers: int = 1
+    num_workers: int | None = None  # None: 1, or the slots of -H
     num_servers: int = 0
-    launcher: str = "local"
+    launcher: str | None = None  # None: local, or ssh with -H hosts that are not this machine
     hostfile: str | None = None
+    hosts: str | None = None
     env: list[str] = field(default_factory=list)
     env_worker: list[str] = field(default_factory=list)
     env_server: list[str] = field(default_factory=list)
@@ -83,15 +98,28 @@ class LaunchOptions:
     name: str | None = None
     local_addr: str | None = None
     rendezvous_timeout: float | None = None
+    min_workers: int | None = None
+    max_workers: int | None = None
+    nnodes: str | None = None
+    node_rank: int | None = None
+    rdzv_endpoint: str | None = None
+    nproc_per_node: int | None = None
+    rdzv_id: str | None = None
+    gpus_per_worker: int | None = None
 
     def job_spec(self) -> JobSpec:
         server_env = parse_env_pairs(self.env_server, "--env-server")
         if self.server_import:
             server_env[MXTORCH_PS_SERVER_IMPORTS] = server_imports(
                 server_env.get(MXTORCH_PS_SERVER_IMPORTS), self.server_import)
+        env = parse_env_pairs(self.env, "--env")
+        if self.gpus_per_worker is not None:
+            if isinstance(self.gpus_per_worker, bool) or self.gpus_per_worker < 1:
+                raise LaunchError(f"--gpus-per-worker must be an integer >= 1, got {self.gpus_per_worker!r}")
+            env[MXTORCH_GPUS_PER_WORKER] = str(self.gpus_per_worker)
         return JobSpec(
-            command=list(self.command), num_workers=self.num_workers, num_servers=self.num_servers,
-            env=parse_env_pairs(self.env, "--env"),
+            command=list(self.command), num_workers=1 if self.num_workers is None else self.num_workers,
+            num_servers=self.num_servers, env=env,
             worker_env=parse_env_pairs(self.env_worker, "--env-worker"),
             server_env=server_env, max_restarts=self.max_restarts,
             timeout=self.timeout, master_port=self.master_port, ps_roles=self.ps_roles,
@@ -115,7 +143,12 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--ps-root-port", type=int, default=None,
                    help="the scheduler's port (default: a free port locally, --master-port + 1 remotely)")
     p.add_argument("--launcher", choices=LAUNCHERS, default=None, help=f"default {d.launcher}")
-    p.add_argument("-H", "--hostfile", default=None, help="hosts for ssh/mpi (and optionally slurm)")
+    p.add_argument("-H", "--hosts", default=None, metavar="HOST:SLOTS,...",
+                   help="hosts as horovodrun takes them: -H host1:4,host2:4 (ssh/mpi/slurm/cluster; without "
+                        "--launcher: ssh, or local for localhost)")
+    p.add_argument("--hostfile", default=None, metavar="FILE",
+                   help="a file of hosts for ssh/mpi/slurm/cluster, one per line (HOST, HOST slots=K, "
+                        "HOST:K)")
     for flag, who in (("--env", "every process"), ("--env-worker", "workers"), ("--env-server", "servers")):
         p.add_argument(flag, action="append", default=None, metavar="NAME:VALUE",
                        help=f"set an environment variable for {who} (repeatable)")
@@ -134,9 +167,25 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--ps-hosts", default=None, metavar="HOSTS",
                    help="--launcher cluster with -s: the scheduler's host, then one per server (h2,h2,h3), "
                         "or one host for all (default: the last hosts, workers on the others)")
-    p.add_argument("--elastic", default=None, metavar="MIN:MAX",
+    p.add_argument("--elastic", default=None, nargs="?", const="", metavar="MIN:MAX",
                    help="an elastic job of MIN to MAX workers (-n to start with) that goes on when "
-                        "workers are lost or join (local, cluster)")
+                        "workers are lost or join (local, cluster); or --elastic with --min-workers/"
+                        "--max-workers")
+    p.add_argument("--min-workers", type=int, default=None, metavar="MIN",
+                   help="an elastic job's fewest workers (as --elastic MIN:MAX; default -n)")
+    p.add_argument("--max-workers", type=int, default=None, metavar="MAX",
+                   help="an elastic job's most workers (as --elastic MIN:MAX; default -n)")
+    per_node: tuple[tuple[str, Any, str, str], ...] = (  # torchrun's flags, torchrun's meaning
+        ("--nnodes", str, "N|MIN:MAX", "the job's number of nodes, each starting one `mxtorch launch`"),
+        ("--node-rank", int, "R", "this node's index, 0..N-1 (with a fixed --nnodes N)"),
+        ("--rdzv-endpoint", str, "HOST:PORT", "where the nodes meet, the same everywhere (node 0's address)"),
+        ("--nproc-per-node", int, "K", "workers this node starts (default 1)"),
+        ("--rdzv-id", str, "ID", "the job's id, the same on every node (default: from the endpoint)"),
+    )
+    for flag, kind, metavar, text in per_node:
+        p.add_argument(flag, type=kind, default=None, metavar=metavar, help=f"per-node mode: {text}")
+    p.add_argument("--gpus-per-worker", type=int, default=None, metavar="K",
+                   help="GPUs each worker owns on machines with GPUs (default 1: local rank modulo the GPUs)")
     p.add_argument("--join", default=None, metavar="HOST:PORT",
                    help="add one worker to the running elastic job whose rendezvous is HOST:PORT "
                         "(no COMMAND)")
@@ -219,9 +268,15 @@ def launch(opts: LaunchOptions) -> int:
     if opts.name or opts.local_addr:
         flag = "--name" if opts.name else "--local-addr"
         raise LaunchError(f"{flag} applies to the worker that --join adds (--join HOST:PORT)")
+    opts, host_list = _resolve_hosts(opts)
+    if any(v is not None for v in (opts.nnodes, opts.node_rank, opts.rdzv_endpoint, opts.nproc_per_node,
+                                    opts.rdzv_id)):
+        return _launch_per_node(opts)
+    opts = dataclasses.replace(opts, elastic=elastic_range(opts.elastic, opts.min_workers, opts.max_workers,
+                                                           opts.num_workers or 1))
     spec = opts.job_spec()
     if opts.elastic is not None:
-        return _launch_elastic(opts, spec)
+        return _launch_elastic(opts, spec, host_list)
     if opts.rendezvous_timeout is not None:
         raise LaunchError("--rendezvous-timeout applies to --elastic jobs")
     _check_servers(spec)
@@ -230,13 +285,14 @@ def launch(opts: LaunchOptions) -> int:
     if opts.launcher == "cluster":
         from ..cluster.launch import launch_on_cluster
 
-        code = launch_on_cluster(spec, opts.cluster, opts.hostfile, dry_run=bool(opts.dry_run),
+        code = launch_on_cluster(spec, opts.cluster, _cluster_hostfile(opts.hostfile, host_list),
+                                 dry_run=bool(opts.dry_run),
                                  ps_hosts=opts.ps_hosts.split(",") if opts.ps_hosts else None)
         if opts.dry_run:
             _secret_note(spec)
         return code
     if opts.launcher == "local":
-        if opts.hostfile:
+        if opts.hostfile or (host_list is not None and not all_local(host_list)):
             raise LaunchError("-H/--hostfile is for --launcher ssh, mpi or slurm; the local launcher runs "
                               "every worker on this machine")
         if opts.dry_run:
@@ -245,11 +301,12 @@ def launch(opts: LaunchOptions) -> int:
             _secret_note(spec)
             return 0
         return ps.launch_local_with_servers(spec) if spec.num_servers else local.launch_local(spec)
-    hosts = remote.read_hostfile(opts.hostfile) if opts.hostfile else None
+    hosts = remote.read_hostfile(opts.hostfile) if opts.hostfile else host_list
     if opts.launcher == "slurm":  # without a hostfile: the nodes of the current allocation
         commands = [remote.slurm_command(spec, hosts)]
     elif hosts is None:
-        raise LaunchError(f"--launcher {opts.launcher} needs a hostfile: -H FILE (one host per line)")
+        raise LaunchError(f"--launcher {opts.launcher} needs hosts: -H host1:4,host2:4 or --hostfile FILE "
+                          "(one host per line)")
     elif opts.launcher == "ssh":
         commands = remote.ssh_commands(ps.worker_spec(spec), hosts)  # with servers: DMLC_WORKER_ID too
     else:
@@ -272,21 +329,106 @@ def _secret_note(spec: JobSpec) -> None:
               file=sys.stderr)
 
 
-def _launch_elastic(opts: LaunchOptions, spec: JobSpec) -> int:
+def _launch_elastic(opts: LaunchOptions, spec: JobSpec, host_list: list[Host] | None) -> int:
     from ..launcher.elastic import check_elastic, launch_elastic
 
     settings = check_elastic(str(opts.elastic), spec, opts.rendezvous_timeout)
     if opts.launcher == "cluster":
         from ..cluster.launch import launch_elastic_on_cluster
 
-        return launch_elastic_on_cluster(spec, settings, opts.cluster, opts.hostfile,
-                                         dry_run=bool(opts.dry_run))
+        hostfile = _cluster_hostfile(opts.hostfile, host_list)
+        return launch_elastic_on_cluster(spec, settings, opts.cluster, hostfile, dry_run=bool(opts.dry_run))
     if opts.launcher != "local":
         raise LaunchError(f"--elastic runs with --launcher local or cluster, not {opts.launcher}")
-    if opts.hostfile:
+    if opts.hostfile or (host_list is not None and not all_local(host_list)):
         raise LaunchError("-H/--hostfile is for --launcher ssh, mpi, slurm or cluster; the local launcher "
                           "runs every worker on this machine")
     return launch_elastic(spec, settings, dry_run=bool(opts.dry_run))
+
+
+def elastic_range(elastic: str | None, min_workers: int | None, max_workers: int | None,
+                  n: int) -> str | None:
+    """The ``MIN:MAX`` of ``--elastic MIN:MAX`` and/or ``--min-workers``/``--max-workers`` (a missing
+    side is ``-n``, as horovodrun's ``--min-np``); None for a job that is not elastic."""
+    from ..elastic.env import parse_range
+
+    if not elastic and min_workers is None and max_workers is None:
+        if elastic == "":
+            raise LaunchError("--elastic needs MIN:MAX, or --min-workers MIN and/or --max-workers MAX")
+        return None
+    for flag, value in (("--min-workers", min_workers), ("--max-workers", max_workers)):
+        if value is not None and (isinstance(value, bool) or value < 1):
+            raise LaunchError(f"{flag} must be an integer >= 1, got {value!r}")
+    if elastic:
+        mn, mx = parse_range(elastic)
+        if (min_workers is not None and min_workers != mn) or (max_workers is not None and max_workers != mx):
+            raise LaunchError(f"--elastic {elastic} and --min-workers {min_workers} --max-workers "
+                              f"{max_workers} disagree: give the range one way")
+        return elastic
+    lo = n if min_workers is None else min_workers
+    hi = max(n, lo) if max_workers is None else max_workers
+    if hi < lo:
+        raise LaunchError(f"--min-workers {lo} is more than --max-workers {hi}")
+    return f"{lo}:{hi}"
+
+
+def _resolve_hosts(opts: LaunchOptions) -> tuple[LaunchOptions, list[Host] | None]:
+    """``-H`` as a host list (or an old hostfile), the launcher and -n it implies."""
+    host_list, hostfile, note = resolve_hosts(opts.hosts, opts.hostfile)
+    if note:
+        print(f"mxtorch launch: note: {note}", file=sys.stderr)
+    launcher, n = opts.launcher, opts.num_workers
+    if host_list is not None:
+        launcher = launcher or ("local" if all_local(host_list) else "ssh")
+        n = sum(h.slots or 1 for h in host_list) if n is None else n
+    return dataclasses.replace(opts, hosts=None, hostfile=hostfile, launcher=launcher or "local",
+                               num_workers=n), host_list
+
+
+def _cluster_hostfile(hostfile: str | None, hosts: list[Host] | None) -> str | None:
+    """The cluster launcher reads a hostfile: an -H list is written to one (removed at exit)."""
+    if hosts is None:
+        return hostfile
+    import atexit
+    import tempfile
+
+    with tempfile.NamedTemporaryFile("w", prefix="mxtorch-hosts-", suffix=".txt", delete=False) as f:
+        f.write("".join(f"{h.name}{f' slots={h.slots}' if h.slots else ''}\n" for h in hosts))
+    atexit.register(os.unlink, f.name)
+    return f.name
+
+
+def _launch_per_node(opts: LaunchOptions) -> int:
+    """One node of a per-node job (:mod:`mxtorch.launcher.pernode`)."""
+    from ..launcher import local
+    from ..launcher.pernode import check_nodes
+
+    wrong = [flag for flag, given in (
+        ("--elastic/--min-workers/--max-workers (give the range as --nnodes MIN:MAX)",
+         opts.elastic is not None or opts.min_workers is not None or opts.max_workers is not None),
+        ("-n (the job's size is --nnodes x --nproc-per-node)", opts.num_workers is not None),
+        ("-s (parameter servers)", bool(opts.num_servers)),
+        ("-H/--hostfile (each node runs its own launcher)", bool(opts.hostfile)),
+        (f"--launcher {opts.launcher}", opts.launcher not in (None, "local")),
+    ) if given]
+    if wrong:
+        raise LaunchError(f"per-node mode (--nnodes/--node-rank/--rdzv-endpoint/--nproc-per-node) does not "
+                          f"take {wrong[0]}")
+    layout = check_nodes(opts.nnodes, opts.node_rank, opts.rdzv_endpoint, opts.nproc_per_node, opts.rdzv_id)
+    spec = dataclasses.replace(opts, num_workers=layout.fixed_world_size or layout.nproc_per_node).job_spec()
+    if layout.node_rank is not None and not layout.static:
+        print(f"mxtorch launch: note: --nnodes {opts.nnodes} numbers the nodes as they arrive; --node-rank "
+              f"{layout.node_rank} is not used", file=sys.stderr)
+    if opts.dry_run:
+        backend = "static" if layout.static else "c10d"
+        rank = ["--node-rank", str(layout.node_rank)] if layout.static else []
+        nnodes = str(layout.min_nodes) if layout.min_nodes == layout.max_nodes else \
+            f"{layout.min_nodes}:{layout.max_nodes}"
+        print(shlex.join(["torchrun", "--nnodes", nnodes, *rank, "--nproc-per-node",
+                          str(layout.nproc_per_node), "--rdzv-backend", backend, "--rdzv-endpoint",
+                          layout.endpoint, "--rdzv-id", layout.run_id, *spec.command]))
+        return 0
+    return local.launch_local(spec, nodes=layout)
 
 
 def _local_equivalent(spec: JobSpec) -> list[str]:

@@ -79,8 +79,10 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--wd", type=float, default=d.wd)
     p.add_argument("--lr-schedule", default=d.lr_schedule, choices=("cosine", "constant"),
                    help="cosine: decay the lr to 0 over the run (default); constant: keep it")
-    p.add_argument("--ctx", default=d.ctx,
-                   help="contexts, comma separated: 'cpu', 'cpu:0,cpu:1', 'gpu:0,gpu:1'")
+    p.add_argument("--ctx", default=None,
+                   help="contexts, comma separated: 'cpu', 'cpu:0,cpu:1', 'gpu:0,gpu:1' (default: each "
+                        "worker its own GPU(s) where there are GPUs, see mxtorch launch --gpus-per-worker; "
+                        "else cpu)")
     p.add_argument("--amp", default=d.amp, choices=("bf16", "fp16"),
                    help="mixed precision: autocast + dynamic loss scaling (bf16 runs for real on CPU)")
     p.add_argument("--compression", default=d.compression, choices=COMPRESSIONS,

@@ -89,7 +89,16 @@ class TrainConfig:
 def config_from_args(args: argparse.Namespace) -> TrainConfig:
     """The :class:`TrainConfig` of parsed ``mxtorch train`` arguments (other attributes are ignored)."""
     fields = TrainConfig.__dataclass_fields__
-    return TrainConfig(**{k: v for k, v in vars(args).items() if k in fields})
+    values = {k: v for k, v in vars(args).items() if k in fields}
+    if values.get("ctx", "") is None:  # not given: this worker's own GPU(s), else the CPU
+        from ..distributed.devices import default_context_spec
+        from ..distributed.env import DistributedConfigError
+
+        try:
+            values["ctx"] = default_context_spec()
+        except DistributedConfigError as e:
+            raise SystemExit(str(e)) from None
+    return TrainConfig(**values)
 
 
 def compression_params(cfg: TrainConfig) -> dict[str, Any] | None:

@@ -9,6 +9,8 @@ launcher       variables (rank, size, local rank, local size, node rank, nodes)
 =============  ======================================================================
 torchrun       ``RANK`` ``WORLD_SIZE`` ``LOCAL_RANK`` ``LOCAL_WORLD_SIZE`` ``GROUP_RANK``
                ``GROUP_WORLD_SIZE`` (also what ``mxtorch launch`` sets)
+Horovod        ``HOROVOD_RANK`` ``HOROVOD_SIZE`` ``HOROVOD_LOCAL_RANK`` ``HOROVOD_LOCAL_SIZE``
+               ``HOROVOD_CROSS_RANK`` ``HOROVOD_CROSS_SIZE`` (horovodrun's gloo launcher)
 Open MPI       ``OMPI_COMM_WORLD_RANK`` ``OMPI_COMM_WORLD_SIZE`` ``OMPI_COMM_WORLD_LOCAL_RANK``
                ``OMPI_COMM_WORLD_LOCAL_SIZE``
 MPICH / PMI    ``PMI_RANK`` ``PMI_SIZE`` (``MPI_LOCALRANKID`` ``MPI_LOCALNRANKS`` if set)
@@ -45,6 +47,8 @@ __all__ = [
     "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
     "OMPI_COMM_WORLD_LOCAL_SIZE", "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "MPI_LOCALNRANKS",
     "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_NODEID", "SLURM_NNODES",
+    "HOROVOD_RANK", "HOROVOD_SIZE", "HOROVOD_LOCAL_RANK", "HOROVOD_LOCAL_SIZE", "HOROVOD_CROSS_RANK",
+    "HOROVOD_CROSS_SIZE", "MXTORCH_GPUS_PER_WORKER",
     "DMLC_ROLE", "DMLC_WORKER_ID", "DMLC_NUM_WORKER", "DMLC_NUM_SERVER", "DMLC_PS_ROOT_URI",
     "DMLC_PS_ROOT_PORT", "MXTORCH_DIST_TIMEOUT", "MXTORCH_DIST_BACKEND", "GLOO_SOCKET_IFNAME",
     "DEFAULT_TIMEOUT_S", "LAUNCH_HINT",
@@ -112,6 +116,23 @@ SLURM_NODEID = "SLURM_NODEID"
 """Slurm: index of this node in the allocation."""
 SLURM_NNODES = "SLURM_NNODES"
 """Slurm: number of nodes."""
+
+HOROVOD_RANK = "HOROVOD_RANK"
+"""horovodrun (gloo): global rank."""
+HOROVOD_SIZE = "HOROVOD_SIZE"
+"""horovodrun (gloo): number of processes."""
+HOROVOD_LOCAL_RANK = "HOROVOD_LOCAL_RANK"
+"""horovodrun (gloo): rank among the processes of this host."""
+HOROVOD_LOCAL_SIZE = "HOROVOD_LOCAL_SIZE"
+"""horovodrun (gloo): processes on this host."""
+HOROVOD_CROSS_RANK = "HOROVOD_CROSS_RANK"
+"""horovodrun (gloo): index of this host."""
+HOROVOD_CROSS_SIZE = "HOROVOD_CROSS_SIZE"
+"""horovodrun (gloo): number of hosts."""
+
+MXTORCH_GPUS_PER_WORKER = "MXTORCH_GPUS_PER_WORKER"
+"""GPUs each worker of a launched job owns (``mxtorch launch --gpus-per-worker``; default 1 where
+there are GPUs): see :mod:`mxtorch.distributed.devices`."""
 
 # ---- MXNet / ps-lite (parameter-server jobs; set by ``mxtorch launch``) ----
 DMLC_ROLE = "DMLC_ROLE"
@@ -301,6 +322,8 @@ def _int(environ: Mapping[str, str], name: str, minimum: int = 0) -> int | None:
 # (launcher, rank, size, local rank, local size, node rank, node count)
 _LAUNCHERS: tuple[tuple[str, str, str, str, str, str | None, str | None], ...] = (
     ("torchrun", RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK, GROUP_WORLD_SIZE),
+    ("horovodrun", HOROVOD_RANK, HOROVOD_SIZE, HOROVOD_LOCAL_RANK, HOROVOD_LOCAL_SIZE, HOROVOD_CROSS_RANK,
+     HOROVOD_CROSS_SIZE),
     ("openmpi", OMPI_COMM_WORLD_RANK, OMPI_COMM_WORLD_SIZE, OMPI_COMM_WORLD_LOCAL_RANK,
      OMPI_COMM_WORLD_LOCAL_SIZE, None, None),
     ("pmi", PMI_RANK, PMI_SIZE, MPI_LOCALRANKID, MPI_LOCALNRANKS, None, None),

@@ -323,7 +323,10 @@ def _same_backend(asked: str, current: str) -> bool:
 
 
 def _nccl_usable(local_size: int) -> bool:
-    return torch.cuda.is_available() and dist.is_nccl_available() and torch.cuda.device_count() >= local_size
+    from .devices import gpus_per_worker
+
+    needed = local_size * gpus_per_worker()  # every local worker owns its own GPU(s)
+    return torch.cuda.is_available() and dist.is_nccl_available() and torch.cuda.device_count() >= needed
 
 
 def _choose_backend(asked: str | None, info: WorldInfo) -> str:
@@ -367,7 +370,10 @@ def _device(chosen: str, info: WorldInfo) -> torch.device | None:
     """The CUDA device of this rank when the backend includes NCCL (made current), else None."""
     if "nccl" not in chosen:
         return None
-    device_id = torch.device("cuda", info.local_rank % torch.cuda.device_count())
+    from .devices import gpus_per_worker, worker_devices
+
+    first = worker_devices(info.local_rank, torch.cuda.device_count(), gpus_per_worker())[0]
+    device_id = torch.device("cuda", first)
     torch.cuda.set_device(device_id)
     return device_id
 

@@ -28,6 +28,7 @@ from collections.abc import Iterator, Mapping
 from typing import IO, Any
 
 from .job import RESTART_ENV, JobSpec, LaunchError, resolve_command, worker_environment
+from .pernode import NodeLayout
 
 __all__ = ["launch_local", "JobTimedOut", "EXIT_TIMEOUT"]
 
@@ -115,11 +116,13 @@ def _recording_logs_specs(log_dir: str) -> Any:
 
 
 def launch_local(spec: JobSpec, *, master_addr: str = "127.0.0.1", report: IO[str] | None = None,
-                 hidden_env: Mapping[str, str] | None = None) -> int:
+                 hidden_env: Mapping[str, str] | None = None, nodes: NodeLayout | None = None) -> int:
     """Run ``spec`` with ``spec.num_workers`` local workers; returns the job's exit status.
 
     ``hidden_env``: variables the workers also get that must not show in a report or command
-    line (the job's ``MXTORCH_PS_SECRET``, :mod:`.secret`).
+    line (the job's ``MXTORCH_PS_SECRET``, :mod:`.secret`).  ``nodes``: this launcher is one node
+    of a per-node job (:mod:`.pernode`); it runs ``nodes.nproc_per_node`` workers and meets the
+    other nodes at ``nodes.endpoint``.
 
     0 when every worker succeeded; the first failed worker's exit code (128 + signal number
     for a signal) when one failed, after printing which rank failed and why to ``report``
@@ -131,7 +134,10 @@ def launch_local(spec: JobSpec, *, master_addr: str = "127.0.0.1", report: IO[st
 
     out = report if report is not None else sys.stderr
     command = resolve_command(spec.command)
-    port = spec.master_port if spec.master_port is not None else _free_port(master_addr)
+    if nodes is not None:
+        master_addr, port = nodes.endpoint_host, nodes.endpoint_port
+    else:
+        port = spec.master_port if spec.master_port is not None else _free_port(master_addr)
     env = worker_environment(spec, master_addr, port)
     env.update(RESTART_ENV)
     env.update(hidden_env or {})
@@ -139,11 +145,18 @@ def launch_local(spec: JobSpec, *, master_addr: str = "127.0.0.1", report: IO[st
         env.setdefault("OMP_NUM_THREADS", "1")  # as torchrun: N workers must not oversubscribe the cores
     log_dir = tempfile.mkdtemp(prefix="mxtorch-launch-")
     logs = _recording_logs_specs(log_dir)
-    config = LaunchConfig(
+    rendezvous: dict[str, Any] = dict(
         min_nodes=1, max_nodes=1, nproc_per_node=spec.num_workers, run_id=uuid.uuid4().hex,
-        role="worker", rdzv_backend="c10d", rdzv_endpoint=f"{master_addr}:{port}",
-        rdzv_configs={}, local_addr=master_addr, max_restarts=spec.max_restarts, monitor_interval=0.1,
-        logs_specs=logs, log_line_prefix_template="[worker${rank}]:", shutdown_timeout=_SHUTDOWN_GRACE_S,
+        rdzv_backend="c10d", rdzv_endpoint=f"{master_addr}:{port}", rdzv_configs={}, local_addr=master_addr)
+    if nodes is not None:
+        rendezvous.update(min_nodes=nodes.min_nodes, max_nodes=nodes.max_nodes,
+                          nproc_per_node=nodes.nproc_per_node, run_id=nodes.run_id,
+                          rdzv_endpoint=nodes.endpoint, local_addr=None,
+                          rdzv_backend="static" if nodes.static else "c10d",
+                          rdzv_configs={"rank": nodes.node_rank} if nodes.static else {})
+    config = LaunchConfig(
+        role="worker", max_restarts=spec.max_restarts, monitor_interval=0.1, logs_specs=logs,
+        log_line_prefix_template="[worker${rank}]:", shutdown_timeout=_SHUTDOWN_GRACE_S, **rendezvous,
     )
     start = time.monotonic()
     keep_logs = False

@@ -1,4 +1,4 @@
-"""Worker for tests/test_launch.py: all-reduces rank + 1 over gloo and prints what it sees."""
+"""Worker for tests/test_launch*.py: all-reduces rank + 1 over gloo and prints what it sees."""
 
 import os
 
@@ -12,6 +12,8 @@ def main() -> None:
     total = torch.tensor([float(rank + 1)])
     dist.all_reduce(total)
     names = ("LOCAL_RANK", "LOCAL_WORLD_SIZE", "DMLC_ROLE", "DMLC_NUM_WORKER", "DMLC_NUM_SERVER", "EXTRA")
+    if os.environ.get("REPORT_VARS"):  # a test asks for other variables (tests/test_launch_flags.py)
+        names = tuple(os.environ["REPORT_VARS"].split(","))
     seen = " ".join(f"{k}={os.environ.get(k)}" for k in names)
     print(f"rank={rank} world={world} sum={total.item():g} {seen}", flush=True)
     dist.barrier()
