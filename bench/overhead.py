@@ -135,6 +135,7 @@ def observability_rows(name: str, x: torch.Tensor, y: torch.Tensor, steps: int, 
     from mxtorch.cli.train_config import TrainConfig
     from mxtorch.cli.train_steps import StepRecorder
     from mxtorch.cli.train_tensorboard import TensorBoardHook
+    from mxtorch.profiler import span
 
     step = mx_train_step(name, x, y, kvstore="allreduce")
     time_steps(step, 2 * steps)
@@ -166,12 +167,34 @@ def observability_rows(name: str, x: torch.Tensor, y: torch.Tensor, steps: int, 
                 recorder.clock.start()
             times[mode].append(time_steps(modes[mode], steps))
             recorder.clock.stop()
+    # the hooks alone, timed over many calls (the step's spans as in a step): a share of the bare step
+    # that the noise of whole steps on a busy machine cannot hide
+    def hooks_alone(hooks: list) -> float:  # type: ignore[type-arg]
+        def one() -> None:
+            for name in ("data.wait", "forward", "backward", "allreduce.wait", "trainer.step"):
+                with span(name):
+                    pass
+            run.step += 1
+            run.n_seen += run.batch
+            for h in hooks:
+                h.on_step(run)
+        recorder.clock.start()
+        best = min(time_steps(one, 2000) for _ in range(5))
+        recorder.clock.stop()
+        return best
+
+    base = min(time_steps(lambda: [span(n).__exit__() for n in ("a", "b", "c", "d", "e")], 2000)
+               for _ in range(5))
+    cost_rec, cost_tb = hooks_alone([recorder]) - base, hooks_alone([recorder, tb]) - base
     tb.on_end(run)
     t = {m: statistics.median(v) for m, v in times.items()}
     print(f"mxtorch train's hooks ({name}): bare step {t['bare'] * 1e3:.3f} ms, with the step recorder "
           f"{t['recorder'] * 1e3:.3f}, with --tensorboard {t['tensorboard'] * 1e3:.3f}")
     print(f"  recorder / bare {t['recorder'] / t['bare']:.3f}; --tensorboard / bare "
           f"{t['tensorboard'] / t['bare']:.3f} (goal <= 1.01)")
+    print(f"  the hooks alone: recorder {cost_rec * 1e6:.1f} us a step = {100 * cost_rec / t['bare']:.2f}% "
+          f"of the bare step; recorder + --tensorboard {cost_tb * 1e6:.1f} us = "
+          f"{100 * cost_tb / t['bare']:.2f}%")
 
 
 def main() -> None:
