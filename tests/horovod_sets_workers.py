@@ -70,6 +70,23 @@ def process_sets() -> list[str]:
         except ValueError as err:
             assert "not in the process set" in str(err), str(err)
         hvd.barrier(process_set=evens)
+        # the in-place and grouped variants on the set
+        y = x.clone()
+        assert hvd.allreduce_(y, op=hvd.Sum, process_set=evens) is y
+        _eq(y, torch.tensor([4.0, 8.0, 16.0]), "set allreduce_")
+        z = x.clone()
+        assert hvd.broadcast_(z, root_rank=0, process_set=evens) is z
+        _eq(z, torch.tensor([1.0, 2.0, 4.0]), "set broadcast_")
+        pair = [x.clone(), torch.tensor([me], dtype=torch.int32)]
+        out = hvd.grouped_allreduce_(pair, op=hvd.Min, process_set=evens)
+        assert out[0] is pair[0] and out[1] is pair[1]
+        _eq(pair[0], torch.tensor([1.0, 2.0, 4.0]), "set grouped_allreduce_[0]")
+        _eq(pair[1], torch.tensor([0], dtype=torch.int32), "set grouped_allreduce_[1]")
+        (g,) = hvd.grouped_allgather([torch.full((1 + me // 2,), me)], process_set=evens)
+        _eq(g, torch.tensor([0, 2, 2]), "set grouped_allgather")
+        (rs,) = hvd.grouped_reducescatter([torch.ones(4) * (me + 1)], op=hvd.Sum, process_set=evens,
+                                          prescale_factor=2.0, postscale_factor=0.25)
+        _eq(rs, torch.full((2,), 2.0), "set grouped_reducescatter with scaling")  # (2 + 6) * 0.25
     else:
         try:
             hvd.allreduce(x, process_set=evens)
@@ -88,7 +105,8 @@ def process_sets() -> list[str]:
     assert hvd.remove_process_set(tail) is False
     assert hvd.remove_process_set(hvd.global_process_set) is False
     done.append("remove")
-    return done + _grouped_and_adasum(hvd) + _join(hvd) + _trainer_on_set(hvd, evens)
+    done += _grouped_and_adasum(hvd) + _join(hvd) + _join_with_trainer(hvd)
+    return done + _trainer_on_set(hvd, evens)
 
 
 def _grouped_and_adasum(hvd) -> list[str]:
@@ -153,6 +171,32 @@ def _join(hvd) -> list[str]:
     _eq(hvd.allreduce(torch.ones(1), op=hvd.Sum), torch.full((1,), 3.0), "allreduce after join")
     done.append("join")
     return done
+
+
+def _join_with_trainer(hvd) -> list[str]:
+    """Uneven data: rank 2 takes one more step than the others, who wait in hvd.join()."""
+    import mxtorch as mx
+    from mxtorch import autograd
+    from mxtorch.gluon import nn
+
+    me = hvd.rank()
+    net = nn.Dense(1, use_bias=False, in_units=1)
+    net.initialize(mx.init.Constant(0.0))
+    # num_groups=1: the trainer reduces through hvd collectives, which joined ranks serve
+    trainer = hvd.DistributedTrainer(net.collect_params(), "sgd", {"learning_rate": 1.0}, num_groups=1)
+    steps = 2 if me == 2 else 1
+    for _ in range(steps):
+        with autograd.record():
+            loss = (net(torch.full((1, 1), float(me + 1)))).sum()
+        loss.backward()  # gradient = me + 1
+        trainer.step(1)
+    last = hvd.join()
+    assert last == 2, last
+    w = float(net.weight.data().reshape(-1)[0])
+    # step 1: mean(1, 2, 3) = 2; step 2 on rank 2 only: (0 + 0 + 3) / 3 = 1 (joined ranks send zeros)
+    want = -2.0 if me != 2 else -3.0
+    assert w == want, (me, w)
+    return ["join with trainer"]
 
 
 def _trainer_on_set(hvd, evens) -> list[str]:

@@ -53,4 +53,4 @@ def test_process_sets_join_grouped_adasum_three_ranks():
     results = run_workers(workers.process_sets, 3, timeout=180)
     assert all(r == results[0] for r in results), results
     assert results[0] == ["sets", "collectives on sets", "remove", "grouped gathers", "adasum", "join",
-                          "trainer on a set"]
+                          "join with trainer", "trainer on a set"]
