@@ -62,6 +62,14 @@ def _load(obj: Any, tree: Any) -> None:
         obj.load_state_dict(tree)
 
 
+def _zero_gradients(obj: Any) -> None:
+    collect = getattr(obj, "collect_params", None)
+    if callable(collect):  # a Gluon block: its parameters' own rule ('write' and 'add')
+        collect().zero_grad()
+    elif isinstance(obj, torch.nn.Module):
+        obj.zero_grad(set_to_none=True)
+
+
 class State:
     """``State(net=net, trainer=trainer, epoch=0, batch=0, ...)``: see the module docstring.
 
@@ -119,12 +127,15 @@ class State:
             self._snapshot = (taken, _clone(self._values))
 
     def restore(self) -> None:
-        """Go back to the last :meth:`save` / :meth:`commit`."""
+        """Go back to the last :meth:`save` / :meth:`commit`; gradients are zeroed (a step that
+        failed half-way leaves its own, which the next backward would add to)."""
         with span("mxtorch/elastic.restore"):
             taken, values = self._snapshot
             for name, tree in taken.items():
                 self._objects[name].load_state_dict(_clone(tree))
             self._values = _clone(values)
+            for obj in self._objects.values():
+                _zero_gradients(obj)
 
     def commit(self) -> None:
         """Snapshot (:meth:`save`), write a checkpoint if a manager was given, then check for workers
