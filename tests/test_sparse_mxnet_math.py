@@ -67,3 +67,14 @@ def test_comparisons_of_sparse_arrays_follow_mxnet(stype):
         assert got.stype == want_stype and got.dtype == torch.float32, expr
         np.testing.assert_array_equal(got.asnumpy(), want.astype(np.float32), err_msg=expr)
     assert (mx.nd.ones((2, 2)) > 0).dtype == torch.bool  # dense tensors keep torch's comparisons
+
+
+def test_getnnz_counts_stored_values_of_a_csr_matrix():
+    # [[1, 0, 2], [0, 0, 0], [0, 3, 0]] stores 3 values: rows 2, 0, 1; columns 1, 1, 1
+    c = mx.nd.sparse.csr_matrix(([1.0, 2.0, 3.0], [0, 2, 1], [0, 2, 2, 3]), shape=(3, 3))
+    assert mx.nd.contrib.getnnz(c).tolist() == [3]
+    assert mx.nd.contrib.getnnz(c, axis=1).tolist() == [2, 0, 1]
+    assert mx.nd.contrib.getnnz(c, axis=0).tolist() == [1, 1, 1]
+    assert mx.nd.contrib.getnnz(c, axis=1).dtype == torch.int64
+    with pytest.raises(ValueError, match="csr matrix"):
+        mx.nd.contrib.getnnz(mx.nd.ones((2, 2)))

@@ -17,7 +17,7 @@ from ._common import as_tensor, device_of, mx_operator
 
 Tensor = torch.Tensor
 
-__all__ = ["isinf", "isfinite", "isnan", "rand_zipfian", "allclose"]
+__all__ = ["isinf", "isfinite", "isnan", "rand_zipfian", "allclose", "getnnz"]
 
 
 @mx_operator
@@ -76,3 +76,19 @@ def allclose(a: Any, b: Any, rtol: float = 1e-05, atol: float = 1e-08, equal_nan
     tb = as_tensor(b, like=ta)
     ok = torch.allclose(ta.to(torch.float64), tb.to(torch.float64), rtol=rtol, atol=atol, equal_nan=equal_nan)
     return torch.tensor([1.0 if ok else 0.0], device=ta.device)
+
+
+@mx_operator
+def getnnz(data: Tensor, axis: int | None = None) -> Tensor:
+    """MXNet's stored-value count of a csr matrix (explicit zeros count too), as int64: ``[nnz]``
+    for ``axis=None``, per column for ``axis=0``, per row for ``axis=1``."""
+    if data.layout != torch.sparse_csr:
+        raise ValueError(f"getnnz: data must be a csr matrix, got layout {data.layout}; convert it with "
+                         "x.tostype('csr')")
+    if axis is None:
+        return torch.tensor([data._nnz()], dtype=torch.int64, device=data.device)
+    if axis in (1, -1):
+        return data.crow_indices().diff().to(torch.int64)
+    if axis in (0, -2):
+        return torch.bincount(data.col_indices(), minlength=data.shape[1]).to(torch.int64)
+    raise ValueError(f"getnnz: axis must be None, 0 or 1 for a csr matrix, got {axis!r}")
