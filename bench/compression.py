@@ -4,8 +4,11 @@ Prints, measured in one run:
 
 (a) compress + decompress throughput of every compressor on a gradient-like fp32 tensor
     (normal values, shaped as a 1024-column matrix so that PowerSGD has a matrix to factor;
-    1, 16, 64 MiB), in GB/s of fp32 input, next to ``tensor.clone()`` of the same tensor timed
-    in the same interleaved rounds (ratio = compressor GB/s / copy GB/s);
+    1, 16, 64, 100 MiB), in GB/s of fp32 input, next to ``tensor.clone()`` of the same tensor
+    timed in the same interleaved rounds, with the same torch thread count (ratio = compressor
+    GB/s / copy GB/s).  Both allocate their outputs afresh each call, as their callers need
+    (above glibc's mmap threshold, 32 MiB at most, each such allocation pays page faults: at
+    100 MiB the copy is slower per byte than at 16 MiB, and so is decompression);
 (b) payload bytes one worker sends per training step for whole models (every trainable
     parameter's gradient compressed once), against fp32;
 (c) training step time of a Gluon ``Trainer`` on the 'horovod' KVStore in 2 processes (gloo,
@@ -25,7 +28,7 @@ Prints, measured in one run:
     evaluation).  Skipped with a one-line note where network namespaces cannot be made (not
     root, no iproute2, a container that forbids them); ``--tta-compressors ''`` skips it.
 
-    python bench/compression.py [--sizes 1,16,64] [--compressors 2bit,1bit,fp16,bf16,topk,powersgd]
+    python bench/compression.py [--sizes 1,16,64,100] [--compressors 2bit,1bit,fp16,bf16,topk,powersgd]
                                 [--wire-models lenet_bn,mlp,resnet18] [--train-models lenet] [--rounds 3]
                                 [--tta-compressors 2bit,...] [--tta-rate 1gbit] [--tta-target 0.82]
                                 [--tta-budget 60] [--tta-hosts 2]
@@ -470,7 +473,7 @@ def _fmt_bytes(n: float) -> str:
 def build_parser() -> argparse.ArgumentParser:
     """The command line (every part's options)."""
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--sizes", default="1,16,64", help="(a) tensor sizes in MiB; empty to skip")
+    ap.add_argument("--sizes", default="1,16,64,100", help="(a) tensor sizes in MiB; empty to skip")
     ap.add_argument("--compressors", default=",".join(COMPRESSORS))
     ap.add_argument("--wire-models", default="lenet_bn,mlp,resnet18", help="(b) models; empty to skip")
     ap.add_argument("--train-models", default="lenet",
@@ -522,7 +525,9 @@ def main() -> None:
           f"powersgd rank {args.rank}")
 
     if args.sizes:
-        print("\n(a) compress + decompress, GB/s of fp32 input (median of rounds); copy = tensor.clone()")
+        torch.set_num_threads(args.threads)
+        print(f"\n(a) compress + decompress, GB/s of fp32 input (median of rounds); copy = tensor.clone(); "
+              f"both on {torch.get_num_threads()} torch thread(s)")
         print(f"{'size':>8} {'compressor':>10}{'GB/s':>9}{'copy GB/s':>11}{'ratio':>8}")
         for mib, name, comp_bw, copy_bw in bench_throughput(args):
             print(f"{mib:>5} MiB {name:>10}{comp_bw:>9.3f}{copy_bw:>11.3f}{comp_bw / copy_bw:>8.3f}")

@@ -9,6 +9,11 @@ Lossy compressors keep an *error-feedback residual* per key: what was not sent t
 added to the next gradient of the same key, so nothing is lost, only delayed.  Residuals live
 with the worker that compresses; :meth:`Compressor.state_dict` exports them as plain tensors
 so that they survive a checkpoint.
+
+The built-in quantizers and top-k update the residual in place (:attr:`Compressor.encodes_in_place`):
+the key's residual buffer receives the gradient, is encoded, and becomes the next residual,
+with no gradient-sized temporary; a compressor without that keeps the general rule
+(``residual = (gradient + residual) - decompress(payload)``) on fresh tensors.
 """
 
 from __future__ import annotations
@@ -84,6 +89,9 @@ class Compressor(abc.ABC):
     store then all-reduces the payloads (2(n-1)/n of a payload on the wire per worker, one
     decompression) instead of all-gathering them ((n-1) payloads, n decompressions); packed
     bits, indices and low-rank factors do not add up, so those compressors leave it False."""
+    encodes_in_place: ClassVar[bool] = False
+    """Whether :meth:`_encode_in_place` is implemented: with error feedback, it adds the gradient
+    to the key's residual buffer, encodes the sum and leaves the new residual there."""
 
     def __init__(self) -> None:
         self._residuals: dict[Key, torch.Tensor] = {}
@@ -101,6 +109,8 @@ class Compressor(abc.ABC):
             raise TypeError(f"a compression key is an int or a str, got {type(key).__name__}: {key!r}")
         ctx = CompressionContext(tensor.shape, tensor.dtype, tensor.device)
         work_dtype = torch.promote_types(tensor.dtype, torch.float32)
+        if self.uses_error_feedback and self.encodes_in_place:
+            return self._compress_in_place(tensor, ctx, key, work_dtype)
         flat = tensor.detach().reshape(-1).to(work_dtype)
         if self.uses_error_feedback:
             flat = flat + self._residual(key, flat, tensor.shape)
@@ -112,6 +122,35 @@ class Compressor(abc.ABC):
                 self._residuals[key] = self._bound_residual(flat - sent)
         return payload, ctx
 
+    def _compress_in_place(self, tensor: torch.Tensor, ctx: CompressionContext, key: Key,
+                           work_dtype: torch.dtype) -> tuple[Payload, CompressionContext]:
+        self._check_numel(ctx.numel)
+        flat = tensor.detach().reshape(-1)
+        buf = self._residual_buffer(key, flat, tensor.shape, work_dtype)
+        nbytes = buf.numel() * buf.element_size()
+        with span("compression.encode", key=key, compressor=self.name, bytes=nbytes):
+            try:
+                return self._encode_in_place(buf, flat, ctx, key)
+            except BaseException:
+                self._residuals.pop(key, None)  # the buffer was left half way through the update
+                raise
+
+    def _residual_buffer(self, key: Key, flat: torch.Tensor, shape: torch.Size,
+                         work_dtype: torch.dtype) -> torch.Tensor:
+        """The residual of ``key`` as a contiguous flat buffer of ``work_dtype`` (zeros at first)."""
+        buf = self._residuals.get(key)
+        if buf is None:
+            buf = torch.zeros(flat.numel(), dtype=work_dtype, device=flat.device)
+        elif buf.numel() != flat.numel():
+            raise CompressionError(
+                f"key {key!r} was compressed with {buf.numel()} elements before, now with shape "
+                f"{tuple(shape)} ({flat.numel()} elements): use one key per parameter, or reset()")
+        elif buf.dtype != work_dtype or buf.device != flat.device or not buf.is_contiguous():
+            # e.g. loaded on another device or in another dtype
+            buf = buf.to(device=flat.device, dtype=work_dtype, copy=True).contiguous()
+        self._residuals[key] = buf
+        return buf
+
     @abc.abstractmethod
     def decompress(self, payload: Payload, ctx: CompressionContext) -> torch.Tensor:
         """Rebuild a dense tensor of ``ctx.shape`` and ``ctx.dtype`` from ``payload``."""
@@ -121,7 +160,10 @@ class Compressor(abc.ABC):
         return sum(t.numel() * t.element_size() for t in payload_tensors(payload))
 
     def residual(self, key: Key) -> torch.Tensor | None:
-        """The error-feedback residual of ``key`` (flat), or ``None`` before its first compress."""
+        """The error-feedback residual of ``key`` (flat), or ``None`` before its first compress.
+
+        The compressor's own buffer: the next compress of ``key`` may change it in place
+        (clone it to keep it)."""
         return self._residuals.get(key)
 
     def reset(self) -> None:
@@ -173,6 +215,18 @@ class Compressor(abc.ABC):
     def _encode(self, flat: torch.Tensor, ctx: CompressionContext,
                 key: Key) -> tuple[Payload, CompressionContext]:
         """Encode the flat gradient (residual already added); return the payload and final ctx."""
+
+    def _encode_in_place(self, buf: torch.Tensor, grad: torch.Tensor, ctx: CompressionContext,
+                         key: Key) -> tuple[Payload, CompressionContext]:
+        """Add the flat gradient ``grad`` to the residual ``buf`` (flat, the work dtype), encode
+        the sum ``v`` and leave in ``buf`` what :meth:`_bound_residual` would keep of
+        ``v - decompress(payload)``, computed exactly so (``buf + grad`` is ``grad + buf`` bit for
+        bit); return the payload (never a view of ``buf``) and the final ctx.  Only for
+        compressors with :attr:`encodes_in_place`."""
+        raise NotImplementedError(f"{type(self).__name__} does not encode in place")
+
+    def _check_numel(self, numel: int) -> None:
+        """Refuse a gradient this compressor cannot encode, before any state changes."""
 
     def _bound_residual(self, residual: torch.Tensor) -> torch.Tensor:
         """The residual to keep (a fresh tensor, may be changed in place); default: all of it."""

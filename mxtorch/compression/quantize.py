@@ -25,17 +25,25 @@ gave 0.9178, which is why ``mxtorch train --compression 2bit`` uses it.
 Codes are packed with vectorised integer ops, lowest code in the lowest bits of each word;
 the flat gradient is zero-padded to a whole number of words, and the padding is dropped again
 on decompression.
+
+Speed: the rule, the packing and the residual update run block by block over the
+compressor's residual buffer (:mod:`._blocks`: each block's temporaries stay in cache), with
+no gradient-sized temporary; decompression turns each payload byte into its 4 (2-bit) or 8
+(1-bit) decoded signs with one table lookup.  The values are those of the rule above, bit for
+bit (tests/test_compression_kernels.py holds them against a plain reference).
 """
 
 from __future__ import annotations
 
 import math
 import sys
+from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
 
 import torch
 
+from ._blocks import blocks, scratch
 from .base import CompressionContext, CompressionError, Compressor, Key, Payload
 
 __all__ = ["TwoBitCompressor", "OneBitCompressor", "pack_codes", "unpack_codes"]
@@ -100,8 +108,7 @@ def _pack_bytes(codes: torch.Tensor, bits: int) -> torch.Tensor:
     return (x & 0xFF).to(torch.uint8).view(torch.int32)
 
 
-def _unpack(words: torch.Tensor, bits: int, count: int) -> torch.Tensor:
-    """The first ``count`` codes of ``words``: uint8 on the fast path, int64 otherwise."""
+def _check_words(words: torch.Tensor, bits: int, count: int) -> None:
     if words.dtype != torch.int32 or words.dim() != 1:
         raise CompressionError(f"packed codes are a 1-D int32 tensor, got {words.dtype} of shape "
                                f"{tuple(words.shape)}")
@@ -109,6 +116,11 @@ def _unpack(words: torch.Tensor, bits: int, count: int) -> torch.Tensor:
     if words.numel() * per_word < count:
         raise CompressionError(
             f"payload of {words.numel()} words holds {words.numel() * per_word} codes, {count} needed")
+
+
+def _unpack(words: torch.Tensor, bits: int, count: int) -> torch.Tensor:
+    """The first ``count`` codes of ``words``: uint8 on the fast path, int64 otherwise."""
+    _check_words(words, bits, count)
     if bits in _FOLDS and _LITTLE_ENDIAN:
         wide, shifts, masks = _FOLDS[bits]
         x = words.contiguous().view(torch.uint8).to(wide)  # one byte of codes per wide integer
@@ -119,6 +131,126 @@ def _unpack(words: torch.Tensor, bits: int, count: int) -> torch.Tensor:
     shifts_t = torch.arange(0, _WORD_BITS, bits, dtype=torch.int64, device=words.device)
     codes = (unsigned.unsqueeze(1) >> shifts_t) & ((1 << bits) - 1)
     return codes.reshape(-1)[:count]
+
+
+# ---- the block kernels (little-endian machines; see the module documentation) ---------------------
+_SIGN_TABLES: dict[tuple[int, torch.device], torch.Tensor] = {}
+
+
+def _sign_table(bits: int, device: torch.device) -> torch.Tensor:
+    """Per byte value of a payload: the int8 signs of its 8 // bits codes (code i in byte i) as one
+    integer: 2-bit code 1 -> +1, 2 -> -1, 0 (and the unused 3) -> 0; 1-bit 1 -> +1, 0 -> -1."""
+    table = _SIGN_TABLES.get((bits, device))
+    if table is None:
+        per_byte = 8 // bits
+        fields = (torch.arange(256).unsqueeze(1) >> torch.arange(0, 8, bits)) & ((1 << bits) - 1)
+        signs = torch.tensor([0, 1, -1, 0] if bits == 2 else [-1, 1], dtype=torch.int8)[fields]
+        table = signs.contiguous().view(torch.int32 if per_byte == 4 else torch.int64).reshape(256)
+        table = _SIGN_TABLES.setdefault((bits, device), table.to(device))
+    return table
+
+
+def _pack_block(codes: torch.Tensor, bits: int, out: torch.Tensor) -> None:
+    """Pack uint8 ``codes`` (a whole number of words, scratch: overwritten) into the bytes ``out``."""
+    wide, shifts, _ = _FOLDS[bits]
+    x = codes.view(wide)
+    tmp = scratch(3, x.numel(), wide, x.device)
+    for s in shifts:
+        torch.bitwise_right_shift(x, s, out=tmp)
+        x.bitwise_or_(tmp)
+    out.copy_(torch.bitwise_and(x, 0xFF, out=tmp))
+
+
+def _block_signs(data: torch.Tensor, bits: int, start: int, stop: int) -> torch.Tensor:
+    """The int8 signs of codes ``start:stop`` of the payload bytes ``data`` (``start`` aligned to a byte)."""
+    per_byte = 8 // bits
+    chunk = data[start // per_byte:(stop + per_byte - 1) // per_byte]
+    index = scratch(0, chunk.numel(), torch.int32, data.device)
+    index.copy_(chunk)
+    table = _sign_table(bits, data.device)
+    signs = scratch(1, chunk.numel(), table.dtype, data.device)
+    torch.index_select(table, 0, index, out=signs)
+    return signs.view(torch.int8)[:stop - start]
+
+
+def _summed_blocks(buf: torch.Tensor, grad: torch.Tensor, words: torch.Tensor,
+                   bits: int) -> Iterator[tuple[torch.Tensor, int, int, torch.Tensor]]:
+    """Per block of ``buf``: the block with ``grad`` added in place, its length, its length padded
+    to whole words, and the bytes of ``words`` its codes go to."""
+    per_word = _WORD_BITS // bits
+    out = words.view(torch.uint8)
+    for start, stop in blocks(buf.numel(), buf.device):
+        m = stop - start
+        padded = -(-m // per_word) * per_word
+        codes_to = out[start * bits // 8:(start + padded) * bits // 8]
+        yield buf[start:stop].add_(grad[start:stop]), m, padded, codes_to
+
+
+def _new_words(n: int, bits: int, device: torch.device) -> torch.Tensor:
+    return torch.zeros(max(1, -(-n // (_WORD_BITS // bits))), dtype=torch.int32, device=device)
+
+
+def _two_bit_encode_(buf: torch.Tensor, grad: torch.Tensor, t: float, sent: float,
+                     bound: float | None) -> torch.Tensor:
+    """2-bit words of ``v = buf + grad`` (threshold ``t``); ``buf`` becomes ``v - sign * sent``,
+    clamped to ``[-bound, bound]`` when ``bound`` is given."""
+    words = _new_words(buf.numel(), 2, buf.device)
+    for block, m, padded, out in _summed_blocks(buf, grad, words, 2):
+        pos = torch.ge(block, t, out=scratch(0, m, torch.bool, buf.device))
+        neg = torch.le(block, -t, out=scratch(1, m, torch.bool, buf.device))
+        codes = scratch(2, padded, torch.uint8, buf.device)
+        torch.add(pos.view(torch.uint8), neg.view(torch.uint8), alpha=2, out=codes[:m])
+        if padded > m:
+            codes[m:].zero_()
+        _pack_block(codes, 2, out)
+        signs = torch.sub(pos.view(torch.uint8), neg.view(torch.uint8), out=pos.view(torch.uint8))
+        decoded = scratch(4, m, buf.dtype, buf.device).copy_(signs.view(torch.int8))
+        block.add_(decoded, alpha=-sent)  # exact: sign * sent is 0 or +-sent
+        if bound is not None:
+            block.clamp_(-bound, bound)
+    return words
+
+
+def _one_bit_encode_(buf: torch.Tensor, grad: torch.Tensor, t: float) -> torch.Tensor:
+    """1-bit words of ``v = buf + grad`` (threshold ``t``); ``buf`` becomes ``v - (+1 or -1)``."""
+    words = _new_words(buf.numel(), 1, buf.device)
+    for block, m, padded, out in _summed_blocks(buf, grad, words, 1):
+        bits = scratch(0, padded, torch.bool, buf.device)
+        torch.gt(block, t, out=bits[:m])
+        if padded > m:
+            bits[m:].zero_()
+        signs = torch.mul(bits[:m].view(torch.uint8), 2, out=scratch(1, m, torch.uint8, buf.device))
+        decoded = scratch(4, m, buf.dtype, buf.device).copy_(signs.add_(255).view(torch.int8))
+        block.sub_(decoded)  # bit 1 -> 2 + 255 = +1, bit 0 -> 255 = -1 (uint8 wraps, read as int8)
+        _pack_block(bits.view(torch.uint8), 1, out)
+    return words
+
+
+def _decode(words: torch.Tensor, bits: int, ctx: CompressionContext, scale: float) -> torch.Tensor:
+    """The decoded signs of the first ``ctx.numel`` codes times ``scale``, as ``ctx`` describes."""
+    data = words.contiguous().view(torch.uint8)
+    out = torch.empty(ctx.numel, dtype=ctx.dtype, device=words.device)
+    for start, stop in blocks(ctx.numel, words.device):
+        signs = _block_signs(data, bits, start, stop)
+        if ctx.dtype == torch.float32 or scale == 1.0:  # 1-bit (+-1 exactly) or float32's rounding of +-t
+            torch.mul(signs, scale, out=out[start:stop])
+        else:  # as signs.to(dtype).mul_(t): the product rounded in that dtype
+            out[start:stop].copy_(signs).mul_(scale)
+    return out.reshape(ctx.shape).to(ctx.device)
+
+
+def _has_code_three(words: torch.Tensor, count: int) -> bool:
+    """Whether one of the first ``count`` 2-bit codes of ``words`` is the unused code 3."""
+    full, rest = divmod(count, 16)
+    for start, stop in blocks(full, words.device):
+        w = words[start:stop]
+        both = torch.bitwise_right_shift(w, 1, out=scratch(0, stop - start, torch.int32, w.device))
+        if bool(both.bitwise_and_(w).bitwise_and_(0x55555555).any()):
+            return True
+    if rest:
+        last = int(words[full]) & (_UINT32_SPAN - 1)
+        return bool(last & (last >> 1) & 0x55555555 & ((1 << (2 * rest)) - 1))
+    return False
 
 
 def _check_limit(value: Any) -> float | None:
@@ -153,6 +285,7 @@ class TwoBitCompressor(Compressor):
 
     name = "2bit"
     uses_error_feedback = True
+    encodes_in_place = _LITTLE_ENDIAN
     BITS = 2
 
     def __init__(self, threshold: float = 0.5, residual_limit: float | None = None) -> None:
@@ -178,8 +311,21 @@ class TwoBitCompressor(Compressor):
         codes = (flat >= t).to(torch.uint8) | ((flat <= -t).to(torch.uint8) << 1)
         return pack_codes(codes, self.BITS), replace(ctx, extra={"threshold": t})
 
+    def _encode_in_place(self, buf: torch.Tensor, grad: torch.Tensor, ctx: CompressionContext,
+                         key: Key) -> tuple[Payload, CompressionContext]:
+        t = self.threshold
+        # what decompress() rebuilds for a code 1, in ctx's dtype (t rounded to it), is what was sent
+        sent = float(torch.ones(1, dtype=ctx.dtype).mul_(t).to(buf.dtype))
+        bound = None if self.residual_limit is None else self.residual_limit * t
+        return _two_bit_encode_(buf, grad, t, sent, bound), replace(ctx, extra={"threshold": t})
+
     def decompress(self, payload: Payload, ctx: CompressionContext) -> torch.Tensor:
         (words,) = self._check_payload(payload, 1, "2bit")
+        if self.encodes_in_place:
+            _check_words(words, self.BITS, ctx.numel)
+            if _has_code_three(words, ctx.numel):
+                raise CompressionError("2bit payload holds the unused code 3: it is corrupt or not 2bit")
+            return _decode(words, self.BITS, ctx, float(ctx.extra.get("threshold", self.threshold)))
         codes = _unpack(words, self.BITS, ctx.numel)
         if bool((codes == 3).any()):
             raise CompressionError("2bit payload holds the unused code 3: it is corrupt or not 2bit")
@@ -204,6 +350,7 @@ class OneBitCompressor(Compressor):
 
     name = "1bit"
     uses_error_feedback = True
+    encodes_in_place = _LITTLE_ENDIAN
     BITS = 1
 
     def __init__(self, threshold: float = 0.0) -> None:
@@ -217,7 +364,14 @@ class OneBitCompressor(Compressor):
                 key: Key) -> tuple[Payload, CompressionContext]:
         return pack_codes((flat > self.threshold).to(torch.uint8), self.BITS), ctx
 
+    def _encode_in_place(self, buf: torch.Tensor, grad: torch.Tensor, ctx: CompressionContext,
+                         key: Key) -> tuple[Payload, CompressionContext]:
+        return _one_bit_encode_(buf, grad, self.threshold), ctx
+
     def decompress(self, payload: Payload, ctx: CompressionContext) -> torch.Tensor:
         (words,) = self._check_payload(payload, 1, "1bit")
+        if self.encodes_in_place:
+            _check_words(words, self.BITS, ctx.numel)
+            return _decode(words, self.BITS, ctx, 1.0)
         bits = _unpack(words, self.BITS, ctx.numel)
         return bits.to(ctx.dtype).mul_(2).sub_(1).reshape(ctx.shape).to(ctx.device)  # 0 -> -1, 1 -> +1
