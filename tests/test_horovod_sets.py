@@ -54,3 +54,20 @@ def test_process_sets_join_grouped_adasum_three_ranks():
     assert all(r == results[0] for r in results), results
     assert results[0] == ["sets", "collectives on sets", "remove", "grouped gathers", "adasum", "join",
                           "join with trainer", "trainer on a set"]
+
+
+def test_sets_are_forgotten_when_an_elastic_job_reforms():
+    from mxtorch.elastic import inprocess
+    from mxtorch.horovod import _process_sets
+
+    hvd.init()  # not launched: a one-process job
+    try:
+        ps = hvd.ProcessSet([0])
+        _process_sets._create(ps)  # (add_process_set refuses a copy of the global set)
+        assert ps.process_set_id is not None and ps.size() == 1
+        assert _process_sets._forget_sets_after_reform in inprocess._reform_hooks
+        _process_sets._forget_sets_after_reform()  # what the elastic job runs after re-forming
+        assert ps.process_set_id is None and ps.size() is None
+        assert hvd.global_process_set.ranks == [0]
+    finally:
+        hvd.shutdown()

@@ -214,3 +214,19 @@ def init_sets(process_sets: Any) -> None:
             ps._invalidate()  # Horovod keeps one id per distinct set; the copy stays unusable
             continue
         _create(ps)
+
+
+def _forget_sets_after_reform() -> None:
+    """An in-process elastic job re-formed its group: the sets' torch groups are gone and the ranks
+    renumbered, so (as in Horovod's elastic mode) every added set is invalid and is added again."""
+    if _basics.is_initialized():
+        reset(_basics.size())
+
+
+def _follow_elastic_jobs() -> None:
+    from ..elastic.inprocess import on_reform
+
+    on_reform(_forget_sets_after_reform)  # after hvd's own hook, which reads the new ranks first
+
+
+_follow_elastic_jobs()
