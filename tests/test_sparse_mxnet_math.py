@@ -78,3 +78,19 @@ def test_getnnz_counts_stored_values_of_a_csr_matrix():
     assert mx.nd.contrib.getnnz(c, axis=1).dtype == torch.int64
     with pytest.raises(ValueError, match="csr matrix"):
         mx.nd.contrib.getnnz(mx.nd.ones((2, 2)))
+
+
+@pytest.mark.parametrize("stype", ["row_sparse", "csr"])
+def test_writes_into_a_sparse_array_land_in_it(stype):
+    # MXNet's storage fallback for writes: x[:] = v, copyto(x) and x += v change x itself and keep
+    # its storage type (torch's sparse kernels refuse these; a dense copy must not take the write)
+    x = mx.nd.zeros((2, 3), stype=stype)
+    x[:] = mx.nd.array([[0.0, 5.0, 0.0], [0.0, 0.0, 0.0]])
+    assert x.stype == stype and x.asnumpy().tolist() == [[0.0, 5.0, 0.0], [0.0, 0.0, 0.0]]
+    same = x
+    mx.nd.array([[1.0, 0.0, 0.0], [0.0, 0.0, 2.0]]).copyto(x)
+    assert x is same and x.stype == stype and x.asnumpy().tolist() == [[1.0, 0.0, 0.0], [0.0, 0.0, 2.0]]
+    x[:] = 4
+    assert x.stype == stype and (x.asnumpy() == 4).all()
+    x += mx.nd.ones((2, 3))
+    assert x is same and x.stype == stype and (x.asnumpy() == 5).all()

@@ -156,6 +156,29 @@ def _mx_comparison(func: Any, args: Any) -> torch.Tensor:
     return out
 
 
+def _mutates_sparse(func: Any, args: Any) -> bool:
+    """Whether ``func`` writes into its first argument (``x[k] = v``, ``copy_``, ``add_``, ``x += y``)
+    and that argument is sparse: a dense fallback must then write the result back into it."""
+    name = getattr(func, "__name__", "")
+    writes = name == "__setitem__" or (name.endswith("_") and not name.endswith("__")) or (
+        name.startswith("__i") and name[3:-2] in ("add", "sub", "mul", "truediv", "floordiv", "pow", "mod"))
+    return writes and bool(args) and isinstance(args[0], torch.Tensor) and args[0].layout != torch.strided
+
+
+def _in_place_on_dense(func: Any, args: Any, kwargs: Any) -> Any:
+    """MXNet's storage fallback for a write torch's sparse kernels refuse (``csr[:] = 3``,
+    ``dense.copyto(rsp)``): run it on the dense value, then store the result back in the target's
+    storage type (the target keeps its identity; its stored entries may change)."""
+    target = args[0]
+    dense = target.detach().to_dense()
+    out = func(dense, *_densified(args[1:]), **_densified(kwargs))
+    value = _tostype(dense.to(target.dtype), stype(target))
+    with torch.no_grad():
+        target.resize_as_sparse_(value)
+        target.copy_(value)
+    return target if out is dense else out
+
+
 class SparseNDArray(torch.Tensor):
     """The tensor type of the sparse arrays mxtorch makes (row_sparse and csr).
 
@@ -180,6 +203,8 @@ class SparseNDArray(torch.Tensor):
                 out = func(*args, **kwargs)
             except (RuntimeError, NotImplementedError, TypeError) as first:
                 try:
+                    if _mutates_sparse(func, args):
+                        return _in_place_on_dense(func, args, kwargs)
                     out = func(*_densified(args), **_densified(kwargs))
                 except Exception:
                     raise first from None
