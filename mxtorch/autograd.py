@@ -291,7 +291,7 @@ def mark_variables(
     ('write') or adds ('add') into those very tensors; ``'null'`` stops tracking.  Without
     ``gradients`` zero buffers are made.
     """
-    from .nd import _sparse_grad
+    from .nd import grad_storage
     from .ndarray_methods import attach_grad
 
     vs = _as_list(variables)
@@ -310,7 +310,7 @@ def mark_variables(
             )
         attach_grad(v, req)
         if g is not None and req != "null":
-            _sparse_grad.set_grad(v, g)
+            grad_storage.set_grad(v, g)
             v._mx_grad_buf = g  # type: ignore[attr-defined]  # backward writes into this very array
 
 

@@ -162,10 +162,10 @@ def _keep_grad_buffer(t: torch.Tensor) -> None:
     # value back into the buffer
     t._mx_fresh = True  # type: ignore[attr-defined]
     buf = getattr(t, "_mx_grad_buf", None)
-    from .nd import _sparse_grad
+    from .nd import grad_storage
 
-    if buf is not None and _sparse_grad.holds_grad(t):  # a gradient array torch cannot attach to t
-        t._mx_grad_buf = _sparse_grad.take_backward_gradient(t, buf)  # type: ignore[attr-defined]
+    if buf is not None and grad_storage.holds_grad(t):  # a gradient array torch cannot attach to t
+        t._mx_grad_buf = grad_storage.take_backward_gradient(t, buf)  # type: ignore[attr-defined]
         return
     g = t.grad
     if buf is None or g is None or g is buf:
@@ -216,9 +216,9 @@ def attach_grad(self: torch.Tensor, grad_req: str = "write", stype: Any = None) 
         if not self.is_leaf:
             self.detach_()
         self.requires_grad_(True)
-        from .nd import _sparse_grad
+        from .nd import grad_storage
 
-        _sparse_grad.set_grad(self, _zero_grad(self, stype))
+        grad_storage.set_grad(self, _zero_grad(self, stype))
         self._mx_grad_buf = self.grad  # type: ignore[attr-defined]
         self._mx_fresh = False  # type: ignore[attr-defined]
         if not getattr(self, "_mx_write_hook", False):
