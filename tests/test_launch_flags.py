@@ -120,8 +120,9 @@ def test_per_node_dry_run_is_torchruns_command(capsys):
     assert "--node-rank 3 is not used" in err
 
 
-def _node(port: int, node_rank: int, tmp_path: Path) -> subprocess.Popen:
-    argv = [PY, "-m", "mxtorch.cli.main", "launch", "--nnodes", "2", "--node-rank", str(node_rank),
+def _node(port: int, node_rank: int | None, tmp_path: Path) -> subprocess.Popen:
+    nodes = ["--nnodes", "2", "--node-rank", str(node_rank)] if node_rank is not None else ["--nnodes", "2:2"]
+    argv = [PY, "-m", "mxtorch.cli.main", "launch", *nodes,
             "--rdzv-endpoint", f"127.0.0.1:{port}", "--nproc-per-node", "2", "--gpus-per-worker", "1",
             "--env", "REPORT_VARS:GROUP_RANK,LOCAL_RANK,DMLC_NUM_WORKER,MXTORCH_GPUS_PER_WORKER",
             "python", str(SCRIPTS / "allreduce_rank.py")]
@@ -153,3 +154,20 @@ def test_two_per_node_launchers_form_one_four_worker_job(tmp_path):
             assert (world, total, dmlc, gpus) == ("4", "10", "4", "1")
     # ranks 0-1 on node 0 and 2-3 on node 1, each node's own rank as torchrun's GROUP_RANK
     assert seen == {0: (0, 0, 0), 1: (0, 0, 1), 2: (1, 1, 0), 3: (1, 1, 1)}, seen
+
+
+@pytest.mark.timeout(600)
+def test_per_node_range_numbers_nodes_as_they_arrive(tmp_path):
+    port = free_port()
+    nodes = [_node(port, None, tmp_path) for _ in range(2)]  # --nnodes 2:2: c10d, numbered on arrival
+    try:
+        outs = [p.communicate(timeout=240) for p in nodes]
+    finally:
+        for p in nodes:
+            if p.poll() is None:
+                p.kill()
+    assert [p.returncode for p in nodes] == [0, 0], outs
+    lines = re.findall(r"rank=(\d) world=(\d) sum=(\d+) GROUP_RANK=(\d)", "".join(o for o, _ in outs))
+    # one job of both nodes, whichever arrived first is node 0
+    assert sorted(lines) == [("0", "4", "10", "0"), ("1", "4", "10", "0"), ("2", "4", "10", "1"),
+                             ("3", "4", "10", "1")], outs

@@ -422,8 +422,7 @@ def _launch_per_node(opts: LaunchOptions) -> int:
     if opts.dry_run:
         backend = "static" if layout.static else "c10d"
         rank = ["--node-rank", str(layout.node_rank)] if layout.static else []
-        nnodes = str(layout.min_nodes) if layout.min_nodes == layout.max_nodes else \
-            f"{layout.min_nodes}:{layout.max_nodes}"
+        nnodes = f"{layout.min_nodes}:{layout.max_nodes}" if layout.by_arrival else str(layout.min_nodes)
         print(shlex.join(["torchrun", "--nnodes", nnodes, *rank, "--nproc-per-node",
                           str(layout.nproc_per_node), "--rdzv-backend", backend, "--rdzv-endpoint",
                           layout.endpoint, "--rdzv-id", layout.run_id, *spec.command]))

@@ -8,7 +8,7 @@ form one job of ``nnodes * nproc_per_node`` workers.
 * ``--nnodes N`` (a fixed count) with ``--node-rank R``: torch's *static* rendezvous.  Node 0
   hosts the job's store at the endpoint (so HOST is node 0's address and PORT a free port there);
   node ``R`` runs ranks ``R * nproc .. R * nproc + nproc - 1``.
-* ``--nnodes MIN:MAX``: torch's *c10d* rendezvous at the endpoint; the job starts when MIN
+* ``--nnodes MIN:MAX`` (``N:N`` too): torch's *c10d* rendezvous at the endpoint; the job starts when MIN
   nodes have arrived and takes nodes up to MAX; node ranks are given in arrival order (a
   ``--node-rank`` is then only noted), and a lost node makes the others restart their workers
   (``--max-restarts``).
@@ -38,11 +38,12 @@ class NodeLayout:
     endpoint_host: str
     endpoint_port: int
     run_id: str
+    by_arrival: bool = False  # --nnodes MIN:MAX (also N:N): nodes numbered as they arrive (c10d)
 
     @property
     def static(self) -> bool:
         """A fixed node count with a node rank: torch's static rendezvous (node 0 hosts the store)."""
-        return self.min_nodes == self.max_nodes and self.node_rank is not None
+        return not self.by_arrival and self.min_nodes == self.max_nodes and self.node_rank is not None
 
     @property
     def endpoint(self) -> str:
@@ -90,11 +91,13 @@ def check_nodes(nnodes: str | None, node_rank: int | None, endpoint: str | None,
         if node_rank >= mx:
             raise LaunchError(f"--node-rank {node_rank} with --nnodes {nnodes}: node ranks run from 0 to "
                               f"{mx - 1}")
-    elif mn == mx and mn > 1:
+    elif mn == mx and mn > 1 and ":" not in str(nnodes):
         raise LaunchError(f"--nnodes {nnodes} needs --node-rank R (0..{mx - 1}, a different one on each "
                           "node), or a range --nnodes MIN:MAX to number the nodes as they arrive")
     rid = run_id or f"mxtorch-{host}-{port}"
     if not rid.replace("-", "").replace("_", "").replace(".", "").isalnum():
         raise LaunchError(f"--rdzv-id {run_id!r}: use letters, digits, '-', '_' and '.'")
-    return NodeLayout(mn, mx, node_rank if node_rank is not None else (0 if mn == mx else None), nproc, host,
-                      port, rid)
+    by_arrival = ":" in str(nnodes)
+    fixed_rank = 0 if mn == mx and not by_arrival else None
+    return NodeLayout(mn, mx, node_rank if node_rank is not None else fixed_rank, nproc, host, port, rid,
+                      by_arrival)
