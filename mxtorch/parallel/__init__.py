@@ -7,6 +7,8 @@ rank layout); ``parallelize(net, cfg, micro_batches, schedule)`` returns a
 group, and ``tp > 1`` splits Dense/convolution pairs and embeddings over tensor-parallel ranks
 (:mod:`.tensor`, on DTensor; :class:`ParallelSoftmaxCrossEntropyLoss` for a vocab-split output) and
 RNN/LSTM/GRU layers by hidden units (:mod:`.tp_rnn`).
+``ParallelConfig(dp, zero=1|2)`` with ``Mesh(cfg).trainer(...)`` (a :class:`~.zero.ZeroTrainer`)
+shards optimizer states and gradients over the data-parallel ranks.
 ``plan(net, sample_input, world_size, memory_per_device, batch_size)`` ranks the layouts
 (:mod:`.planner`).
 """
@@ -15,6 +17,7 @@ from .config import Mesh, ParallelConfig
 from .pipeline import SCHEDULES, PipelineNet, parallelize
 from .planner import Plan, plan
 from .tp_loss import ParallelSoftmaxCrossEntropyLoss
+from .zero import ZeroTrainer
 
 __all__ = ["ParallelConfig", "Mesh", "parallelize", "PipelineNet", "SCHEDULES", "plan", "Plan",
-           "ParallelSoftmaxCrossEntropyLoss"]
+           "ParallelSoftmaxCrossEntropyLoss", "ZeroTrainer"]

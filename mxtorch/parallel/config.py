@@ -25,17 +25,25 @@ __all__ = ["ParallelConfig", "Mesh"]
 
 @dataclass(frozen=True)
 class ParallelConfig:
-    """``dp`` data-parallel replicas × ``pp`` pipeline stages × ``tp`` tensor-parallel shards."""
+    """``dp`` data-parallel replicas × ``pp`` pipeline stages × ``tp`` tensor-parallel shards.
+
+    ``zero``: how the data-parallel ranks shard the training state (:mod:`.zero`): 0 a plain
+    replica, 1 optimizer states, 2 optimizer states and reduced gradients (``Mesh.trainer``).
+    """
 
     dp: int = 1
     pp: int = 1
     tp: int = 1
+    zero: int = 0
 
     def __post_init__(self) -> None:
         for name in ("dp", "pp", "tp"):
             v = getattr(self, name)
             if not isinstance(v, int) or isinstance(v, bool) or v < 1:
                 raise ValueError(f"ParallelConfig: {name} must be a positive integer, got {v!r}")
+        from .zero import check_zero_stage
+
+        check_zero_stage(self.zero, "ParallelConfig")
 
     @property
     def world_size(self) -> int:
@@ -97,6 +105,20 @@ class Mesh:
                     mine = (ranks, g)
         assert mine is not None
         return mine
+
+    def trainer(self, params: Any, optimizer: Any, optimizer_params: dict[str, Any] | None = None) -> Any:
+        """A Trainer for this rank's parameters over its data-parallel group: a
+        :class:`~.zero.ZeroTrainer` of stage ``cfg.zero``, or a plain Trainer summing over
+        ``dp_group`` through the 'allreduce' store (``zero=0``)."""
+        from ..gluon.trainer import Trainer
+        from ..kvstore.allreduce import AllreduceKVStore
+        from .zero import ZeroTrainer
+
+        if self.cfg.zero:
+            return ZeroTrainer(params, optimizer, optimizer_params, zero=self.cfg.zero,
+                               process_group=self.dp_group)
+        store = AllreduceKVStore(process_group=self.dp_group) if self.cfg.dp > 1 else None
+        return Trainer(params, optimizer, optimizer_params, kvstore=store)
 
     def tp_mesh(self, device_type: str) -> Any:
         """The tensor-parallel group as a 1-D ``DeviceMesh`` (made once)."""

@@ -624,6 +624,9 @@ def parallelize(net: Any, cfg: ParallelConfig, micro_batches: int | None = None,
     ``checkpoint_activations=True`` keeps only each layer's input for backward and recomputes the
     rest (less memory, one more forward).
     """
+    if cfg.zero:
+        raise ValueError(f"parallelize: ParallelConfig(zero={cfg.zero}) with pipeline or tensor parallelism "
+                         "is not implemented yet: use zero=0 here, or dp only with Mesh(cfg).trainer(...)")
     if micro_batches is None:
         micro_batches = cfg.pp
     return PipelineNet(net, cfg, micro_batches, schedule, split_points, stages_per_rank, sample_input,

@@ -1,0 +1,52 @@
+"""Sharded data parallelism (ZeRO 1/2): real processes over gloo against one process on the global batch."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import pytest
+import torch
+
+from mxtorch import parallel
+from mxtorch.distributed.testing import run_workers
+from mxtorch.parallel.zero import shard_owners
+
+sys.path.insert(0, os.path.dirname(__file__))
+import zero_workers  # noqa: E402
+
+
+def test_shard_owners_balance_whole_parameters() -> None:
+    assert shard_owners([64, 8, 64, 8], 2) == [0, 0, 1, 1]
+    assert shard_owners([10, 1, 1, 1], 3) == [0, 1, 2, 1]
+    assert shard_owners([5], 4) == [0]
+
+
+def test_zero_stage_is_checked() -> None:
+    assert parallel.ParallelConfig(dp=2, zero=2).zero == 2
+    with pytest.raises(ValueError, match="zero must be one of"):
+        parallel.ParallelConfig(dp=2, zero=4)
+    with pytest.raises(ValueError, match="stage 3"):
+        parallel.ParallelConfig(dp=2, zero=3)
+
+
+@pytest.mark.parametrize("world", [2, 4])
+def test_zero_1_and_2_match_one_process(world: int, tmp_path) -> None:
+    ref_weights, replica_bytes = zero_workers.reference()
+    path = str(tmp_path / "zero2.params")
+    results = run_workers(zero_workers.zero_stages, world, path, timeout=180)
+    for zero in (1, 2):
+        for rank, res in enumerate(results):
+            got = res[zero]
+            for k, w in enumerate(ref_weights):
+                torch.testing.assert_close(got["weights"][k], w, atol=1e-5, rtol=0,
+                                           msg=lambda m, k=k, z=zero, r=rank: f"zero={z} rank {r} #{k}: {m}")
+            # each rank holds its share of the Adam moments: at most 1/dp + 10 % of a replica's
+            held = got["state_bytes"]
+            assert 0 < held <= (1 / world + 0.10) * replica_bytes, (zero, rank, held, replica_bytes)
+        assert sum(res[zero]["state_bytes"] for res in results) == replica_bytes
+    # the whole model's file: load it into a fresh network
+    net = zero_workers.tiny_net()
+    net.load_parameters(path)
+    for p, w in zip(net.collect_params().values(), ref_weights):
+        torch.testing.assert_close(p.data().detach(), w, atol=1e-5, rtol=0)
