@@ -231,11 +231,11 @@ def _decode(words: torch.Tensor, bits: int, ctx: CompressionContext, scale: floa
     data = words.contiguous().view(torch.uint8)
     out = torch.empty(ctx.numel, dtype=ctx.dtype, device=words.device)
     for start, stop in blocks(ctx.numel, words.device):
-        signs = _block_signs(data, bits, start, stop)
-        if ctx.dtype == torch.float32 or scale == 1.0:  # 1-bit (+-1 exactly) or float32's rounding of +-t
-            torch.mul(signs, scale, out=out[start:stop])
-        else:  # as signs.to(dtype).mul_(t): the product rounded in that dtype
-            out[start:stop].copy_(signs).mul_(scale)
+        # as signs.to(dtype).mul_(t), in two vectorized ops (int8 * float in one op takes a
+        # slow casting loop); the second runs on the block while it is in cache
+        decoded = out[start:stop].copy_(_block_signs(data, bits, start, stop))
+        if scale != 1.0:
+            decoded.mul_(scale)
     return out.reshape(ctx.shape).to(ctx.device)
 
 
@@ -245,7 +245,7 @@ def _has_code_three(words: torch.Tensor, count: int) -> bool:
     for start, stop in blocks(full, words.device):
         w = words[start:stop]
         both = torch.bitwise_right_shift(w, 1, out=scratch(0, stop - start, torch.int32, w.device))
-        if bool(both.bitwise_and_(w).bitwise_and_(0x55555555).any()):
+        if int(both.bitwise_and_(w).bitwise_and_(0x55555555).amax()) > 0:  # amax: ~80x faster than any()
             return True
     if rest:
         last = int(words[full]) & (_UINT32_SPAN - 1)
