@@ -26,8 +26,10 @@ _CPU_BLOCK = 1 << 17
 on the bench's 100 MiB gradient 2^14 blocks were ~2x slower (the ~5 us of Python and dispatch
 per op), 2^17 and 2^18 about even (a loaded 2-core machine: +-20 %)."""
 
-_DEVICE_BLOCK = 1 << 24
-"""Elements per block elsewhere: kernels there are fused enough; this only bounds the scratch."""
+_DEVICE_BLOCK = 1 << 22
+"""Elements per block elsewhere (an accelerator's kernels need no cache blocking): this only
+bounds the scratch, ~8 MiB per slot and thread, while a block still amortizes kernel launches
+(not measured: no accelerator on the machine this was written on)."""
 
 _local = threading.local()
 
