@@ -12,6 +12,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.mark.timeout(600)
+@pytest.mark.slow  # slow tier (scripts/test.sh -m slow): a faster test of this path stays in the default run
 def test_small_run(tmp_path):
     spec = importlib.util.spec_from_file_location("bench_pruning", ROOT / "bench" / "pruning.py")
     assert spec is not None and spec.loader is not None

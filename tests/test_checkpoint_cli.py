@@ -71,6 +71,7 @@ def run_killed_and_resumed(tmp_path, extra: list[str], kills: list[int], every: 
 
 
 @pytest.mark.timeout(600)
+@pytest.mark.slow  # slow tier (scripts/test.sh -m slow): a faster test of this path stays in the default run
 def test_single_process_killed_twice_resumes_exactly(tmp_path):
     plain = tmp_path / "plain"
     r = train_cli(["--output", str(plain)])  # no checkpoints at all: saving must not change training
@@ -97,6 +98,7 @@ def test_two_horovod_workers_killed_mid_epoch_resume_exactly(tmp_path):
 
 
 @pytest.mark.timeout(600)
+@pytest.mark.slow  # slow tier (scripts/test.sh -m slow): a faster test of this path stays in the default run
 def test_dist_sync_2bit_with_a_server_killed_resumes_exactly(tmp_path):
     """The servers' optimizer states (momentum) and every worker's 2-bit residuals are restored."""
     job = ["launch", "-n", "2", "-s", "1", "--", "--kvstore", "dist_sync", "--compression", "2bit"]

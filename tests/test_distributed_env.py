@@ -154,7 +154,7 @@ def test_group_init_barrier_allreduce():
         assert res["sum"] == 3.0
 
 
-@pytest.mark.parametrize("method", ["forkserver", "spawn"])
+@pytest.mark.parametrize("method", ["forkserver", pytest.param("spawn", marks=pytest.mark.slow)])
 def test_ranks_get_the_parents_current_environment(monkeypatch, tmp_path, method):
     # forkserver (the default) forks ranks from a server started by an earlier test: a variable
     # set or removed since must still reach the ranks as it would a spawned process

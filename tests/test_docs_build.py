@@ -56,6 +56,7 @@ def test_every_page_is_in_the_nav() -> None:
     assert on_disk - nav == set(), "pages under docs/ missing from mkdocs.yml's nav"
 
 
+@pytest.mark.slow  # slow tier (scripts/test.sh -m slow): a faster test of this path stays in the default run
 def test_broken_link_anchor_or_reference_fails(tmp_path: Path) -> None:
     """The project's own settings (mkdocs.yml) on a small site with one planted fault of each kind."""
     yaml = pytest.importorskip("yaml")

@@ -186,6 +186,7 @@ def metrics(out: Path) -> dict:
 
 
 @pytest.mark.timeout(400)
+@pytest.mark.slow  # slow tier (scripts/test.sh -m slow): a faster test of this path stays in the default run
 def test_an_elastic_job_loses_a_worker_then_gains_one_and_finishes(tmp_path):
     out = tmp_path / "run"
     # a1 is lost after step 12 (checkpoints every 5 steps); the 2 survivors wait at step 30 until a3 joins

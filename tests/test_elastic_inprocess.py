@@ -433,6 +433,7 @@ def test_a_worker_lost_mid_epoch_the_survivors_finish_in_the_same_processes(tmp_
 
 
 @pytest.mark.timeout(600)
+@pytest.mark.slow  # slow tier (scripts/test.sh -m slow): a faster test of this path stays in the default run
 def test_a_worker_joins_a_running_job_and_receives_its_state(tmp_path):
     job = Job(tmp_path / "grow", 2, 2, 3, H16_HOLD="50")
     try:

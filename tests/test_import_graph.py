@@ -257,6 +257,7 @@ sys.exit(1 if failed else 0)
 """
 
 
+@pytest.mark.slow  # slow tier (scripts/test.sh -m slow): a faster test of this path stays in the default run
 def test_every_gluon_module_imports_first() -> None:
     assert len(GLUON_MODULES) > 30
     proc = subprocess.run([sys.executable, "-c", _EACH_ALONE, *GLUON_MODULES], capture_output=True,

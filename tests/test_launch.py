@@ -68,6 +68,7 @@ def test_failing_rank_stops_the_job_and_is_named_with_its_traceback(record, tmp_
     assert f"worker logs: {tmp_path}" in report
 
 
+@pytest.mark.slow  # slow tier (scripts/test.sh -m slow): a faster test of this path stays in the default run
 def test_max_restarts_restarts_every_worker():
     r = mxtorch_cli("launch", "-n", "2", "--max-restarts", "1", "python", str(SCRIPTS / "fail_rank1.py"),
                     "--first-attempt-only")
@@ -248,6 +249,7 @@ def test_rank_environment_from_mpi_and_slurm():
         rank_environment({"PMI_RANK": "0", "PMI_SIZE": "2"})
 
 
+@pytest.mark.slow  # slow tier (scripts/test.sh -m slow): a faster test of this path stays in the default run
 def test_worker_entry_point_runs_an_mpi_started_job(processes):
     """Two processes started as mpirun would (OMPI_* variables only) join one gloo group through
     ``python -m mxtorch.launcher``."""

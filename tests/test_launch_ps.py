@@ -329,6 +329,7 @@ def test_same_command_mode_the_script_becomes_scheduler_and_server():
 
 
 @needs_ps
+@pytest.mark.slow  # slow tier (scripts/test.sh -m slow): a faster test of this path stays in the default run
 def test_server_with_a_bad_variable_fails_the_launch_with_its_error(tmp_path):
     r = mxtorch_cli("launch", "-n", "2", "-s", "1", "--env-server", "MXTORCH_PS_HEARTBEAT_S:often", "python",
                     PUSHPULL, "dist_sync", tmp=tmp_path)
@@ -355,6 +356,7 @@ def test_role_commands_report_bad_variables(role):
 
 
 @needs_ps
+@pytest.mark.slow  # slow tier (scripts/test.sh -m slow): a faster test of this path stays in the default run
 def test_job_started_by_hand_with_the_role_commands(processes):
     """`mxtorch scheduler` / `mxtorch server` and two workers, with only DMLC_* variables (MXNet's way
     of starting a job without a launcher); the scheduler's port comes from --root-port."""

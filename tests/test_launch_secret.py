@@ -158,6 +158,7 @@ def test_local_job_processes_hold_a_fresh_secret_in_their_environment_only(tmp_p
     assert _check_job(r, workers=1, servers=1, expected=USER_SECRET, holders=1) != first
 
 
+@pytest.mark.slow  # slow tier (scripts/test.sh -m slow): a faster test of this path stays in the default run
 def test_ssh_job_processes_read_the_secret_from_stdin(tmp_path):
     shim = tmp_path / "bin"
     shim.mkdir()

@@ -90,13 +90,17 @@ def test_resnet18_v1_parameter_count_imagenet() -> None:
 
 # MXNet model-zoo figures (BatchNorm running statistics included); a global average pool makes
 # them independent of the input size, so a 64x64 input is enough.
+def _ids(cases: list) -> list[str]:
+    return [c.values[0] if hasattr(c, "marks") else c[0] for c in cases]  # pytest.param: in .values
+
+
 COUNT_CASES = [
     ("resnet34_v1", 21_814_696),
     ("resnet50_v1", 25_629_032),
     ("resnet18_v2", 11_695_796),
-    ("resnet50_v2", 25_595_060),
+    pytest.param("resnet50_v2", 25_595_060, marks=pytest.mark.slow),  # 25M parameters initialised: slow tier
     ("resnet34_v2", 21_811_380),
-    ("resnet101_v1", 44_695_144),
+    pytest.param("resnet101_v1", 44_695_144, marks=pytest.mark.slow),  # 45M parameters: slow tier
     ("mobilenet1.0", 4_253_864),
     ("mobilenet0.75", 2_601_976),
     ("mobilenet0.5", 1_342_536),
@@ -106,7 +110,7 @@ COUNT_CASES = [
 ]
 
 
-@pytest.mark.parametrize("name,expected", COUNT_CASES, ids=[c[0] for c in COUNT_CASES])
+@pytest.mark.parametrize("name,expected", COUNT_CASES, ids=_ids(COUNT_CASES))
 def test_parameter_counts(name: str, expected: int) -> None:
     net = _build(name)
     assert tuple(net(torch.randn(1, 3, 64, 64)).shape) == (1, 1000)
@@ -235,12 +239,13 @@ MXNET_NETS = [
     ("alexnet", 224, 61_100_840),
     ("squeezenet1.0", 224, 1_248_424),
     ("squeezenet1.1", 224, 1_235_496),
-    ("densenet121", 224, 7_978_856),
-    ("inceptionv3", 299, 23_834_568),
+    # the two largest forwards (3-6 GFLOP on CPU) are in the slow selection with densenet161-201
+    pytest.param("densenet121", 224, 7_978_856, marks=pytest.mark.slow),
+    pytest.param("inceptionv3", 299, 23_834_568, marks=pytest.mark.slow),
 ]
 
 
-@pytest.mark.parametrize("name,size,params", MXNET_NETS, ids=[c[0] for c in MXNET_NETS])
+@pytest.mark.parametrize("name,size,params", MXNET_NETS, ids=_ids(MXNET_NETS))
 def test_mxnet_vision_networks(name: str, size: int, params: int) -> None:
     net = _build(name)
     with torch.no_grad():
@@ -253,8 +258,8 @@ def test_mxnet_vision_networks(name: str, size: int, params: int) -> None:
         assert small(torch.rand(2, 3, size, size)).shape == (2, 5)
 
 
-# densenet121 (the same blocks, another depth) stays in the default run above; these three
-# forward a 224x224 image through 3-8 GFLOP nets on CPU: the slow selection has them
+# these three (and densenet121 above) forward a 224x224 image through 3-8 GFLOP nets on CPU: the
+# slow selection has them
 @pytest.mark.slow
 @pytest.mark.parametrize("depth,params", [(161, 28_681_000), (169, 14_149_480), (201, 20_013_928)])
 def test_densenet_depths(depth: int, params: int) -> None:

@@ -81,6 +81,7 @@ def test_clear_errors(run_ranks):
         assert "parameters differ from rank 0's" in e["seed"]
 
 
+@pytest.mark.slow  # slow tier (scripts/test.sh -m slow): a faster test of this path stays in the default run
 def test_model_zoo_resnet_trains_one_step_pipelined(run_ranks):
     l0, l1 = run_ranks(w.resnet_one_step, 2, timeout=240)
     assert l0 == l1 and l0 > 0
@@ -220,6 +221,7 @@ def test_tensor_parallel_mlp_and_convnet_match_one_process(run_ranks, tmp_path, 
         torch.testing.assert_close(got[k], v, rtol=0, atol=1e-5, msg=lambda m, k=k: f"{k}: {m}")
 
 
+@pytest.mark.slow  # slow tier (scripts/test.sh -m slow): a faster test of this path stays in the default run
 def test_data_pipeline_tensor_3d_on_eight_processes(run_ranks, tmp_path, ref):
     """dp=2 x pp=2 x tp=2: eight processes train the MLP and the convnet to the single-process
     parameters."""

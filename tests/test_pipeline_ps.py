@@ -72,6 +72,7 @@ def test_dist_async_stages_update_on_the_servers_and_train(tmp_path):
         assert torch.isfinite(v).all() and not torch.equal(v, initial[k]), k
 
 
+@pytest.mark.slow  # slow tier (scripts/test.sh -m slow): a faster test of this path stays in the default run
 def test_each_stage_runs_its_own_optimizer_on_the_servers(tmp_path):
     """dp=2 x pp=2, 2 servers, Trainer defaults: SGD momentum + wd, lr_mult on a key of each stage (stage
     0's index 0 is another parameter than stage 1's index 0), set_learning_rate after step 2,

@@ -55,6 +55,7 @@ def test_prune_l1_reports_sparsity_and_saves_zeros(tmp_path, capsys):
 
 
 @pytest.mark.timeout(600)
+@pytest.mark.slow  # slow tier (scripts/test.sh -m slow): a faster test of this path stays in the default run
 def test_prune_global_scope_is_the_default(tmp_path, capsys):
     """One threshold over all weights (the default scope of l1/l2/random): 80% in all, the small
     output layer keeps more of its weights."""
@@ -69,6 +70,7 @@ def test_prune_global_scope_is_the_default(tmp_path, capsys):
 
 
 @pytest.mark.timeout(600)
+@pytest.mark.slow  # slow tier (scripts/test.sh -m slow): a faster test of this path stays in the default run
 def test_gradual_schedule_during_training(tmp_path, monkeypatch):
     """The masks follow the polynomial schedule step by step: nothing before --prune-begin-step,
     updates every --prune-frequency steps, the final sparsity at the end of --prune-end-epoch,
@@ -121,6 +123,7 @@ def test_prune_structured_compacts(tmp_path):
 
 
 @pytest.mark.timeout(600)
+@pytest.mark.slow  # slow tier (scripts/test.sh -m slow): a faster test of this path stays in the default run
 def test_prune_on_two_contexts(tmp_path):
     cfg = train_cli.TrainConfig(model="mlp", data_root=ROOT, epochs=1, batch_size=256, lr=0.1,
                                 ctx="cpu:0,cpu:1", output=str(tmp_path), progress=False, prune="l1",

@@ -67,6 +67,7 @@ def test_a_module_that_fails_to_import_is_named_with_its_error(tmp_path, monkeyp
     import_server_modules(("ps_custom_optimizer", "json"))  # importable ones: no error
 
 
+@pytest.mark.slow  # slow tier (scripts/test.sh -m slow): a faster test of this path stays in the default run
 def test_mxtorch_server_import_fails_before_joining_and_names_the_module():
     env = {**{k: v for k, v in os.environ.items() if not k.startswith(("DMLC_", "MXTORCH_"))}, **BASE,
            "DMLC_PS_ROOT_PORT": "1", "MXTORCH_DIST_TIMEOUT": "30"}
