@@ -8,7 +8,7 @@ from typing import Any
 import torch
 
 import mxtorch as mx
-from mxtorch import autograd, gluon, parallel
+from mxtorch import amp, autograd, gluon, parallel
 from mxtorch.gluon import nn
 from mxtorch.parallel.zero import optimizer_state_bytes
 
@@ -32,11 +32,18 @@ def global_batch(step: int) -> tuple[torch.Tensor, torch.Tensor]:
     return torch.randn(GLOBAL_BATCH, 8, generator=g), torch.randn(GLOBAL_BATCH, 8, generator=g)
 
 
-def train(trainer_of: Any, rank: int, world: int) -> tuple[list[torch.Tensor], int]:
+OVERFLOW_STEP = 2
+"""With AMP: the step whose last gradient (the last bias) rank 0 makes inf, a step every rank skips."""
+
+
+def train(trainer_of: Any, rank: int, world: int, with_amp: bool = False) -> tuple[list[torch.Tensor], int]:
     """``STEPS`` Adam steps of this rank's slice of each global batch; the weights and the
-    optimizer-state bytes held (measured between steps, after the last)."""
+    optimizer-state bytes held (measured between steps, after the last).  ``with_amp``: dynamic
+    loss scaling, and an overflow in one gradient of rank 0 at ``OVERFLOW_STEP``."""
     net = tiny_net()
     trainer = trainer_of(net)
+    if with_amp:
+        amp.init_trainer(trainer)
     loss_fn = gluon.loss.L2Loss()
     per = GLOBAL_BATCH // world
     for step in range(STEPS):
@@ -44,23 +51,31 @@ def train(trainer_of: Any, rank: int, world: int) -> tuple[list[torch.Tensor], i
         x, y = x[rank * per:(rank + 1) * per], y[rank * per:(rank + 1) * per]
         with autograd.record():
             loss = loss_fn(net(x), y)
-        loss.backward()
+        if with_amp:
+            with amp.scale_loss(loss, trainer) as scaled:
+                autograd.backward(scaled)
+            if step == OVERFLOW_STEP and rank == 0:
+                last = list(net.collect_params().values())[-1]
+                last.grad()[0] = float("inf")
+        else:
+            loss.backward()
         trainer.step(GLOBAL_BATCH)  # the global batch: gradients are summed (MXNet's rule)
     weights = [p.data().detach().clone() for p in net.collect_params().values()]
     return weights, optimizer_state_bytes(trainer)
 
 
-def reference() -> tuple[list[torch.Tensor], int]:
+def reference(with_amp: bool = False) -> tuple[list[torch.Tensor], int]:
     """One process on the whole global batch with a plain Trainer."""
-    return train(lambda net: gluon.Trainer(net.collect_params(), "adam", ADAM, kvstore=None), 0, 1)
+    return train(lambda net: gluon.Trainer(net.collect_params(), "adam", ADAM, kvstore=None), 0, 1, with_amp)
 
 
 def zero_stages(save_to: str) -> dict[str, Any]:
-    """Train with zero=1 and zero=2 over the whole job; rank 0 saves the zero=2 model's file."""
+    """Train with zero=1 and zero=2, without and with AMP, over the whole job; rank 0 saves the
+    zero=2 model's file."""
     torch.set_num_threads(1)
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     out: dict[str, Any] = {}
-    for zero in (1, 2):
+    for zero, with_amp in ((1, False), (2, False), (1, True), (2, True)):
         mesh = parallel.Mesh(parallel.ParallelConfig(dp=world, zero=zero))
         holder: dict[str, Any] = {}
 
@@ -68,8 +83,8 @@ def zero_stages(save_to: str) -> dict[str, Any]:
             holder["net"] = net
             return mesh.trainer(net.collect_params(), "adam", ADAM)
 
-        weights, state_bytes = train(make, rank, world)
-        out[zero] = {"weights": weights, "state_bytes": state_bytes}
-        if zero == 2 and rank == 0:
+        weights, state_bytes = train(make, rank, world, with_amp)
+        out[zero, with_amp] = {"weights": weights, "state_bytes": state_bytes}
+        if zero == 2 and not with_amp and rank == 0:
             holder["net"].save_parameters(save_to)
     return out

@@ -13,7 +13,9 @@ saved and loaded as usual).
 MXNet's step rule holds: the store-like reduction *sums*, and ``step(batch_size)`` divides by the
 batch size, so scripts pass the global batch.  The optimizer runs per parameter, as a Trainer's
 does, so every optimizer works (LAMB/LARS norms are per parameter, which whole-parameter shards
-keep intact).  ``save_states``/``load_states`` hold this rank's shard: save one file per rank.
+keep intact).  Update hooks (AMP's loss scaling) see this rank's share of the reduced gradients;
+an inf or nan on any rank's share skips the step on every rank.
+``save_states``/``load_states`` hold this rank's shard: save one file per rank.
 """
 
 from __future__ import annotations
@@ -161,6 +163,19 @@ class ZeroTrainer(Trainer):
                 for i, r in have.items():
                     if r != self._dp_rank:
                         self._params[i]._data[0].grad = None  # type: ignore[index]
+            if self._update_hooks:
+                self._agree_on_overflow([g for i, r in have.items() if r == self._dp_rank
+                                         for g in [self._params[i]._data[0].grad] if g is not None])  # type: ignore[index]
+
+    def _agree_on_overflow(self, mine: list[torch.Tensor]) -> None:
+        """Update hooks (AMP's loss scaling) see only this rank's share of the gradients, but every
+        rank must skip or take the step alike: where another rank's share holds an inf or a nan,
+        one of this rank's gradients is set to nan (the step is skipped, its gradients discarded)."""
+        local = any(not bool(torch.isfinite(g).all()) for g in mine)
+        flag = torch.tensor([int(local)], dtype=torch.int64)
+        dist.all_reduce(flag, op=dist.ReduceOp.MAX, group=self._pg)
+        if flag.item() and not local and mine:
+            mine[0].fill_(float("nan"))
 
     def _sum(self, items: list[tuple[int, torch.Tensor]], dst: int | None) -> None:
         grads = [g for _, g in items]
@@ -190,15 +205,29 @@ class ZeroTrainer(Trainer):
             out.append((i, p))
         return out
 
+    def _run_update_hook(self, ignore_stale_grad: bool) -> bool:
+        updated = super()._run_update_hook(ignore_stale_grad)
+        if not updated:  # skipped: the other ranks' gradients are discarded too
+            self._drop_others_grads(zero_add=True)
+        return updated
+
     def _update(self, ignore_stale_grad: bool = False) -> None:
         super()._update(ignore_stale_grad)
-        owners = self._plan()
         with torch.no_grad(), span("zero.broadcast_parameters", stage=self._zero):
-            self._broadcast(owners)
-        for i, r in owners.items():  # the rest of the gradients ('write': used up by this step)
-            p = self._params[i]
-            if r != self._dp_rank and p._grad_req == "write":
-                p._data[0].grad = None  # type: ignore[index]
+            self._broadcast(self._plan())
+        self._drop_others_grads(zero_add=False)  # 'write': used up by this step
+
+    def _drop_others_grads(self, zero_add: bool) -> None:
+        """Clear ('write') the gradients of the parameters other ranks own, or zero them
+        ('add', when a step was skipped)."""
+        for i, r in self._plan().items():
+            g = self._params[i]._data[0].grad  # type: ignore[index]
+            if r == self._dp_rank or g is None:
+                continue
+            if self._params[i]._grad_req == "write":
+                self._params[i]._data[0].grad = None  # type: ignore[index]
+            elif zero_add:
+                g.zero_()
 
 
 def _unflatten_into(flat: torch.Tensor, tensors: list[torch.Tensor]) -> None:
