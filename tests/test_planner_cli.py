@@ -54,7 +54,7 @@ def test_the_cores_option_reaches_the_planner_and_slows_oversubscribed_plans(mon
     assert (c0, c1) == (None, 1)
 
     def key(p):
-        return (p.config.dp, p.config.pp, p.config.tp, p.micro_batches, p.schedule, p.checkpointing,
+        return (p.config, p.micro_batches, p.schedule, p.checkpointing,
                 tuple(p.split_points))
 
     before = {key(p): p.predicted_step_s for p in alone}

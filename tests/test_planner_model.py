@@ -7,6 +7,7 @@ import pytest
 import torch
 from test_pipeline import _pair_net  # tests/ is on sys.path
 
+from mxtorch.parallel import ParallelConfig
 from mxtorch.parallel.planner import LayerCost, Overheads, plan
 
 
@@ -22,14 +23,14 @@ KW = {"world_size": 4, "batch_size": 64, "memory_per_device": "8GiB", "bandwidth
 
 def test_measured_fixed_costs_are_added_per_step_per_slot_and_per_extra_pair():
     net, x = _pair_net(2), torch.randn(4, 32)
-    base = {(p.config.dp, p.config.pp, p.config.tp, p.micro_batches, p.schedule, p.checkpointing): p
+    base = {(p.config, p.micro_batches, p.schedule, p.checkpointing): p
             for p in plan(net, x, overheads=False, latency_s=0.0, **KW)}
     over = Overheads(step_s={lay: 0.001 for lay in LAYOUTS}, slot_s={lay: 0.002 for lay in LAYOUTS},
                      pair_s={2: 0.0005, 4: 0.0007})
     got = plan(net, x, overheads=over, **KW)
     for p in got:
         c = p.config
-        b = base[(c.dp, c.pp, c.tp, p.micro_batches, p.schedule, p.checkpointing)]
+        b = base[(c, p.micro_batches, p.schedule, p.checkpointing)]
         slots = p.micro_batches + c.pp - 1
         pairs_per_stage = 2 // c.pp if c.tp > 1 else 1  # the slowest stage's pairs
         extra = (pairs_per_stage - 1) * over.pair_s.get(c.tp, 0.0) * slots
@@ -45,7 +46,7 @@ def test_measured_fixed_costs_are_added_per_step_per_slot_and_per_extra_pair():
 
 
 def _key(p):
-    return (p.config.dp, p.config.pp, p.config.tp, p.micro_batches, p.schedule, p.checkpointing)
+    return (p.config, p.micro_batches, p.schedule, p.checkpointing)
 
 
 def test_shared_cores_charge_every_processs_cpu_work_over_the_cores():
@@ -65,7 +66,7 @@ def test_shared_cores_charge_every_processs_cpu_work_over_the_cores():
                                                             abs=1e-12)
         assert (p.cpu_work["tensor-parallel collectives"] > 0) == (p.config.tp > 1)
         assert (p.cpu_work["data-parallel reduction"] > 0) == (p.config.dp > 1)
-    dp4 = next(p for p in shared if p.config.dp == 4 and not p.checkpointing)
+    dp4 = next(p for p in shared if p.config == ParallelConfig(dp=4) and not p.checkpointing)
     params = sum(c.param_bytes for c in costs)
     per_sample = sum(c.fwd_s + c.bwd_s for c in costs)
     assert dp4.cpu_work["compute"] == pytest.approx(4 * per_sample * 16, rel=1e-9)  # 4 ranks x 16 samples

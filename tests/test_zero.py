@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from mxtorch import parallel
+from mxtorch.base import MXNetError
 from mxtorch.distributed.testing import run_workers
 from mxtorch.parallel.zero import shard_owners
 
@@ -54,3 +55,31 @@ def test_zero_1_and_2_match_one_process(world: int, tmp_path) -> None:
     net.load_parameters(path)
     for p, w in zip(net.collect_params().values(), ref_weights):
         torch.testing.assert_close(p.data().detach(), w, atol=1e-5, rtol=0)
+
+
+def test_planner_picks_a_zero_stage_when_a_replica_does_not_fit() -> None:
+    from mxtorch.gluon import nn
+    from mxtorch.parallel.planner import LayerCost
+
+    net = nn.HybridSequential()  # odd widths: no tensor-parallel split
+    net.add(nn.Dense(7, in_units=8), nn.Dense(3, in_units=7))
+    net.initialize()
+    x = torch.randn(4, 8)
+    mib = 2**20
+    # 64 MiB of parameters, 60 in the first layer (costs given: nothing is measured).  With Adam a
+    # replica holds parameters, gradients and two moments, 256 MiB; a pipeline's first stage 240;
+    # zero on 2 ranks 128 + 64 = 192 MiB
+    costs = [LayerCost("0", 1e-4, 2e-4, 1024.0, 1024.0, 60 * mib, 0.0),
+             LayerCost("1", 1e-4, 2e-4, 1024.0, 1024.0, 4 * mib, 0.0)]
+    kw = {"world_size": 2, "batch_size": 8, "bandwidth": "10Gbit", "optimizer_states": 2, "costs": costs,
+          "overheads": False}
+    roomy = parallel.plan(net, x, memory_per_device="300MiB", **kw)
+    replicas = [p for p in roomy if p.config.dp == 2]
+    assert replicas[0].config == parallel.ParallelConfig(dp=2)  # it fits: no broadcast to pay
+    assert {p.config.zero for p in roomy} == {0, 1, 2}
+    tight = parallel.plan(net, x, memory_per_device="200MiB", **kw)
+    assert {p.config.zero for p in tight} == {1, 2}
+    assert tight[0].config.zero >= 1 and tight[0].memory["optimizer state"] == 64 * mib
+    assert "zero=" in tight[0].explain() and "zero=" in repr(tight[0])
+    with pytest.raises(MXNetError, match="no layout"):
+        parallel.plan(net, x, memory_per_device="200MiB", zero_stages=(0,), **kw)

@@ -57,7 +57,7 @@ def _agreed_plan(cfg: TrainConfig, info: Any) -> dict[str, Any]:
         hosts = max(info.world_size // max(info.local_size, 1), 1)
         plans = parallel.plan(net, sample, world_size=info.world_size, memory_per_device=cfg.plan_memory,
                               batch_size=cfg.batch_size, bandwidth="8Gbit", micro_batches=(1, 2, 4, 8),
-                              cores=usable_cores() * hosts)
+                              cores=usable_cores() * hosts, zero_stages=(0,))  # the pipelined run has no ZeRO
         best = plans[0]
         print(f"plan: {len(plans)} layouts fit {cfg.plan_memory}; the winner:\n{best.explain()}", flush=True)
         paths = [u.path for u in units]

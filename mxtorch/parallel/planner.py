@@ -8,9 +8,10 @@ The cost model, and where its numbers come from:
   seconds on ``sample_input`` (scaled linearly to a micro-batch), the bytes autograd saves for
   backward (activations), the output bytes (what crosses a stage boundary), the parameter bytes.
 * **memory per device** = the stage's parameters, gradients and optimizer states (divided by tp for
-  the layers tensor parallelism splits) + the activations of the micro-batches in flight: all m
-  for GPipe, at most pp for 1F1B; with activation checkpointing only each micro-batch's stage
-  input stays, plus one micro-batch's activations while it is recomputed.
+  the layers tensor parallelism splits; the states by dp for a ZeRO stage, :mod:`.zero`) + the
+  activations of the micro-batches in flight: all m for GPipe, at most pp for 1F1B; with
+  activation checkpointing only each micro-batch's stage input stays, plus one micro-batch's
+  activations while it is recomputed.
 * **step time** = the pipeline's ``(m + pp - 1)`` slots of the slowest stage's forward+backward
   per micro-batch (a recomputed forward with checkpointing), + tensor-parallel collectives
   (all-reduces: two per pair per micro-batch, one per vocab-parallel embedding, ring cost
@@ -62,6 +63,7 @@ The cost model, and where its numbers come from:
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 import os
 import re
@@ -78,6 +80,7 @@ from .probe import Layout, Overheads, probe_link
 from .split import Unit, chain_units, checkpointed, partition
 from .tensor import auto_plan
 from .tp_rnn import collectives_per_step, is_recurrent, step_collectives
+from .zero import check_zero_stage
 
 __all__ = ["Plan", "LayerCost", "Overheads", "plan", "profile_layers", "parse_bytes", "parse_bandwidth",
            "usable_cores"]
@@ -162,7 +165,8 @@ class Plan:
         c = self.config
         b, m = self.breakdown, self.memory
         lines = [
-            f"dp={c.dp} pp={c.pp} tp={c.tp}, {self.micro_batches} micro-batches, {self.schedule}"
+            f"dp={c.dp} pp={c.pp} tp={c.tp}{f' zero={c.zero}' if c.zero else ''}, "
+            f"{self.micro_batches} micro-batches, {self.schedule}"
             f"{', activation checkpointing' if self.checkpointing else ''}: predicted step "
             f"{self.predicted_step_s * 1e3:.1f} ms, {self.predicted_memory_bytes / 2**20:.1f} MiB per device",
             "  step: " + ", ".join(f"{k} {v * 1e3:.1f} ms" for k, v in b.items() if v > 0),
@@ -178,7 +182,8 @@ class Plan:
             why = max(((k, r.breakdown.get(k, 0.0) - self.breakdown.get(k, 0.0)) for k in keys),
                       key=lambda t: t[1])
             ratio = r.predicted_step_s / self.predicted_step_s
-            lines.append(f"  it beats the next best (dp={rc.dp} pp={rc.pp} tp={rc.tp}, {r.micro_batches} "
+            lines.append(f"  it beats the next best (dp={rc.dp} pp={rc.pp} tp={rc.tp}"
+                         f"{f' zero={rc.zero}' if rc.zero else ''}, {r.micro_batches} "
                          f"micro-batches, {r.schedule}{', checkpointing' if r.checkpointing else ''}: "
                          f"{r.predicted_step_s * 1e3:.1f} ms) by {ratio:.2f}x, mostly in {why[0]} "
                          f"({why[1] * 1e3:+.1f} ms there)")
@@ -186,7 +191,8 @@ class Plan:
 
     def __repr__(self) -> str:
         c = self.config
-        return (f"Plan(dp={c.dp}, pp={c.pp}, tp={c.tp}, m={self.micro_batches}, {self.schedule}, "
+        return (f"Plan(dp={c.dp}, pp={c.pp}, tp={c.tp}{f', zero={c.zero}' if c.zero else ''}, "
+                f"m={self.micro_batches}, {self.schedule}, "
                 f"ckpt={self.checkpointing}, {self.predicted_step_s * 1e3:.1f} ms, "
                 f"{self.predicted_memory_bytes / 2**20:.1f} MiB)")
 
@@ -283,7 +289,7 @@ def plan(net: Any, sample_input: torch.Tensor, world_size: int, memory_per_devic
          bandwidth: Any = None, optimizer_states: int = 1, micro_batches: Sequence[int] = (1, 2, 4, 8, 16),
          costs: Sequence[LayerCost] | None = None, latency_s: float | None = None,
          compute_scale: float = 1.0, cores: int | None = None,
-         overheads: Overheads | bool | None = None) -> list[Plan]:
+         overheads: Overheads | bool | None = None, zero_stages: Sequence[int] = (0, 1, 2)) -> list[Plan]:
     """Every layout of ``world_size`` devices that fits ``memory_per_device``, best first.
 
     ``sample_input``: a few samples of the input (their per-sample costs are measured on this
@@ -301,11 +307,16 @@ def plan(net: Any, sample_input: torch.Tensor, world_size: int, memory_per_devic
     ``overheads``: the per-step and per-slot fixed costs of each layout and the CPU rates
     (:class:`Overheads`), measured with the link probe by default (``bandwidth=None``; tiny runs of
     every layout), ``True`` to measure them even with a given bandwidth, ``False`` to leave them out.
+    ``zero_stages``: the ZeRO stages (:mod:`.zero`) ranked for pure data-parallel layouts (``dp > 1``,
+    ``pp == tp == 1``): stages 1 and 2 hold ``1/dp`` of the optimizer states (gradients are whole
+    during backward, so 2 saves no peak memory over 1 here) and add the broadcast of each rank's
+    updated parameters (``(dp-1)/dp`` of them); ``(0,)`` plans plain replicas only.
     Raises MXNetError when nothing fits, naming the memory the smallest layout would need.
     """
     if world_size < 1 or batch_size < 1:
         raise MXNetError(f"plan: world_size and batch_size must be >= 1, got {world_size}, {batch_size}")
     mem = parse_bytes(memory_per_device)
+    zeros = tuple(dict.fromkeys(check_zero_stage(z, "plan") for z in zero_stages)) or (0,)
     if cores is not None and cores < 1:
         raise MXNetError(f"plan: cores must be >= 1 (or None: a core per process), got {cores}")
     if sample_input.device.type != "cpu":
@@ -340,8 +351,9 @@ def plan(net: Any, sample_input: torch.Tensor, world_size: int, memory_per_devic
             for schedule in (("gpipe", "1f1b") if pp > 1 else ("none",)):
                 if schedule == "1f1b" and m < pp:
                     continue
-                for ckpt in (False, True):
-                    cfg = ParallelConfig(dp=dp, pp=pp, tp=tp)
+                stages = zeros if dp > 1 and pp == tp == 1 else (0,)
+                for ckpt, zero in itertools.product((False, True), stages):
+                    cfg = ParallelConfig(dp=dp, pp=pp, tp=tp, zero=zero)
                     # stages balanced by time, and (when memory is what limits) by memory
                     for starts in _splits(units, costs, pairs, pp, tp):
                         plans.append(_predict(units, costs, pairs, cfg, m, schedule, ckpt, local,
@@ -475,10 +487,12 @@ def _predict(units: Sequence[Unit], costs: Sequence[LayerCost], pairs: dict[str,
     # the probe measured for a reduction through the store beyond a bare all-reduce, per byte
     copies = max(0.0, over.gradient_cpu_per_byte - over.allreduce_cpu_per_byte) if over is not None else 0.0
     dp_comm = (2 * (dp - 1) / dp / dp_bw + copies) * max(stage_params) + lat if dp > 1 else 0.0
+    if cfg.zero:  # each owner broadcasts its updated parameters: every rank receives (dp-1)/dp of them
+        dp_comm += (dp - 1) / dp / dp_bw * max(stage_params) + lat
     fixed = step_over + (m + pp - 1) * slot_over
     # the optimizer's update of each stage's parameters (memory-bound: param, gradient and states)
     per_byte = (over.update_cpu_per_byte if over is not None else 0.0) * (2 + opt_states) / 3
-    update = [params * per_byte for params in stage_params]
+    update = [params * per_byte / (dp if cfg.zero else 1) for params in stage_params]
     step = stretched + pp_comm + dp_comm + step_over + max(update)  # the critical path
     tp_time = max(tp_comm) * m if tp > 1 else 0.0
     bubble = max(0.0, pipeline - compute - tp_time - (m + pp - 1) * slot_over)
@@ -503,10 +517,11 @@ def _predict(units: Sequence[Unit], costs: Sequence[LayerCost], pairs: dict[str,
         acts = sum(share(c, c.act_bytes) for c in costs[a:b]) * mb
         inp = (costs[a - 1].out_bytes if a > 0 else 0.0) * mb
         act_mem = in_flight * inp + acts if ckpt else in_flight * acts
-        total = params * (2 + opt_states) + act_mem
+        states = params * opt_states / (dp if cfg.zero else 1)  # ZeRO: this rank's share
+        total = params * 2 + states + act_mem
         if total > mem_best:
             mem_best = total
-            memory = {"parameters": params, "gradients": params, "optimizer state": params * opt_states,
+            memory = {"parameters": params, "gradients": params, "optimizer state": states,
                       "activations": act_mem}
     notes = []
     for i, u in enumerate(units):
