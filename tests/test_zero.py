@@ -29,6 +29,8 @@ def test_zero_stage_is_checked() -> None:
         parallel.ParallelConfig(dp=2, zero=4)
     with pytest.raises(ValueError, match="stage 3"):
         parallel.ParallelConfig(dp=2, zero=3)
+    with pytest.raises(ValueError, match="not implemented yet"):  # before any process group
+        parallel.parallelize(object(), parallel.ParallelConfig(pp=2, zero=1))
 
 
 @pytest.mark.parametrize("world", [2, 4])
@@ -50,6 +52,7 @@ def test_zero_1_and_2_match_one_process(world: int, tmp_path) -> None:
             held = got["state_bytes"]
             assert 0 < held <= (1 / world + 0.10) * replica_bytes, (zero, rank, held, replica_bytes)
         assert sum(res[zero, with_amp]["state_bytes"] for res in results) == replica_bytes
+    assert all(res["states_reloaded"] for res in results)  # each rank's shard of the states
     # the whole model's file: load it into a fresh network
     net = zero_workers.tiny_net()
     net.load_parameters(path)

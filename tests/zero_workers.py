@@ -81,10 +81,24 @@ def zero_stages(save_to: str) -> dict[str, Any]:
 
         def make(net: Any, mesh: Any = mesh, holder: dict[str, Any] = holder) -> Any:
             holder["net"] = net
-            return mesh.trainer(net.collect_params(), "adam", ADAM)
+            holder["trainer"] = mesh.trainer(net.collect_params(), "adam", ADAM)
+            return holder["trainer"]
 
         weights, state_bytes = train(make, rank, world, with_amp)
         out[zero, with_amp] = {"weights": weights, "state_bytes": state_bytes}
-        if zero == 2 and not with_amp and rank == 0:
-            holder["net"].save_parameters(save_to)
+        if zero == 2 and not with_amp:
+            if rank == 0:
+                holder["net"].save_parameters(save_to)
+            out["states_reloaded"] = _reload_states(holder["trainer"], mesh, f"{save_to}.states.{rank}")
     return out
+
+
+def _reload_states(trainer: Any, mesh: Any, fname: str) -> bool:
+    """Save this rank's shard of the optimizer states, load it into a new trainer of a new network:
+    the same moments for the same parameters."""
+    trainer.save_states(fname)
+    again = mesh.trainer(tiny_net().collect_params(), "adam", ADAM)
+    again.load_states(fname)
+    before, after = trainer._updaters[0].states, again._updaters[0].states
+    return bool(before) and sorted(before) == sorted(after) and all(
+        torch.equal(a, b) for i in before for a, b in zip(before[i], after[i]))
