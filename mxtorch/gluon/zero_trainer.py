@@ -1,0 +1,239 @@
+"""Sharded data parallelism (ZeRO stages 1 and 2) for a Gluon :class:`~mxtorch.gluon.Trainer`
+(here, beside the Trainer whose internals it extends; :mod:`mxtorch.parallel.zero` offers it).
+
+Each data-parallel rank *owns* a share of the trainable parameters (whole parameters, balanced by
+size: largest first to the least-loaded rank, the same on every rank).  A rank keeps optimizer
+states only for the parameters it owns and updates only those; after the update each owner
+broadcasts its parameters, so every rank holds the whole model between steps (the model's file is
+saved and loaded as usual).
+
+* ``zero=1``: gradients are summed over the ranks (all-reduce), optimizer states are sharded;
+* ``zero=2``: each parameter's gradient is summed onto its owner only (a reduce per owner: a
+  reduce-scatter of whole parameters) and the other ranks drop theirs before the update.
+
+MXNet's step rule holds: the store-like reduction *sums*, and ``step(batch_size)`` divides by the
+batch size, so scripts pass the global batch.  The optimizer runs per parameter, as a Trainer's
+does, so every optimizer works (LAMB/LARS norms are per parameter, which whole-parameter shards
+keep intact).  Update hooks (AMP's loss scaling) see this rank's share of the reduced gradients;
+an inf or nan on any rank's share skips the step on every rank.
+``save_states``/``load_states`` hold this rank's shard: save one file per rank.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from .. import optimizer as opt
+from ..base import MXNetError
+from ..distributed import group
+from ..profiler import span
+from .parameter import Parameter
+from .trainer import StaleGradientError, Trainer
+
+__all__ = ["ZeroTrainer", "ZERO_STAGES", "shard_owners", "optimizer_state_bytes"]
+
+ZERO_STAGES = (0, 1, 2)
+"""The ZeRO stages available: 0 (a plain replica), 1 (optimizer states), 2 (+ gradients)."""
+
+
+def check_zero_stage(zero: Any, where: str) -> int:
+    """``zero`` as a stage number, or a one-line error naming the stages there are."""
+    if isinstance(zero, bool) or not isinstance(zero, int) or zero not in ZERO_STAGES:
+        hint = (" (stage 3, parameters gathered per layer, is not implemented yet: use 2)"
+                if zero == 3 else "")
+        raise ValueError(f"{where}: zero must be one of {ZERO_STAGES}, got {zero!r}{hint}")
+    return zero
+
+
+def shard_owners(sizes: list[int], ranks: int) -> list[int]:
+    """The owning rank of each parameter of ``sizes`` elements: largest first, each to the rank
+    with the fewest elements so far (ties: the lower rank, then the earlier parameter)."""
+    load = [0] * ranks
+    owners = [0] * len(sizes)
+    for i in sorted(range(len(sizes)), key=lambda j: (-sizes[j], j)):
+        r = min(range(ranks), key=lambda k: (load[k], k))
+        owners[i] = r
+        load[r] += sizes[i]
+    return owners
+
+
+def optimizer_state_bytes(trainer: Trainer) -> int:
+    """Bytes of the optimizer-state tensors this process holds for ``trainer`` (every context)."""
+
+    def size(x: Any) -> int:
+        if isinstance(x, torch.Tensor):
+            return x.numel() * x.element_size()
+        if isinstance(x, (list, tuple)):
+            return sum(size(v) for v in x)
+        if isinstance(x, dict):
+            return sum(size(v) for v in x.values())
+        return 0
+
+    return sum(size(u.states) for u in trainer._updaters)
+
+
+class ZeroTrainer(Trainer):
+    """A Trainer whose data-parallel ranks shard the optimizer states (``zero=1``) and the reduced
+    gradients (``zero=2``); see the module docstring.
+
+    ``process_group``: the data-parallel ranks (e.g. ``parallel.Mesh(cfg).dp_group``); None: the whole job.
+    Every rank of the group creates it with the same parameters; it gives every rank the group's
+    first rank's initial values.  One context per process.
+    """
+
+    def __init__(self, params: Any, optimizer: str | opt.Optimizer,
+                 optimizer_params: dict[str, Any] | None = None, zero: int = 1,
+                 process_group: Any = None) -> None:
+        self._zero = check_zero_stage(zero, "ZeroTrainer")
+        group.init()
+        self._pg = process_group
+        self._dp = dist.get_world_size(process_group)
+        self._dp_rank = dist.get_rank(process_group)
+        self._owners: dict[int, int] | None = None  # parameter index -> owning rank in the group
+        super().__init__(params, optimizer, optimizer_params, kvstore=None, update_on_kvstore=False)
+        if all(p._data is not None for p in self._params):
+            self._plan()  # now, before the first forward: every rank starts from the same weights
+
+    @property
+    def zero(self) -> int:
+        """The ZeRO stage (1: optimizer states sharded; 2: + gradients)."""
+        return self._zero
+
+    def owner(self, param: Parameter) -> int:
+        """The rank (in the data-parallel group) that updates ``param``."""
+        return self._plan()[self._param2idx[id(param)]]
+
+    def _global(self, r: int) -> int:
+        return r if self._pg is None else dist.get_global_rank(self._pg, r)
+
+    def _plan(self) -> dict[int, int]:
+        """Owners of the trainable parameters; made once their shapes are known, when the initial
+        values are also made the same on every rank."""
+        if self._owners is None:
+            trainable = [(i, p) for i, p in enumerate(self._params) if p._grad_req != "null"]
+            for _, p in trainable:
+                if p._data is None:
+                    p._check()  # the parameter's own error: not initialized
+                if len(p._data) != 1:  # type: ignore[arg-type]
+                    raise MXNetError(f"ZeroTrainer: parameter {p.name!r} lives on {len(p._data)} "  # type: ignore[arg-type]
+                                     "contexts; sharded data parallelism takes one context per process")
+            owners = shard_owners([p._data[0].numel() for _, p in trainable], self._dp)  # type: ignore[index]
+            self._owners = {i: r for (i, _), r in zip(trainable, owners)}
+            with torch.no_grad(), span("zero.broadcast_initial"):
+                self._broadcast({i: 0 for i in range(len(self._params)) if self._params[i]._data is not None})
+        return self._owners
+
+    def _buckets(self, indices: dict[int, int]) -> list[tuple[int, list[torch.Tensor]]]:
+        """``indices`` (parameter -> rank) grouped by rank and dtype, in order: (rank, weights)."""
+        out: dict[tuple[int, torch.dtype], list[torch.Tensor]] = {}
+        for i in sorted(indices):
+            w = self._params[i]._data[0]  # type: ignore[index]
+            out.setdefault((indices[i], w.dtype), []).append(w)
+        return [(r, ws) for (r, _), ws in out.items()]
+
+    def _broadcast(self, indices: dict[int, int]) -> None:
+        """Give every rank the weights of ``indices`` from the rank each maps to (flat per bucket)."""
+        for r, ws in self._buckets(indices):
+            flat = torch.cat([w.detach().reshape(-1) for w in ws])
+            dist.broadcast(flat, src=self._global(r), group=self._pg)
+            if r != self._dp_rank:
+                _unflatten_into(flat, ws)
+
+    # ---- the step --------------------------------------------------------------------
+    def reduce_gradients(self) -> None:
+        owners = self._plan()
+        have = {i: r for i, r in owners.items() if self._params[i]._data[0].grad is not None}  # type: ignore[index]
+        with torch.no_grad(), span("zero.reduce_gradients", stage=self._zero):
+            by_dtype: dict[torch.dtype, list[tuple[int, torch.Tensor]]] = {}
+            for i in sorted(have):
+                g = self._params[i]._data[0].grad  # type: ignore[index]
+                assert g is not None
+                by_dtype.setdefault(g.dtype, []).append((i, g))
+            for items in by_dtype.values():
+                if self._zero == 1:
+                    self._sum(items, dst=None)
+                    continue
+                for r in range(self._dp):
+                    mine = [(i, g) for i, g in items if have[i] == r]
+                    if mine:
+                        self._sum(mine, dst=r)
+            if self._zero == 2:  # the other ranks' gradients are theirs now: free them
+                for i, r in have.items():
+                    if r != self._dp_rank:
+                        self._params[i]._data[0].grad = None  # type: ignore[index]
+            if self._update_hooks:
+                self._agree_on_overflow([g for i, r in have.items() if r == self._dp_rank
+                                         for g in [self._params[i]._data[0].grad] if g is not None])  # type: ignore[index]
+
+    def _agree_on_overflow(self, mine: list[torch.Tensor]) -> None:
+        """Update hooks (AMP's loss scaling) see only this rank's share of the gradients, but every
+        rank must skip or take the step alike: where another rank's share holds an inf or a nan,
+        one of this rank's gradients is set to nan (the step is skipped, its gradients discarded)."""
+        local = any(not bool(torch.isfinite(g).all()) for g in mine)
+        flag = torch.tensor([int(local)], dtype=torch.int64)
+        dist.all_reduce(flag, op=dist.ReduceOp.MAX, group=self._pg)
+        if flag.item() and not local and mine:
+            mine[0].fill_(float("nan"))
+
+    def _sum(self, items: list[tuple[int, torch.Tensor]], dst: int | None) -> None:
+        grads = [g for _, g in items]
+        flat = torch.cat([g.reshape(-1) for g in grads])
+        if dst is None:
+            dist.all_reduce(flat, group=self._pg)
+        else:
+            dist.reduce(flat, dst=self._global(dst), group=self._pg)
+        if dst is None or dst == self._dp_rank:
+            _unflatten_into(flat, grads)
+
+    def _live(self, ignore_stale_grad: bool) -> list[tuple[int, Parameter]]:
+        """The parameters this rank updates: its own, with their reduced gradients."""
+        owners = self._plan()
+        out = []
+        for i, r in sorted(owners.items()):
+            if r != self._dp_rank:
+                continue
+            p = self._params[i]
+            if p._data[0].grad is None:  # type: ignore[index]
+                if ignore_stale_grad:
+                    continue
+                raise StaleGradientError(
+                    f"gradient of parameter {self._param_names[i]!r} was not computed by backward since "
+                    "the last step: it did not take part in the loss. Call step(..., "
+                    "ignore_stale_grad=True) to skip such parameters, or set its grad_req to 'null'")
+            out.append((i, p))
+        return out
+
+    def _run_update_hook(self, ignore_stale_grad: bool) -> bool:
+        updated = super()._run_update_hook(ignore_stale_grad)
+        if not updated:  # skipped: the other ranks' gradients are discarded too
+            self._drop_others_grads(zero_add=True)
+        return updated
+
+    def _update(self, ignore_stale_grad: bool = False) -> None:
+        super()._update(ignore_stale_grad)
+        with torch.no_grad(), span("zero.broadcast_parameters", stage=self._zero):
+            self._broadcast(self._plan())
+        self._drop_others_grads(zero_add=False)  # 'write': used up by this step
+
+    def _drop_others_grads(self, zero_add: bool) -> None:
+        """Clear ('write') the gradients of the parameters other ranks own, or zero them
+        ('add', when a step was skipped)."""
+        for i, r in self._plan().items():
+            g = self._params[i]._data[0].grad  # type: ignore[index]
+            if r == self._dp_rank or g is None:
+                continue
+            if self._params[i]._grad_req == "write":
+                self._params[i]._data[0].grad = None  # type: ignore[index]
+            elif zero_add:
+                g.zero_()
+
+
+def _unflatten_into(flat: torch.Tensor, tensors: list[torch.Tensor]) -> None:
+    offset = 0
+    for t in tensors:
+        n = t.numel()
+        t.copy_(flat[offset:offset + n].view_as(t))
+        offset += n
