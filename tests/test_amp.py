@@ -418,6 +418,7 @@ def test_two_contexts_match_and_overflow_on_one_skips_all(update_on_kvstore):
     assert all(torch.equal(b, a) for bs, as_ in zip(before, after) for b, a in zip(bs, as_))
 
 
+@pytest.mark.slow  # slow tier (scripts/test.sh -m slow): a faster test of this path stays in the default run
 def test_compiled_hybridized_block_runs_under_amp():
     amp.init("bfloat16")
     try:

@@ -3,6 +3,7 @@ never reach the error-feedback residuals (real processes, 'horovod' + 2bit)."""
 
 import os
 
+import pytest
 import torch
 
 import mxtorch as mx
@@ -66,6 +67,7 @@ def amp_with_2bit(bad_rank, bad_step, steps, use_amp):
     return out
 
 
+@pytest.mark.slow  # slow tier (scripts/test.sh -m slow): a faster test of this path stays in the default run
 def test_overflow_on_one_worker_skips_everywhere_before_compression():
     got = run_workers(amp_with_2bit, 2, 1, 2, 5, True, timeout=120)
     ref = run_workers(amp_with_2bit, 2, 1, 2, 5, False, timeout=120)

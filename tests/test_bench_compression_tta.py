@@ -101,6 +101,7 @@ def test_option_checks_say_what_to_change() -> None:
     assert bc.check_tta_args(_args("--tta-budget", "0", "--tta-max-steps", "50")) == list(bc.COMPRESSORS)
 
 
+@pytest.mark.slow  # slow tier (scripts/test.sh -m slow): a faster test of this path stays in the default run
 def test_a_bad_option_stops_the_script_before_any_part_runs() -> None:
     r = subprocess.run([sys.executable, BENCH, *SKIP_ABC, "--tta-target", "2"], capture_output=True,
                        text=True, timeout=60, cwd=ROOT)

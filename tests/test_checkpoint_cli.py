@@ -86,6 +86,7 @@ def test_single_process_killed_twice_resumes_exactly(tmp_path):
 
 
 @pytest.mark.timeout(600)
+@pytest.mark.slow  # slow tier (scripts/test.sh -m slow): a faster test of this path stays in the default run
 def test_two_horovod_workers_killed_mid_epoch_resume_exactly(tmp_path):
     workers = ["launch", "-n", "2", "--", "--kvstore", "horovod"]  # mxtorch launch -n 2 mxtorch train ...
     plain = tmp_path / "plain"
@@ -132,6 +133,7 @@ def test_resume_falls_back_past_a_corrupt_checkpoint(tmp_path, capsys):
 
 
 @pytest.mark.timeout(600)
+@pytest.mark.slow  # slow tier (scripts/test.sh -m slow): a faster test of this path stays in the default run
 def test_pruning_job_killed_mid_schedule_resumes_exactly(tmp_path):
     """--prune's masks and schedule position travel in the checkpoint: killed while the sparsity is
     still rising (epoch 1 of 2), the resumed run ends byte-identical to an uninterrupted one."""

@@ -28,6 +28,7 @@ def train_job(out, *extra, timeout=120):
 
 
 @needs_allreduce
+@pytest.mark.slow  # slow tier (scripts/test.sh -m slow): a faster test of this path stays in the default run
 def test_two_worker_job_with_2bit_compression_records_it(tmp_path):
     out = tmp_path / "run"
     r = train_job(out, "--compression", "2bit", "--compression-threshold", "0.05")

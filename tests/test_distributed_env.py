@@ -220,7 +220,8 @@ dist.all_reduce(t)  # last: a gloo thread may still hold this op's tensor as the
 """
 
 
-@pytest.mark.parametrize("jobs", [4, pytest.param(10, marks=pytest.mark.slow)])
+@pytest.mark.slow  # slow tier (scripts/test.sh -m slow): every job test above also checks clean exits
+@pytest.mark.parametrize("jobs", [4, 10])
 def test_jobs_in_a_row_exit_cleanly(jobs):
     # Without mxtorch's shutdown at exit, ranks of this script often abort on torch 2.13 + gloo
     # (5 of 20 when measured: "terminate called without an active exception"); see

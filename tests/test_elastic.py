@@ -107,6 +107,7 @@ def test_the_membership_line_names_who_left_and_who_joined():
 
 
 @pytest.mark.timeout(600)
+@pytest.mark.slow  # slow tier (scripts/test.sh -m slow): a faster test of this path stays in the default run
 def test_a_rendezvous_that_never_completes_says_what_is_missing():
     store = host_store("127.0.0.1", None)
     job = ElasticJob(run_id="lonely-run", min_workers=2, max_workers=3, command=[PY, "-c", "pass"],

@@ -494,6 +494,7 @@ def test_under_mxtorch_launch_the_agent_replaces_only_the_lost_worker(tmp_path):
 
 
 @pytest.mark.timeout(600)
+@pytest.mark.slow  # slow tier (scripts/test.sh -m slow): a faster test of this path stays in the default run
 def test_mxtorch_launch_join_adds_a_worker_to_a_running_in_process_job(tmp_path):
     out = tmp_path / "join"
     out.mkdir()

@@ -38,6 +38,7 @@ def test_module_linear_regression_recovers_the_coefficients() -> None:
     assert abs(w[0] - 2.0) < 0.05 and abs(w[1] + 3.4) < 0.05 and abs(b - 4.2) < 0.05
 
 
+@pytest.mark.slow  # slow tier (scripts/test.sh -m slow): a faster test of this path stays in the default run
 def test_symbolic_mlp_trains_on_the_shipped_fashion_mnist_and_reloads(tmp_path: Path) -> None:
     text = _run("examples/symbolic_mlp.py", "--epochs", "1", "--prefix", str(tmp_path / "mlp"))
     acc = float(re.search(r"validation accuracy: ([0-9.]+)", text).group(1))  # type: ignore[union-attr]

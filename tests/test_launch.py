@@ -279,6 +279,7 @@ needs_allreduce = pytest.mark.skipif(not mx.kv.is_registered("horovod"),
 
 
 @needs_allreduce
+@pytest.mark.slow  # slow tier (scripts/test.sh -m slow): a faster test of this path stays in the default run
 def test_train_two_workers_on_embedded_subset(tmp_path):
     out = tmp_path / "run"
     r = mxtorch_cli("train", "--workers", "2", "--kvstore", "horovod", "--model", "mlp",

@@ -309,6 +309,7 @@ def test_launch_two_workers_one_server_push_pull():
 
 
 @needs_ps
+@pytest.mark.slow  # slow tier (scripts/test.sh -m slow): a faster test of this path stays in the default run
 def test_launch_two_servers_share_a_split_key():
     r = mxtorch_cli("launch", "-n", "2", "-s", "2", "--env", "MXNET_KVSTORE_BIGARRAY_BOUND:5", "python",
                     PUSHPULL, "dist_sync")

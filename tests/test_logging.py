@@ -31,6 +31,7 @@ def _stderr(env: dict[str, str]) -> str:
     return run.stderr
 
 
+@pytest.mark.slow  # slow tier (scripts/test.sh -m slow): a faster test of this path stays in the default run
 def test_records_carry_the_rank_and_the_level_comes_from_the_variable():
     quiet = _stderr({"RANK": "3"})
     assert "info line" not in quiet and "dbg line" not in quiet  # the default: warnings and up

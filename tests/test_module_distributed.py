@@ -106,6 +106,7 @@ def test_dist_sync_workers_on_half_batches_equal_one_process(update_on_kvstore):
     _check(results)
 
 
+@pytest.mark.slow  # slow tier (scripts/test.sh -m slow): a faster test of this path stays in the default run
 def test_module_job_under_mxtorch_launch(tmp_path):
     r = subprocess.run([sys.executable, "-m", "mxtorch.cli.main", "launch", "-n", "2", "python", str(SCRIPT),
                         str(tmp_path)], capture_output=True, text=True, timeout=180,

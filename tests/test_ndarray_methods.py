@@ -281,6 +281,7 @@ def _run(code: str, value: str | None) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
 
 
+@pytest.mark.slow  # slow tier (scripts/test.sh -m slow): a faster test of this path stays in the default run
 def test_opt_out_leaves_torch_untouched() -> None:
     code = (
         "import torch; before = set(vars(torch.Tensor)); import mxtorch; "
@@ -311,6 +312,7 @@ def test_asnumpy_of_a_0d_tensor_has_one_dimension_outside_numpy_mode():
         assert x[0][0].asnumpy().shape == ()
 
 
+@pytest.mark.slow  # slow tier (scripts/test.sh -m slow): a faster test of this path stays in the default run
 def test_the_backward_rule_follows_the_same_switch() -> None:
     code = (
         "import torch; torch_backward = torch.Tensor.backward; import mxtorch as mx\n"

@@ -51,6 +51,7 @@ def test_every_schedule_on_two_stages_matches_one_process(run_ranks, tmp_path, r
     assert 0 < r0["gpipe"]["bytes"] < total
 
 
+@pytest.mark.slow  # slow tier (scripts/test.sh -m slow): a faster test of this path stays in the default run
 def test_data_times_pipeline_and_four_stages(run_ranks, tmp_path, ref):
     """dp=2 x pp=2 (the dp group's store sums gradients), the file loads into pp=4, pp=4 trains alike."""
     path = str(tmp_path / "dp2pp2.params")
@@ -309,6 +310,7 @@ def test_parse_sizes():
         parse_bytes("lots")
 
 
+@pytest.mark.slow  # slow tier (scripts/test.sh -m slow): a faster test of this path stays in the default run
 def test_mxtorch_train_plan_auto_trains_with_the_planned_layout(tmp_path):
     import json
 

@@ -148,6 +148,7 @@ def assert_replicas_agree_and_near(res, path, ref, atol):
     return rel
 
 
+@pytest.mark.slow  # slow tier (scripts/test.sh -m slow): a faster test of this path stays in the default run
 def test_compressed_gradients_through_the_pipelines_dp_store(run_ranks, tmp_path, ref):
     """dp=2 x pp=2, the stage's allreduce store compressing to fp16 (Trainer(compression_params=))."""
     path = str(tmp_path / "fp16.params")

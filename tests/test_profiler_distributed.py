@@ -12,6 +12,7 @@ import subprocess
 import sys
 
 import profiler_workers as w  # noqa: I001  (tests/ is on sys.path)
+import pytest
 
 from mxtorch.distributed.testing import run_workers
 from mxtorch.kvstore.ps.testing import run_ps_job
@@ -43,6 +44,7 @@ def _rows(merged: dict) -> set[str]:
             if e.get("ph") == "M" and e.get("name") == "process_name" and "(" not in e["args"]["name"]}
 
 
+@pytest.mark.slow  # slow tier (scripts/test.sh -m slow): a faster test of this path stays in the default run
 def test_horovod_job_traces_per_rank_and_merged(tmp_path):
     folder = str(tmp_path / "traces")
     os.makedirs(folder)

@@ -29,6 +29,7 @@ def tensors(net) -> dict[str, torch.Tensor]:
 
 
 @pytest.mark.timeout(600)
+@pytest.mark.slow  # slow tier (scripts/test.sh -m slow): a faster test of this path stays in the default run
 def test_prune_l1_reports_sparsity_and_saves_zeros(tmp_path, capsys):
     out = tmp_path / "run"
     assert main([*BASE, "--output", str(out), "--prune", "l1", "--sparsity", "0.8", "--prune-scope",

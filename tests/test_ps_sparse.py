@@ -187,6 +187,7 @@ def test_trainer_with_sparse_embedding_gradients_equals_one_process(mode, embedd
 
 
 # ---- the recommender example through the launcher ----------------------------------------------------
+@pytest.mark.slow  # slow tier (scripts/test.sh -m slow): a faster test of this path stays in the default run
 def test_recommend_example_runs_on_a_parameter_server_job():
     args = ["--kvstore", "dist_sync", "--epochs", "2", "--users", "300", "--items", "80",
             "--impressions-per-user", "40", "--batch-size", "256"]

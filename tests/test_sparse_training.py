@@ -231,6 +231,7 @@ def _aucs(out: str) -> tuple[float, list[float]]:
     return baseline, [float(a) for a in re.findall(r"epoch \d+: .*held-out AUC ([0-9.]+)", out)]
 
 
+@pytest.mark.slow  # slow tier (scripts/test.sh -m slow): a faster test of this path stays in the default run
 def test_recommend_example_beats_the_baselines():
     out = _run_example("--epochs", "2")
     baseline, aucs = _aucs(out)

@@ -197,6 +197,7 @@ def test_parameter_server_job_writes_the_servers_load(tmp_path, small_data):
     assert all(s["comm_wait_s"] > 0 for s in _steps(tmp_path))  # every step pushes and pulls
 
 
+@pytest.mark.slow  # slow tier (scripts/test.sh -m slow): a faster test of this path stays in the default run
 def test_pipelined_job_writes_its_tags_steps_and_traces(tmp_path, small_data):
     """--pp 2: the two stages' ranks run the same hooks (their P2P waits are not spanned: compute)."""
     tb, prof = tmp_path / "tb", tmp_path / "prof"

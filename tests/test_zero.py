@@ -33,7 +33,7 @@ def test_zero_stage_is_checked() -> None:
         parallel.parallelize(object(), parallel.ParallelConfig(pp=2, zero=1))
 
 
-@pytest.mark.parametrize("world", [2, 4])
+@pytest.mark.parametrize("world", [2, pytest.param(4, marks=pytest.mark.slow)])
 def test_zero_1_and_2_match_one_process(world: int, tmp_path) -> None:
     """Also with AMP, where one rank's overflow in one gradient (owned by another rank at the
     step it happens) must skip the step everywhere, as it does in one process."""
