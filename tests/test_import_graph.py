@@ -270,6 +270,7 @@ FRESH = ["mxtorch.gluon.parameter", "mxtorch.gluon.parameter_core", "mxtorch.glu
          "mxtorch.gluon.symbol_block", "mxtorch.gluon.symbolic"]
 
 
+@pytest.mark.slow  # slow tier (scripts/test.sh -m slow): a faster test of this path stays in the default run
 def test_gluon_modules_import_in_fresh_interpreters() -> None:
     # one interpreter per module, all started at once (each is mostly waiting on torch's import)
     procs = {m: subprocess.Popen([sys.executable, "-c", f"import {m}"], stdout=subprocess.PIPE,

@@ -160,6 +160,7 @@ def test_a_dead_stage_ends_the_pipeline_and_is_named(run_ranks, tmp_path):
     assert "MXNetError" in text and "rank 1" in text, text
 
 
+@pytest.mark.slow  # slow tier (scripts/test.sh -m slow): a faster test of this path stays in the default run
 def test_mxtorch_train_pipelined_saves_the_whole_model(tmp_path):
     """`mxtorch train --pp 2` starts two workers, trains the MLP pipelined and saves one whole-model file."""
     import json

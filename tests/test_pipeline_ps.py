@@ -55,6 +55,7 @@ def test_dp2_pp2_over_parameter_servers_matches_one_process(tmp_path, ref, updat
         assert mean == pytest.approx(ref["losses"], abs=1e-5)
 
 
+@pytest.mark.slow  # slow tier (scripts/test.sh -m slow): a faster test of this path stays in the default run
 def test_dist_async_stages_update_on_the_servers_and_train(tmp_path):
     """dist_async: each push is applied on arrival by its stage's optimizer on the servers (no
     rounds), so replicas are not bit-equal to one process; the job trains and the file loads."""

@@ -103,6 +103,7 @@ def test_gradual_schedule_during_training(tmp_path, monkeypatch):
     assert result["pruning"]["end_step"] == 39  # --prune-end-epoch defaults to epochs - 1
 
 
+@pytest.mark.slow  # slow tier (scripts/test.sh -m slow): a faster test of this path stays in the default run
 @pytest.mark.timeout(600)
 def test_prune_structured_compacts(tmp_path):
     out = tmp_path / "run"
@@ -177,6 +178,7 @@ def test_init_from_with_another_class_count_and_freeze(tmp_path, capsys):
     assert "init: 4 of 6 parameters" in text and "output.weight (file (5, 128), model (10, 128))" in text
 
 
+@pytest.mark.slow  # slow tier (scripts/test.sh -m slow): a faster test of this path stays in the default run
 @pytest.mark.timeout(600)
 def test_freeze_by_full_name_keeps_the_loaded_values(tmp_path):
     first = tmp_path / "a"

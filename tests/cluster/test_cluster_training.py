@@ -73,6 +73,7 @@ def test_a_killed_worker_ends_a_sync_job_with_the_documented_error(cluster, tmp_
         assert "MXTORCH_DIST_TIMEOUT" in err
 
 
+@pytest.mark.slow  # slow tier (scripts/test.sh -m slow): a faster test of this path stays in the default run
 @pytest.mark.cluster(hosts=2, bandwidth="1gbit")
 def test_a_cut_link_ends_a_sync_job_with_the_documented_error_after_the_timeout(cluster, tmp_path):
     with _long_job(cluster, tmp_path, 2) as job:
@@ -87,6 +88,7 @@ def test_a_cut_link_ends_a_sync_job_with_the_documented_error_after_the_timeout(
         assert "KVStoreError" in err and f"timeout {DIST_TIMEOUT} s, MXTORCH_DIST_TIMEOUT" in err, err[-3000:]
 
 
+@pytest.mark.slow  # slow tier (scripts/test.sh -m slow): a faster test of this path stays in the default run
 @pytest.mark.cluster(hosts=2, bandwidth="1gbit")
 def test_a_slowed_link_and_a_short_cut_change_the_time_not_the_result(cluster, tmp_path):
     with _long_job(cluster, tmp_path, 2, timeout=30, steps=int(STEPS[1])) as job:
