@@ -433,3 +433,12 @@ def test_compiled_hybridized_block_runs_under_amp():
         assert out.dtype == torch.bfloat16
     finally:
         amp.reset()
+
+
+def test_mxnet_1x_import_path_of_amp_is_the_same_api():
+    # MXNet 1.x code imports AMP as ``from mxnet.contrib.amp import amp``
+    from mxtorch.contrib.amp import amp as contrib_amp
+    from mxtorch.contrib.amp import init_trainer
+
+    assert contrib_amp is amp_impl and init_trainer is amp.init_trainer
+    assert mx.contrib.amp.scale_loss is amp.scale_loss

@@ -191,3 +191,22 @@ def test_a_compiled_hybrid_block_takes_ndarrays_and_returns_ndarrays() -> None:
     assert type(out) is NDArray and out.size == 6
     assert type(x.grad) is NDArray and x.grad.asnumpy() == pytest.approx(
         np.tile(net.weight.data().detach().sum(0).numpy(), (2, 1)))
+
+
+def test_deepcopy_gives_an_independent_ndarray_and_keeps_gradients() -> None:
+    # copy.deepcopy of an object holding arrays (a metric, a config) is plain Python: it must
+    # copy MXNet arrays as it copies torch tensors
+    import copy
+
+    x = mx.nd.array([[1.0, 2.0], [3.0, 4.0]])
+    x.attach_grad()
+    x.grad[:] = 5.0
+    holder = {"a": x, "again": x}
+    dup = copy.deepcopy(holder)
+    y = dup["a"]
+    assert type(y) is type(x) and type(x).__name__ == "NDArray"
+    assert dup["again"] is y  # one copy per object, as deepcopy's memo promises
+    assert y.requires_grad and y.grad.tolist() == [[5.0, 5.0], [5.0, 5.0]]
+    with torch.no_grad():
+        y[0, 0] = 9.0
+    assert x.tolist() == [[1.0, 2.0], [3.0, 4.0]]

@@ -1,6 +1,7 @@
 """Contributed extensions outside MXNet 1.x's core API (``mxtorch.contrib.pruning``), and MXNet's
 ``mx.contrib`` modules (``mxtorch.contrib.autograd``: the first autograd API;
-``mxtorch.contrib.tensorboard``: LogMetricsCallback and a SummaryWriter taking NDArrays).
+``mxtorch.contrib.tensorboard``: LogMetricsCallback and a SummaryWriter taking NDArrays;
+``mxtorch.contrib.amp``: MXNet 1.x's place of ``mx.amp``).
 
 Submodules load on first use: ``mx.contrib.autograd`` or ``from mxtorch.contrib import pruning``.
 """
@@ -10,7 +11,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-__all__ = ["pruning", "autograd", "tensorboard"]
+__all__ = ["pruning", "autograd", "tensorboard", "amp"]
 
 
 def __getattr__(name: str) -> Any:

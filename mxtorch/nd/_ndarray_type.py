@@ -81,6 +81,21 @@ class NDArray(torch.Tensor, metaclass=_NDArrayMeta):
             return _adopt(r)
         return r
 
+    def __deepcopy__(self, memo: dict[int, Any]) -> Any:
+        # torch's default copy runs with subclass dispatch off, where new_empty() makes a plain
+        # tensor, and refuses the copy: copy this object as a plain tensor (its class changes for
+        # the call and back, as in compiled_for_ndarrays) and give the copy this class
+        done = memo.get(id(self))
+        if done is not None:
+            return done
+        cls = type(self)
+        self.__class__ = _Tensor  # type: ignore[assignment]
+        try:
+            new = _Tensor.__deepcopy__(self, memo)
+        finally:
+            self.__class__ = cls
+        new.__class__ = cls
+        return new
 
     def __coerce_same_metadata_as_tangent__(self, expected_metadata: Any, expected_type: Any = None) -> Any:
         # a compiled graph (a hybridized block, see compiled_for_ndarrays) traced plain tensors:
