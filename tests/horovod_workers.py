@@ -183,8 +183,41 @@ def collectives() -> list[str]:
     _close(hvd.reducescatter(rs[me]), _reference(rs, "Average")[start : start + counts[me]],
            "reducescatter Average")
     done.append("reducescatter")
+    done += _mxnet_arrays_in_mxnet_arrays_out(hvd, n, me)
     hvd.shutdown()
     return done
+
+
+def _mxnet_arrays_in_mxnet_arrays_out(hvd: Any, n: int, me: int) -> list[str]:
+    """horovod.mxnet returns mx.nd.NDArrays: ``x.size`` of a result is MXNet's element count on every
+    rank (a broadcast's receivers too), while torch tensors in keep giving torch tensors."""
+    import mxtorch as mx
+    from mxtorch.nd import NDArray
+
+    def mxnet(t: Any, what: str) -> None:
+        assert type(t) is NDArray, f"{what}: {type(t).__name__}, expected mx.nd.NDArray"
+
+    x = mx.nd.ones((2 * n, 3)) * (me + 1)
+    total = hvd.allreduce(x, op=hvd.Sum)
+    mxnet(total, "allreduce")
+    assert total.size == 6 * n and float(total.sum().asscalar()) == 6 * n * n * (n + 1) / 2
+    mxnet(hvd.broadcast(x, root_rank=n - 1), "broadcast")
+    for got in hvd.grouped_allreduce([x, x * 2]):
+        mxnet(got, "grouped_allreduce")
+    gathered = hvd.allgather(x)
+    mxnet(gathered, "allgather")
+    assert gathered.size == 6 * n * n
+    received, rsplits = hvd.alltoall(x, splits=[2] * n)
+    mxnet(received, "alltoall")
+    mxnet(rsplits, "alltoall received splits")
+    assert received.size == 6 * n and rsplits.size == n  # Horovod's test_horovod_alltoall reads .size
+    mxnet(hvd.alltoall(x), "alltoall without splits")
+    mxnet(hvd.reducescatter(x), "reducescatter")
+    for got in hvd.grouped_allgather([x]) + hvd.grouped_reducescatter([x]):
+        mxnet(got, "grouped gathers/scatters")
+    assert type(hvd.allreduce(torch.ones(2))) is torch.Tensor  # torch code keeps torch's tensors
+    assert type(hvd.alltoall(torch.ones(2 * n))) is torch.Tensor
+    return ["mxnet arrays"]
 
 
 # ---- objects -------------------------------------------------------------------------------------

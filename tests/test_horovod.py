@@ -210,7 +210,7 @@ def _check(results, world_size):
 
 def test_collectives_two_ranks():
     done = _check(_run(workers.collectives, 2), 2)
-    assert "reducescatter" in done and "alltoall" in done
+    assert "reducescatter" in done and "alltoall" in done and "mxnet arrays" in done
 
 
 def test_collectives_three_ranks_uneven_parts():

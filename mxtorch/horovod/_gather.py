@@ -10,6 +10,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
+from ..nd._ndarray_type import follows_inputs
 from ..profiler import span
 from ._control import agree, all_gather_flat, ctrl_device, op_name
 from ._errors import CollectiveTypeError, CollectiveValueError
@@ -64,6 +65,7 @@ _SCALAR = ("{kind} needs tensors with at least one dimension (it concatenates al
            "reshape a scalar with tensor.reshape(1)")
 
 
+@follows_inputs
 def allgather(tensor: torch.Tensor, name: str | None = None, priority: int = 0,
               process_set: Any = None) -> torch.Tensor:
     """Every member's ``tensor`` concatenated along dimension 0, in rank order.
@@ -80,6 +82,7 @@ def allgather(tensor: torch.Tensor, name: str | None = None, priority: int = 0,
         return _gather_one(tensor.detach().contiguous(), dims, where, name_)
 
 
+@follows_inputs
 def grouped_allgather(tensors: Sequence[torch.Tensor], name: str | None = None, priority: int = 0,
                       process_set: Any = None) -> list[torch.Tensor]:
     """:func:`allgather` of each tensor of ``tensors`` (one negotiation for the group); new tensors.
@@ -123,6 +126,7 @@ def _as_splits(splits: Any, world: int, dim0: int) -> list[int]:
     return out
 
 
+@follows_inputs
 def alltoall(tensor: torch.Tensor, splits: Any = None, name: str | None = None, priority: int = 0,
              process_set: Any = None) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """Send slices of ``tensor`` along dimension 0 to every member; return what this rank received.
@@ -216,6 +220,7 @@ def _scatter_one(tensor: torch.Tensor, op: ReduceOp, pre: float, post: float, wh
     return out.to(tensor.dtype)
 
 
+@follows_inputs
 def reducescatter(tensor: torch.Tensor, op: ReduceOp | int = ReduceOp.AVERAGE, name: str | None = None,
                   priority: int = 0, process_set: Any = None, prescale_factor: float = 1.0,
                   postscale_factor: float = 1.0) -> torch.Tensor:
@@ -234,6 +239,7 @@ def reducescatter(tensor: torch.Tensor, op: ReduceOp | int = ReduceOp.AVERAGE, n
         return _scatter_one(tensor, op_, pre, post, where, name_)
 
 
+@follows_inputs
 def grouped_reducescatter(tensors: Sequence[torch.Tensor], op: ReduceOp | int = ReduceOp.AVERAGE,
                           name: str | None = None, priority: int = 0, process_set: Any = None,
                           prescale_factor: float = 1.0, postscale_factor: float = 1.0) -> list[torch.Tensor]:

@@ -7,7 +7,9 @@ factors are checked first (see :mod:`mxtorch.horovod._control`), so ranks callin
 things get a :class:`CollectiveMismatchError` listing what each rank called.
 
 The results are new tensors (or the input, for the ``_`` variants), computed under
-``torch.no_grad()``: unlike ``horovod.torch`` these ops are not differentiable.
+``torch.no_grad()``: unlike ``horovod.torch`` these ops are not differentiable.  As in
+``horovod.mxnet``, MXNet's arrays in give MXNet's arrays out: a result is an ``mx.nd.NDArray``
+when an input is one (so ``out.size`` is MXNet's element count), a plain ``torch.Tensor`` otherwise.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
+from ..nd._ndarray_type import follows_inputs
 from ..profiler import horovod_timeline, span
 from . import _basics
 from ._adasum import adasum_reduce
@@ -216,6 +219,7 @@ def _reduce_args(process_set: Any, average: bool | None, op: Any, prescale_facto
     return scope(process_set), op_, pre, check_factor("postscale_factor", postscale_factor)
 
 
+@follows_inputs
 def allreduce(tensor: torch.Tensor, average: bool | None = None, name: str | None = None, priority: int = 0,
               prescale_factor: float = 1.0, postscale_factor: float = 1.0, process_set: Any = None,
               op: ReduceOp | int | None = None) -> torch.Tensor:
@@ -259,6 +263,7 @@ def _grouped_allreduce(tensors: Sequence[torch.Tensor], average: bool | None, na
     return allreduce_list(ts, op_, pre, post, op_name(label, name, where), label, in_place, where)
 
 
+@follows_inputs
 def grouped_allreduce(tensors: Sequence[torch.Tensor], average: bool | None = None, name: str | None = None,
                       priority: int = 0, prescale_factor: float = 1.0, postscale_factor: float = 1.0,
                       process_set: Any = None, op: ReduceOp | int | None = None) -> list[torch.Tensor]:
@@ -303,6 +308,7 @@ def _checked_broadcast_root(tensor: torch.Tensor, root_rank: int, name: str | No
     return root, where
 
 
+@follows_inputs
 def broadcast(tensor: torch.Tensor, root_rank: int, name: str | None = None, priority: int = 0,
               process_set: Any = None) -> torch.Tensor:
     """A new tensor holding ``root_rank``'s ``tensor`` (same shape and dtype on every rank).
