@@ -27,8 +27,7 @@ def test_zero_stage_is_checked() -> None:
     assert parallel.ParallelConfig(dp=2, zero=2).zero == 2
     with pytest.raises(ValueError, match="zero must be one of"):
         parallel.ParallelConfig(dp=2, zero=4)
-    with pytest.raises(ValueError, match="stage 3"):
-        parallel.ParallelConfig(dp=2, zero=3)
+    assert parallel.ParallelConfig(dp=2, zero=3).zero == 3
     with pytest.raises(ValueError, match="not implemented yet"):  # before any process group
         parallel.parallelize(object(), parallel.ParallelConfig(pp=2, zero=1))
 
@@ -38,7 +37,7 @@ def test_zero_1_and_2_match_one_process(world: int, tmp_path) -> None:
     """Also with AMP, where one rank's overflow in one gradient (owned by another rank at the
     step it happens) must skip the step everywhere, as it does in one process."""
     refs = {with_amp: zero_workers.reference(with_amp) for with_amp in (False, True)}
-    ref_weights, replica_bytes = refs[False]
+    ref_weights, replica_bytes, _ = refs[False]
     path = str(tmp_path / "zero2.params")
     results = run_workers(zero_workers.zero_stages, world, path, timeout=240)
     for zero, with_amp in ((1, False), (2, False), (1, True), (2, True)):
@@ -57,6 +56,36 @@ def test_zero_1_and_2_match_one_process(world: int, tmp_path) -> None:
     net = zero_workers.tiny_net()
     net.load_parameters(path)
     for p, w in zip(net.collect_params().values(), ref_weights):
+        torch.testing.assert_close(p.data().detach(), w, atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("world", [2, pytest.param(4, marks=pytest.mark.slow)])
+def test_zero_3_matches_one_process_and_holds_a_slice(world: int, tmp_path) -> None:
+    """Parameters sliced over the ranks between steps, gathered per layer: 5 Adam steps (also
+    with AMP and a step one rank's overflow skips everywhere) equal one process on the global
+    batch; each rank holds 1/dp of the parameters and of the Adam moments; the model's file
+    saved from the gathered parameters loads into a new zero=3 network."""
+    refs = {with_amp: zero_workers.reference(with_amp) for with_amp in (False, True)}
+    _, replica_states, replica_params = refs[False]
+    path = str(tmp_path / "zero3.params")
+    results = run_workers(zero_workers.zero_three, world, path, timeout=240)
+    for with_amp in (False, True):
+        for rank, res in enumerate(results):
+            got = res[with_amp]
+            for k, w in enumerate(refs[with_amp][0]):
+                torch.testing.assert_close(got["weights"][k], w, atol=1e-5, rtol=0, msg=lambda m, k=k,
+                                           a=with_amp, r=rank: f"amp={a} rank {r} #{k}: {m}")
+            for kind, replica in (("state_bytes", replica_states), ("param_bytes", replica_params)):
+                assert 0 < got[kind] <= (1 / world + 0.10) * replica, (kind, rank, got[kind], replica)
+    for res in results:  # refused before any work: a layer-wise optimizer, accumulated gradients
+        assert "norm" in res["refused"][0] and "zero=2" in res["refused"][0], res["refused"]
+        assert "grad_req='add'" in res["refused"][1], res["refused"]
+        assert res["reloaded_bytes"] <= (1 / world + 0.10) * replica_params
+        for got, w in zip(res["reloaded"], refs[True][0]):
+            torch.testing.assert_close(got, w, atol=1e-5, rtol=0)
+    net = zero_workers.tiny_net()
+    net.load_parameters(path)
+    for p, w in zip(net.collect_params().values(), refs[True][0]):
         torch.testing.assert_close(p.data().detach(), w, atol=1e-5, rtol=0)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 from typing import Any
 
@@ -10,7 +11,7 @@ import torch
 import mxtorch as mx
 from mxtorch import amp, autograd, gluon, parallel
 from mxtorch.gluon import nn
-from mxtorch.parallel.zero import optimizer_state_bytes
+from mxtorch.parallel.zero import optimizer_state_bytes, parameter_bytes
 
 STEPS = 5
 GLOBAL_BATCH = 8
@@ -36,9 +37,11 @@ OVERFLOW_STEP = 2
 """With AMP: the step whose last gradient (the last bias) rank 0 makes inf, a step every rank skips."""
 
 
-def train(trainer_of: Any, rank: int, world: int, with_amp: bool = False) -> tuple[list[torch.Tensor], int]:
-    """``STEPS`` Adam steps of this rank's slice of each global batch; the weights and the
-    optimizer-state bytes held (measured between steps, after the last).  ``with_amp``: dynamic
+def train(trainer_of: Any, rank: int, world: int,
+          with_amp: bool = False) -> tuple[list[torch.Tensor], int, int]:
+    """``STEPS`` Adam steps of this rank's slice of each global batch; the weights, the
+    optimizer-state bytes and the most parameter bytes held (measured between steps, the states
+    after the last).  ``with_amp``: dynamic
     loss scaling, and an overflow in one gradient of rank 0 at ``OVERFLOW_STEP``."""
     net = tiny_net()
     trainer = trainer_of(net)
@@ -46,6 +49,7 @@ def train(trainer_of: Any, rank: int, world: int, with_amp: bool = False) -> tup
         amp.init_trainer(trainer)
     loss_fn = gluon.loss.L2Loss()
     per = GLOBAL_BATCH // world
+    param_bytes = parameter_bytes(trainer)
     for step in range(STEPS):
         x, y = global_batch(step)
         x, y = x[rank * per:(rank + 1) * per], y[rank * per:(rank + 1) * per]
@@ -60,11 +64,13 @@ def train(trainer_of: Any, rank: int, world: int, with_amp: bool = False) -> tup
         else:
             loss.backward()
         trainer.step(GLOBAL_BATCH)  # the global batch: gradients are summed (MXNet's rule)
-    weights = [p.data().detach().clone() for p in net.collect_params().values()]
-    return weights, optimizer_state_bytes(trainer)
+        param_bytes = max(param_bytes, parameter_bytes(trainer))
+    with getattr(trainer, "full_parameters", contextlib.nullcontext)():  # zero=3: gathered
+        weights = [p.data().detach().clone() for p in net.collect_params().values()]
+    return weights, optimizer_state_bytes(trainer), param_bytes
 
 
-def reference(with_amp: bool = False) -> tuple[list[torch.Tensor], int]:
+def reference(with_amp: bool = False) -> tuple[list[torch.Tensor], int, int]:
     """One process on the whole global batch with a plain Trainer."""
     return train(lambda net: gluon.Trainer(net.collect_params(), "adam", ADAM, kvstore=None), 0, 1, with_amp)
 
@@ -84,7 +90,7 @@ def zero_stages(save_to: str) -> dict[str, Any]:
             holder["trainer"] = mesh.trainer(net.collect_params(), "adam", ADAM)
             return holder["trainer"]
 
-        weights, state_bytes = train(make, rank, world, with_amp)
+        weights, state_bytes, _ = train(make, rank, world, with_amp)
         out[zero, with_amp] = {"weights": weights, "state_bytes": state_bytes}
         if zero == 2 and not with_amp:
             if rank == 0:
@@ -102,3 +108,43 @@ def _reload_states(trainer: Any, mesh: Any, fname: str) -> bool:
     before, after = trainer._updaters[0].states, again._updaters[0].states
     return bool(before) and sorted(before) == sorted(after) and all(
         torch.equal(a, b) for i in before for a, b in zip(before[i], after[i]))
+
+
+def zero_three(save_to: str) -> dict[str, Any]:
+    """Train with zero=3, without and with AMP; save the model's file (gathered, rank 0 writes)
+    and load it into a new zero=3 network: its gathered weights are the trained ones."""
+    torch.set_num_threads(1)
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    out: dict[str, Any] = {}
+    mesh = parallel.Mesh(parallel.ParallelConfig(dp=world, zero=3))
+    out["refused"] = []
+    for optimizer, grad_req in (("lamb", "write"), ("adam", "add")):
+        net = tiny_net()
+        net.collect_params().setattr("grad_req", grad_req)
+        try:
+            mesh.trainer(net.collect_params(), optimizer, {})
+        except mx.base.MXNetError as e:
+            out["refused"].append(str(e))
+    for with_amp in (False, True):
+        holder: dict[str, Any] = {}
+
+        def make(net: Any, holder: dict[str, Any] = holder) -> Any:
+            holder["net"] = net
+            holder["trainer"] = mesh.trainer(net.collect_params(), "adam", ADAM)
+            return holder["trainer"]
+
+        weights, state_bytes, param_bytes = train(make, rank, world, with_amp)
+        out[with_amp] = {"weights": weights, "state_bytes": state_bytes, "param_bytes": param_bytes}
+    net, trainer = holder["net"], holder["trainer"]
+    with trainer.full_parameters(writeback=False):
+        if rank == 0:
+            net.save_parameters(save_to)
+    torch.distributed.barrier()
+    again = tiny_net()
+    fresh = mesh.trainer(again.collect_params(), "adam", ADAM)
+    with fresh.full_parameters():
+        again.load_parameters(save_to)
+    with fresh.full_parameters(writeback=False):
+        out["reloaded"] = [p.data().detach().clone() for p in again.collect_params().values()]
+    out["reloaded_bytes"] = parameter_bytes(fresh)
+    return out

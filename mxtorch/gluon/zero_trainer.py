@@ -1,26 +1,34 @@
-"""Sharded data parallelism (ZeRO stages 1 and 2) for a Gluon :class:`~mxtorch.gluon.Trainer`
+"""Sharded data parallelism (ZeRO stages 1, 2 and 3) for a Gluon :class:`~mxtorch.gluon.Trainer`
 (here, beside the Trainer whose internals it extends; :mod:`mxtorch.parallel.zero` offers it).
 
-Each data-parallel rank *owns* a share of the trainable parameters (whole parameters, balanced by
-size: largest first to the least-loaded rank, the same on every rank).  A rank keeps optimizer
-states only for the parameters it owns and updates only those; after the update each owner
-broadcasts its parameters, so every rank holds the whole model between steps (the model's file is
-saved and loaded as usual).
+Stages 1 and 2: each data-parallel rank *owns* a share of the trainable parameters (whole
+parameters, balanced by size: largest first to the least-loaded rank, the same on every rank).  A
+rank keeps optimizer states only for the parameters it owns and updates only those; after the
+update each owner broadcasts its parameters, so every rank holds the whole model between steps
+(the model's file is saved and loaded as usual).
 
 * ``zero=1``: gradients are summed over the ranks (all-reduce), optimizer states are sharded;
 * ``zero=2``: each parameter's gradient is summed onto its owner only (a reduce per owner: a
   reduce-scatter of whole parameters) and the other ranks drop theirs before the update.
+* ``zero=3``: every rank keeps ``1/dp`` of each parameter's flat data (and its optimizer states
+  for that slice) between steps; the blocks gather their parameters for forward and backward
+  and free them after (:mod:`.zero_shards`); gradients are reduce-scattered into the slices and
+  the optimizer updates the slices, so it must be elementwise (not LAMB/LARS/LBSGD, whose norms
+  span a whole parameter).  Read or write the whole parameters inside
+  ``with trainer.full_parameters():`` (every rank; e.g. to save or load the model's file).
 
 MXNet's step rule holds: the store-like reduction *sums*, and ``step(batch_size)`` divides by the
 batch size, so scripts pass the global batch.  The optimizer runs per parameter, as a Trainer's
-does, so every optimizer works (LAMB/LARS norms are per parameter, which whole-parameter shards
-keep intact).  Update hooks (AMP's loss scaling) see this rank's share of the reduced gradients;
-an inf or nan on any rank's share skips the step on every rank.
+does, so every optimizer works with stages 1 and 2 (LAMB/LARS norms are per parameter, which
+whole-parameter shards keep intact).  Update hooks (AMP's loss scaling) see this rank's share of
+the reduced gradients; an inf or nan on any rank's share skips the step on every rank.
 ``save_states``/``load_states`` hold this rank's shard: save one file per rank.
 """
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -32,19 +40,21 @@ from ..distributed import group
 from ..profiler import span
 from .parameter import Parameter
 from .trainer import StaleGradientError, Trainer
+from .zero_shards import ParameterShards
 
-__all__ = ["ZeroTrainer", "ZERO_STAGES", "shard_owners", "optimizer_state_bytes"]
+__all__ = ["ZeroTrainer", "ZERO_STAGES", "shard_owners", "optimizer_state_bytes", "parameter_bytes"]
 
-ZERO_STAGES = (0, 1, 2)
-"""The ZeRO stages available: 0 (a plain replica), 1 (optimizer states), 2 (+ gradients)."""
+ZERO_STAGES = (0, 1, 2, 3)
+"""The ZeRO stages: 0 (a plain replica), 1 (optimizer states), 2 (+ gradients), 3 (+ parameters)."""
+
+LAYERWISE_OPTIMIZERS = ("lamb", "lars", "lbsgd")
+"""Optimizers whose step reads a whole parameter's norm: zero=3 (slices of parameters) refuses them."""
 
 
 def check_zero_stage(zero: Any, where: str) -> int:
     """``zero`` as a stage number, or a one-line error naming the stages there are."""
     if isinstance(zero, bool) or not isinstance(zero, int) or zero not in ZERO_STAGES:
-        hint = (" (stage 3, parameters gathered per layer, is not implemented yet: use 2)"
-                if zero == 3 else "")
-        raise ValueError(f"{where}: zero must be one of {ZERO_STAGES}, got {zero!r}{hint}")
+        raise ValueError(f"{where}: zero must be one of {ZERO_STAGES}, got {zero!r}")
     return zero
 
 
@@ -75,9 +85,17 @@ def optimizer_state_bytes(trainer: Trainer) -> int:
     return sum(size(u.states) for u in trainer._updaters)
 
 
+def parameter_bytes(trainer: Trainer) -> int:
+    """Bytes of parameter data this process holds for ``trainer`` now: the tensors of its
+    parameters (a zero=3 trainer's are empty between steps) and a zero=3 trainer's slices."""
+    held = sum(d.numel() * d.element_size() for p in trainer._params if p._data is not None for d in p._data)
+    shards = getattr(trainer, "_shards", None)
+    return held + (shards.held_bytes() if shards is not None else 0)
+
+
 class ZeroTrainer(Trainer):
-    """A Trainer whose data-parallel ranks shard the optimizer states (``zero=1``) and the reduced
-    gradients (``zero=2``); see the module docstring.
+    """A Trainer whose data-parallel ranks shard the optimizer states (``zero=1``), the reduced
+    gradients (``zero=2``) and the parameters (``zero=3``); see the module docstring.
 
     ``process_group``: the data-parallel ranks (e.g. ``parallel.Mesh(cfg).dp_group``); None: the whole job.
     Every rank of the group creates it with the same parameters; it gives every rank the group's
@@ -93,18 +111,39 @@ class ZeroTrainer(Trainer):
         self._dp = dist.get_world_size(process_group)
         self._dp_rank = dist.get_rank(process_group)
         self._owners: dict[int, int] | None = None  # parameter index -> owning rank in the group
+        self._shards: ParameterShards | None = None  # zero=3: this rank's slices
+        self._grad_shards: dict[int, torch.Tensor] = {}  # zero=3: reduced slices of the gradients
         super().__init__(params, optimizer, optimizer_params, kvstore=None, update_on_kvstore=False)
+        name = type(self._optimizer).__name__.lower()
+        if self._zero == 3 and name in LAYERWISE_OPTIMIZERS:
+            raise MXNetError(f"ZeroTrainer(zero=3): optimizer {name!r} scales each step by a whole "
+                             "parameter's norm, but each rank updates a slice: use zero=2, or an "
+                             "elementwise optimizer (sgd, adam, ...)")
         if all(p._data is not None for p in self._params):
             self._plan()  # now, before the first forward: every rank starts from the same weights
 
     @property
     def zero(self) -> int:
-        """The ZeRO stage (1: optimizer states sharded; 2: + gradients)."""
+        """The ZeRO stage (1: optimizer states sharded; 2: + gradients; 3: + parameters)."""
         return self._zero
 
     def owner(self, param: Parameter) -> int:
-        """The rank (in the data-parallel group) that updates ``param``."""
+        """The rank (in the data-parallel group) that updates ``param`` (zero 1 and 2; with
+        zero=3 every rank updates its slice of every parameter)."""
+        if self._zero == 3:
+            raise MXNetError("ZeroTrainer.owner: with zero=3 every rank owns a slice of every parameter")
         return self._plan()[self._param2idx[id(param)]]
+
+    @contextlib.contextmanager
+    def full_parameters(self, writeback: bool = True) -> Iterator[None]:
+        """The whole parameters inside (zero=3 gathers them: every rank of the group enters;
+        with ``writeback`` changes made inside, e.g. ``net.load_parameters``, are kept)."""
+        self._plan()
+        if self._shards is None:
+            yield
+            return
+        with self._shards.whole(writeback):
+            yield
 
     def _global(self, r: int) -> int:
         return r if self._pg is None else dist.get_global_rank(self._pg, r)
@@ -120,10 +159,16 @@ class ZeroTrainer(Trainer):
                 if len(p._data) != 1:  # type: ignore[arg-type]
                     raise MXNetError(f"ZeroTrainer: parameter {p.name!r} lives on {len(p._data)} "  # type: ignore[arg-type]
                                      "contexts; sharded data parallelism takes one context per process")
+                if self._zero == 3 and p._grad_req == "add":
+                    raise MXNetError(f"ZeroTrainer(zero=3): parameter {p.name!r} has grad_req='add', but "
+                                     "zero=3 keeps only a slice of each reduced gradient: use 'write', "
+                                     "or zero=2 to accumulate gradients over several backward passes")
             owners = shard_owners([p._data[0].numel() for _, p in trainable], self._dp)  # type: ignore[index]
             self._owners = {i: r for (i, _), r in zip(trainable, owners)}
             with torch.no_grad(), span("zero.broadcast_initial"):
                 self._broadcast({i: 0 for i in range(len(self._params)) if self._params[i]._data is not None})
+            if self._zero == 3:
+                self._shards = ParameterShards(dict(trainable), self._pg, self._dp, self._dp_rank)
         return self._owners
 
     def _buckets(self, indices: dict[int, int]) -> list[tuple[int, list[torch.Tensor]]]:
@@ -145,6 +190,12 @@ class ZeroTrainer(Trainer):
     # ---- the step --------------------------------------------------------------------
     def reduce_gradients(self) -> None:
         owners = self._plan()
+        if self._shards is not None:
+            self._shards.free_all()  # backward is over: what a block left gathered goes
+            self._grad_shards = self._shards.reduce_scatter_grads()
+            if self._update_hooks:
+                self._agree_on_overflow(list(self._grad_shards.values()))
+            return
         have = {i: r for i, r in owners.items() if self._params[i]._data[0].grad is not None}  # type: ignore[index]
         with torch.no_grad(), span("zero.reduce_gradients", stage=self._zero):
             by_dtype: dict[torch.dtype, list[tuple[int, torch.Tensor]]] = {}
@@ -189,14 +240,15 @@ class ZeroTrainer(Trainer):
             _unflatten_into(flat, grads)
 
     def _live(self, ignore_stale_grad: bool) -> list[tuple[int, Parameter]]:
-        """The parameters this rank updates: its own, with their reduced gradients."""
+        """The parameters this rank updates: its own (zero=3: all, by slices), with their reduced
+        gradients."""
         owners = self._plan()
         out = []
         for i, r in sorted(owners.items()):
-            if r != self._dp_rank:
+            if r != self._dp_rank and self._shards is None:
                 continue
             p = self._params[i]
-            if p._data[0].grad is None:  # type: ignore[index]
+            if (i not in self._grad_shards if self._shards is not None else p._data[0].grad is None):  # type: ignore[index]
                 if ignore_stale_grad:
                     continue
                 raise StaleGradientError(
@@ -207,12 +259,27 @@ class ZeroTrainer(Trainer):
         return out
 
     def _run_update_hook(self, ignore_stale_grad: bool) -> bool:
+        if self._shards is not None:
+            self._live(ignore_stale_grad)  # the stale-gradient error first, as a Trainer's
+            factor = self._update_hooks.before_update(self, list(self._grad_shards.values()))
+            if factor is None:
+                self._grad_shards = {}  # skipped: this step's gradients are discarded
+                return False
+            self._optimizer.rescale_grad *= float(factor)
+            return True
         updated = super()._run_update_hook(ignore_stale_grad)
         if not updated:  # skipped: the other ranks' gradients are discarded too
             self._drop_others_grads(zero_add=True)
         return updated
 
     def _update(self, ignore_stale_grad: bool = False) -> None:
+        if self._shards is not None:
+            live = [i for i, _ in self._live(ignore_stale_grad)]
+            shards = self._shards.shards
+            with torch.no_grad(), span("zero.update_slices", stage=3):
+                self._updaters[0](live, [self._grad_shards[i] for i in live], [shards[i] for i in live])
+            self._grad_shards = {}
+            return
         super()._update(ignore_stale_grad)
         with torch.no_grad(), span("zero.broadcast_parameters", stage=self._zero):
             self._broadcast(self._plan())

@@ -28,7 +28,8 @@ class ParallelConfig:
     """``dp`` data-parallel replicas × ``pp`` pipeline stages × ``tp`` tensor-parallel shards.
 
     ``zero``: how the data-parallel ranks shard the training state (:mod:`.zero`): 0 a plain
-    replica, 1 optimizer states, 2 optimizer states and reduced gradients (``Mesh.trainer``).
+    replica, 1 optimizer states, 2 optimizer states and reduced gradients, 3 also the parameters
+    (gathered per layer for forward and backward; ``Mesh.trainer``).
     """
 
     dp: int = 1

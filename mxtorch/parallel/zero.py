@@ -1,4 +1,4 @@
-"""Sharded data parallelism (ZeRO stages 1 and 2): ``ParallelConfig(dp, zero=1|2)`` and
+"""Sharded data parallelism (ZeRO stages 1, 2 and 3): ``ParallelConfig(dp, zero=1|2|3)`` and
 ``Mesh(cfg).trainer(...)``.  The trainer lives in :mod:`mxtorch.gluon.zero_trainer`, beside the
 Trainer whose internals it extends."""
 
@@ -7,7 +7,9 @@ from ..gluon.zero_trainer import (
     ZeroTrainer,
     check_zero_stage,
     optimizer_state_bytes,
+    parameter_bytes,
     shard_owners,
 )
 
-__all__ = ["ZeroTrainer", "ZERO_STAGES", "check_zero_stage", "shard_owners", "optimizer_state_bytes"]
+__all__ = ["ZeroTrainer", "ZERO_STAGES", "check_zero_stage", "shard_owners", "optimizer_state_bytes",
+           "parameter_bytes"]
