@@ -6,6 +6,7 @@ Each trains a small Gluon network for a few steps under ``mx.profiler`` and dump
 
 from __future__ import annotations
 
+import glob
 import os
 from typing import Any
 
@@ -98,3 +99,42 @@ def horovod_timeline_job(folder: str, steps: int) -> dict[str, Any]:
     hvd.grouped_allreduce([torch.ones(2), torch.zeros(4, dtype=torch.float64)], name="pair")
     hvd.stop_timeline()
     return {"rank": hvd.rank(), "params": sorted(net.collect_params().keys())}
+
+
+def pipeline_job(folder: str) -> dict[str, Any]:
+    """pp=2 on two ranks: one profiled training step per schedule (GPipe, 1F1B, and the looped
+    interleaved 1F1B and zero-bubble with two stages per rank), each rank's trace dumped into
+    ``folder``; then one step without a profiler under a SpanClock (what ``mxtorch train`` counts as
+    communication wait)."""
+    import torch.distributed as dist
+
+    import mxtorch as mx
+    from mxtorch import gluon, parallel
+    from mxtorch.profiler.clock import COMM_SPANS, SpanClock
+
+    g = torch.Generator().manual_seed(3)
+    x, y = torch.randn(8, 6, generator=g), torch.randint(0, 3, (8,), generator=g)
+    loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
+    out: dict[str, Any] = {}
+    for schedule, per_rank in (("gpipe", 1), ("1f1b", 1), ("interleaved", 2), ("zero_bubble", 2)):
+        torch.manual_seed(0)
+        net = gluon.nn.HybridSequential()
+        net.add(gluon.nn.Dense(5, activation="relu", in_units=6),
+                gluon.nn.Dense(5, activation="tanh", in_units=5),
+                gluon.nn.Dense(4, activation="relu", in_units=5), gluon.nn.Dense(3, in_units=4))
+        net.initialize(mx.init.Xavier())
+        pnet = parallel.parallelize(net, parallel.ParallelConfig(pp=2), micro_batches=2, schedule=schedule,
+                                    stages_per_rank=per_rank, kvstore=None)
+        first = pnet.train_step(x, y, loss_fn)  # shapes relayed and the schedule built before profiling
+        mx.profiler.set_config(profile_all=True,
+                               filename=os.path.join(folder, f"{schedule}.r{dist.get_rank()}.json"))
+        mx.profiler.set_state("run")
+        second = pnet.train_step(x, y, loss_fn)
+        mx.profiler.set_state("stop")
+        mx.profiler.dump()
+        [path] = glob.glob(os.path.join(folder, f"{schedule}.r{dist.get_rank()}*.json"))
+        with SpanClock({"comm": COMM_SPANS}) as clock:
+            third = pnet.train_step(x, y, loss_fn)
+        out[schedule] = {"trace": path, "stages": pnet.stages, "comm_s": clock.seconds["comm"],
+                         "losses": [first, second, third]}
+    return out

@@ -115,3 +115,33 @@ def test_dist_sync_job_profiles_workers_and_server(tmp_path):
     assert _rows(merged) == {"rank 0", "rank 1", "server 0"}
     how = {(p["role"], p["rank"]): p["aligned_by"] for p in merged["mxtorch"]["processes"]}
     assert how[("server", 0)] == "rank 0's round trips" and how[("worker", 1)] == "round trips to server0"
+
+
+def test_pipeline_sends_and_receives_are_spanned_per_stage_and_micro_batch(tmp_path):
+    """pp=2 over gloo: under every schedule each rank's trace holds a pipeline.send / pipeline.recv
+    span (and its .wait) for every micro-batch its stages exchange, with stage, micro-batch, kind,
+    peer and bytes; a SpanClock counts them as communication wait without a profiler."""
+    res = run_workers(w.pipeline_job, 2, str(tmp_path), timeout=240)
+    for schedule in ("gpipe", "1f1b", "interleaved", "zero_bubble"):
+        stages = {r: res[r][schedule]["stages"] for r in (0, 1)}
+        last = max(stages[0] + stages[1])
+        for r in (0, 1):
+            got = res[r][schedule]
+            # no update between the steps: spanned or not, each step computes the same loss
+            assert got["losses"] == [res[0][schedule]["losses"][0]] * 3, (schedule, r)
+            spans = _spans(got["trace"])
+            seen = {}
+            for name in ("mxtorch/pipeline.send", "mxtorch/pipeline.recv", "mxtorch/pipeline.send.wait",
+                        "mxtorch/pipeline.recv.wait"):
+                events = spans.get(name, [])
+                assert all(e["args"]["peer"] == 1 - r and e["args"]["bytes"] > 0 for e in events), events[:2]
+                seen[name] = sorted((e["args"]["kind"], e["args"]["stage"], e["args"]["micro_batch"])
+                                    for e in events)
+            # every stage sends its activations on unless it is the last, its gradients back unless first
+            sends = sorted([("activation", s, m) for s in stages[r] if s < last for m in (0, 1)]
+                           + [("gradient", s, m) for s in stages[r] if s > 0 for m in (0, 1)])
+            recvs = sorted([("activation", s, m) for s in stages[r] if s > 0 for m in (0, 1)]
+                           + [("gradient", s, m) for s in stages[r] if s < last for m in (0, 1)])
+            assert seen["mxtorch/pipeline.send"] == seen["mxtorch/pipeline.send.wait"] == sends, (schedule, r)
+            assert seen["mxtorch/pipeline.recv"] == seen["mxtorch/pipeline.recv.wait"] == recvs, (schedule, r)
+            assert got["comm_s"] > 0, (schedule, r)

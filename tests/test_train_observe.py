@@ -199,7 +199,7 @@ def test_parameter_server_job_writes_the_servers_load(tmp_path, small_data):
 
 @pytest.mark.slow  # slow tier (scripts/test.sh -m slow): a faster test of this path stays in the default run
 def test_pipelined_job_writes_its_tags_steps_and_traces(tmp_path, small_data):
-    """--pp 2: the two stages' ranks run the same hooks (their P2P waits are not spanned: compute)."""
+    """--pp 2: the two stages' ranks run the same hooks; waiting for the other stage is communication."""
     tb, prof = tmp_path / "tb", tmp_path / "prof"
     r = subprocess.run([sys.executable, "-m", "mxtorch.cli.main",
                         *_train_args(small_data, tmp_path, "--pp", "2", "--tensorboard", str(tb),
@@ -211,6 +211,7 @@ def test_pipelined_job_writes_its_tags_steps_and_traces(tmp_path, small_data):
     assert set(_scalars(tb / "rank1")) == _rank_tags(1)
     rows = sorted((s["step"], s["rank"]) for s in _steps(tmp_path))
     assert rows == [(i, r) for i in range(1, 9) for r in (0, 1)]
+    assert all(s["comm_wait_s"] > 0 for s in _steps(tmp_path))  # every step sends and receives
     for rank in (0, 1):
         trace = json.loads((prof / f"profile.rank{rank}.json").read_text())
         assert len([e for e in trace["traceEvents"] if e.get("name") == "mxtorch/trainer.step"]) == 5

@@ -411,13 +411,14 @@ class PipelineNet:
         return metas
 
     def _run(self, x: torch.Tensor, n_micro: int, train: bool) -> Any:
-        from torch.distributed.pipelining import PipelineStage
         from torch.distributed.pipelining.schedules import (
             Schedule1F1B,
             ScheduleGPipe,
             ScheduleInterleaved1F1B,
             ScheduleInterleavedZeroBubble,
         )
+
+        from .traced_stage import TracedStage  # torch's stage, its sends and receives spanned
 
         mb_shape = (x.shape[0] // n_micro, *x.shape[1:])
         key = (mb_shape, x.dtype, n_micro, train)
@@ -430,7 +431,7 @@ class PipelineNet:
             # torch reads requires_grad from these examples: received activations need gradients
             # (their owner waits for them) except the net's input
             grad_in = train and s > 0 and idt.is_floating_point
-            stages.append(PipelineStage(
+            stages.append(TracedStage(
                 self._modules[s], s, self.num_stages, self.device,
                 input_args=torch.empty(ishape, dtype=idt, device=self.device, requires_grad=grad_in),
                 output_args=torch.empty(oshape, dtype=odt, device=self.device,

@@ -28,8 +28,9 @@ __all__ = ["COMM_SPANS", "DATA_SPANS", "SpanClock"]
 
 DATA_SPANS = ("data.wait",)
 """The spans of waiting for a batch."""
-COMM_SPANS = ("allreduce", "allreduce.wait", "broadcast", "pushpull", "ps.push", "ps.pull")
-"""The spans of waiting for the other workers or the parameter servers."""
+COMM_SPANS = ("allreduce", "allreduce.wait", "broadcast", "pushpull", "ps.push", "ps.pull",
+              "pipeline.send", "pipeline.recv", "pipeline.send.wait", "pipeline.recv.wait")
+"""The spans of waiting for the other workers, the parameter servers or the neighbouring pipeline stages."""
 
 
 class _GroupTimer:
