@@ -242,3 +242,47 @@ def test_a_refused_compress_leaves_the_residual_alone():
     with pytest.raises(CompressionError, match="elements before"):
         comp.compress(torch.ones(5), key="w")
     assert_bits_equal(comp.residual("w"), before)
+
+
+def test_top_k_numpy_and_torch_passes_agree(monkeypatch):
+    """float32 on the CPU selects and decompresses through NumPy; the torch route (other dtypes and
+    devices) must give the same positions, values, residual and dense gradient, NaN and ties included."""
+    import mxtorch.compression.topk as topk_module
+
+    n = 2 * BLOCK + 45
+    grad = torch.randn(n, generator=torch.Generator().manual_seed(5))
+    grad[::97] = 1.5  # many equal magnitudes around the k-th place
+    grad[[0, n // 3, n - 1]] = float("nan")
+    results = []
+    for numpy_route in (True, False):
+        if not numpy_route:
+            monkeypatch.setattr(topk_module, "numpy_shareable", lambda t: False)
+        comp = TopKCompressor(0.02)
+        payload, ctx = comp.compress(grad, key=0)
+        results.append((payload, comp.decompress(payload, ctx), comp.residual(0)))
+    (p_np, d_np, r_np), (p_t, d_t, r_t) = results
+    assert torch.equal(p_np[1], p_t[1])
+    assert_bits_equal(p_np[0], p_t[0])
+    assert_bits_equal(d_np, d_t)
+    assert_bits_equal(r_np, r_t)
+
+
+@pytest.mark.parametrize("shape,dtype", [((300, 200), torch.float32), ((64, 48, 3), torch.float16),
+                                         ((500,), torch.float32)], ids=str)
+def test_powersgd_in_place_matches_the_generic_route(shape, dtype):
+    """PowerSGD works on the key's residual buffer; over steps it sends the same factors and keeps
+    the same residual (up to the rounding of the fused ``M - P @ Q.T``) as encode-decode-subtract."""
+    from mxtorch.compression import PowerSGDCompressor
+
+    class Generic(PowerSGDCompressor):
+        encodes_in_place = False
+
+    fast, slow = PowerSGDCompressor(rank=2), Generic(rank=2)
+    for s in range(STEPS):
+        grad = torch.randn(shape, generator=torch.Generator().manual_seed(40 + s)).to(dtype)
+        (pa, ca), (pb, cb) = fast.compress(grad, key=3), slow.compress(grad, key=3)
+        assert len(pa) == len(pb) == (1 if len(shape) == 1 else 2)
+        for a, b in zip(pa, pb):
+            torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-4)
+        torch.testing.assert_close(fast.decompress(pa, ca), slow.decompress(pb, cb), rtol=1e-3, atol=1e-3)
+        torch.testing.assert_close(fast.residual(3), slow.residual(3), rtol=1e-4, atol=1e-4)

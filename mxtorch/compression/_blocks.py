@@ -13,9 +13,10 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 
+import numpy as np
 import torch
 
-__all__ = ["BLOCK_ALIGN", "blocks", "scratch"]
+__all__ = ["BLOCK_ALIGN", "accumulate", "blocks", "numpy_shareable", "scratch"]
 
 BLOCK_ALIGN = 64
 """Every block but the last starts and ends at a multiple of this many elements (whole words
@@ -54,3 +55,22 @@ def scratch(slot: int, numel: int, dtype: torch.dtype, device: torch.device) -> 
         buf = torch.empty(max(nbytes, BLOCK_ALIGN), dtype=torch.uint8, device=device)
         buffers[(slot, device)] = buf
     return buf[:nbytes].view(dtype)
+
+
+def numpy_shareable(t: torch.Tensor) -> bool:
+    """Whether NumPy can work on ``t``'s memory in place: a plain, contiguous float32/float64 CPU
+    tensor outside autograd.  NumPy's SIMD kernels add, compare and find positions about twice as
+    fast as torch's single-threaded ones on this kind of machine (a 100 MiB ``add``: 9-11 ms
+    against 20 ms), so the compressors' eager passes take that route on the CPU."""
+    return (t.device.type == "cpu" and t.dtype in (torch.float32, torch.float64) and t.is_contiguous()
+            and not t.requires_grad and type(t) is torch.Tensor)
+
+
+def accumulate(buf: torch.Tensor, grad: torch.Tensor) -> torch.Tensor:
+    """``buf += grad`` (flat tensors of one length), through NumPy where both allow it; ``buf``."""
+    if buf.dtype == grad.dtype and numpy_shareable(buf) and numpy_shareable(grad):
+        b = buf.numpy()
+        with np.errstate(all="ignore"):  # inf - inf is NaN silently, as in torch
+            np.add(b, grad.numpy(), out=b)
+        return buf
+    return buf.add_(grad)

@@ -13,6 +13,13 @@ every entry of the true top-``k``, so the entries sent are exactly the top-``k``
 magnitudes at the ``k``-th place the lowest positions are sent (``torch.topk`` promises no
 order among ties), and the payload lists positions in ascending order.  The sample changes
 the speed, never the result.
+
+On the CPU, float32 and float64 gradients take that pass and the decompression through NumPy on
+the same memory (no copy): its SIMD kernels add, compare and find positions at about twice the
+speed of torch's single-threaded ones here, and ``numpy.zeros`` (``calloc``) hands back pages the
+kernel zeroes only where the scatter writes, where ``torch.zeros`` writes every byte: measured on
+a 100 MiB gradient (1 torch thread, ``bench/compression.py``), compress 105 -> 67 ms and
+decompress 62 -> 15 ms against a 69 ms ``clone()``.  The selected positions are the same.
 """
 
 from __future__ import annotations
@@ -21,9 +28,10 @@ import math
 from dataclasses import replace
 from typing import Any
 
+import numpy as np
 import torch
 
-from ._blocks import blocks, scratch
+from ._blocks import blocks, numpy_shareable, scratch
 from .base import CompressionContext, CompressionError, Compressor, Key, Payload
 
 __all__ = ["TopKCompressor"]
@@ -104,8 +112,13 @@ class TopKCompressor(Compressor):
                                    f"and {indices.dtype}")
         if indices.numel() and (int(indices.min()) < 0 or int(indices.max()) >= ctx.numel):
             raise CompressionError(f"topk indices outside 0..{ctx.numel - 1}")
-        dense = torch.zeros(ctx.numel, dtype=values.dtype, device=values.device)
-        dense[indices.to(torch.int64)] = values
+        if numpy_shareable(values) and indices.device.type == "cpu":
+            out = np.zeros(ctx.numel, dtype=values.numpy().dtype)  # calloc: pages zeroed when touched
+            out[indices.numpy()] = values.numpy()
+            dense = torch.from_numpy(out)
+        else:
+            dense = torch.zeros(ctx.numel, dtype=values.dtype, device=values.device)
+            dense[indices.to(torch.int64)] = values
         return dense.to(ctx.dtype).reshape(ctx.shape).to(ctx.device)
 
 
@@ -120,16 +133,43 @@ def _sampled_top_k(buf: torch.Tensor, grad: torch.Tensor, k: int) -> torch.Tenso
     expected = _SAMPLE * k / n
     keep = min(_SAMPLE, math.ceil(expected + 4 * math.sqrt(expected) + 16))
     tau = torch.kthvalue(sample, _SAMPLE - keep + 1).values  # NaN ranks highest, as in topk
+    if numpy_shareable(buf) and numpy_shareable(grad) and buf.dtype == grad.dtype:
+        candidates = _candidates_numpy(buf, grad, tau)
+    else:
+        candidates = _candidates_torch(buf, grad, tau)
+    if candidates.numel() < k:
+        return None
+    return candidates[_first_k_largest(buf[candidates].abs_(), k)]
+
+
+def _candidates_numpy(buf: torch.Tensor, grad: torch.Tensor, tau: torch.Tensor) -> torch.Tensor:
+    """:func:`_candidates_torch` through NumPy on the same memory."""
+    b, g, t = buf.numpy(), grad.numpy(), tau.numpy()
+    found = []
+    with np.errstate(all="ignore"):  # inf - inf is NaN silently, as in torch
+        for start, stop in blocks(b.size, buf.device):
+            block = b[start:stop]
+            np.add(block, g[start:stop], out=block)
+            mag = np.abs(block, out=scratch(0, stop - start, buf.dtype, buf.device).numpy())
+            hit = np.less(mag, t, out=scratch(1, stop - start, torch.bool, buf.device).numpy())
+            np.logical_not(hit, out=hit)  # NaN is not below
+            at = np.flatnonzero(hit)
+            at += start
+            found.append(at)
+    return torch.from_numpy(np.concatenate(found))
+
+
+def _candidates_torch(buf: torch.Tensor, grad: torch.Tensor, tau: torch.Tensor) -> torch.Tensor:
+    """Add ``grad`` to ``buf`` block by block and return the positions (ascending) where
+    ``|buf| >= tau`` or ``buf`` is NaN."""
+    n = buf.numel()
     found = []
     for start, stop in blocks(n, buf.device):
         block = buf[start:stop].add_(grad[start:stop])
         below = torch.lt(torch.abs(block, out=scratch(0, stop - start, buf.dtype, buf.device)), tau,
                          out=scratch(1, stop - start, torch.bool, buf.device))
         found.append(torch.nonzero(below.logical_not_()).view(-1).add_(start))  # NaN is not below
-    candidates = torch.cat(found)
-    if candidates.numel() < k:
-        return None
-    return candidates[_first_k_largest(buf[candidates].abs_(), k)]
+    return torch.cat(found)
 
 
 def _first_k_largest(mag: torch.Tensor, k: int) -> torch.Tensor:
