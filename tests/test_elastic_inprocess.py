@@ -31,6 +31,7 @@ from mxtorch.launcher.elastic import host_store
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKER = str(Path(__file__).resolve().parent / "elastic_inprocess_workers.py")
+TRAINER_WORKER = str(Path(__file__).resolve().parent / "hvd_elastic_trainer_worker.py")
 
 
 # ---- one process ----------------------------------------------------------------------------------
@@ -349,9 +350,10 @@ def test_a_joiner_never_forms_a_group_of_its_own_beside_the_running_one():
 class Job:
     """Worker processes of one in-process elastic job, meeting at a store this test hosts."""
 
-    def __init__(self, out: Path, n: int, min_workers: int, max_workers: int, **env: str) -> None:
+    def __init__(self, out: Path, n: int, min_workers: int, max_workers: int, worker: str = WORKER,
+                 **env: str) -> None:
         out.mkdir(parents=True, exist_ok=True)
-        self.out = out
+        self.out, self.worker = out, worker
         self.store = _job_store(min_workers, max_workers, start=n)
         path = os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])
         self.env = {**os.environ, "PYTHONPATH": path, MXTORCH_ELASTIC_MODE: "inprocess",
@@ -364,7 +366,7 @@ class Job:
     def start(self, drop: tuple[str, ...] = ()) -> subprocess.Popen[bytes]:
         env = {k: v for k, v in self.env.items() if k not in drop}
         log = open(self.out / f"log.{len(self.procs)}", "wb")
-        p = subprocess.Popen([sys.executable, WORKER, str(self.out)], env=env, stdout=log,
+        p = subprocess.Popen([sys.executable, self.worker, str(self.out)], env=env, stdout=log,
                              stderr=subprocess.STDOUT)
         log.close()
         self.procs.append(p)
@@ -430,6 +432,30 @@ def test_a_worker_lost_mid_epoch_the_survivors_finish_in_the_same_processes(tmp_
     # left in place made it -376.7 against -389.2)
     ours, theirs = next(iter(results.values()))["checksum"], next(iter(reference.values()))["checksum"]
     assert abs(ours - theirs) <= 1e-4 * abs(theirs)
+
+
+@pytest.mark.timeout(600)
+def test_hvd_distributed_trainer_averages_over_the_re_formed_group(tmp_path):
+    """3 workers, rank r's gradient r + 1 (tests/hvd_elastic_trainer_worker.py): a step moves the
+    weight by -0.25 * mean gradient, -0.5 on 3 workers; rank 1 is killed before step 8, the two
+    survivors go back to the commit of step 5 and must move it by -0.25 * (1 + 2) / 2 = -0.375 a
+    step (a trainer still dividing by 3 moves it by -0.25), through the 'horovod' store and the
+    trainer's own reduction alike."""
+    job = Job(tmp_path / "hvd", 3, 2, 3, worker=TRAINER_WORKER, H25_VICTIM="1:8")
+    try:
+        victim, = job.wait_for("victim", 1, 300)
+        os.kill(victim, signal.SIGKILL)
+        codes = job.finish(300)
+    finally:
+        job.finish(10)
+    survivors = [p.pid for p in job.procs if p.pid != victim]
+    assert codes == {**{pid: 0 for pid in survivors}, victim: -signal.SIGKILL}, job.logs()
+    results = job.results()
+    assert sorted(results) == sorted(survivors), job.logs()  # the same processes finished the job
+    assert sorted((r["rank"], r["size"]) for r in results.values()) == [(0, 2), (1, 2)]
+    for r in results.values():
+        assert r["moves"] == [[2, -0.375, -0.375]] * 15, r["moves"]  # steps 5..19 after the change
+        assert r["w"] == [5 * -0.5 + 15 * -0.375] * 2  # -8.125 on both survivors, both trainers
 
 
 @pytest.mark.timeout(600)

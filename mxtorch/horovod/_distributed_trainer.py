@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -9,6 +10,7 @@ import torch
 
 from .. import kvstore as kvs
 from .. import optimizer as opt
+from ..elastic import inprocess
 from ..gluon.parameter import Parameter
 from ..gluon.trainer import Trainer
 from . import _basics, _ops
@@ -65,6 +67,17 @@ def _set_size(process_set: Any) -> int:
     return size
 
 
+_elastic_trainers: weakref.WeakSet[DistributedTrainer] = weakref.WeakSet()
+
+
+def _follow_reformed_group() -> None:
+    for trainer in list(_elastic_trainers):
+        trainer._follow_group()
+
+
+inprocess.on_reform(_follow_reformed_group)  # after hvd's own hooks (hvd.size(), the process sets)
+
+
 class DistributedTrainer(Trainer):
     """A :class:`mxtorch.gluon.Trainer` whose ``step`` averages gradients over all Horovod ranks.
 
@@ -84,6 +97,9 @@ class DistributedTrainer(Trainer):
 
     ``process_set``: the gradients are averaged over that set's ranks only (Horovod's rule: ranks
     outside it do not reduce, and every rank divides by the set's size).
+
+    In an in-process elastic job (``hvd.elastic.run``) a trainer on the global set follows each
+    re-formed group: it averages over the new ``hvd.size()`` from the next step on.
     """
 
     def __init__(
@@ -111,20 +127,64 @@ class DistributedTrainer(Trainer):
         self._num_groups = _check_num_groups(num_groups)
         self._compression = compression
         self._prefix = prefix or ""
-        plain = (compression is NoneCompressor or isinstance(compression, NoneCompressor)) and \
+        self._plain = (compression is NoneCompressor or isinstance(compression, NoneCompressor)) and \
             self._predivide == 1.0 and self._num_groups == 0 and process_set is global_process_set
         # With Horovod's defaults the 'horovod' KVStore does the work: it reduces gradients while
         # backward runs and the Trainer divides by the global batch.  Compression, pre-division and
-        # explicit groups need the reduction below.
-        store = kvs.create("horovod") if world > 1 and plain else None
-        self._own_reduction = world > 1 and not plain and bool(process_set.included())
+        # explicit groups need the reduction below.  In an in-process elastic job the store is there
+        # at any size: a joiner runs alone until it is admitted, then steps with the others.
+        elastic = inprocess.current() is not None
+        store = kvs.create("horovod") if self._plain and (world > 1 or elastic) else None
+        self._lost_set: str | None = None
+        self._averaging = 1.0
+        self._world = world
+        self._own_reduction = False
         super().__init__(params, optimizer, optimizer_params, kvstore=store, update_on_kvstore=False)
+        self._set_averaging(world)
+        if elastic:
+            _elastic_trainers.add(self)
+
+    def _set_averaging(self, world: int) -> None:
+        """Average over ``world`` ranks from now on: the reduction path and the gradient scale."""
+        self._world = world
+        self._own_reduction = world > 1 and not self._plain and bool(self._process_set.included())
         # As Horovod: the average over ranks goes into the gradient scale, not into the reduced
-        # sums (a plain gluon.Trainer sums, as MXNet does, and divides only by batch_size).
-        outside = not process_set.included()  # Horovod scales these ranks' own gradients the same way
-        self.gradient_scale *= (self._predivide if self._own_reduction or outside else 1.0) / world
+        # sums (a plain gluon.Trainer sums, as MXNet does, and divides only by batch_size).  Horovod
+        # scales the ranks outside the set the same way.  A ratio keeps a scale the user set since.
+        outside = not self._process_set.included()
+        averaging = (self._predivide if self._own_reduction or outside else 1.0) / world
+        self.gradient_scale *= averaging / self._averaging
+        self._averaging = averaging
+
+    def _follow_group(self) -> None:
+        """The in-process elastic job re-formed its group (``hvd.size()`` is the new one): average
+        over the new size; the 'horovod' store follows the group too.  A trainer on an added process
+        set cannot follow (the job's sets are dropped, as in Horovod's elastic mode): its next step
+        says so."""
+        if self._process_set is not global_process_set:
+            self._lost_set = str(self._process_set)
+            return
+        kv = self.kvstore
+        if kv is not None and hasattr(kv, "rejoin"):
+            kv.rejoin()
+        self._set_averaging(_basics.size())
+
+    def _check_group(self) -> None:
+        if self._lost_set is not None:
+            raise ValueError(f"hvd.DistributedTrainer: its process set {self._lost_set} was dropped when the "
+                             "elastic job re-formed its group; create the trainer again on a set added after "
+                             "the change (or on the global set, which follows the job)")
+
+    def step(self, batch_size: int, ignore_stale_grad: bool = False) -> None:
+        self._check_group()
+        super().step(batch_size, ignore_stale_grad)
+
+    def update(self, batch_size: int, ignore_stale_grad: bool = False) -> None:
+        self._check_group()
+        super().update(batch_size, ignore_stale_grad)
 
     def reduce_gradients(self) -> None:
+        self._check_group()
         if not self._own_reduction:
             super().reduce_gradients()
             return

@@ -9,10 +9,12 @@ Gluon block and a Trainer, or anything with ``state_dict``/``load_state_dict``).
 torch.distributed, or an mxtorch error raised from one, where Horovod raises ``HorovodInternalError``.
 
 ``hvd.init()`` in an in-process elastic job joins it (:func:`mxtorch.elastic.init`), and
-``hvd.rank()``/``hvd.size()`` follow each re-formed group.  Horovod's ``DistributedTrainer`` fixes
-its averaging factor and store when it is created: in an elastic job, train with
-``gluon.Trainer(..., kvstore='horovod')`` and ``step(global_batch)`` (MXNet's rule, which the
-default reset keeps), not with ``hvd.DistributedTrainer``.
+``hvd.rank()``/``hvd.size()`` follow each re-formed group, and so does ``hvd.DistributedTrainer``
+on the global set: after the change it averages over the new ``hvd.size()`` (its store or its own
+reduction runs on the new group), so ``step(local_batch)`` keeps Horovod's rule at any size.  A
+trainer on an added process set cannot follow (the sets are dropped, as in Horovod's elastic
+mode): its next step raises.  ``gluon.Trainer(..., kvstore='horovod')`` with ``step(global_batch)``
+(MXNet's rule, which the default reset keeps) works as well.
 """
 
 from __future__ import annotations
