@@ -1,0 +1,291 @@
+"""The worker side of bench/scaling.py: one rank replaying a model's training step.
+
+Compute is a sleep (each layer's accelerator seconds x the dilation ``k``, to absolute deadlines
+so that late wake-ups do not add up); communication is real: gloo all-reduces of gradient
+buckets launched as their last layer's sleep ends (overlap) or after the backward, mxtorch's
+allreduce store with a compressor (it compresses at step time, after the backward), or
+mxtorch's ``dist_sync`` / ``dist_async`` store, each layer's gradients pushed and pulled by a
+communication thread as soon as the layer is done.  Gradients are the model's sizes divided by
+``scale`` (the links are shaped ``scale`` x slower too, so a byte takes the same dilated time).
+
+Each schedule is timed over ``steps`` steps after ``warmup``; the rank reports, per schedule,
+the mean step (dilated seconds), its process CPU seconds over that window and the window's
+wall time, plus the measured per-message latency ``alpha`` (dilated seconds).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import statistics
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from _scaling_models import Layer, Replay, buckets
+
+RESULT = "SCALING-RESULT "
+
+
+def replay_from_config(cfg: dict[str, Any]) -> Replay:
+    layers = tuple(Layer(n, float(s), tuple(int(x) for x in g)) for n, s, g in cfg["layers"])
+    return Replay(cfg["name"], float(cfg["forward_s"]), layers, cfg["batch"])
+
+
+def replay_to_config(r: Replay) -> dict[str, Any]:
+    return {"name": r.name, "forward_s": r.forward_s, "batch": r.batch,
+            "layers": [[la.name, la.seconds, list(la.grads)] for la in r.layers]}
+
+
+def _sleep_until(t: float) -> None:
+    d = t - time.perf_counter()
+    if d > 0:
+        time.sleep(d)
+
+
+class Step:
+    """The compute of one step: forward, then each backward layer, calling ``on_layer(i)`` when done."""
+
+    def __init__(self, replay: Replay, dilation: float) -> None:
+        self.forward = replay.forward_s * dilation
+        self.layer_s = [la.seconds * dilation for la in replay.layers]
+
+    def run(self, on_layer: Callable[[int], None]) -> None:
+        deadline = time.perf_counter() + self.forward
+        _sleep_until(deadline)
+        for i, s in enumerate(self.layer_s):
+            deadline += s
+            _sleep_until(deadline)
+            on_layer(i)
+
+
+def scaled_grads(replay: Replay, scale: int) -> list[list[torch.Tensor]]:
+    """Each layer's gradients, ``scale`` x smaller (at least one element), random values."""
+    g = torch.Generator().manual_seed(int(os.environ.get("RANK", "0")))
+    return [[torch.randn(max(1, n // scale), generator=g) for n in la.grads] for la in replay.layers]
+
+
+# ---- schedules: each returns a callable doing one step ----------------------------------------------
+def no_comm(step: Step) -> Callable[[], None]:
+    return lambda: step.run(lambda i: None)
+
+
+def allreduce_buckets(step: Step, replay: Replay, scale: int, bucket_bytes: int, overlap: bool
+                      ) -> Callable[[], None]:
+    """gloo all-reduces of flat buckets (bucket boundaries from the real sizes, DDP's rule)."""
+    import torch.distributed as dist
+
+    bs = buckets(replay, bucket_bytes)
+    flats = [torch.randn(sum(max(1, replay.layers[li].grads[gi] // scale) for li, gi in b.members))
+             for b in bs]
+    closing: dict[int, list[int]] = {}
+    for j, b in enumerate(bs):
+        closing.setdefault(b.last_layer, []).append(j)
+
+    def one() -> None:
+        works: list[Any] = []
+
+        def on_layer(i: int) -> None:
+            if overlap:
+                for j in closing.get(i, ()):
+                    with torch.profiler.record_function("mxtorch/bench.scaling.bucket"):
+                        works.append(dist.all_reduce(flats[j], async_op=True))
+
+        step.run(on_layer)
+        if not overlap:
+            works.extend(dist.all_reduce(f, async_op=True) for f in flats)
+        for w in works:
+            w.wait()
+
+    return one
+
+
+def compressed_store(step: Step, grads: list[list[torch.Tensor]], compression: dict[str, Any]
+                     ) -> Callable[[], None]:
+    """mxtorch's allreduce store with ``compression``: every gradient pushpulled after the backward."""
+    import mxtorch as mx
+
+    kv = mx.kv.create("allreduce")
+    kv.set_gradient_compression(compression)
+    keys = [f"g{li}.{gi}" for li, gs in enumerate(grads) for gi in range(len(gs))]
+    flat = [t for gs in grads for t in gs]
+    kv.init(keys, flat)
+
+    def one() -> None:
+        step.run(lambda i: None)
+        kv.pushpull(keys, flat, out=flat)
+
+    return one
+
+
+class PSStep:
+    """``dist_sync`` / ``dist_async``: a thread pushpulls each finished layer's gradients (every
+    layer that is ready when it comes round, in one call) while the backward goes on."""
+
+    def __init__(self, step: Step, grads: list[list[torch.Tensor]], mode: str) -> None:
+        import mxtorch as mx
+
+        self.step = step
+        self.kv = mx.kv.create(mode)
+        self.keys = [[f"g{li}.{gi}" for gi in range(len(gs))] for li, gs in enumerate(grads)]
+        self.grads = grads
+        self.kv.init([k for ks in self.keys for k in ks], [t for gs in grads for t in gs])
+        total = sum(t.numel() for gs in grads for t in gs)
+        per_server: dict[int, int] = {}
+        for ks in self.keys:
+            for k in ks:
+                for server, _, numel in self.kv.placement(k):
+                    per_server[server] = per_server.get(server, 0) + numel
+        self.busiest_share = max(per_server.values()) / total
+        self.ready: queue.Queue[int] = queue.Queue()
+        self.done = threading.Event()
+        self.error: list[BaseException] = []
+        self.thread = threading.Thread(target=self._serve, name="ps-comm", daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        last = len(self.grads) - 1
+        while True:
+            batch = [self.ready.get()]
+            if batch[0] < 0:
+                return
+            while True:
+                try:
+                    batch.append(self.ready.get_nowait())
+                except queue.Empty:
+                    break
+            keys = [k for li in batch for k in self.keys[li]]
+            vals = [t for li in batch for t in self.grads[li]]
+            try:
+                if keys:
+                    self.kv.pushpull(keys, vals, out=vals)
+            except BaseException as e:  # reported by the step that waits for it
+                self.error.append(e)
+                self.done.set()
+                return
+            if last in batch:
+                self.done.set()
+
+    def __call__(self) -> None:
+        self.done.clear()
+        self.step.run(self.ready.put)
+        self.done.wait()
+        if self.error:
+            raise RuntimeError(f"parameter-server communication failed: {self.error[0]}") from self.error[0]
+
+    def latency(self, rounds: int) -> float:
+        """Median seconds of a one-element pushpull (a round trip to a server)."""
+        one = torch.zeros(1)
+        self.kv.init("alpha", one)
+        times = []
+        for _ in range(rounds):
+            t0 = time.perf_counter()
+            self.kv.pushpull("alpha", one, out=one)
+            times.append(time.perf_counter() - t0)
+        return statistics.median(times)
+
+    def close(self) -> None:
+        self.ready.put(-1)
+        self.thread.join(timeout=60)
+
+
+def _allreduce_alpha(world: int, rounds: int) -> float:
+    """Per-message latency: a one-element all-reduce's median time over its 2(n-1) ring steps."""
+    import torch.distributed as dist
+
+    one = torch.zeros(1)
+    times = []
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        dist.all_reduce(one)
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times) / max(1, 2 * (world - 1))
+
+
+def _timed(one: Callable[[], None], barrier: Callable[[], None], steps: int, warmup: int) -> dict[str, float]:
+    for _ in range(warmup):
+        one()
+    barrier()
+    cpu0, t0 = time.process_time(), time.perf_counter()
+    for _ in range(steps):
+        one()
+    wall = time.perf_counter() - t0
+    cpu = time.process_time() - cpu0
+    barrier()
+    return {"step_s": wall / steps, "cpu_s": cpu, "wall_s": wall}
+
+
+def server_cpu_s(pids: list[int]) -> float:
+    """CPU seconds (user + system) the processes ``pids`` have used so far (0 for one that is gone)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rpartition(")")[2].split()
+            total += (int(fields[11]) + int(fields[12])) / tick
+        except (OSError, IndexError, ValueError):
+            pass
+    return total
+
+
+def worker(cfg: dict[str, Any]) -> dict[str, Any]:
+    """Run every schedule of ``cfg`` in this rank; returns what :func:`emit` prints."""
+    torch.set_num_threads(1)
+    replay = replay_from_config(cfg["replay"])
+    k, scale = float(cfg["dilation"]), int(cfg["scale"])
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    step = Step(replay, k)
+    grads = scaled_grads(replay, scale)
+    out: dict[str, Any] = {"schedules": {}}
+    ps_mode = cfg.get("ps")
+    servers = [int(p) for p in os.environ.get("SCALING_SERVER_PIDS", "").split(",") if p]
+    if ps_mode:
+        ps = PSStep(step, grads, ps_mode)
+        barrier: Callable[[], None] = ps.kv.barrier
+        out["alpha_s"] = ps.latency(cfg["alpha_rounds"])
+        out["busiest_share"] = ps.busiest_share
+    elif world > 1:
+        import torch.distributed as dist
+
+        from mxtorch.distributed import group
+
+        group.init("gloo")
+        barrier = dist.barrier
+        out["alpha_s"] = _allreduce_alpha(world, cfg["alpha_rounds"])
+    else:
+        def barrier() -> None:
+            pass
+        out["alpha_s"] = 0.0
+    for sched in cfg["schedules"]:
+        kind = sched["kind"]
+        if kind == "none":
+            one = no_comm(step)
+        elif kind == "allreduce":
+            one = allreduce_buckets(step, replay, scale, int(sched["bucket_bytes"]), bool(sched["overlap"]))
+        elif kind == "compressed":
+            one = compressed_store(step, grads, sched["compression"])
+        elif kind == "ps":
+            one = ps
+        else:
+            raise ValueError(f"unknown schedule kind {kind!r}")
+        s0 = server_cpu_s(servers)
+        res = _timed(one, barrier, int(cfg["steps"]), int(cfg["warmup"]))
+        res["server_cpu_s"] = server_cpu_s(servers) - s0
+        out["schedules"][sched["name"]] = res
+        del one
+    if ps_mode:
+        ps.close()
+    elif world > 1:
+        barrier()
+        from mxtorch.distributed import group
+
+        group.shutdown()
+    return out
+
+
+def emit(result: dict[str, Any]) -> None:
+    print(RESULT + json.dumps(result), flush=True)
