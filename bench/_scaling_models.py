@@ -14,8 +14,9 @@ The models (``alpha`` seconds per message step, ``beta`` bytes/s of one link, ea
 * all-gather of a ``p``-byte payload per worker (2bit): ``(n-1) p / beta + (n-1) alpha``;
 * parameter servers: every worker pushes and pulls each gradient; the busiest server's link
   carries ``n`` workers' share of it, so a worker's push of ``b`` bytes takes
-  ``b * max(1, n * share) / beta`` (``share``: the busiest server's fraction of the bytes),
-  the pull of the last layer follows the last push.
+  ``b * max(1, n * share) / beta`` (``share``: the busiest server's fraction of the bytes);
+  pushes are pipelined (one after another on the link, no latency between them); the pull of
+  the last layer follows the last push, plus a round trip (``alpha``) for each.
 """
 
 from __future__ import annotations
@@ -214,11 +215,10 @@ def predict_ps(replay: Replay, n: int, servers: int, alpha: float, beta: float,
     """
     share = 1.0 / servers if busiest_share is None else busiest_share
     slow = max(1.0, n * share)  # a worker's push shares the busiest server's link with n - 1 others
-    ready = ready_times(replay)
-    costs = [sum(layer.grads) * FP32 * slow / beta + alpha for layer in replay.layers]
-    pushed = serial_channel(ready, costs)
-    last = replay.layers[-1]  # its pull starts when its push is summed
-    pulled = pushed + sum(last.grads) * FP32 * slow / beta + alpha
+    costs = [sum(layer.grads) * FP32 * slow / beta for layer in replay.layers]
+    pushed = serial_channel(ready_times(replay), costs)  # messages pipelined: no latency between them
+    last = replay.layers[-1]  # its pull follows its push: one round trip (alpha) for each
+    pulled = pushed + sum(last.grads) * FP32 * slow / beta + 2 * alpha
     return max(replay.compute_s, pulled)
 
 

@@ -13,10 +13,11 @@ the links ``s`` x slower again (a byte then takes the same dilated time).  The b
 processes' CPU time and refuses (prints no figure for) any schedule whose CPU use exceeds 50 % of
 the machine.  Reported times are real (dilated / k).
 
-Scaling efficiency = the same job's step with no communication / the schedule's step (weak
-scaling: each worker keeps its batch).  Beside it: the alpha-beta model's efficiency for that
-schedule (``_scaling_models``; beta from the link rate, alpha from a tiny message measured in
-the job) and the ratio measured / model.
+Scaling efficiency = the step's accelerator time (forward + backward: one worker's step) / the
+schedule's step (weak scaling: each worker keeps its batch); the same job's step with no
+communication is measured too ("no-comm"), to show how faithful the sleeps are.  Beside it:
+the alpha-beta model's efficiency for that schedule (``_scaling_models``; beta from the link
+rate, alpha from a tiny message measured in the job) and the ratio measured / model.
 
     sudo .venv/bin/python bench/scaling.py [--quick] [--plot docs/scaling.png]
 
@@ -156,12 +157,15 @@ class Point:
     model: str
     n: int
     schedule: str
-    step_s: float  # real seconds
-    efficiency: float
+    step_s: float  # real seconds (median over the ranks)
+    efficiency: float  # ideal_s / step_s
     predicted_s: float
-    model_efficiency: float
+    model_efficiency: float  # ideal_s / predicted_s
     cpu: float  # share of the machine's CPU time used by the job's processes in the timed window
     alpha_s: float
+    ideal_s: float = 0.0  # the step's accelerator time: forward + backward
+    none_s: float = 0.0  # the same job's step with no communication, as measured (the sleeps' fidelity)
+    busiest_share: float | None = None  # parameter servers: the busiest server's share of the bytes
 
     @property
     def ratio(self) -> float:
@@ -176,7 +180,8 @@ def points_of(replay: M.Replay, n: int, per_rank: list[dict[str, Any]], scheds: 
               scale: int, beta: float, cores: int) -> list[Point]:
     alpha = statistics.median(r["alpha_s"] for r in per_rank) / k
     share = per_rank[0].get("busiest_share")
-    ideal = statistics.median(r["schedules"]["none"]["step_s"] for r in per_rank) / k
+    none = statistics.median(r["schedules"]["none"]["step_s"] for r in per_rank) / k
+    ideal = replay.compute_s
     out = []
     for s in scheds:
         rows = [r["schedules"][s.name] for r in per_rank]
@@ -185,8 +190,17 @@ def points_of(replay: M.Replay, n: int, per_rank: list[dict[str, Any]], scheds: 
         cpu = (sum(x["cpu_s"] for x in rows) + rows[0]["server_cpu_s"]) / (wall * cores)
         predicted = s.predict(replay, n, alpha, beta, scale, share)
         out.append(Point(replay.name, n, s.name, step, M.efficiency(ideal, step), predicted,
-                         M.efficiency(replay.compute_s, predicted), cpu, alpha))
+                         M.efficiency(ideal, predicted), cpu, alpha, ideal, none,
+                         share if s.kind == "ps" else None))
     return out
+
+
+def _upgrade(p: dict[str, Any]) -> dict[str, Any]:
+    """A point saved before ``ideal_s`` existed (efficiency was then no-comm step / step)."""
+    if "ideal_s" not in p:
+        p = dict(p, none_s=p["efficiency"] * p["step_s"], ideal_s=p["model_efficiency"] * p["predicted_s"])
+        p["efficiency"] = M.efficiency(p["ideal_s"], p["step_s"])
+    return p
 
 
 def save_points(path: str, points: list[Point]) -> None:
@@ -196,7 +210,7 @@ def save_points(path: str, points: list[Point]) -> None:
 
 def format_table(points: list[Point]) -> str:
     head = (f"{'model':<20}{'N':>4}  {'schedule':<30}{'step ms':>9}{'eff':>7}{'model':>7}"
-            f"{'meas/model':>11}{'CPU':>6}")
+            f"{'meas/model':>11}{'CPU':>6}{'no-comm ms':>11}")
     lines = [head, "-" * len(head)]
     for p in points:
         if p.refused:
@@ -204,7 +218,7 @@ def format_table(points: list[Point]) -> str:
                          f"{CPU_LIMIT:.0%} (raise --dilation or --scale)")
             continue
         lines.append(f"{p.model:<20}{p.n:>4}  {p.schedule:<30}{p.step_s * 1e3:>9.1f}{p.efficiency:>7.2f}"
-                     f"{p.model_efficiency:>7.2f}{p.ratio:>11.2f}{p.cpu:>6.0%}")
+                     f"{p.model_efficiency:>7.2f}{p.ratio:>11.2f}{p.cpu:>6.0%}{p.none_s * 1e3:>11.1f}")
     return "\n".join(lines)
 
 
@@ -358,7 +372,7 @@ def main(argv: list[str] | None = None) -> list[Point]:
         return []
     if args.replot:
         with open(args.replot) as f:
-            points = [Point(**p) for p in json.load(f)]
+            points = [Point(**_upgrade(p)) for p in json.load(f)]
         print(format_table(points))
         if args.plot:
             draw(args.plot, points, f"bench/scaling.py: {args.rate} links, {args.flops / 1e12:.0f} TFLOP/s "
@@ -419,8 +433,9 @@ def report(args: argparse.Namespace, points: list[Point], seconds: float, cores:
     for name in args.models:
         batch, k, s = DEFAULTS[name]
         print(f"  {name}: dilation k={args.dilation or k:g}, gradients and link rate / s={args.scale or s}")
-    print("eff = step with no communication / step (measured in the same job); model = the alpha-beta "
-          "model's; CPU = the job's processes' CPU time / (wall x cores)\n")
+    print("eff = forward + backward accelerator time / measured step; model = the alpha-beta model's; "
+          "CPU = the job's processes' CPU time / (wall x cores); no-comm = the job's step without "
+          "communication, measured\n")
     print(format_table(points))
     if args.json:
         save_points(args.json, points)

@@ -73,11 +73,11 @@ def test_allreduce_overlap_and_no_overlap_by_hand():
 
 def test_parameter_server_by_hand():
     r = _two_layers()
-    # 2 workers share one server's link: each byte takes 2/beta; pushes 2.1 s and 4.1 s (alpha 0.1)
-    # from 3.0 -> 5.1, then 9.2; the last layer's pull 4.1 s more
-    assert M.predict_ps(r, 2, 1, 0.1, 1000.0) == pytest.approx(13.3)
-    # 4 servers for 2 workers: no sharing; 1.1 s and 2.1 s pushes, 3.0 -> 4.1 -> 6.2, pull 2.1
-    assert M.predict_ps(r, 2, 4, 0.1, 1000.0) == pytest.approx(8.3)
+    # 2 workers share one server's link: each byte takes 2/beta; pushes of 2 s and 4 s from 3.0 -> 5.0,
+    # then 9.0; the last layer's pull 4 s more, and a round trip (0.1 s) for its push and its pull
+    assert M.predict_ps(r, 2, 1, 0.1, 1000.0) == pytest.approx(13.2)
+    # 4 servers for 2 workers: no sharing; 1 s and 2 s pushes, 3.0 -> 4.0 -> 6.0, pull 2 s, 0.2 s
+    assert M.predict_ps(r, 2, 4, 0.1, 1000.0) == pytest.approx(8.2)
     # an unbalanced placement: the busiest server holds 3/4 of the bytes: 2 * 3/4 = 1.5 x slower
     assert M.predict_ps(r, 2, 2, 0.0, 1000.0, busiest_share=0.75) == pytest.approx(3.0 + 1.5 + 3.0 + 3.0)
 
