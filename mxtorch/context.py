@@ -17,6 +17,17 @@ import torch
 __all__ = ["Context", "cpu", "gpu", "cpu_pinned", "num_gpus", "current_context", "context_of", "as_context"]
 
 
+class _DefaultContext:
+    """``Context.default_ctx``: MXNet 1.x's deprecated class attribute for the current context."""
+
+    def __get__(self, obj: Any, owner: Any) -> Context:
+        import warnings
+
+        warnings.warn("Context.default_ctx is deprecated: use mx.context.current_context()",
+                      DeprecationWarning, stacklevel=2)
+        return current_context()
+
+
 class Context:
     """A device slot: ``Context('cpu', 0)`` or ``Context('gpu', 1)``.
 
@@ -28,6 +39,7 @@ class Context:
     _devtype2str = {1: "cpu", 2: "gpu", 3: "cpu_pinned", 5: "cpu_shared"}
     _str2devtype = {"cpu": 1, "gpu": 2, "cpu_pinned": 3, "cpu_shared": 5}
     __slots__ = ("device_type", "device_id", "_old")
+    default_ctx = _DefaultContext()
 
     def __init__(self, device_type: str | Context, device_id: int = 0) -> None:
         if isinstance(device_type, Context):

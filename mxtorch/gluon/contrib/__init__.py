@@ -1,6 +1,7 @@
 """Gluon's contributed packages (MXNet's ``mxnet.gluon.contrib``): ``nn`` (Concurrent,
 HybridConcurrent, SyncBatchNorm, SparseEmbedding, ...), ``estimator`` (``Estimator.fit`` with
-event handlers) and ``data`` (IntervalSampler).  Submodules load on first use."""
+event handlers), ``data`` (IntervalSampler) and ``rnn`` (LSTMPCell, VariationalDropoutCell).
+Submodules load on first use."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ _SUBMODULES = {
     "nn": "mxtorch.gluon.contrib.nn",
     "estimator": "mxtorch.gluon.contrib.estimator",
     "data": "mxtorch.gluon.contrib.data",
+    "rnn": "mxtorch.gluon.contrib.rnn",
 }
 
 __all__ = sorted(_SUBMODULES)

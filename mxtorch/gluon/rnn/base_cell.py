@@ -17,6 +17,7 @@ from ...base import MXNetError
 from ...context import as_context
 from ..block import Block, HybridBlock
 from ..nn.activations import activation_fn
+from ._sym_steps import batch_zeros, is_symbol
 
 Tensor = torch.Tensor
 Sequenceish = Tensor | Sequence[Tensor]
@@ -65,6 +66,8 @@ def _format_sequence(
         raise ValueError(f"layout must be 'NTC' or 'TNC', got {layout!r}")
     axis = layout.find("T")
     batch_axis = layout.find("N")
+    if is_symbol(inputs):
+        return _format_symbols(length, inputs, axis, merge)
     if isinstance(inputs, Tensor):
         if inputs.dim() < 2:
             raise ValueError(
@@ -84,6 +87,38 @@ def _format_sequence(
     if merge is True:
         return torch.stack(list(inputs), dim=axis), axis, batch_size
     return list(inputs), axis, batch_size
+
+
+def _format_symbols(length: int | None, inputs: Any, axis: int, merge: bool | None) -> tuple[Any, int, int]:
+    """``_format_sequence`` of a graph: one Symbol holding the sequence or a list of step Symbols
+    (the batch size is 0, unknown until the graph is bound, as in MXNet)."""
+    from ... import symbol as F
+
+    if isinstance(inputs, (list, tuple)):
+        _check_length(length, len(inputs), "input list")
+        if merge is True:
+            return F.stack(*inputs, axis=axis), axis, 0
+        return list(inputs), axis, 0
+    if merge is False:
+        if length is None:
+            raise ValueError("unroll of a Symbol needs length: the number of steps to split it into")
+        return list(F.split(inputs, axis=axis, num_outputs=int(length), squeeze_axis=1)), axis, 0
+    return inputs, axis, 0
+
+
+def _mask_symbols(outputs: list[Any], all_states: list[list[Any]], valid_length: Any, axis: int,
+                  merge: bool | None) -> tuple[Any, list[Any]]:
+    """A graph's outputs zeroed past each sample's ``valid_length`` (merged unless ``merge`` is
+    False) and its states those of each sample's last valid step."""
+    from ... import symbol as F
+
+    states = [F.SequenceLast(F.stack(*s, axis=0), sequence_length=valid_length, use_sequence_length=True,
+                             axis=0) for s in zip(*all_states)]
+    masked = F.SequenceMask(F.stack(*outputs, axis=axis), sequence_length=valid_length,
+                            use_sequence_length=True, axis=axis)
+    if merge is False:
+        return list(F.split(masked, axis=axis, num_outputs=len(outputs), squeeze_axis=1)), states
+    return masked, states
 
 
 def _lengths_tensor(valid_length: Any, batch_size: int, device: torch.device) -> Tensor:
@@ -230,9 +265,23 @@ class RecurrentCell(Block):
             states.append(create_state(func, tuple(info["shape"]), kwargs, info.get("dtype")))
         return states
 
-    def _default_begin_state(self, inputs: Sequenceish, batch_size: int) -> list[Tensor]:
+    def _default_begin_state(self, inputs: Sequenceish, batch_size: int, layout: str = "NTC") -> list[Tensor]:
+        if is_symbol(inputs):
+            return self._symbol_begin_state(inputs, layout)
         ref = inputs if isinstance(inputs, Tensor) else inputs[0]
         return self.begin_state(batch_size, func=torch.zeros, device=ref.device, dtype=ref.dtype)
+
+    def _symbol_begin_state(self, inputs: Any, layout: str) -> list[Any]:
+        """Zero begin states of a graph, their batch size taken from the inputs (a merged Symbol
+        in ``layout`` or a list of steps)."""
+        from ... import symbol as F
+
+        like, axis = (inputs[0], 0) if isinstance(inputs, (list, tuple)) else (inputs, layout.find("N"))
+
+        def zeros(shape: tuple[int, ...], **kwargs: Any) -> Any:
+            return batch_zeros(F, shape, like, axis, None, kwargs.get("dtype"))
+
+        return self.begin_state(0, func=zeros)
 
     def unroll(
         self,
@@ -258,19 +307,26 @@ class RecurrentCell(Block):
         states = (
             list(u.begin_state) if u.begin_state is not None else self._default_begin_state(steps, batch_size)
         )
-        vl = None if u.valid_length is None else _lengths_tensor(u.valid_length, batch_size, steps[0].device)
+        graph = is_symbol(steps)
+        vl = None
+        if u.valid_length is not None and not graph:
+            vl = _lengths_tensor(u.valid_length, batch_size, steps[0].device)
         outputs: list[Tensor] = []
         all_states: list[list[Tensor]] = []
         for x in steps:
             out, states = self(x, states)
             outputs.append(out)
-            if vl is not None:
+            if u.valid_length is not None:
                 all_states.append(states)
+        if graph and u.valid_length is not None:
+            return _mask_symbols(outputs, all_states, u.valid_length, axis, u.merge_outputs)
         result: Sequenceish = outputs
+        merge = u.merge_outputs
         if vl is not None:
             states = [_sequence_last(s, vl) for s in zip(*all_states)]
             result = _mask_sequence(outputs, len(steps), vl, axis)
-        result, _, _ = _format_sequence(u.length, result, u.layout, u.merge_outputs)
+            merge = True if merge is None else merge  # MXNet merges masked outputs unless told not to
+        result, _, _ = _format_sequence(u.length, result, u.layout, merge)
         return result, states
 
     def __call__(self, inputs: Any, states: Any = None, *args: Any, **kwargs: Any) -> Any:

@@ -12,6 +12,8 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from ..symbolic import symbol_translation
+from ._sym_steps import gru_step, lstm_step, rnn_step
 from .base_cell import HybridRecurrentCell, RecurrentCell, Tensor, _activation, _check_states
 from .wrapper_cells import (
     BidirectionalCell,
@@ -284,3 +286,26 @@ class LSTMPCell(_GatedCell):
             f"LSTMPCell({shape[1] if shape[1] > 0 else None} -> {self._hidden_size} -> "
             f"{self._projection_size})"
         )
+
+
+# ---- graphs: the cells called with symbols (MXNet's node names, '<prefix>t<step>_out') -------
+def _weight_vars(cell: _GatedCell) -> tuple[Any, Any, Any, Any]:
+    return (cell.i2h_weight.var(), cell.i2h_bias.var(), cell.h2h_weight.var(), cell.h2h_bias.var())
+
+
+@symbol_translation(RNNCell)
+def _rnn_cell_graph(F: Any, cell: RNNCell, inputs: Any, states: Any) -> Any:
+    return rnn_step(F, inputs, states, _weight_vars(cell), cell._hidden_size, cell._activation,
+                    f"t{cell._counter}_")
+
+
+@symbol_translation(LSTMCell)
+def _lstm_cell_graph(F: Any, cell: LSTMCell, inputs: Any, states: Any) -> Any:
+    return lstm_step(F, inputs, states, _weight_vars(cell), cell._hidden_size, cell._activation,
+                     cell._recurrent_activation, f"t{cell._counter}_")
+
+
+@symbol_translation(GRUCell)
+def _gru_cell_graph(F: Any, cell: GRUCell, inputs: Any, states: Any) -> Any:
+    return gru_step(F, inputs, states, _weight_vars(cell), cell._hidden_size, cell._activation,
+                    cell._recurrent_activation, f"t{cell._counter}_")

@@ -147,6 +147,52 @@ class _RNNLayer(HybridBlock):
             for info in self.state_info(batch_size)
         ]
 
+    def infer_shape(self, inputs: Any, *args: Any) -> None:
+        """The first layer's input size from ``inputs`` (MXNet 1.x's ``layer.infer_shape(x, states)``
+        fills the parameters' unknown shapes before they are set or initialized)."""
+        if len(getattr(inputs, "shape", ())) != 3:
+            raise ValueError(
+                f"{type(self).__name__} expects a 3-d input in layout {self._layout}, got "
+                f"{type(inputs).__name__} of shape {tuple(getattr(inputs, 'shape', ()))}"
+            )
+        self._infer_input_size(int(inputs.shape[2]))
+
+    def _unfuse(self) -> Any:
+        """This layer as a stack of cells sharing its parameters (MXNet 1.x's ``layer._unfuse()``):
+        one cell per layer (a BidirectionalCell of two when bidirectional), DropoutCells between
+        layers when ``dropout`` > 0; names are the layer's (``lstm0_l0_i2h_weight``)."""
+        from .rnn_cell import GRUCell, LSTMCell, RNNCell
+        from .wrapper_cells import BidirectionalCell, DropoutCell, HybridSequentialRNNCell
+
+        if self._projection_size is not None:
+            raise MXNetError(f"{type(self).__name__}._unfuse: a layer with projection_size has no cell form")
+        if self._clip is not None:
+            raise MXNetError(f"{type(self).__name__}._unfuse: a layer with state clipping has no cell form")
+        if self._mode == "lstm":
+            make: Callable[..., Any] = LSTMCell
+        elif self._mode == "gru":
+            make = GRUCell
+        else:
+            act = "relu" if self._mode == "rnn_relu" else "tanh"
+
+            def make(hidden: int, **kw: Any) -> Any:
+                return RNNCell(hidden, act, **kw)
+
+        stack = HybridSequentialRNNCell(prefix=self.prefix, params=self.params)
+        with stack.name_scope():
+            ni = self._input_size
+            for i in range(self._num_layers):
+                kw = {"input_size": ni, "dtype": self._dtype}
+                if self._dir == 2:
+                    stack.add(BidirectionalCell(make(self._hidden_size, prefix=f"l{i}_", **kw),
+                                                make(self._hidden_size, prefix=f"r{i}_", **kw)))
+                else:
+                    stack.add(make(self._hidden_size, prefix=f"l{i}_", **kw))
+                if self._dropout > 0 and i != self._num_layers - 1:
+                    stack.add(DropoutCell(self._dropout))
+                ni = self._hidden_size * self._dir
+        return stack
+
     # ---- forward -----------------------------------------------------------------------
     def _infer_input_size(self, in_size: int) -> None:
         first = self._param("l0_i2h_weight")

@@ -10,6 +10,7 @@ import torch
 
 from ... import autograd
 from ...base import MXNetError
+from ._sym_steps import is_symbol
 from .base_cell import (
     HybridRecurrentCell,
     RecurrentCell,
@@ -291,8 +292,16 @@ class BidirectionalCell(HybridRecurrentCell):
         r_in = _reverse_sequence(steps, len(steps), vl, axis)
         r_out, r_states = self.r_cell.unroll(u.length, r_in, states[n_l:], u.layout, False, vl)
         r_out = _reverse_sequence(r_out, len(steps), vl, axis)
-        outputs: Sequenceish = [torch.cat([lo, ro], dim=-1) for lo, ro in zip(l_out, r_out)]
-        outputs, _, _ = _format_sequence(u.length, outputs, u.layout, bool(u.merge_outputs))
+        outputs: Sequenceish
+        if is_symbol(steps):  # MXNet's node names: '<output_prefix>t<step>'
+            from ... import symbol as F
+
+            outputs = [F.concat(lo, ro, dim=1, name=f"{self._output_prefix}t{i}")
+                       for i, (lo, ro) in enumerate(zip(l_out, r_out))]
+        else:
+            outputs = [torch.cat([lo, ro], dim=-1) for lo, ro in zip(l_out, r_out)]
+        merge = bool(u.merge_outputs) if u.merge_outputs is not None or vl is None else True
+        outputs, _, _ = _format_sequence(u.length, outputs, u.layout, merge)
         return outputs, list(l_states) + list(r_states)
 
     def __repr__(self) -> str:
