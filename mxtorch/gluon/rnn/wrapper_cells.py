@@ -25,6 +25,13 @@ from .base_cell import (
 )
 
 
+def check_rates(cell: str, **rates: float) -> None:
+    """Each rate (a probability of dropping) in [0, 1), else a ValueError naming it."""
+    for name, p in rates.items():
+        if not 0.0 <= float(p) < 1.0:
+            raise ValueError(f"{cell}: {name} must be in [0, 1), got {p!r}")
+
+
 # ---- containers ----------------------------------------------------------------------------
 class SequentialRNNCell(RecurrentCell):
     """Stacks cells: the output of one is the input of the next; states are concatenated."""
@@ -188,9 +195,7 @@ class ZoneoutCell(ModifierCell):
                 "ZoneoutCell cannot wrap a BidirectionalCell (it cannot be stepped): wrap the cells "
                 "inside it instead"
             )
-        for name, p in (("zoneout_outputs", zoneout_outputs), ("zoneout_states", zoneout_states)):
-            if not 0.0 <= float(p) < 1.0:
-                raise ValueError(f"ZoneoutCell: {name} must be in [0, 1), got {p!r}")
+        check_rates("ZoneoutCell", zoneout_outputs=zoneout_outputs, zoneout_states=zoneout_states)
         self._prev_output: Tensor | None = None
         super().__init__(base_cell)
         self.zoneout_outputs = float(zoneout_outputs)

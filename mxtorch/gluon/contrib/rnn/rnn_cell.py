@@ -8,7 +8,7 @@ import torch
 from .... import autograd
 from ....base import MXNetError
 from ...rnn.base_cell import RecurrentCell, Tensor, _dropout
-from ...rnn.wrapper_cells import BidirectionalCell, ModifierCell
+from ...rnn.wrapper_cells import BidirectionalCell, ModifierCell, check_rates
 
 __all__ = ["VariationalDropoutCell"]
 
@@ -23,22 +23,18 @@ class VariationalDropoutCell(ModifierCell):
         if isinstance(base_cell, BidirectionalCell):
             raise MXNetError("VariationalDropoutCell cannot wrap a BidirectionalCell (it cannot be "
                              "stepped): wrap the cells inside it instead")
-        for name, p in (("drop_inputs", drop_inputs), ("drop_states", drop_states),
-                        ("drop_outputs", drop_outputs)):
-            if not 0.0 <= float(p) < 1.0:
-                raise ValueError(f"VariationalDropoutCell: {name} must be in [0, 1), got {p!r}")
-        self._masks: dict[str, Tensor] = {}
-        super().__init__(base_cell)
-        self.drop_inputs = float(drop_inputs)
-        self.drop_states = float(drop_states)
-        self.drop_outputs = float(drop_outputs)
-
-    def _alias(self) -> str:
-        return "vardrop"
+        check_rates("VariationalDropoutCell", drop_inputs=drop_inputs, drop_states=drop_states,
+                    drop_outputs=drop_outputs)
+        super().__init__(base_cell)  # its reset() makes the (empty) mask table
+        self.drop_inputs, self.drop_states, self.drop_outputs = map(float, (drop_inputs, drop_states,
+                                                                            drop_outputs))
 
     def reset(self) -> None:
         super().reset()
-        self._masks = {}
+        self._masks: dict[str, Tensor] = {}
+
+    def _alias(self) -> str:
+        return "vardrop"
 
     def _drop(self, key: str, x: Tensor, rate: float) -> Tensor:
         if rate <= 0.0 or not autograd.is_training():
