@@ -148,3 +148,60 @@ def zero_three(save_to: str) -> dict[str, Any]:
         out["reloaded"] = [p.data().detach().clone() for p in again.collect_params().values()]
     out["reloaded_bytes"] = parameter_bytes(fresh)
     return out
+
+
+def pipeline_reference(with_amp: bool) -> dict[str, torch.Tensor]:
+    """pipeline_workers.build_mlp trained in one process with Adam on the global batch."""
+    import pipeline_workers as pw
+
+    net = pw.build_mlp()
+    x, y = pw.data()
+    trainer = gluon.Trainer(net.collect_params(), "adam", ADAM, kvstore=None)
+    if with_amp:
+        amp.init_trainer(trainer)
+    loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
+    for _ in range(STEPS):
+        with autograd.record():
+            loss = loss_fn(net(x), y)
+        if with_amp:
+            with amp.scale_loss(loss, trainer) as scaled:
+                autograd.backward(scaled)
+        else:
+            loss.backward()
+        trainer.step(pw.GLOBAL_BATCH)
+    return {k: p.data().detach().clone() for k, p in net._collect_params_with_prefix().items()}
+
+
+def zero_pipeline(zero: int, with_amp: bool, path: str, dp: int = 2, pp: int = 2,
+                  tp: int = 1) -> dict[str, Any]:
+    """dp x pp ranks through parallelize with ParallelConfig(zero=...): Adam (with AMP's loss
+    scaling: ``with_amp``) on this dp rank's share; the model's file (whole, rank 0 writes), the
+    most parameter bytes held between steps and the bytes of the stage's whole parameters."""
+    import pipeline_workers as pw
+
+    torch.set_num_threads(1)
+    net = pw.build_mlp()
+    x, y = pw.data()
+    pnet = parallel.parallelize(net, parallel.ParallelConfig(dp=dp, pp=pp, tp=tp, zero=zero),
+                                micro_batches=2)
+    share = pw.GLOBAL_BATCH // dp
+    mine = slice(pnet.dp_rank * share, (pnet.dp_rank + 1) * share)
+    trainer = pnet.trainer("adam", ADAM)
+    if with_amp:
+        amp.init_trainer(trainer)
+    whole = sum(4 * int(torch.Size(p.shape).numel()) for p in pnet.collect_params().values())
+    loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
+    held = 0
+    for _ in range(STEPS):
+        pnet.train_step(x[mine], y[mine], loss_fn, trainer=trainer)
+        trainer.step(pw.GLOBAL_BATCH)
+        held = max(held, pnet.param_bytes())
+    pnet.save_parameters(path)
+    # the file loads into another network's stages (other initial weights), which saves it again
+    cfg = parallel.ParallelConfig(dp=dp, pp=pp, tp=tp, zero=zero)
+    again = parallel.parallelize(pw.build_mlp(seed=1), cfg, micro_batches=2)
+    again.trainer("adam", ADAM)
+    again.load_parameters(path)
+    again.save_parameters(path + ".again")
+    return {"held": held, "whole": whole, "pp_rank": pnet.pp_rank,
+            "state_bytes": optimizer_state_bytes(trainer)}

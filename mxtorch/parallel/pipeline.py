@@ -210,7 +210,9 @@ class PipelineNet:
         self._runs: dict[Any, Any] = {}
         self._loss_fn: Callable[..., Any] | None = None
         self._loss_scale = 1.0
-        self._kvstore = self._make_store(kvstore)
+        # with zero > 0 the stage's ZeroTrainer (``self.trainer``) reduces over the dp group itself
+        self._kvstore = self._make_store(kvstore) if not cfg.zero else None
+        self._trainer: Any = None
 
     # ---- description -------------------------------------------------------------------
     @property
@@ -229,6 +231,9 @@ class PipelineNet:
     @property
     def kvstore(self) -> Any:
         """The data-parallel group's store (sums gradients over the ranks holding this stage)."""
+        if self.cfg.zero and self.cfg.dp > 1:  # a Trainer on no store would not sum over the replicas
+            raise MXNetError(f"PipelineNet.kvstore: with zero={self.cfg.zero} the data-parallel ranks reduce "
+                             "through their ZeroTrainer, not a store: use pnet.trainer(optimizer, params)")
         return self._kvstore
 
     def collect_params(self, select: str | None = None) -> ParameterDict:
@@ -241,9 +246,29 @@ class PipelineNet:
         return out
 
     def param_bytes(self) -> int:
-        """Bytes of parameters this rank holds."""
-        return sum(d.numel() * d.element_size() for p in self._own_params().values() if p.is_initialized
+        """Bytes of parameters this rank holds (with zero=3: its slices between steps)."""
+        held = sum(d.numel() * d.element_size() for p in self._own_params().values() if p.is_initialized
                    for d in p.list_data())
+        shards = getattr(self._trainer, "_shards", None)
+        return held + (shards.held_bytes() if shards is not None else 0)
+
+    def trainer(self, optimizer: Any, optimizer_params: dict[str, Any] | None = None) -> Any:
+        """The Trainer of this rank's parameters: with ``cfg.zero`` a ZeroTrainer sharding them over
+        the stage's data-parallel ranks (:meth:`Mesh.trainer`), else a Trainer on :attr:`kvstore`."""
+        from ..gluon.trainer import Trainer
+
+        if self.cfg.zero:
+            self._trainer = self.mesh.trainer(self.collect_params(), optimizer, optimizer_params)
+        else:
+            self._trainer = Trainer(self.collect_params(), optimizer, optimizer_params, kvstore=self._kvstore)
+        return self._trainer
+
+    def _whole(self, writeback: bool) -> Any:
+        """Every own parameter whole inside (a zero=3 trainer gathers them) for the model's file."""
+        import contextlib
+
+        full = getattr(self._trainer, "full_parameters", None)
+        return full(writeback) if full is not None else contextlib.nullcontext()
 
     def __repr__(self) -> str:
         return (f"PipelineNet({type(self.net).__name__}, dp={self.cfg.dp}, pp={self.cfg.pp}, "
@@ -566,9 +591,9 @@ class PipelineNet:
         cfg = self.cfg
         order = sorted(self._full_meta, key=lambda t: (t[0], t[1]))
         whole: dict[str, torch.Tensor] = {}
-        if self.mesh.dp_rank == 0:  # whole tensors of this rank's stages (tensor-parallel shards gathered)
+        with self._whole(writeback=False):  # whole tensors of this rank's stages (tp shards gathered)
             for s, name, p in order:
-                if s in self._modules:
+                if s in self._modules and self.mesh.dp_rank == 0:
                     t = _mean_of_copies(p)
                     info = self._shards.get(id(p))
                     whole[name] = gather_full(t, info, self.mesh.tp_group) if info is not None else t
@@ -602,8 +627,9 @@ class PipelineNet:
                     raise MXNetError(f"load_parameters: {name!r} in {os.fspath(filename)!r} has shape "
                                      f"{tuple(arrays[name].shape)}, the model's is {info.full_shape}")
                 arrays[name] = info.local(arrays[name])
-        load_named(own, arrays, repr(os.fspath(filename)), allow_missing=allow_missing,
-                   ignore_extra=ignore_extra)
+        with self._whole(writeback=True):
+            load_named(own, arrays, repr(os.fspath(filename)), allow_missing=allow_missing,
+                       ignore_extra=ignore_extra)
 
 
 def parallelize(net: Any, cfg: ParallelConfig, micro_batches: int | None = None, schedule: str = "1f1b",
@@ -623,11 +649,11 @@ def parallelize(net: Any, cfg: ParallelConfig, micro_batches: int | None = None,
     (Megatron's column -> row pairing, vocab-parallel embeddings, recurrent layers by hidden units)
     or ``{layer path: 'colwise'|'rowwise'|'vocab'|'gates'|'replicate'}``.
     ``checkpoint_activations=True`` keeps only each layer's input for backward and recomputes the
-    rest (less memory, one more forward).
+    rest (less memory, one more forward).  With ``cfg.zero`` make the Trainer with
+    ``pnet.trainer(optimizer, optimizer_params)``: a ZeroTrainer over each stage's data-parallel
+    ranks, which reduces the gradients itself (``kvstore`` is not used); with ``tp > 1`` it shards
+    each rank's tensor-parallel shards (plain local tensors) over the data-parallel ranks.
     """
-    if cfg.zero:
-        raise ValueError(f"parallelize: ParallelConfig(zero={cfg.zero}) with pipeline or tensor parallelism "
-                         "is not implemented yet: use zero=0 here, or dp only with Mesh(cfg).trainer(...)")
     if micro_batches is None:
         micro_batches = cfg.pp
     return PipelineNet(net, cfg, micro_batches, schedule, split_points, stages_per_rank, sample_input,
