@@ -29,8 +29,12 @@ on decompression.
 Speed: the rule, the packing and the residual update run block by block over the
 compressor's residual buffer (:mod:`._blocks`: each block's temporaries stay in cache), with
 no gradient-sized temporary; decompression turns each payload byte into its 4 (2-bit) or 8
-(1-bit) decoded signs with one table lookup.  The values are those of the rule above, bit for
-bit (tests/test_compression_kernels.py holds them against a plain reference).
+(1-bit) decoded signs with one table lookup.  On the CPU, float32/float64 tensors take the same
+kernels written in NumPy on the same memory (:mod:`._numpy_kernels`: its SIMD loops run them about
+twice as fast as torch's single-threaded ones; 100 MiB, process CPU time: 2-bit compress 67 -> 39
+ms, decompress 71 -> 62 ms, against a 54-60 ms ``clone()``).  The values are those of the rule
+above, bit for bit, on either route (tests/test_compression_kernels.py holds them against a plain
+reference).
 """
 
 from __future__ import annotations
@@ -43,7 +47,8 @@ from typing import Any
 
 import torch
 
-from ._blocks import blocks, scratch
+from . import _numpy_kernels
+from ._blocks import blocks, numpy_shareable, scratch
 from .base import CompressionContext, CompressionError, Compressor, Key, Payload
 
 __all__ = ["TwoBitCompressor", "OneBitCompressor", "pack_codes", "unpack_codes"]
@@ -190,11 +195,19 @@ def _new_words(n: int, bits: int, device: torch.device) -> torch.Tensor:
     return torch.zeros(max(1, -(-n // (_WORD_BITS // bits))), dtype=torch.int32, device=device)
 
 
+def _numpy_route(buf: torch.Tensor, grad: torch.Tensor) -> bool:
+    """Whether the encoders take :mod:`._numpy_kernels` (CPU float32/float64 on both sides)."""
+    return buf.dtype == grad.dtype and numpy_shareable(buf) and numpy_shareable(grad)
+
+
 def _two_bit_encode_(buf: torch.Tensor, grad: torch.Tensor, t: float, sent: float,
                      bound: float | None) -> torch.Tensor:
     """2-bit words of ``v = buf + grad`` (threshold ``t``); ``buf`` becomes ``v - sign * sent``,
     clamped to ``[-bound, bound]`` when ``bound`` is given."""
     words = _new_words(buf.numel(), 2, buf.device)
+    if _numpy_route(buf, grad):
+        _numpy_kernels.two_bit_encode(buf, grad, words, t, sent, bound)
+        return words
     for block, m, padded, out in _summed_blocks(buf, grad, words, 2):
         pos = torch.ge(block, t, out=scratch(0, m, torch.bool, buf.device))
         neg = torch.le(block, -t, out=scratch(1, m, torch.bool, buf.device))
@@ -214,6 +227,9 @@ def _two_bit_encode_(buf: torch.Tensor, grad: torch.Tensor, t: float, sent: floa
 def _one_bit_encode_(buf: torch.Tensor, grad: torch.Tensor, t: float) -> torch.Tensor:
     """1-bit words of ``v = buf + grad`` (threshold ``t``); ``buf`` becomes ``v - (+1 or -1)``."""
     words = _new_words(buf.numel(), 1, buf.device)
+    if _numpy_route(buf, grad):
+        _numpy_kernels.one_bit_encode(buf, grad, words, t)
+        return words
     for block, m, padded, out in _summed_blocks(buf, grad, words, 1):
         bits = scratch(0, padded, torch.bool, buf.device)
         torch.gt(block, t, out=bits[:m])
@@ -230,6 +246,9 @@ def _decode(words: torch.Tensor, bits: int, ctx: CompressionContext, scale: floa
     """The decoded signs of the first ``ctx.numel`` codes times ``scale``, as ``ctx`` describes."""
     data = words.contiguous().view(torch.uint8)
     out = torch.empty(ctx.numel, dtype=ctx.dtype, device=words.device)
+    if numpy_shareable(out) and words.device.type == "cpu":
+        _numpy_kernels.decode(words, bits, out, scale)
+        return out.reshape(ctx.shape).to(ctx.device)
     for start, stop in blocks(ctx.numel, words.device):
         # as signs.to(dtype).mul_(t), in two vectorized ops (int8 * float in one op takes a
         # slow casting loop); the second runs on the block while it is in cache
@@ -241,6 +260,8 @@ def _decode(words: torch.Tensor, bits: int, ctx: CompressionContext, scale: floa
 
 def _has_code_three(words: torch.Tensor, count: int) -> bool:
     """Whether one of the first ``count`` 2-bit codes of ``words`` is the unused code 3."""
+    if words.device.type == "cpu":
+        return _numpy_kernels.has_code_three(words, count)
     full, rest = divmod(count, 16)
     for start, stop in blocks(full, words.device):
         w = words[start:stop]
