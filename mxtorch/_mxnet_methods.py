@@ -25,12 +25,13 @@ How a rule decides (:data:`RULES` lists each one):
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
 import torch
 
+from ._array_exchange import asnumpy
 from .base import MXNetError
 
 __all__ = ["RULES", "AmbiguousTruthValueError", "ElementCount", "ReshapeError", "install", "installed"]
@@ -79,11 +80,24 @@ class _SizeAttribute:
         return n
 
 
+# The mx.nd operators behind the rules (x.sort() is mx.nd.sort(x)).  The nd package sits above this
+# module (its NDArray type installs these rules), so it hands its namespace over when it loads:
+# every NDArray, and MXNet method mode (which loads nd), comes after that.
+_operators: Mapping[str, Any] = {}
+
+
+def use_operators(namespace: Mapping[str, Any]) -> None:
+    """Call ``mx.nd``'s operators from ``namespace`` (its module's, read at each call) in the rules."""
+    global _operators
+    _operators = namespace
+
+
 def _nd(name: str) -> Callable[..., Any]:
     def call(self: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
-        from . import nd
-
-        return getattr(nd, name)(self, *args, **kwargs)
+        op = _operators.get(name)
+        if op is None:  # only while mxtorch.nd's own import is still under way
+            raise MXNetError(f"x.{name}(...): mxtorch.nd is not loaded yet (import mxtorch.nd first)")
+        return op(self, *args, **kwargs)
 
     return call
 
@@ -124,8 +138,6 @@ def _mx_flatten(self: torch.Tensor, inplace: bool = False) -> torch.Tensor:
 def _numpy_reduction(name: str) -> Callable[..., Any]:
     # numpy's np.all(x) / np.any(x) call x.all(axis=None, out=None): MXNet arrays answer through numpy
     def call(self: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
-        from .ndarray_methods import asnumpy
-
         return getattr(np, name)(asnumpy(self), *args, **kwargs)
 
     return call

@@ -15,13 +15,30 @@ restores torch's own.  :func:`backward` applies the rule either way.
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
 
+# the recording state, its scopes and MXNet's backward rules live below the arrays (the operators
+# read the train mode there): MXNet's mx.autograd hands them out from here
+from ._recording import as_list as _as_list
+from ._recording import check_not_freed as _check_not_freed
+from ._recording import default_head_grads as _default_head_grads
+from ._recording import grad_only as _grad_only
+from ._recording import install_backward as install_backward
+from ._recording import (
+    is_recording,
+    is_training,
+    pause,
+    predict_mode,
+    record,
+    set_recording,
+    set_training,
+    train_mode,
+)
+from ._recording import mark_freed as _mark_freed
+from ._recording import scope as _scope
 from .base import MXNetError
 
 __all__ = [
@@ -68,152 +85,6 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-class _State(threading.local):
-    recording: bool = False
-    training: bool = False
-    # set once this thread records with record()/set_recording(True): from then on MXNet's rule
-    # that a backward frees its graph applies (:func:`_check_not_freed`); a program that never
-    # records this way keeps torch's behaviour and pays nothing
-    ever_recorded: bool = False
-
-
-_state = _State()
-
-
-class _Mirror:
-    """Plain copy of the last state set: torch.compile guards plain attributes reliably but
-    misreads ``threading.local``, so compiled code reads the mode from here."""
-
-    training: bool = False
-
-
-_mirror = _Mirror()
-
-
-def is_recording() -> bool:
-    """True inside ``record()`` (and not inside a nested ``pause()``)."""
-    return _state.recording
-
-
-def is_training() -> bool:
-    """True in training mode: inside ``record()`` (train_mode=True) or ``train_mode()``."""
-    if torch.compiler.is_compiling():
-        return _mirror.training
-    return _state.training
-
-
-def set_recording(is_recording: bool) -> bool:  # noqa: A002 - MXNet's name
-    """Set recording state; returns the previous one."""
-    prev = _state.recording
-    _state.recording = bool(is_recording)
-    _state.ever_recorded = _state.ever_recorded or bool(is_recording)
-    torch.set_grad_enabled(bool(is_recording))
-    return prev
-
-
-def set_training(train_mode: bool) -> bool:
-    """Set training state; returns the previous one."""
-    prev = _state.training
-    _state.training = _mirror.training = bool(train_mode)
-    return prev
-
-
-@contextmanager
-def _scope(recording: bool | None, training: bool | None) -> Iterator[None]:
-    prev_rec, prev_train = _state.recording, _state.training
-    prev_grad = torch.is_grad_enabled()
-    if recording is not None:
-        _state.recording = recording
-        _state.ever_recorded = _state.ever_recorded or recording
-        torch.set_grad_enabled(recording)
-    if training is not None:
-        _state.training = _mirror.training = training
-    try:
-        yield
-    finally:
-        _state.recording, _state.training = prev_rec, prev_train
-        _mirror.training = prev_train
-        torch.set_grad_enabled(prev_grad)
-
-
-def record(train_mode: bool = True) -> Any:
-    """Record operations for differentiation; ``train_mode`` sets training behaviour."""
-    return _scope(True, train_mode)
-
-
-def pause(train_mode: bool = False) -> Any:
-    """Stop recording inside a ``record()`` block (e.g. for metric updates)."""
-    return _scope(False, train_mode)
-
-
-def train_mode() -> Any:
-    """Training behaviour (Dropout active, BatchNorm batch statistics) without recording."""
-    return _scope(None, True)
-
-
-def predict_mode() -> Any:
-    """Inference behaviour, also inside ``record()``."""
-    return _scope(None, False)
-
-
-def _as_list(x: torch.Tensor | Sequence[torch.Tensor]) -> list[torch.Tensor]:
-    return [x] if isinstance(x, torch.Tensor) else list(x)
-
-
-def _ones_like(h: torch.Tensor) -> torch.Tensor:
-    """A head gradient of ones in the head's storage (a sparse head gets every entry: torch's
-    ones_like cannot fill sparse storage)."""
-    if h.layout == torch.strided:
-        return torch.ones_like(h)
-    ones = torch.ones(h.shape, dtype=h.dtype, device=h.device)
-    if h.layout == torch.sparse_coo:
-        return ones.to_sparse(h.sparse_dim())
-    return ones.to_sparse(layout=h.layout)
-
-
-def _default_head_grads(
-    heads: list[torch.Tensor], head_grads: torch.Tensor | Sequence[torch.Tensor | None] | None
-) -> list[torch.Tensor]:
-    if head_grads is None:
-        return [_ones_like(h) for h in heads]
-    hg = _as_list(head_grads)  # type: ignore[arg-type]
-    if len(hg) != len(heads):
-        raise ValueError(f"got {len(hg)} head_grads for {len(heads)} heads: give one per head (or None)")
-    return [_ones_like(h) if g is None else g for h, g in zip(heads, hg)]
-
-
-_FREED = "mxtorch.freed"  # grad_fn metadata key: a backward without retain_graph ran from here
-
-
-def _metadata(node: Any) -> dict[str, Any]:
-    """The dict torch keeps on a graph node for its users (typed as a method in torch's stubs)."""
-    return node.metadata  # type: ignore[no-any-return]
-
-
-def _check_not_freed(heads: list[torch.Tensor]) -> bool:
-    """MXNet frees a recorded graph when a backward runs without ``retain_graph``, so a second
-    backward from the same head fails.  torch frees only the tensors its nodes saved (``x + 1``
-    saves none and could run twice); this restores MXNet's rule for threads that record with
-    :func:`record`.  Returns whether the rule applies."""
-    if not _state.ever_recorded:
-        return False
-    for h in heads:
-        fn = h.grad_fn
-        if fn is not None and _FREED in _metadata(fn):
-            raise MXNetError(
-                "backward: this graph was already differentiated and freed (a backward without "
-                "retain_graph=True frees it, as in MXNet); record the computation again, or pass "
-                "retain_graph=True to the earlier backward"
-            )
-    return True
-
-
-def _mark_freed(heads: list[torch.Tensor]) -> None:
-    for h in heads:
-        if h.grad_fn is not None:
-            _metadata(h.grad_fn)[_FREED] = True
-
-
 def backward(
     heads: torch.Tensor | Sequence[torch.Tensor],
     head_grads: torch.Tensor | Sequence[torch.Tensor | None] | None = None,
@@ -231,15 +102,6 @@ def backward(
         torch.autograd.backward(hs, hg, retain_graph=retain_graph)
     if rule and not retain_graph:
         _mark_freed(hs)
-
-
-class _GradOnly:
-    # > 0 while grad() runs: attach_grad's 'write' rule must not touch .grad then.  Not
-    # thread-local: torch may run a CUDA backward's hooks on its own device threads.
-    depth = 0
-
-
-_grad_only = _GradOnly()
 
 
 def grad(
@@ -389,33 +251,3 @@ class Function:
     def backward(self, *output_grads: Any) -> Any:
         """Gradients of the inputs from those of the outputs; override it."""
         raise NotImplementedError(f"{type(self).__name__} must define backward()")
-
-
-# ---- MXNet's rule for backward() on a non-scalar head -------------------------------------
-_torch_backward = torch.Tensor.backward
-
-
-def _backward(self: torch.Tensor, gradient: Any = None, retain_graph: Any = None,
-              create_graph: bool = False, inputs: Any = None, *, out_grad: Any = None,
-              train_mode: bool = True) -> None:
-    # MXNet's NDArray.backward(out_grad=None, retain_graph=False, train_mode=True) shares its
-    # first two positions with torch's (gradient, retain_graph); train_mode only chose the
-    # forward behaviour MXNet re-ran, torch keeps the recorded one
-    if out_grad is not None:
-        if gradient is not None:
-            raise TypeError("backward() got both gradient and out_grad: give one of them")
-        gradient = out_grad
-    if gradient is None and self.numel() != 1 and self.requires_grad:
-        gradient = _ones_like(self)
-    rule = _state.ever_recorded and _check_not_freed([self])
-    _torch_backward(self, gradient, retain_graph, create_graph, inputs)
-    if rule and not (create_graph if retain_graph is None else retain_graph):
-        _mark_freed([self])
-
-
-_backward.__doc__ = _torch_backward.__doc__
-
-
-def install_backward(on: bool = True) -> None:
-    """Give ``torch.Tensor.backward`` MXNet's rule for non-scalar heads (``on``) or torch's own."""
-    torch.Tensor.backward = _backward if on else _torch_backward  # type: ignore[method-assign]

@@ -19,12 +19,12 @@ import torch
 from ._dtype import to_torch_dtype
 from .base import MXNetError
 from .context import Context, current_context
-from .symbol._infer import infer_node_shapes
+from .symbol._infer import infer_node_shapes, infer_shape, infer_type
 from .symbol._loss import plain_options, softmax_output_head
 from .symbol._ops import SOFTMAX_OPTIONS
 
 if TYPE_CHECKING:
-    from .symbol.symbol import Symbol
+    from .symbol._graph import Graph  # a Symbol: the executor reads only its structure
 
 __all__ = ["Executor", "simple_bind"]
 
@@ -106,7 +106,7 @@ def _grad_reqs(grad_req: Any, names: list[str], grads: list[torch.Tensor | None]
 
 
 def _check_shapes(
-    symbol: Symbol,
+    symbol: Graph,
     arg_names: list[str],
     args: list[torch.Tensor],
     grads: list[torch.Tensor | None],
@@ -150,7 +150,7 @@ class _Plan:
     """The graph as a list of steps over numbered value slots (arguments, aux states, outputs)."""
 
     def __init__(
-        self, symbol: Symbol, arg_names: list[str], aux_names: list[str], group2ctx: Mapping[str, Any] | None
+        self, symbol: Graph, arg_names: list[str], aux_names: list[str], group2ctx: Mapping[str, Any] | None
     ) -> None:
         nodes = symbol._nodes()
         slot: dict[tuple[int, int], int] = {}
@@ -237,7 +237,7 @@ def _adopt(dst: torch.Tensor, g: torch.Tensor, taken: set[int]) -> bool:
     return True
 
 
-def _check_differentiable(symbol: Symbol, wanted: set[str]) -> None:
+def _check_differentiable(symbol: Graph, wanted: set[str]) -> None:
     """MXNetError when the gradient of an argument in ``wanted`` would pass through an operator
     MXNet defines no gradient for (``batch_take``); a stop_gradient (BlockGrad) above it makes the
     graph bindable, as in MXNet."""
@@ -270,7 +270,7 @@ class Executor:
 
     def __init__(
         self,
-        symbol: Symbol,
+        symbol: Graph,
         ctx: Any,
         args: Any,
         args_grad: Any = None,
@@ -517,7 +517,7 @@ class Executor:
         """An executor of the same graph for new input shapes, sharing every array whose shape
         does not change; as in MXNet, an array that shrinks (and each output) is a view of the first
         elements of this executor's array, and one that grows (``allow_up_sizing``) gets new memory."""
-        arg_shapes, _, aux_shapes = self._symbol.infer_shape(**kwargs)
+        arg_shapes, _, aux_shapes = infer_shape(self._symbol, (), kwargs, partial=False)
         if arg_shapes is None:
             raise MXNetError(f"reshape: the shapes {kwargs} do not determine every shape of the graph")
         args, grads = [], []
@@ -552,14 +552,14 @@ class Executor:
     def _shared_outputs(self, new: Executor, arg_shapes: list[Shape]) -> list[torch.Tensor] | None:
         """Views of this executor's outputs (allocated now if it has not run yet) for ``new``'s
         outputs, where none grows; None (fresh outputs) otherwise."""
-        _, out_shapes, _ = self._symbol.infer_shape(*arg_shapes)
+        _, out_shapes, _ = infer_shape(self._symbol, arg_shapes, {}, partial=False)
         if out_shapes is None:
             return None
         if not self.outputs:
             shapes = dict(zip(self._arg_names, (tuple(a.shape) for a in self.arg_arrays), strict=True))
-            _, mine, _ = self._symbol.infer_shape(**shapes)
-            types = self._symbol.infer_type(**{n: a.dtype for n, a in zip(self._arg_names, self.arg_arrays,
-                                                                            strict=True)})[1]
+            _, mine, _ = infer_shape(self._symbol, (), shapes, partial=False)
+            types = infer_type(self._symbol, (), {n: a.dtype for n, a in zip(self._arg_names, self.arg_arrays,
+                                                                         strict=True)})[1]
             if mine is None:
                 return None
             device = self.arg_arrays[0].device if self.arg_arrays else _device(self._ctx)
@@ -572,7 +572,7 @@ class Executor:
             views.append(_first_elements(out, tuple(shape)))
         return views
 
-    def get_optimized_symbol(self) -> Symbol:
+    def get_optimized_symbol(self) -> Graph:
         """The bound graph after MXNet's graph passes (common-subexpression elimination unless
         ``MXNET_ELIMINATE_COMMON_EXPR=0`` at bind); it computes the same outputs."""
         from .symbol._optimize import eliminate_common_expr
@@ -597,7 +597,7 @@ class Executor:
 
 
 def simple_bind(
-    symbol: Symbol,
+    symbol: Graph,
     ctx: Any,
     grad_req: Any,
     type_dict: Mapping[str, Any] | None,
@@ -621,7 +621,7 @@ def simple_bind(
     if type_dict is None:  # MXNet's simple_bind: float32 for every argument without a __dtype__
         attrs = symbol.attr_dict()
         type_dict = {n: np.float32 for n in arg_names if "__dtype__" not in attrs.get(n, {})}
-    arg_types, _, aux_types = symbol.infer_type_partial(**type_dict)
+    arg_types, _, aux_types = infer_type(symbol, (), type_dict, partial=True)
     arg_types = [t if t is not None else np.float32 for t in arg_types]
     aux_types = [t if t is not None else np.float32 for t in aux_types]
     types = dict(zip(arg_names, arg_types, strict=True))

@@ -30,8 +30,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from . import _mxnet_methods, _tensor_overrides, autograd
-from . import util as _util
+from . import _mxnet_methods, _recording, _tensor_overrides
+from ._array_exchange import asnumpy, to_dlpack_for_read, to_dlpack_for_write, wait_to_read, wait_to_write
 from ._dtype import to_torch_dtype
 from .context import Context, as_context, context_of
 
@@ -62,27 +62,6 @@ __all__ = [
 _GRAD_REQS = ("write", "add", "null")
 
 
-def asnumpy(self: torch.Tensor) -> np.ndarray:
-    """A detached copy of the tensor as a numpy array on the CPU (bfloat16 becomes float32).
-
-    A sparse tensor (row_sparse, csr) gives its dense value, as MXNet's ``asnumpy`` does.  A 0-d
-    tensor gives shape (1,) outside MXNet's NumPy mode: legacy MXNet arrays have at least one
-    dimension (``x[0][0].asnumpy()[0]``), while ``mx.np`` code (``util.is_np_array()``) gets 0-d, and
-    so does the one 0-d array legacy MXNet makes, ``mx.nd.array`` of a scalar.
-    """
-    t = self.detach()
-    fresh = t.layout != torch.strided  # to_dense() already made a new tensor
-    if fresh:
-        t = t.to_dense()
-    if t.dtype == torch.bfloat16:
-        t = t.float()
-    arr = t.cpu().numpy()
-    out = arr.copy() if not fresh and self.device.type == "cpu" and t.dtype == self.dtype else arr
-    if out.ndim == 0 and not _util.is_np_array() and not getattr(self, "_mx_zero_dim", False):
-        out = out.reshape(1)
-    return out
-
-
 def asscalar(self: torch.Tensor) -> Any:
     """The single element as a numpy scalar; an error if the tensor has more than one element."""
     if self.numel() != 1:
@@ -103,17 +82,6 @@ def as_in_context(self: torch.Tensor, context: Context | str | torch.device) -> 
 def _context(self: torch.Tensor) -> Context:
     """The MXNet context this tensor belongs to."""
     return context_of(self)
-
-
-def wait_to_read(self: torch.Tensor) -> None:
-    """Block until pending device work that writes this tensor is done (CUDA synchronise)."""
-    if self.device.type == "cuda":
-        torch.cuda.synchronize(self.device)
-
-
-def wait_to_write(self: torch.Tensor) -> None:
-    """Block until pending device work on this tensor is done (CUDA synchronise)."""
-    wait_to_read(self)
 
 
 def astype(self: torch.Tensor, dtype: Any, copy: bool = True) -> torch.Tensor:
@@ -234,9 +202,7 @@ def _write_rule(ref: weakref.ref[torch.Tensor]) -> Any:
     def hook(g: torch.Tensor) -> torch.Tensor:
         t = ref()
         if t is not None and t.grad is not None and getattr(t, "_mx_grad_req", None) == "write":
-            from . import autograd
-
-            if not autograd._grad_only.depth:
+            if not _recording.grad_only.depth:
                 t.grad.zero_()
         return g
 
@@ -302,22 +268,6 @@ def _slices(t: torch.Tensor, begin: Any, end: Any, step: Any) -> tuple[slice, ..
         )
     steps = step or (None,) * len(begin)
     return tuple(slice(b, e, s) for b, e, s in zip(begin, end, steps))
-
-
-def to_dlpack_for_read(self: torch.Tensor) -> Any:
-    """A DLPack capsule of the tensor (MXNet's ``to_dlpack_for_read``)."""
-    from torch.utils.dlpack import to_dlpack
-
-    wait_to_read(self)
-    return to_dlpack(self)
-
-
-def to_dlpack_for_write(self: torch.Tensor) -> Any:
-    """A DLPack capsule of the tensor that the consumer may write (MXNet's ``to_dlpack_for_write``)."""
-    from torch.utils.dlpack import to_dlpack
-
-    wait_to_write(self)
-    return to_dlpack(self)
 
 
 def asscipy(self: torch.Tensor) -> Any:
@@ -606,7 +556,7 @@ def enable(numpy_assignment: bool | None = None, mxnet_methods: bool | None = No
     global _enabled
     with _lock:
         if not _enabled:
-            autograd.install_backward(True)
+            _recording.install_backward(True)
             _tensor_overrides.install_setstate(True)
             for name, obj in _table().items():
                 if hasattr(torch.Tensor, name):
@@ -655,6 +605,8 @@ def set_mxnet_methods(on: bool = True) -> None:
     (``axis=``, ``exclude=`` ...), so torch code in the same process keeps working, but every such
     torch method then costs a Python call (``bench/tensor_methods.py --mxnet-mode``).  Process-wide;
     ``MXTORCH_MXNET_METHODS=1`` turns it on at ``import mxtorch``."""
+    if on:
+        from . import nd  # noqa: F401 - the rules call its operators (it hands them to _mxnet_methods)
     _mxnet_methods.install(bool(on))
     _tensor_overrides.install_setitem(bool(on) or _numpy_assignment)
 
@@ -671,7 +623,7 @@ def disable() -> None:
     with _lock:
         _numpy_assignment = False
         if _enabled:
-            autograd.install_backward(False)
+            _recording.install_backward(False)
             _tensor_overrides.install(False)
             _mxnet_methods.install(False)
         for name, obj in _added.items():

@@ -34,6 +34,7 @@ import numpy as np
 import torch
 
 from ._dtype import to_torch_dtype
+from ._recording import is_training
 from .base import MXNetError, attr_string
 from .context import Context, as_context, context_of
 from .registry import Registry
@@ -366,15 +367,13 @@ def Custom(*inputs: Tensor, op_type: str | None = None, out: Any = None, name: s
     """Apply the registered custom operator ``op_type`` to ``inputs`` (arguments, then auxiliary
     states); the other keywords go to its property class as strings.  One output is returned as an
     array, several as a list.  Under ``autograd.record()`` the result is differentiable."""
-    from . import autograd
-
     if op_type is None:
         raise MXNetError("Custom: op_type is required (the name given to @mx.operator.register)")
     spec = spec_for(str(op_type), kwarg_strings(kwargs))
     for i, x in enumerate(inputs):
         if not isinstance(x, Tensor):
             raise TypeError(f"Custom({op_type!r}): input {i} must be an NDArray, got {type(x).__name__}")
-    outs = CustomCall(spec)(list(inputs), autograd.is_training())
+    outs = CustomCall(spec)(list(inputs), is_training())
     result: Any = outs[0] if len(outs) == 1 else outs
     if out is not None:
         targets = out if isinstance(out, (list, tuple)) else [out]

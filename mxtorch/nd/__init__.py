@@ -19,6 +19,7 @@ the names MXNet code imports from ``mxnet.ndarray.ndarray``.
 
 from __future__ import annotations
 
+from .. import _mxnet_methods
 from ..operator import Custom as Custom  # MXNet's Python custom operators (mx.operator.register)
 from . import (
     _creation,
@@ -75,3 +76,7 @@ for _name in _OPERATORS:
     if _name != "infer_reshape":
         globals()[_name] = follows_inputs(_mx_operator(globals()[_name], _name in _PARAMETERLESS))
 del _name
+
+# MXNet method mode's rules (x.sort(), x.sum(exclude=True) ...) call these operators: handed down to
+# the module below the arrays' methods that holds the rules
+_mxnet_methods.use_operators(globals())

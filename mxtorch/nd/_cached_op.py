@@ -6,7 +6,7 @@ from typing import Any
 
 import torch
 
-from .. import autograd
+from .._recording import is_training  # autograd's train mode, kept below the operators
 from ..base import MXNetError
 from ._common import write_out
 
@@ -48,7 +48,7 @@ class CachedOp:
         vals: list[Any] = [None] * self._plan.nslots
         for i, n in enumerate(self._args + self._aux):
             vals[i] = given[n]
-        self._plan.run(vals, autograd.is_training())
+        self._plan.run(vals, is_training())
         outs = [vals[s] for s in self._plan.heads]
         result = outs[0] if len(outs) == 1 else outs
         return result if out is None else write_out(result, out, "CachedOp")

@@ -12,8 +12,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from .. import autograd
 from .._dtype import to_torch_dtype
+from .._recording import is_training  # autograd's train mode, kept below the operators
 from ..context import Context, as_context, context_of
 
 Shape = int | Sequence[int]
@@ -109,7 +109,7 @@ def training_flag(training: bool | None) -> bool:
     """An operator's ``training`` argument; None means autograd's current train mode (MXNet's rule)."""
     if training is not None:
         return bool(training)
-    return bool(autograd.is_training())
+    return bool(is_training())
 
 
 def is_float(t: torch.Tensor) -> bool:

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..ndarray_methods import to_dlpack_for_read, to_dlpack_for_write
+from .._array_exchange import to_dlpack_for_read, to_dlpack_for_write
 from ._common import norm_axis, to_index, write_out
 from ._creation import arange, array, empty, eye, from_numpy, full, linspace, ones, waitall, zeros
 from ._ops import (

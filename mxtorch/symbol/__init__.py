@@ -9,9 +9,8 @@ from __future__ import annotations
 from typing import Any
 
 from . import _ops, _recorded_ops  # noqa: F401 - _recorded_ops registers _CachedOp, _torch_op
-from ._graph_file import fromjson, load, load_json
 from ._scope import AttrScope, NameManager, Prefix
-from .symbol import Group, Symbol, Variable, create, split_v2, var
+from .symbol import Group, Symbol, Variable, create, fromjson, load, load_json, split_v2, var
 
 __all__ = [
     "Symbol",

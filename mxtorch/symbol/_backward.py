@@ -18,20 +18,20 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from ..base import MXNetError
-from . import _infer as inf
+from . import _op_shapes
 
 if TYPE_CHECKING:
-    from .symbol import _Node
+    from ._graph import Node as _Node
 
 Shape = tuple[int, ...]
 Dim = tuple[int, int]  # (input position, dimension)
 
-_BASE, _STEP = inf._PROBES[0], inf._PROBES[1] - inf._PROBES[0]
+_BASE, _STEP = _op_shapes.PROBES[0], _op_shapes.PROBES[1] - _op_shapes.PROBES[0]
 
 
 def _outputs(node: _Node, shapes: list[Shape], types: list[Any]) -> list[Shape | None] | None:
     try:
-        res = inf._run_meta(node, shapes, types)
+        res = _op_shapes.run_meta(node, shapes, types)
     except MXNetError:
         return None
     return [r[0] if r is not None else None for r in res]
@@ -115,7 +115,7 @@ def solve_backward(
         ins = [out_shapes[id(src)][i] for src, i in n.inputs]
         if all(s is not None for s in ins):
             continue
-        partials = [s if s is not None else inf._partial_of(part, e)
+        partials = [s if s is not None else _op_shapes.partial_of(part, e)
                     for s, e in zip(ins, n.inputs, strict=True)]
         if any(p is None for p in partials):
             continue
@@ -135,13 +135,13 @@ def solve_backward(
             if shape == shapes[k]:
                 continue
             changed = True
-            if inf._known(shape):
+            if _op_shapes.known(shape):
                 out_shapes[id(src)][i] = shape
                 if src.is_variable:
-                    part.pop(inf.var_key(src), None)
-                    var_shapes[inf.var_key(src)] = shape
+                    part.pop(_op_shapes.var_key(src), None)
+                    var_shapes[_op_shapes.var_key(src)] = shape
             elif src.is_variable:
-                part[inf.var_key(src)] = shape
+                part[_op_shapes.var_key(src)] = shape
             else:
                 outs = part.setdefault(id(src), [None] * src.num_total())
                 outs[i] = shape

@@ -2,7 +2,7 @@
 ``op_type`` and the operator's keyword strings runs the Python operator registered under that
 name (:mod:`mxtorch.operator`).
 
-Everything else in a graph has one :class:`~._ops.OpDef` per operator name; a Custom node's
+Everything else in a graph has one :class:`~._opdef.OpDef` per operator name; a Custom node's
 inputs, outputs, auxiliary states, shapes and whether it is a loss come from its registered
 property class, so each configuration (``op_type`` and keywords) gets its own OpDef.
 """
@@ -10,15 +10,13 @@ property class, so each configuration (``op_type`` and keywords) gets its own Op
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
 from .. import operator as _operator
 from ..base import MXNetError
-
-if TYPE_CHECKING:
-    from ._ops import OpDef
+from ._opdef import OpDef
 
 Shape = tuple[int, ...]
 
@@ -97,8 +95,6 @@ class _Runner:
 
 
 def _build(spec: _operator.CustomSpec) -> OpDef:
-    from ._ops import OpDef
-
     r = _Runner(spec)
     names = [*spec.arguments, *spec.aux]
     outputs = list(spec.outputs)

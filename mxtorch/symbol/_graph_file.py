@@ -1,7 +1,8 @@
-"""Reading MXNet's JSON graph format (``prefix-symbol.json``, ``Symbol.tojson()``) into a Symbol.
+"""Reading MXNet's JSON graph format (``prefix-symbol.json``, ``Symbol.tojson()``) into graph nodes
+(``mx.sym.load`` / ``load_json`` make the Symbol of them).
 
 A graph file is input from outside (a download, a model zoo, a colleague): whatever it holds,
-:func:`load` and :func:`load_json` raise :class:`~mxtorch.base.MXNetError` naming the file and,
+:func:`read_file` and :func:`read_json` raise :class:`~mxtorch.base.MXNetError` naming the file and,
 where there is one, the node.  The text goes through :mod:`mxtorch.bounded_json` (at most
 :data:`MAX_GRAPH_BYTES` bytes, nested at most :data:`~mxtorch.bounded_json.MAX_DEPTH` deep, UTF-8);
 every node is checked (an object with ``op`` and ``name``, attributes as objects, inputs as
@@ -17,9 +18,9 @@ from typing import Any
 from .. import bounded_json
 from ..base import MXNetError
 from . import _ops
-from .symbol import Symbol, _Node
+from ._graph import Node as _Node
 
-__all__ = ["load", "load_json", "fromjson", "MAX_GRAPH_BYTES"]
+__all__ = ["read_file", "read_json", "MAX_GRAPH_BYTES"]
 
 MAX_GRAPH_BYTES = 256 << 20
 """Largest graph file read (MXNet's biggest model-zoo graphs are a few MB)."""
@@ -28,21 +29,21 @@ MAX_GRAPH_BYTES = 256 << 20
 _MALFORMED = (ValueError, TypeError, KeyError, IndexError, AttributeError, OverflowError, RecursionError)
 
 
-def load_json(json_str: str) -> Symbol:
-    """A Symbol from MXNet's JSON graph format (files of MXNet 1.x and older ``param``/``attr`` keys);
-    :class:`MXNetError` for any text that is not such a graph."""
+Heads = list[tuple[_Node, int]]
+
+
+def read_json(json_str: str) -> Heads:
+    """The outputs of the graph in MXNet's JSON format (files of MXNet 1.x and older ``param``/``attr``
+    keys); :class:`MXNetError` for any text that is not such a graph."""
     if not isinstance(json_str, (str, bytes, bytearray)):
         raise MXNetError(f"load_json: expected the JSON text of a graph, got {type(json_str).__name__}")
     graph = bounded_json.loads(json_str, "load_json: the text", MXNetError, max_bytes=MAX_GRAPH_BYTES)
     return _from_graph(graph, "load_json")
 
 
-fromjson = load_json
-
-
-def load(fname: str | os.PathLike[str]) -> Symbol:
-    """A Symbol from an MXNet JSON graph file (``prefix-symbol.json``); :class:`MXNetError` naming
-    the file for one that is missing, too large, binary, malformed or not an MXNet graph."""
+def read_file(fname: str | os.PathLike[str]) -> Heads:
+    """The outputs of the graph in an MXNet JSON graph file (``prefix-symbol.json``); :class:`MXNetError`
+    naming the file for one that is missing, too large, binary, malformed or not an MXNet graph."""
     name = os.fspath(fname)
     if not os.path.isfile(name):
         raise MXNetError(f"symbol file {name!r} does not exist")
@@ -56,7 +57,7 @@ def load(fname: str | os.PathLike[str]) -> Symbol:
     return _from_graph(graph, source)
 
 
-def _from_graph(graph: Any, source: str) -> Symbol:
+def _from_graph(graph: Any, source: str) -> Heads:
     if not isinstance(graph, dict) or not isinstance(graph.get("nodes"), list) or \
             not isinstance(graph.get("heads"), list):
         raise MXNetError(f"{source}: not an MXNet graph (expected a JSON object with 'nodes' and 'heads' "
@@ -76,7 +77,7 @@ def _from_graph(graph: Any, source: str) -> Symbol:
         if head is None:
             raise MXNetError(f"{source}: bad head reference {ref!r:.100} (the graph has {len(nodes)} nodes)")
         heads.append(head)
-    return Symbol(heads)
+    return heads
 
 
 def _node(entry: Any, i: int, nodes: list[_Node], source: str) -> _Node:

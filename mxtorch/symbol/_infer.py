@@ -11,7 +11,6 @@ of its results that differ are the ones that depend on them (unknown, 0); the ot
 
 from __future__ import annotations
 
-import math
 import warnings
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -22,10 +21,16 @@ import torch
 from .._dtype import to_torch_dtype
 from ..base import MXNetError
 from ..util import is_np_shape
+from ._op_shapes import PROBES as _PROBES
+from ._op_shapes import known as _known
+from ._op_shapes import partial_of as _partial_of
+from ._op_shapes import run_meta as _run_meta
+from ._op_shapes import var_key as var_key
 from ._scope import parse_attr
 
 if TYPE_CHECKING:
-    from .symbol import Symbol, _Node
+    from ._graph import Graph
+    from ._graph import Node as _Node
 
 Shape = tuple[int, ...]
 
@@ -64,7 +69,7 @@ def code_dtype(code: str | int) -> Any:
         return np.dtype(str(code)).type
 
 
-def _given(sym: Symbol, args: Sequence[Any], kwargs: Mapping[str, Any], what: str) -> dict[str, Any]:
+def _given(sym: Graph, args: Sequence[Any], kwargs: Mapping[str, Any], what: str) -> dict[str, Any]:
     names = sym.list_arguments()
     if args and kwargs:
         raise ValueError(f"{what}: give the arguments either positionally or by name, not both")
@@ -82,49 +87,6 @@ def _given(sym: Symbol, args: Sequence[Any], kwargs: Mapping[str, Any], what: st
             )
         given = {k: v for k, v in kwargs.items() if v is not None}
     return given
-
-
-def _known(shape: Any) -> bool:
-    return shape is not None and len(shape) > 0 and all(int(d) > 0 for d in shape)
-
-
-_SMALL = 1 << 18  # elements
-
-
-def _run_meta(node: _Node, shapes: list[Shape], dtypes: list[Any]) -> list[tuple[Shape, Any] | None]:
-    op = node.opdef()
-    if op.infer is not None:  # an operator that says its output shapes (Custom): nothing runs
-        try:
-            return list(op.infer(list(shapes), list(dtypes)))
-        except Exception as e:
-            raise MXNetError(
-                f"infer_shape: operator {node.name!r} ({node.op}) cannot take inputs of shapes "
-                f"{[tuple(s) for s in shapes]}: {e}"
-            ) from e
-    attrs = node.params()
-    errors: list[BaseException] = []
-    # small inputs run for real (meta tensors import ~1 s of torch machinery on first use);
-    # large ones on meta tensors (no memory, no compute), with the CPU as fallback
-    small = sum(math.prod(s) for s in shapes) <= _SMALL
-    for device in ("cpu", "meta") if small else ("meta", "cpu"):
-        ins = [torch.zeros(s, dtype=d, device=device) for s, d in zip(shapes, dtypes, strict=True)]
-        try:
-            with torch.no_grad():
-                out = op.run(ins, attrs, False)
-        except Exception as e:  # an operator may need values (then the CPU try decides)
-            errors.append(e)
-            continue
-        outs = out if isinstance(out, (list, tuple)) else [out]
-        return [(tuple(o.shape), o.dtype) if isinstance(o, torch.Tensor) else None for o in outs]
-    raise MXNetError(
-        f"infer_shape: operator {node.name!r} ({node.op}) cannot take inputs of shapes "
-        f"{[tuple(s) for s in shapes]}: {errors[-1]}"
-    ) from errors[-1]
-
-
-# the sizes unknown dimensions take in the two runs of a partial inference: large enough for
-# kernels, 29 apart so that a strided window (stride <= 29) maps them to different sizes
-_PROBES = (32, 61)
 
 
 def _probe(shape: Shape, size: int) -> Shape:
@@ -235,12 +197,6 @@ def _same_shape_backward(
     return changed
 
 
-def var_key(node: _Node) -> tuple[str, int]:
-    """The key of a variable node in the inference tables: variables are nodes (MXNet infers per
-    node), so two variables of one name (two layers both named 'fc') keep their own shapes."""
-    return ("var", id(node))
-
-
 def _input_type(op: Any, attrs: Mapping[str, Any], k: int, data_type: Any) -> Any:
     """The type an untyped variable input ``k`` gets: Embedding's weight takes ``dtype``,
     BatchNorm's parameters of float16 data are float32, any other input takes the type of the
@@ -250,14 +206,6 @@ def _input_type(op: Any, attrs: Mapping[str, Any], k: int, data_type: Any) -> An
     if op.name == "BatchNorm" and k > 0 and data_type == torch.float16:
         return torch.float32  # MXNet keeps BatchNorm's parameters and statistics in float32
     return data_type
-
-
-def _partial_of(part: Mapping[Any, Any], entry: tuple[_Node, int]) -> Shape | None:
-    src, i = entry
-    if src.is_variable:
-        return part.get(var_key(src))  # type: ignore[no-any-return]
-    outs = part.get(id(src))
-    return None if outs is None else outs[i]  # type: ignore[no-any-return]
 
 
 def _merge(old: Shape | None, new: Shape, name: str) -> Shape:
@@ -270,7 +218,7 @@ def _merge(old: Shape | None, new: Shape, name: str) -> Shape:
 
 
 def infer_node_shapes(
-    sym: Symbol,
+    sym: Graph,
     given: Mapping[str, Shape],
     dtypes: Mapping[str, Any] | None = None,
     partial: dict[Any, Any] | None = None,
@@ -407,7 +355,7 @@ def _forward_shapes(
 
 
 def infer_shape(
-    sym: Symbol, args: Sequence[Any], kwargs: Mapping[str, Any], partial: bool
+    sym: Graph, args: Sequence[Any], kwargs: Mapping[str, Any], partial: bool
 ) -> tuple[Any, Any, Any]:
     given = {k: tuple(v) for k, v in _given(sym, args, kwargs, "infer_shape").items()}
     part: dict[Any, Any] = {}
@@ -442,7 +390,7 @@ def _np_type(t: Any) -> Any:
 
 
 def infer_type(
-    sym: Symbol, args: Sequence[Any], kwargs: Mapping[str, Any], partial: bool = False
+    sym: Graph, args: Sequence[Any], kwargs: Mapping[str, Any], partial: bool = False
 ) -> tuple[Any, Any, Any]:
     """Types flow forward from the given types, ``__dtype__`` attributes and operators' ``dtype``
     parameters.  A type nothing determines is None with ``partial`` (MXNet's infer_type_partial);

@@ -16,12 +16,13 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 if TYPE_CHECKING:
-    from .symbol import Symbol, _Node
+    from ._graph import Graph
+    from ._graph import Node as _Node
 
 __all__ = ["gradient_path", "intermediate_bytes"]
 
 
-def gradient_path(symbol: Symbol, wanted: set[str]) -> set[int]:
+def gradient_path(symbol: Graph, wanted: set[str]) -> set[int]:
     """Ids of the operator nodes a backward pass for the arguments in ``wanted`` goes through."""
     nodes = symbol._nodes()
     depends: set[int] = set()
@@ -40,7 +41,7 @@ def gradient_path(symbol: Symbol, wanted: set[str]) -> set[int]:
 
 
 def intermediate_bytes(
-    symbol: Symbol, out_shapes: Mapping[int, list[Any]], out_types: Mapping[int, list[Any]], wanted: set[str]
+    symbol: Graph, out_shapes: Mapping[int, list[Any]], out_types: Mapping[int, list[Any]], wanted: set[str]
 ) -> int:
     """Bytes of the intermediate arrays of ``symbol`` (see the module docstring); node output
     shapes and dtypes as :func:`~mxtorch.symbol._infer.infer_node_shapes` gives them."""

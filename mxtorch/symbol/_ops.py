@@ -13,7 +13,6 @@ import inspect
 import math
 import operator
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -28,6 +27,8 @@ from ..nd._norm import LayerNorm as nd_layer_norm
 from ..nd._shape import concat as _nd_concat
 from ..nd._shape import split_v2 as _nd_split_v2
 from . import _custom, _loss, _rnn
+from ._opdef import OpDef as OpDef
+from ._opdef import one_output as _one
 
 Tensor = torch.Tensor
 Shape = tuple[int, ...]
@@ -37,49 +38,6 @@ __all__ = ["OpDef", "get_op", "has_op", "canonical_name", "op_names"]
 
 def _always(names: Sequence[str]) -> Callable[[dict[str, Any]], list[str]]:
     return lambda attrs: list(names)
-
-
-def _one(attrs: dict[str, Any]) -> list[str]:
-    return ["output"]
-
-
-@dataclass
-class OpDef:
-    """How one operator behaves in a graph.
-
-    ``run(inputs, attrs, train)`` computes the outputs from the input tensors (arguments then
-    auxiliary states, in ``inputs(attrs)`` order).  ``params`` are the inputs an operator creates
-    as variables when they are not given (``fc1_weight``); ``aux`` the auxiliary states (moving
-    statistics) among them.  ``param_shapes(attrs, data_shape)`` gives their shapes.
-    ``infer(shapes, dtypes)``, when given, gives the ``(shape, dtype)`` of each output without
-    running the operator, and ``infer_types(dtypes)`` the (input, output) dtypes (Custom operators).
-    """
-
-    name: str
-    run: Callable[[list[Any], dict[str, Any], bool], Any]
-    inputs: Callable[[dict[str, Any]], list[str]] | None = None  # None: variadic / positional
-    aux: tuple[str, ...] = ()
-    outputs: Callable[[dict[str, Any]], list[str]] = _one
-    total_outputs: Callable[[dict[str, Any]], int] | None = None
-    param_shapes: Callable[[dict[str, Any], Shape], dict[str, Shape]] | None = None
-    aux_init: dict[str, str] = field(default_factory=dict)
-    is_loss: bool = False
-    compile: Callable[[dict[str, Any]], Callable[[list[Any], bool], Any]] | None = None
-    infer: Callable[[list[Shape], list[Any]], list[tuple[Shape, Any]]] | None = None
-    infer_types: Callable[[list[Any]], tuple[list[Any], list[Any]]] | None = None
-    differentiable: bool = True  # False: MXNet defines no gradient (binding it for training fails)
-
-    def compiled(self, attrs: dict[str, Any]) -> Callable[[list[Any], bool], Any]:
-        """``call(inputs, train)`` with ``attrs`` bound once (what a bound graph runs per node)."""
-        if self.compile is not None:
-            return self.compile(attrs)
-        run = self.run
-        return lambda ins, train: run(ins, attrs, train)
-
-    def num_total(self, attrs: dict[str, Any]) -> int:
-        if self.total_outputs is not None:
-            return self.total_outputs(attrs)
-        return len(self.outputs(attrs))
 
 
 _TABLE: dict[str, OpDef] = {}

@@ -11,12 +11,13 @@ value, the later ones become ``_copy`` nodes, so each output stays its own array
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING
+from typing import TypeVar
 
 from ..distributed.env import MXNET_ELIMINATE_COMMON_EXPR
+from ._graph import Graph
+from ._graph import Node as _Node
 
-if TYPE_CHECKING:
-    from .symbol import Symbol, _Node
+G = TypeVar("G", bound=Graph)  # the graph's own class (a Symbol gives a Symbol)
 
 __all__ = ["eliminate_common_expr", "cse_enabled"]
 
@@ -31,10 +32,8 @@ def _mergeable(node: _Node) -> bool:
     return not node.opdef().aux
 
 
-def eliminate_common_expr(sym: Symbol) -> Symbol:
+def eliminate_common_expr(sym: G) -> G:
     """``sym`` with repeated computations merged (see the module docstring); ``sym`` is unchanged."""
-    from .symbol import Symbol, _Node
-
     memo: dict[int, _Node] = {}  # old node id -> its node in the new graph
     seen: dict[tuple[object, ...], _Node] = {}
     for n in sym._nodes():
@@ -58,7 +57,7 @@ def eliminate_common_expr(sym: Symbol) -> Symbol:
             head = (_Node("_copy", f"{n.name}_copy{len(heads)}", {}, [head]), 0)
         used.add((id(head[0]), head[1]))
         heads.append(head)
-    return Symbol(heads)
+    return type(sym)(heads)
 
 
 def cse_enabled() -> bool:

@@ -13,7 +13,7 @@ from ._ops import OpDef, _add
 
 @functools.lru_cache(maxsize=64)
 def _subgraph(text: str) -> Any:
-    from ._graph_file import load_json
+    from .symbol import load_json
 
     return load_json(text)
 

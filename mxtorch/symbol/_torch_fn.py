@@ -11,13 +11,20 @@ import torch.nn.functional as F
 
 from ..base import MXNetError
 
-__all__ = ["lookup"]
+__all__ = ["lookup", "use_create"]
+
+# mx.sym.create, handed down by the symbol module when it loads: Symbol.__torch_function__ is the
+# only way here, and it calls this module's rules, which build Symbols with it
+_symbolic: dict[str, Callable[..., Any]] = {}
+
+
+def use_create(create: Callable[..., Any]) -> None:
+    """Build the Symbols of the rules with ``create(op, *inputs, **attributes)``."""
+    _symbolic["create"] = create
 
 
 def _create(op: str, *args: Any, **kwargs: Any) -> Any:
-    from .symbol import create
-
-    return create(op, *args, **kwargs)
+    return _symbolic["create"](op, *args, **kwargs)
 
 
 def _activation(kind: str) -> Callable[..., Any]:

@@ -17,96 +17,14 @@ from typing import Any
 from ..base import MXNetError, NotImplementedForSymbol
 from ..checkpoint_io import atomic_write_text
 from ..util import is_np_shape
-from . import _ops
+from . import _graph_file, _infer, _ops, _torch_fn
+from ._graph import Graph, with_hidden
+from ._graph import Node as _Node
 from ._scope import HIDDEN_KEYS, AttrScope, NameManager, attr_string, parse_attr
 
-__all__ = ["Symbol", "Variable", "var", "Group", "create", "split_v2"]
+__all__ = ["Symbol", "Variable", "var", "Group", "create", "split_v2", "load", "load_json", "fromjson"]
 
 MXNET_VERSION = 10901  # the MXNet release whose graph files we write (1.9.1)
-
-
-class _Node:
-    """One graph node: a variable (``op`` None) or an operator applied to ``inputs``."""
-
-    __slots__ = ("op", "name", "attrs", "inputs", "__weakref__")
-
-    def __init__(
-        self, op: str | None, name: str, attrs: dict[str, str], inputs: list[tuple[_Node, int]]
-    ) -> None:
-        self.op = op
-        self.name = name
-        self.attrs = attrs
-        self.inputs = inputs
-
-    @property
-    def is_variable(self) -> bool:
-        return self.op is None
-
-    def opdef(self) -> _ops.OpDef:
-        assert self.op is not None
-        return _ops.get_op(self.op, self.attrs)
-
-    def params(self) -> dict[str, Any]:
-        """Operator parameters as Python values (hidden ``__x__`` attributes left out)."""
-        return {k: parse_attr(v) for k, v in self.attrs.items() if not k.startswith("__")}
-
-    def output_names(self) -> list[str]:
-        if self.op is None:
-            return [self.name]
-        return [f"{self.name}_{o}" for o in self.opdef().outputs(self.params())]
-
-    def num_visible(self) -> int:
-        return 1 if self.op is None else len(self.opdef().outputs(self.params()))
-
-    def num_total(self) -> int:
-        return 1 if self.op is None else self.opdef().num_total(self.params())
-
-    def aux_positions(self) -> set[int]:
-        if self.op is None:
-            return set()
-        op = self.opdef()
-        if not op.aux or op.inputs is None:
-            return set()
-        names = op.inputs(self.params())
-        return {i for i, n in enumerate(names) if n in op.aux}
-
-
-def _topo(heads: Sequence[tuple[_Node, int]]) -> list[_Node]:
-    """Nodes reachable from ``heads``, inputs before users, in MXNet's depth-first order."""
-    order: list[_Node] = []
-    seen: set[int] = set()
-    for head, _ in heads:
-        if id(head) in seen:
-            continue
-        stack: list[tuple[_Node, int]] = [(head, 0)]
-        seen.add(id(head))
-        while stack:
-            node, i = stack.pop()
-            if i < len(node.inputs):
-                stack.append((node, i + 1))
-                child = node.inputs[i][0]
-                if id(child) not in seen:
-                    seen.add(id(child))
-                    stack.append((child, 0))
-            else:
-                order.append(node)
-    return order
-
-
-def _aux_ids(nodes: Sequence[_Node]) -> set[int]:
-    out: set[int] = set()
-    for n in nodes:
-        for pos in n.aux_positions():
-            out.add(id(n.inputs[pos][0]))
-    return out
-
-
-def _with_hidden(attrs: Mapping[str, str]) -> dict[str, str]:
-    out = dict(attrs)
-    for k, v in attrs.items():
-        if k.startswith("__") and k.endswith("__") and k[2:-2] in HIDDEN_KEYS:
-            out[k[2:-2]] = v
-    return out
 
 
 def _operator(name: str, reverse: bool = False) -> Callable[[Symbol, Any], Symbol]:
@@ -118,39 +36,12 @@ def _operator(name: str, reverse: bool = False) -> Callable[[Symbol, Any], Symbo
     return op
 
 
-class Symbol:
+class Symbol(Graph):
     """A list of node outputs.  Build with :func:`Variable` and the operators of ``mx.sym``."""
 
-    __slots__ = ("_outputs",)
-
-    def __init__(self, outputs: Sequence[tuple[_Node, int]]) -> None:
-        self._outputs = list(outputs)
+    __slots__ = ()
 
     # -------------------------------------------------------------------- structure / names
-    @property
-    def name(self) -> str | None:
-        """The node name of a single-output symbol (None for a group)."""
-        return self._outputs[0][0].name if len(self._outputs) == 1 else None
-
-    def _nodes(self) -> list[_Node]:
-        return _topo(self._outputs)
-
-    def list_arguments(self) -> list[str]:
-        nodes = self._nodes()
-        aux = _aux_ids(nodes)
-        return [n.name for n in nodes if n.is_variable and id(n) not in aux]
-
-    def list_auxiliary_states(self) -> list[str]:
-        nodes = self._nodes()
-        aux = _aux_ids(nodes)
-        return [n.name for n in nodes if n.is_variable and id(n) in aux]
-
-    def list_inputs(self) -> list[str]:
-        return [n.name for n in self._nodes() if n.is_variable]
-
-    def list_outputs(self) -> list[str]:
-        return [node.output_names()[i] for node, i in self._outputs]
-
     def get_internals(self) -> Symbol:
         """Every output of every node, in graph order (index it by name: ``fc1_output``)."""
         return Symbol([(n, i) for n in self._nodes() for i in range(n.num_visible())])
@@ -169,9 +60,6 @@ class Symbol:
             raise MXNetError(f"_gen_atomic_symbol: {node.name!r} is a variable, not an operator")
         atom = _Node(node.op, node.name, dict(node.attrs), [])
         return Symbol([(atom, i) for i in range(node.num_visible())])
-
-    def __len__(self) -> int:
-        return len(self._outputs)
 
     def __iter__(self) -> Iterator[Symbol]:
         return (Symbol([o]) for o in self._outputs)
@@ -205,13 +93,9 @@ class Symbol:
         return Symbol(self._outputs)
 
     def __deepcopy__(self, memo: Any) -> Symbol:
-        from ._graph_file import load_json  # it builds Symbols: imported when used
-
         return load_json(self.tojson())
 
     def __reduce__(self) -> Any:
-        from ._graph_file import load_json
-
         return (load_json, (self.tojson(),))
 
     def __bool__(self) -> bool:
@@ -229,11 +113,7 @@ class Symbol:
     def list_attr(self, recursive: bool = False) -> dict[str, str]:
         if recursive:
             raise DeprecationWarning("list_attr(recursive=True) is attr_dict() in MXNet 1.x")
-        return _with_hidden(self._outputs[0][0].attrs) if len(self._outputs) == 1 else {}
-
-    def attr_dict(self) -> dict[str, dict[str, str]]:
-        """``{node name: attributes}`` of every node that has attributes."""
-        return {n.name: _with_hidden(n.attrs) for n in self._nodes() if n.attrs}
+        return with_hidden(self._outputs[0][0].attrs) if len(self._outputs) == 1 else {}
 
     def _set_attr(self, **kwargs: Any) -> None:
         for node, _ in self._outputs:
@@ -300,9 +180,7 @@ class Symbol:
     @classmethod
     def __torch_function__(cls, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         # torch functions on symbols (F.relu(x) in Gluon code traced with symbols)
-        from ._torch_fn import lookup
-
-        return lookup(func)(*args, **(kwargs or {}))
+        return _torch_fn.lookup(func)(*args, **(kwargs or {}))
 
     def split_v2(self, *args: Any, **kwargs: Any) -> Symbol:
         return split_v2(self, *args, **kwargs)
@@ -349,27 +227,19 @@ class Symbol:
     def infer_shape(self, *args: Any, **kwargs: Any) -> tuple[Any, Any, Any]:
         """``(arg_shapes, out_shapes, aux_shapes)`` from the shapes of some arguments; all three
         are None (with a warning) when the given shapes do not determine every shape."""
-        from ._infer import infer_shape
-
-        return infer_shape(self, args, kwargs, partial=False)
+        return _infer.infer_shape(self, args, kwargs, partial=False)
 
     def infer_shape_partial(self, *args: Any, **kwargs: Any) -> tuple[Any, Any, Any]:
         """Like :meth:`infer_shape`; unknown shapes are ``()``."""
-        from ._infer import infer_shape
-
-        return infer_shape(self, args, kwargs, partial=True)
+        return _infer.infer_shape(self, args, kwargs, partial=True)
 
     def infer_type(self, *args: Any, **kwargs: Any) -> tuple[Any, Any, Any]:
         """``(arg_types, out_types, aux_types)`` (numpy types) from the types of some arguments."""
-        from ._infer import infer_type
-
-        return infer_type(self, args, kwargs)
+        return _infer.infer_type(self, args, kwargs)
 
     def infer_type_partial(self, *args: Any, **kwargs: Any) -> tuple[Any, Any, Any]:
         """Like :meth:`infer_type`; a type nothing determines is None."""
-        from ._infer import infer_type
-
-        return infer_type(self, args, kwargs, partial=True)
+        return _infer.infer_type(self, args, kwargs, partial=True)
 
     def tojson(self) -> str:
         """The graph in MXNet's JSON format (what MXNet 1.x writes to ``prefix-symbol.json``)."""
@@ -606,9 +476,7 @@ def Variable(
     if wd_mult is not None:
         attrs["__wd_mult__"] = str(wd_mult)
     if dtype is not None:
-        from ._infer import dtype_code
-
-        attrs["__dtype__"] = str(dtype_code(dtype))
+        attrs["__dtype__"] = str(_infer.dtype_code(dtype))
     if init is not None:
         attrs["__init__"] = init if isinstance(init, str) else init.dumps()
     if stype is not None:
@@ -632,11 +500,19 @@ def Group(symbols: Sequence[Symbol]) -> Symbol:
     return Symbol([o for s in symbols for o in s._outputs])
 
 
-def __getattr__(name: str) -> Any:
-    # graph files are read by ._graph_file (it builds Symbols); its readers keep their old address
-    # here for pickles and code that named them mxtorch.symbol.symbol.load_json
-    if name in ("load", "load_json", "fromjson"):
-        from . import _graph_file
+def load_json(json_str: str) -> Symbol:
+    """A Symbol from MXNet's JSON graph format (files of MXNet 1.x and older ``param``/``attr`` keys);
+    :class:`MXNetError` for any text that is not such a graph (:mod:`._graph_file` checks it)."""
+    return Symbol(_graph_file.read_json(json_str))
 
-        return getattr(_graph_file, name)
-    raise AttributeError(f"module 'mxtorch.symbol.symbol' has no attribute {name!r}")
+
+fromjson = load_json
+
+
+def load(fname: str | os.PathLike[str]) -> Symbol:
+    """A Symbol from an MXNet JSON graph file (``prefix-symbol.json``); :class:`MXNetError` naming
+    the file for one that is missing, too large, binary, malformed or not an MXNet graph."""
+    return Symbol(_graph_file.read_file(fname))
+
+
+_torch_fn.use_create(create)  # F.relu(sym), torch.cat([a, b]): the rules build Symbols with it
