@@ -6,8 +6,9 @@ and the loss ``w * (hvd.rank() + 1)``, so rank r's gradient is r + 1.  SGD (lear
 local batch 1) averaged over n ranks moves ``w`` by ``-0.25 * (n + 1) / 2`` a step, exactly in
 float32: -0.5 on 3 ranks, -0.375 on 2.  Two such weights train side by side: one through Horovod's
 defaults (the 'horovod' KVStore), one through the trainer's own reduction (``num_groups=1``).
-20 steps under ``hvd.elastic.run``, committed every 5.  ``H25_VICTIM=RANK:STEP``: in the first
-generation that rank writes ``victim.<pid>`` before step STEP and waits to be killed.
+20 steps under ``hvd.elastic.run``, committed every 5.  ``H25_VICTIM=WHO:STEP``: in the first
+generation the worker WHO (a rank, or the name of its host under ``mxtorch launch --elastic``)
+writes ``victim.<pid>`` before step STEP and waits to be killed.
 
 Writes ``result.<pid>.json``: hvd's rank and size, both weights, and each step's moves with the
 size it ran at (``[size, move_default, move_groups]``) since the function was last called.
@@ -25,6 +26,7 @@ import torch
 import mxtorch as mx
 import mxtorch.horovod as hvd
 from mxtorch import autograd, elastic
+from mxtorch.elastic.env import MXTORCH_ELASTIC_HOST
 from mxtorch.gluon import nn
 
 STEPS = 20
@@ -41,6 +43,7 @@ def main(out: str) -> int:
     grouped = hvd.DistributedTrainer(nets[1].collect_params(), "sgd", {"learning_rate": 0.25}, num_groups=1)
     state = hvd.elastic.State(net0=nets[0], net1=nets[1], trainer0=default, trainer1=grouped, step=0)
     victim = os.environ.get("H25_VICTIM", "")
+    host = os.environ.get(MXTORCH_ELASTIC_HOST, "")  # the agent's name, set by mxtorch launch --elastic
     moves: list[list[float]] = []
 
     def w(net: nn.Dense) -> float:
@@ -52,7 +55,7 @@ def main(out: str) -> int:
         context = elastic.current()
         first = context is not None and context.membership is not None and context.membership.generation == 0
         while state.step < STEPS:
-            if first and victim == f"{hvd.rank()}:{state.step}":
+            if first and victim in (f"{hvd.rank()}:{state.step}", f"{host}:{state.step}"):
                 open(os.path.join(out, f"victim.{os.getpid()}"), "w").close()
                 time.sleep(600)
             before = [w(net) for net in nets]

@@ -103,6 +103,7 @@ class ElasticContext:
 
     def reform(self) -> None:
         """Leave the current generation (a peer failed or a worker waits to join) and form the next."""
+        _drop_group()
         with span("mxtorch/elastic.rendezvous"):
             found, _ = self.rendezvous.join(self.membership)
         assert found is not None
@@ -131,6 +132,23 @@ class ElasticContext:
                 flag = flag.cuda()
             dist.all_reduce(flag, op=dist.ReduceOp.MAX)
         return bool(flag.item())
+
+
+def _drop_group() -> None:
+    """Close this rank's connections of the current group before the rendezvous: a survivor still
+    waiting in a collective on this rank (not on the dead peer) then fails at once and comes to the
+    rendezvous, instead of after its collective timeout (which outlasts the rendezvous's wait)."""
+    import torch.distributed as dist
+
+    if not dist.is_initialized():
+        return
+    world = dist.group.WORLD
+    try:
+        if world is not None:
+            world.abort()  # gloo closes its pairs: the peers' pending sends and receives end
+        dist.destroy_process_group()
+    except (RuntimeError, ValueError) as e:  # broken by the peer that left
+        _log.debug("elastic: dropping the failed group: %s", e)
 
 
 _context: ElasticContext | None = None
