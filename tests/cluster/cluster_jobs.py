@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import torch
@@ -75,3 +77,25 @@ def loopback_ps_params(tmp: Path, workers: int, servers: int, *args: str) -> dic
         assert r.returncode == 0, r.stderr[-3000:]
         _loopback[key] = final_params(out, workers)
     return _loopback[key]
+
+
+def take_down_host_mid_job(cluster, argv: Sequence[str], log: Path, ready: Callable[[], bool], host: str,
+                           wait: float, timeout: float) -> tuple[int, float]:
+    """Start the launcher command ``argv`` (its output in ``log``), SIGKILL every process of ``host``
+    once ``ready()`` holds (within ``wait`` seconds), and wait for the job; (its status, the seconds
+    from the kill to its end)."""
+    with open(log, "w") as f:
+        job = subprocess.Popen(list(argv), stdout=f, stderr=subprocess.STDOUT)
+        try:
+            deadline = time.monotonic() + wait
+            while not ready():
+                assert job.poll() is None and time.monotonic() < deadline, log.read_text()[-5000:]
+                time.sleep(0.1)
+            killed = time.monotonic()
+            assert cluster.kill_host_processes(host)
+            rc = job.wait(timeout)
+            return rc, time.monotonic() - killed
+        finally:
+            if job.poll() is None:
+                job.kill()
+                job.wait()

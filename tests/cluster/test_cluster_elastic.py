@@ -24,6 +24,7 @@ import mxtorch as mx
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import train_test_hooks  # noqa: E402, I001  (tests/, for the test-only hooks of the workers)
+from cluster_jobs import take_down_host_mid_job  # noqa: E402
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]  # three hosts, one restart each: ~40 s on 2 busy cores
 
@@ -46,19 +47,8 @@ def test_an_elastic_job_survives_a_host_taken_down(cluster, tmp_path):
     out = tmp_path / "run"
     argv = _elastic_train(cluster, 3, out)
     log = tmp_path / "log.txt"
-    with open(log, "w") as f:
-        job = subprocess.Popen(argv, stdout=f, stderr=subprocess.STDOUT)
-        try:
-            deadline = time.monotonic() + 300
-            while not (out / "checkpoints" / "step-20" / "manifest.json").exists():
-                assert job.poll() is None and time.monotonic() < deadline, log.read_text()[-5000:]
-                time.sleep(0.1)
-            assert cluster.kill_host_processes("h2")  # mid-epoch: 156 steps an epoch
-            rc = job.wait(400)
-        finally:
-            if job.poll() is None:
-                job.kill()
-                job.wait()
+    saved = out / "checkpoints" / "step-20" / "manifest.json"  # mid-epoch: 156 steps an epoch
+    rc, _ = take_down_host_mid_job(cluster, argv, log, saved.exists, "h2", wait=300, timeout=400)
     text = log.read_text()
     assert rc == 0, text[-5000:]
     assert "membership: 3 workers (" in text

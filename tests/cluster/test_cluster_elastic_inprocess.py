@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
+from cluster_jobs import take_down_host_mid_job
 
 from mxtorch.elastic.env import MXTORCH_ELASTIC_MODE
 
@@ -36,22 +35,9 @@ def test_an_in_process_elastic_job_survives_a_host_taken_down(cluster, tmp_path)
             "--env", f"{MXTORCH_ELASTIC_MODE}:inprocess", "--env", "H25_VICTIM:h2:8", "--env",
             "MXTORCH_DIST_TIMEOUT:60", "python", WORKER, str(out)]
     log = tmp_path / "log.txt"
-    with open(log, "w") as f:
-        job = subprocess.Popen(argv, stdout=f, stderr=subprocess.STDOUT)
-        try:
-            deadline = time.monotonic() + 120
-            while not list(out.glob("victim.*")):
-                assert job.poll() is None and time.monotonic() < deadline, log.read_text()[-5000:]
-                time.sleep(0.1)
-            started = time.monotonic()
-            assert cluster.kill_host_processes("h2")
-            rc = job.wait(120)
-            print(f"host h2 taken down at step 8: the job finished on h0 and h1 "
-                  f"{time.monotonic() - started:.1f} s later")
-        finally:
-            if job.poll() is None:
-                job.kill()
-                job.wait()
+    rc, after = take_down_host_mid_job(cluster, argv, log, lambda: any(out.glob("victim.*")), "h2", wait=120,
+                                       timeout=120)
+    print(f"host h2 taken down at step 8: the job finished on h0 and h1 {after:.1f} s later")
     text = log.read_text()
     assert rc == 0, text[-5000:]
     assert re.search(r"agent h2 \(pid \d+\) ended \(killed by SIGKILL\)", text), text[-5000:]
