@@ -83,6 +83,7 @@ _SUBMODULES = {
     "profiler": "mxtorch.profiler",
     "recordio": "mxtorch.recordio",
     "image": "mxtorch.image",
+    "rnn": "mxtorch.rnn",
 }
 
 _UTIL_NAMES = ("is_np_shape", "set_np_shape", "np_shape", "use_np_shape", "is_np_array", "np_array",

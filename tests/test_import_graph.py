@@ -31,7 +31,7 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("training parts", ["optimizer", "lr_scheduler", "initializer", "metric"]),
     ("stores", ["kvstore"]),
     ("Gluon", ["gluon"]),
-    ("symbolic training", ["module", "model", "model_files", "callback", "io", "image.image_iter"]),
+    ("symbolic training", ["module", "model", "model_files", "callback", "io", "image.image_iter", "rnn"]),
     ("checkpoints", ["checkpoint"]),
     ("elastic jobs", ["elastic"]),
     ("integrations", ["amp", "horovod"]),

@@ -28,11 +28,11 @@ def is_symbol(x: Any) -> bool:
     return has_symbol((x,))
 
 
-def activation(F: ModuleType, x: Any, act: str | Callable[..., Any], name: str) -> Any:
+def activation(F: ModuleType, x: Any, act: str | Callable[..., Any], name: str | None) -> Any:
     """``act`` applied to ``x``: a name is MXNet's ``Activation`` act_type, else a callable of F."""
     if isinstance(act, str):
         return F.Activation(x, act_type=act, name=name)
-    return act(x, name=name)
+    return act(x, name=name) if name else act(x)
 
 
 def _projections(F: ModuleType, x: Any, h: Any, w: Weights, rows: int, prefix: str) -> tuple[Any, Any]:
@@ -86,13 +86,13 @@ def gru_step(F: ModuleType, x: Any, states: Sequence[Any], w: Weights, hidden: i
 
 
 def batch_zeros(F: ModuleType, shape: Sequence[int], like: Any, batch_axis: int, name: str | None,
-                dtype: Any = None) -> Any:
-    """Zeros of ``shape`` whose first (batch) dimension is that of ``like`` along ``batch_axis``.
+                dtype: Any = None, state_axis: int = 0) -> Any:
+    """Zeros of ``shape`` whose batch dimension (``state_axis``) is that of ``like`` along ``batch_axis``.
 
     MXNet's cells make their default begin states with ``zeros(shape=(0, hidden))`` and let
     shape inference fill the 0 backwards from the step's other operand; graphs here infer
     forwards, so the state takes its batch size from the input it meets.
     """
     kw: dict[str, Any] = {} if dtype is None else {"dtype": dtype}
-    one = F.zeros(shape=(1, *[int(s) for s in shape[1:]]), **kw)
-    return F.broadcast_like(one, like, lhs_axes=(0,), rhs_axes=(batch_axis,), name=name)
+    one = F.zeros(shape=tuple(1 if i == state_axis else int(s) for i, s in enumerate(shape)), **kw)
+    return F.broadcast_like(one, like, lhs_axes=(state_axis,), rhs_axes=(batch_axis,), name=name)
