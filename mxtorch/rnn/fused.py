@@ -7,7 +7,6 @@ from typing import Any
 
 from .. import initializer as init
 from .. import symbol as sym
-from ..base import MXNetError
 from .rnn_cell import BaseRNNCell, GRUCell, LSTMCell, RNNCell, RNNParams, Symbol, normalize_sequence
 from .wrappers import BidirectionalCell, DropoutCell, SequentialRNNCell
 
@@ -38,9 +37,6 @@ class FusedRNNCell(BaseRNNCell):
         b = len(self._directions) * self._num_layers
         n = 2 if self._mode == "lstm" else 1
         return [{"shape": (b, 0, self._num_hidden), "__layout__": "LNC"} for _ in range(n)]
-
-    def __call__(self, inputs: Symbol, states: list[Symbol]) -> tuple[Symbol, list[Symbol]]:
-        raise MXNetError("FusedRNNCell cannot be stepped: call unroll() instead")
 
     def unroll(self, length: int, inputs: Any, begin_state: list[Symbol] | None = None,
                layout: str = "NTC", merge_outputs: bool | None = None) -> tuple[Any, list[Symbol]]:

@@ -89,6 +89,8 @@ class BaseRNNCell:
             cell.reset()
 
     def __call__(self, inputs: Symbol, states: list[Symbol]) -> tuple[Symbol, list[Symbol]]:
+        if not self._steppable:
+            raise MXNetError(f"a {type(self).__name__} cannot be stepped: call unroll() instead")
         raise NotImplementedError(f"{type(self).__name__} must define __call__(inputs, states)")
 
     @property
@@ -186,20 +188,32 @@ class BaseRNNCell:
         return (self._iW, self._iB, self._hW, self._hB)  # type: ignore[attr-defined]
 
 
-class RNNCell(BaseRNNCell):
+class _DenseCell(BaseRNNCell):
+    """Cells whose gates are dense projections: ``i2h``/``h2h`` weights and biases, and
+    ``_num_states`` states of shape (batch, num_hidden)."""
+
+    _num_states = 1
+
+    def __init__(self, num_hidden: int, prefix: str, params: RNNParams | None,
+                 i2h_bias_init: Any = None) -> None:
+        super().__init__(prefix=prefix, params=params)
+        self._num_hidden = int(num_hidden)
+        self._iW, self._hW = self.params.get("i2h_weight"), self.params.get("h2h_weight")
+        bias_kw = {} if i2h_bias_init is None else {"init": i2h_bias_init}
+        self._iB, self._hB = self.params.get("i2h_bias", **bias_kw), self.params.get("h2h_bias")
+
+    @property
+    def state_info(self) -> list[dict[str, Any]]:
+        return [{"shape": (0, self._num_hidden), "__layout__": "NC"}] * self._num_states
+
+
+class RNNCell(_DenseCell):
     """Elman cell: ``out = activation(W_i x + b_i + W_h h + b_h)``; states ``[out]``."""
 
     def __init__(self, num_hidden: int, activation: Any = "tanh", prefix: str = "rnn_",
                  params: RNNParams | None = None) -> None:
-        super().__init__(prefix=prefix, params=params)
-        self._num_hidden = int(num_hidden)
+        super().__init__(num_hidden, prefix, params)
         self._activation = activation
-        self._iW, self._iB = self.params.get("i2h_weight"), self.params.get("i2h_bias")
-        self._hW, self._hB = self.params.get("h2h_weight"), self.params.get("h2h_bias")
-
-    @property
-    def state_info(self) -> list[dict[str, Any]]:
-        return [{"shape": (0, self._num_hidden), "__layout__": "NC"}]
 
     @property
     def _gate_names(self) -> tuple[str, ...]:
@@ -210,22 +224,15 @@ class RNNCell(BaseRNNCell):
                         self._step_name())
 
 
-class LSTMCell(BaseRNNCell):
+class LSTMCell(_DenseCell):
     """LSTM cell (gates input, forget, cell, output); ``forget_bias`` initializes the forget
     gate's part of ``i2h_bias`` (``mx.init.LSTMBias``); states ``[h, c]``."""
 
+    _num_states = 2
+
     def __init__(self, num_hidden: int, prefix: str = "lstm_", params: RNNParams | None = None,
                  forget_bias: float = 1.0) -> None:
-        super().__init__(prefix=prefix, params=params)
-        self._num_hidden = int(num_hidden)
-        self._iW = self.params.get("i2h_weight")
-        self._hW = self.params.get("h2h_weight")
-        self._iB = self.params.get("i2h_bias", init=init.LSTMBias(forget_bias=forget_bias))
-        self._hB = self.params.get("h2h_bias")
-
-    @property
-    def state_info(self) -> list[dict[str, Any]]:
-        return [{"shape": (0, self._num_hidden), "__layout__": "NC"}] * 2
+        super().__init__(num_hidden, prefix, params, init.LSTMBias(forget_bias=forget_bias))
 
     @property
     def _gate_names(self) -> tuple[str, ...]:
@@ -236,18 +243,11 @@ class LSTMCell(BaseRNNCell):
                          self._step_name())
 
 
-class GRUCell(BaseRNNCell):
+class GRUCell(_DenseCell):
     """GRU cell (gates reset, update, new); states ``[h]``."""
 
     def __init__(self, num_hidden: int, prefix: str = "gru_", params: RNNParams | None = None) -> None:
-        super().__init__(prefix=prefix, params=params)
-        self._num_hidden = int(num_hidden)
-        self._iW, self._iB = self.params.get("i2h_weight"), self.params.get("i2h_bias")
-        self._hW, self._hB = self.params.get("h2h_weight"), self.params.get("h2h_bias")
-
-    @property
-    def state_info(self) -> list[dict[str, Any]]:
-        return [{"shape": (0, self._num_hidden), "__layout__": "NC"}]
+        super().__init__(num_hidden, prefix, params)
 
     @property
     def _gate_names(self) -> tuple[str, ...]:

@@ -7,7 +7,7 @@ from typing import Any
 
 from .. import symbol as sym
 from ..base import MXNetError
-from ..gluon.rnn.wrapper_cells import check_rates
+from ..gluon.rnn.wrapper_cells import check_rates, split_by_sizes
 from .rnn_cell import BaseRNNCell, RNNParams, Symbol, normalize_sequence
 
 __all__ = ["SequentialRNNCell", "DropoutCell", "ModifierCell", "ZoneoutCell", "ResidualCell",
@@ -15,14 +15,7 @@ __all__ = ["SequentialRNNCell", "DropoutCell", "ModifierCell", "ZoneoutCell", "R
 
 
 def _split_states(cells: list[BaseRNNCell], states: list[Symbol]) -> list[list[Symbol]]:
-    sizes = [len(c.state_info) for c in cells]
-    if len(states) != sum(sizes):
-        raise ValueError(f"expected {sum(sizes)} state symbol(s) for the cells, got {len(states)}")
-    out, p = [], 0
-    for n in sizes:
-        out.append(list(states[p:p + n]))
-        p += n
-    return out
+    return split_by_sizes(states, [len(c.state_info) for c in cells], "the cells")
 
 
 class _Container(BaseRNNCell):
@@ -240,9 +233,6 @@ class BidirectionalCell(_Container):
         self.params._params.update(l_cell.params._params)
         self.params._params.update(r_cell.params._params)
         self._cells = [l_cell, r_cell]
-
-    def __call__(self, inputs: Symbol, states: list[Symbol]) -> tuple[Symbol, list[Symbol]]:
-        raise MXNetError("a BidirectionalCell cannot be stepped: call unroll() instead")
 
     def unroll(self, length: int, inputs: Any, begin_state: list[Symbol] | None = None,
                layout: str = "NTC", merge_outputs: bool | None = None) -> tuple[Any, list[Symbol]]:

@@ -32,6 +32,17 @@ def check_rates(cell: str, **rates: float) -> None:
             raise ValueError(f"{cell}: {name} must be in [0, 1), got {p!r}")
 
 
+def split_by_sizes(states: Sequence[Any], sizes: Sequence[int], owner: str) -> list[list[Any]]:
+    """``states`` cut into consecutive lists of ``sizes`` (each cell's states, in order)."""
+    if len(states) != sum(sizes):
+        raise ValueError(f"{owner} expects {sum(sizes)} state(s), got {len(states)}")
+    out, p = [], 0
+    for n in sizes:
+        out.append(list(states[p : p + n]))
+        p += n
+    return out
+
+
 # ---- containers ----------------------------------------------------------------------------
 class SequentialRNNCell(RecurrentCell):
     """Stacks cells: the output of one is the input of the next; states are concatenated."""
@@ -58,15 +69,8 @@ class SequentialRNNCell(RecurrentCell):
         return [s for c in self._cells() for s in c.begin_state(batch_size, func=func, **kwargs)]
 
     def _split_states(self, states: Sequence[Tensor], batch_size: int) -> list[list[Tensor]]:
-        cells = self._cells()
-        sizes = [len(c.state_info(batch_size)) for c in cells]
-        if len(states) != sum(sizes):
-            raise ValueError(f"{type(self).__name__} expects {sum(sizes)} state tensor(s), got {len(states)}")
-        out, p = [], 0
-        for n in sizes:
-            out.append(list(states[p : p + n]))
-            p += n
-        return out
+        return split_by_sizes(states, [len(c.state_info(batch_size)) for c in self._cells()],
+                              type(self).__name__)
 
     def forward(self, inputs: Tensor, states: list[Tensor]) -> tuple[Tensor, list[Tensor]]:
         if not self._cells():
