@@ -8,7 +8,9 @@ float32: -0.5 on 3 ranks, -0.375 on 2.  Two such weights train side by side: one
 defaults (the 'horovod' KVStore), one through the trainer's own reduction (``num_groups=1``).
 20 steps under ``hvd.elastic.run``, committed every 5.  ``H25_VICTIM=WHO:STEP``: in the first
 generation the worker WHO (a rank, or the name of its host under ``mxtorch launch --elastic``)
-writes ``victim.<pid>`` before step STEP and waits to be killed.
+writes ``victim.<pid>`` before step STEP and waits to be killed.  ``H25_HOLD=STEP``: in the first
+generation every worker writes ``held.<pid>`` before step STEP and waits until a worker waits to
+join (the test starts one without the variable; its trainer is made in a group of one).
 
 Writes ``result.<pid>.json``: hvd's rank and size, both weights, and each step's moves with the
 size it ran at (``[size, move_default, move_groups]``) since the function was last called.
@@ -43,6 +45,7 @@ def main(out: str) -> int:
     grouped = hvd.DistributedTrainer(nets[1].collect_params(), "sgd", {"learning_rate": 0.25}, num_groups=1)
     state = hvd.elastic.State(net0=nets[0], net1=nets[1], trainer0=default, trainer1=grouped, step=0)
     victim = os.environ.get("H25_VICTIM", "")
+    hold = int(os.environ.get("H25_HOLD", "-1"))
     host = os.environ.get(MXTORCH_ELASTIC_HOST, "")  # the agent's name, set by mxtorch launch --elastic
     moves: list[list[float]] = []
 
@@ -58,6 +61,10 @@ def main(out: str) -> int:
             if first and victim in (f"{hvd.rank()}:{state.step}", f"{host}:{state.step}"):
                 open(os.path.join(out, f"victim.{os.getpid()}"), "w").close()
                 time.sleep(600)
+            if first and hold == state.step:
+                open(os.path.join(out, f"held.{os.getpid()}"), "w").close()
+                while not context.rendezvous.joiners_waiting(context.membership):
+                    time.sleep(0.1)
             before = [w(net) for net in nets]
             x = mx.nd.array([[hvd.rank() + 1.0]])
             for net, trainer in zip(nets, (default, grouped)):

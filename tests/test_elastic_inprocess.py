@@ -460,6 +460,28 @@ def test_hvd_distributed_trainer_averages_over_the_re_formed_group(tmp_path):
 
 @pytest.mark.timeout(600)
 @pytest.mark.slow  # slow tier (scripts/test.sh -m slow): a faster test of this path stays in the default run
+def test_hvd_distributed_trainer_of_a_joiner_averages_with_the_job(tmp_path):
+    """2 workers move the weight by -0.25 * (1 + 2) / 2 = -0.375 a step; they wait before step 7
+    for a third, admitted at the commit of step 10 (its trainers were made in a group of one);
+    then all three move it by -0.25 * (1 + 2 + 3) / 3 = -0.5 a step."""
+    job = Job(tmp_path / "hvd-join", 2, 2, 3, worker=TRAINER_WORKER, H25_HOLD="7")
+    try:
+        job.wait_for("held", 2, 300)
+        joiner = job.start(drop=("H25_HOLD",))
+        codes = job.finish(300)
+    finally:
+        job.finish(10)
+    assert set(codes.values()) == {0}, job.logs()
+    results = job.results()
+    assert sorted(results) == sorted(p.pid for p in job.procs), job.logs()
+    assert results[joiner.pid]["rank"] == 2
+    for r in results.values():
+        assert r["size"] == 3 and r["moves"] == [[3, -0.5, -0.5]] * 10, r["moves"]
+        assert r["w"] == [10 * -0.375 + 10 * -0.5] * 2  # -8.75 on every worker, both trainers
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.slow  # slow tier (scripts/test.sh -m slow): a faster test of this path stays in the default run
 def test_a_worker_joins_a_running_job_and_receives_its_state(tmp_path):
     job = Job(tmp_path / "grow", 2, 2, 3, H16_HOLD="50")
     try:
