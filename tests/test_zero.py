@@ -134,10 +134,61 @@ def test_planner_picks_a_zero_stage_when_a_replica_does_not_fit() -> None:
     roomy = parallel.plan(net, x, memory_per_device="300MiB", **kw)
     replicas = [p for p in roomy if p.config.dp == 2]
     assert replicas[0].config == parallel.ParallelConfig(dp=2)  # it fits: no broadcast to pay
-    assert {p.config.zero for p in roomy} == {0, 1, 2}
+    assert {p.config.zero for p in roomy} == {0, 1, 2, 3}
     tight = parallel.plan(net, x, memory_per_device="200MiB", **kw)
-    assert {p.config.zero for p in tight} == {1, 2}
+    # zero=3 saves nothing here: the two layers it may gather at once are the whole model
+    assert {p.config.zero for p in tight} == {1, 2, 3}
     assert tight[0].config.zero >= 1 and tight[0].memory["optimizer state"] == 64 * mib
     assert "zero=" in tight[0].explain() and "zero=" in repr(tight[0])
     with pytest.raises(MXNetError, match="no layout"):
         parallel.plan(net, x, memory_per_device="200MiB", zero_stages=(0,), **kw)
+
+
+def test_planner_counts_zero_3_slices_and_picks_it_when_only_slices_fit() -> None:
+    """Eight equal layers (8 MiB each, costs given): zero=3 on 2 ranks holds half the parameters
+    plus two gathered layers; with memory only that fits, a zero=3 layout is planned and no plain
+    or zero 1/2 data-parallel one is."""
+    from mxtorch.gluon import nn
+    from mxtorch.parallel.planner import LayerCost
+
+    net = nn.HybridSequential()
+    for _ in range(8):
+        net.add(nn.Dense(7, in_units=7))
+    net.initialize()
+    x = torch.randn(4, 7)
+    mib = 2**20
+    costs = [LayerCost(str(i), 1e-4, 2e-4, 1024.0, 1024.0, 8 * mib, 0.0) for i in range(8)]
+    kw = {"world_size": 2, "batch_size": 8, "bandwidth": "10Gbit", "optimizer_states": 2, "costs": costs,
+          "overheads": False, "micro_batches": (1,)}
+    every = parallel.plan(net, x, memory_per_device="1GiB", **kw)
+    dp2 = {p.config.zero: p for p in every if p.config.dp == 2 and not p.checkpointing}
+    assert set(dp2) == {0, 1, 2, 3}
+    # 64 MiB of parameters: a replica 64 + 64 + 128; zero 1/2: 64 + 64 + 64; zero 3: 32 + 16 + 64 + 64
+    assert dp2[3].memory["parameters"] == 48 * mib and dp2[3].memory["optimizer state"] == 64 * mib
+    assert dp2[3].predicted_memory_bytes < dp2[1].predicted_memory_bytes < dp2[0].predicted_memory_bytes
+    # three all-gathers/reduce-scatters of half the parameters against an all-reduce and a broadcast
+    assert dp2[3].breakdown["data-parallel all-reduce"] == pytest.approx(
+        dp2[1].breakdown["data-parallel all-reduce"], rel=0.05)
+    tight = parallel.plan(net, x, memory_per_device=dp2[1].predicted_memory_bytes - mib, **kw)
+    assert {p.config.zero for p in tight if p.config.dp == 2} == {3}
+
+
+@pytest.mark.slow  # slow tier (scripts/test.sh -m slow): a faster test of this path stays in the default run
+def test_mxtorch_train_plan_auto_runs_a_zero_stage_when_a_replica_does_not_fit(tmp_path):
+    """The mlp on 2 workers, global batch 4096 (the plan's count, per device): a replica needs
+    14.82 MiB, a zero stage 14.37 (half the optimizer state), tensor parallelism 14.48 (its
+    activations are not split); pipelines fit but predict ~1.6x the step time: with 14766 KiB the
+    plan takes dp=2 with a zero stage, and the job trains with it."""
+    import json
+
+    import mxtorch as mx
+    from mxtorch.cli.main import main
+
+    options = {"--plan": "auto", "--plan-memory": "14766KiB", "--workers": "2", "--model": "mlp",
+               "--data-root": mx.gluon.data.vision.EMBEDDED_FASHION_MNIST_ROOT, "--epochs": "3",
+               "--batch-size": "4096", "--lr": "0.5", "--output": str(tmp_path / "run")}
+    assert main(["train", *(w for kv in options.items() for w in kv), "--no-progress"]) == 0
+    metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    layout = metrics["pipeline"]
+    assert layout["planned"] and layout["dp"] == 2 and layout["zero"] >= 1, layout
+    assert metrics["final_test_acc"] > 0.3, metrics["final_test_acc"]  # 6 steps: it learns

@@ -86,11 +86,11 @@ def run(args: argparse.Namespace) -> int:
         raise SystemExit(str(e)) from None
     print(f"{args.model}, global batch {args.batch_size}, {args.world_size} devices with {args.memory} each: "
           f"{len(plans)} layouts fit" + (f"; the processes share {cores} cores" if cores else ""))
-    print(f"{'#':>3} {'dp':>3} {'pp':>3} {'tp':>3} {'m':>3} {'schedule':<8} {'ckpt':<5} {'step ms':>9} "
-          f"{'MiB/device':>11}  stages start at")
+    print(f"{'#':>3} {'dp':>3} {'pp':>3} {'tp':>3} {'zero':>4} {'m':>3} {'schedule':<8} {'ckpt':<5} "
+          f"{'step ms':>9} {'MiB/device':>11}  stages start at")
     for i, p in enumerate(plans[:args.top]):
         c = p.config
-        print(f"{i + 1:>3} {c.dp:>3} {c.pp:>3} {c.tp:>3} {p.micro_batches:>3} {p.schedule:<8} "
+        print(f"{i + 1:>3} {c.dp:>3} {c.pp:>3} {c.tp:>3} {c.zero:>4} {p.micro_batches:>3} {p.schedule:<8} "
               f"{'yes' if p.checkpointing else 'no':<5} {p.predicted_step_s * 1e3:>9.1f} "
               f"{p.predicted_memory_bytes / 2**20:>11.1f}  {', '.join(p.split_points) or '-'}")
     print("\nwhy the first:\n" + plans[0].explain())

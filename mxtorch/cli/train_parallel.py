@@ -41,7 +41,7 @@ def _agreed_plan(cfg: TrainConfig, info: Any) -> dict[str, Any]:
     from ..parallel.planner import usable_cores
     from ..parallel.split import chain_units
 
-    header = torch.zeros(6 + 16, dtype=torch.int64)
+    header = torch.zeros(7 + 16, dtype=torch.int64)
     mx.random.seed(cfg.seed)
     net = model_zoo.vision.get_model(cfg.model, classes=num_classes(cfg))
     net.initialize(mx.init.Xavier(magnitude=2.24))
@@ -57,20 +57,32 @@ def _agreed_plan(cfg: TrainConfig, info: Any) -> dict[str, Any]:
         hosts = max(info.world_size // max(info.local_size, 1), 1)
         plans = parallel.plan(net, sample, world_size=info.world_size, memory_per_device=cfg.plan_memory,
                               batch_size=cfg.batch_size, bandwidth="8Gbit", micro_batches=(1, 2, 4, 8),
-                              cores=usable_cores() * hosts, zero_stages=(0,))  # the pipelined run has no ZeRO
+                              cores=usable_cores() * hosts, zero_stages=_zero_stages(cfg))
         best = plans[0]
         print(f"plan: {len(plans)} layouts fit {cfg.plan_memory}; the winner:\n{best.explain()}", flush=True)
         paths = [u.path for u in units]
         starts = [paths.index(p) for p in best.split_points]
-        header[:6] = torch.tensor([best.config.dp, best.config.pp, best.config.tp, best.micro_batches,
-                                   _PLAN_SCHEDULES.index(best.schedule), int(best.checkpointing)])
-        header[6:6 + len(starts)] = torch.tensor(starts, dtype=torch.int64)
+        header[:7] = torch.tensor([best.config.dp, best.config.pp, best.config.tp, best.micro_batches,
+                                   _PLAN_SCHEDULES.index(best.schedule), int(best.checkpointing),
+                                   best.config.zero])
+        header[7:7 + len(starts)] = torch.tensor(starts, dtype=torch.int64)
     dist.broadcast(header, src=0)
-    dp, pp, tp, m, sched, ck = (int(v) for v in header[:6])
-    starts = [int(v) for v in header[6:6 + pp - 1]]
+    dp, pp, tp, m, sched, ck, zero = (int(v) for v in header[:7])
+    starts = [int(v) for v in header[7:7 + pp - 1]]
     schedule = "gpipe" if sched == 0 else _PLAN_SCHEDULES[sched]  # one stage: any schedule runs it
-    return {"dp": dp, "pp": pp, "tp": tp, "m": m, "schedule": schedule, "ckpt": bool(ck),
+    return {"dp": dp, "pp": pp, "tp": tp, "m": m, "schedule": schedule, "ckpt": bool(ck), "zero": zero,
             "split_points": [units[i].path for i in starts] or None}
+
+
+def _zero_stages(cfg: TrainConfig) -> tuple[int, ...]:
+    """The ZeRO stages the plan may choose: none over parameter servers (the store reduces there);
+    no stage 3 for an optimizer that needs whole parameters (its norms)."""
+    from ..gluon.zero_trainer import LAYERWISE_OPTIMIZERS
+    from ..kvstore.ps import STORE_NAMES
+
+    if cfg.kvstore.lower() in STORE_NAMES:
+        return (0,)
+    return (0, 1, 2) if cfg.optimizer.lower() in LAYERWISE_OPTIMIZERS else (0, 1, 2, 3)
 
 
 def train_pipelined(cfg: TrainConfig, log: Any = None) -> dict[str, Any]:
@@ -114,12 +126,13 @@ class PipelinedRun:
         self.stats_kv: Any = None  # sums over the job's process group (train_stats.sum_over_workers)
         self.checkpoint: Any = None
         self.force_restart_check = False
-        self.tp, self.ckpt, self.split_points = 1, False, None
+        self.tp, self.ckpt, self.split_points, self.zero = 1, False, None, 0
         if cfg.plan:
             chosen = _agreed_plan(cfg, info)
             self.cfg = cfg = replace(cfg, pp=chosen["pp"], dp=chosen["dp"], micro_batches=chosen["m"],
                                      schedule=chosen["schedule"])
             self.tp, self.ckpt, self.split_points = chosen["tp"], chosen["ckpt"], chosen["split_points"]
+            self.zero = chosen["zero"]
         self.dp: int = cfg.dp or info.world_size // cfg.pp
         self.step = self.start_step = 0
         self.resumed: dict[str, Any] = {}
@@ -146,7 +159,7 @@ class PipelinedRun:
         self.train_set, test_set, self.data_desc = load_datasets(cfg)
         self.say(f"data: {self.data_desc}")
         to_tensor = transforms.ToTensor()
-        pcfg = parallel.ParallelConfig(dp=dp, pp=cfg.pp, tp=self.tp)
+        pcfg = parallel.ParallelConfig(dp=dp, pp=cfg.pp, tp=self.tp, zero=self.zero)
         self.sampler = SplitSampler(len(self.train_set), dp, pcfg.coords(self.rank)[0], even_size=True,
                                     seed=cfg.seed)
         local = cfg.batch_size // dp
@@ -173,9 +186,12 @@ class PipelinedRun:
                 max_update=max(cfg.epochs * len(self.train_loader), 1), base_lr=cfg.lr)
         if cfg.optimizer.lower() in ("sgd", "nag", "signum", "lars"):
             self.opt_params["momentum"] = cfg.momentum
-        comp = compression_params(cfg) if pnet.kvstore is not None else None
-        self.trainer = Trainer(pnet.collect_params(), cfg.optimizer, self.opt_params, kvstore=pnet.kvstore,
-                               compression_params=comp)
+        if self.zero:  # a ZeroTrainer over each stage's dp ranks (no store: it reduces itself)
+            self.trainer = pnet.trainer(cfg.optimizer, self.opt_params)
+        else:
+            comp = compression_params(cfg) if pnet.kvstore is not None else None
+            self.trainer = Trainer(pnet.collect_params(), cfg.optimizer, self.opt_params,
+                                   kvstore=pnet.kvstore, compression_params=comp)
         self.loss_fn = loss.SoftmaxCrossEntropyLoss()
 
     def say(self, msg: str) -> None:
@@ -192,7 +208,8 @@ class PipelinedRun:
         for hook in self.hooks:  # the stages' shapes are known from the start
             hook.on_shapes(self, self.sample)
         cfg, pnet = self.cfg, self.net
-        store = pnet.kvstore.type if pnet.kvstore is not None else "none"
+        store = (f"zero={self.zero}" if self.zero
+                 else pnet.kvstore.type if pnet.kvstore is not None else "none")
         self.say(f"model: {cfg.model}  layout: dp={self.dp} x pp={cfg.pp} x tp={self.tp}, {cfg.schedule}, "
                  f"{cfg.micro_batches} micro-batches  stages: {pnet.stage_paths[0][0]}.."
                  f"{pnet.stage_paths[-1][-1]} in {pnet.num_stages}  dp store: {store}  "
@@ -247,7 +264,8 @@ class PipelinedRun:
                   "final_test_acc": history[-1]["test_acc"] if history else None,
                   "total_seconds": total, "workers": self.n_workers,
                   "pipeline": {"dp": self.dp, "pp": cfg.pp, "tp": self.tp, "schedule": cfg.schedule,
-                               "kvstore": pnet.kvstore.type if pnet.kvstore is not None else None,
+                               "kvstore": None if self.zero or pnet.kvstore is None else pnet.kvstore.type,
+                               "zero": self.zero,
                                "micro_batches": cfg.micro_batches, "stages": pnet.stage_paths,
                                "tp_plan": pnet.tp_plan, "planned": bool(cfg.plan)},
                   "torch": torch.__version__, "mxtorch": mx.__version__}

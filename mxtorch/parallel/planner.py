@@ -8,7 +8,8 @@ The cost model, and where its numbers come from:
   seconds on ``sample_input`` (scaled linearly to a micro-batch), the bytes autograd saves for
   backward (activations), the output bytes (what crosses a stage boundary), the parameter bytes.
 * **memory per device** = the stage's parameters, gradients and optimizer states (divided by tp for
-  the layers tensor parallelism splits; the states by dp for a ZeRO stage, :mod:`.zero`) + the
+  the layers tensor parallelism splits; the states by dp for a ZeRO stage, :mod:`.zero`; with
+  ``zero=3`` also the parameters, plus the two largest layers gathered whole) + the
   activations of the micro-batches in flight: all m for GPipe, at most pp for 1F1B; with
   activation checkpointing only each micro-batch's stage input stays, plus one micro-batch's
   activations while it is recomputed.
@@ -20,7 +21,10 @@ The cost model, and where its numbers come from:
   reduce-scatter backward per layer, each of latency half a measured pair, plus its input
   gradient's all-reduce) + stage-boundary transfers + the data-parallel all-reduce of the stage's
   gradients (``2 (dp-1)/dp`` of them), at ``bandwidth`` bytes/s (given, or measured by a short
-  all-reduce probe with the job's process count).
+  all-reduce probe with the job's process count); ZeRO 1 and 2 add the broadcast of the updated
+  parameters (``(dp-1)/dp``), ZeRO 3 instead all-gathers the stage's parameters before every
+  micro-batch's forward and backward and reduce-scatters the gradients once (``(2m + 1)(dp-1)/dp``
+  of them, a latency per layer and gather).
 * **fixed costs, measured by the probe** (:class:`Overheads`): what no layer's size explains but
   dominates small steps: the pipeline schedule's Python and point-to-point latency per slot,
   DTensor's dispatch and the all-reduce latencies of each tensor-parallel pair, the step's own
@@ -289,7 +293,7 @@ def plan(net: Any, sample_input: torch.Tensor, world_size: int, memory_per_devic
          bandwidth: Any = None, optimizer_states: int = 1, micro_batches: Sequence[int] = (1, 2, 4, 8, 16),
          costs: Sequence[LayerCost] | None = None, latency_s: float | None = None,
          compute_scale: float = 1.0, cores: int | None = None,
-         overheads: Overheads | bool | None = None, zero_stages: Sequence[int] = (0, 1, 2)) -> list[Plan]:
+         overheads: Overheads | bool | None = None, zero_stages: Sequence[int] = (0, 1, 2, 3)) -> list[Plan]:
     """Every layout of ``world_size`` devices that fits ``memory_per_device``, best first.
 
     ``sample_input``: a few samples of the input (their per-sample costs are measured on this
@@ -307,10 +311,12 @@ def plan(net: Any, sample_input: torch.Tensor, world_size: int, memory_per_devic
     ``overheads``: the per-step and per-slot fixed costs of each layout and the CPU rates
     (:class:`Overheads`), measured with the link probe by default (``bandwidth=None``; tiny runs of
     every layout), ``True`` to measure them even with a given bandwidth, ``False`` to leave them out.
-    ``zero_stages``: the ZeRO stages (:mod:`.zero`) ranked for pure data-parallel layouts (``dp > 1``,
-    ``pp == tp == 1``): stages 1 and 2 hold ``1/dp`` of the optimizer states (gradients are whole
-    during backward, so 2 saves no peak memory over 1 here) and add the broadcast of each rank's
-    updated parameters (``(dp-1)/dp`` of them); ``(0,)`` plans plain replicas only.
+    ``zero_stages``: the ZeRO stages (:mod:`.zero`) ranked for every layout with ``dp > 1`` (each
+    stage sharded over its data-parallel ranks): stages 1 and 2 hold ``1/dp`` of the optimizer
+    states (gradients are whole during backward, so 2 saves no peak memory over 1 here) and add the
+    broadcast of each rank's updated parameters (``(dp-1)/dp`` of them); stage 3 also holds
+    ``1/dp`` of the parameters plus the two largest layers gathered, and all-gathers the
+    parameters per micro-batch forward and backward; ``(0,)`` plans plain replicas only.
     Raises MXNetError when nothing fits, naming the memory the smallest layout would need.
     """
     if world_size < 1 or batch_size < 1:
@@ -351,7 +357,7 @@ def plan(net: Any, sample_input: torch.Tensor, world_size: int, memory_per_devic
             for schedule in (("gpipe", "1f1b") if pp > 1 else ("none",)):
                 if schedule == "1f1b" and m < pp:
                     continue
-                stages = zeros if dp > 1 and pp == tp == 1 else (0,)
+                stages = zeros if dp > 1 else (0,)
                 for ckpt, zero in itertools.product((False, True), stages):
                     cfg = ParallelConfig(dp=dp, pp=pp, tp=tp, zero=zero)
                     # stages balanced by time, and (when memory is what limits) by memory
@@ -487,7 +493,11 @@ def _predict(units: Sequence[Unit], costs: Sequence[LayerCost], pairs: dict[str,
     # the probe measured for a reduction through the store beyond a bare all-reduce, per byte
     copies = max(0.0, over.gradient_cpu_per_byte - over.allreduce_cpu_per_byte) if over is not None else 0.0
     dp_comm = (2 * (dp - 1) / dp / dp_bw + copies) * max(stage_params) + lat if dp > 1 else 0.0
-    if cfg.zero:  # each owner broadcasts its updated parameters: every rank receives (dp-1)/dp of them
+    layers = [[share(c, c.param_bytes) for c in costs[a:b] if c.param_bytes > 0] for a, b in bounds]
+    if cfg.zero == 3:  # an all-gather per micro-batch forward and backward, a reduce-scatter at the step
+        gathers = 2 * m * max(len(ls) for ls in layers) + 1
+        dp_comm = (2 * m + 1) * (dp - 1) / dp / dp_bw * max(stage_params) + gathers * lat
+    elif cfg.zero:  # each owner broadcasts its updated parameters: every rank receives (dp-1)/dp of them
         dp_comm += (dp - 1) / dp / dp_bw * max(stage_params) + lat
     fixed = step_over + (m + pp - 1) * slot_over
     # the optimizer's update of each stage's parameters (memory-bound: param, gradient and states)
@@ -518,10 +528,13 @@ def _predict(units: Sequence[Unit], costs: Sequence[LayerCost], pairs: dict[str,
         inp = (costs[a - 1].out_bytes if a > 0 else 0.0) * mb
         act_mem = in_flight * inp + acts if ckpt else in_flight * acts
         states = params * opt_states / (dp if cfg.zero else 1)  # ZeRO: this rank's share
-        total = params * 2 + states + act_mem
+        held = params  # zero=3: this rank's slices and (at most) two layers gathered whole at once
+        if cfg.zero == 3:
+            held = min(params, params / dp + sum(sorted(layers[i])[-2:]))
+        total = held + params + states + act_mem
         if total > mem_best:
             mem_best = total
-            memory = {"parameters": params, "gradients": params, "optimizer state": states,
+            memory = {"parameters": held, "gradients": params, "optimizer state": states,
                       "activations": act_mem}
     notes = []
     for i, u in enumerate(units):
