@@ -36,6 +36,9 @@ agent killed) or an added one
 (`mxtorch launch --join HOST:PORT [--name NAME]`, the address it prints) makes the agents re-form
 the group and restart their workers at the new size, between MIN and MAX.  `mxtorch train` resumes
 from its newest checkpoint on each restart.  The job succeeds when an agent finishes it.
+With -s K (local): an elastic parameter-server job (dist_sync/dist_async) -- a scheduler, K servers
+and -n workers; a failed worker leaves (the others go on) and a replacement joins while fewer than
+MAX run, a dead server is started again from its snapshot while the workers wait.
 
 Per-node mode (torchrun's words), for schedulers that start one launcher per node: every node runs
 `mxtorch launch --nnodes N --node-rank R --rdzv-endpoint HOST:PORT --nproc-per-node K COMMAND`
@@ -332,6 +335,9 @@ def _secret_note(spec: JobSpec) -> None:
 def _launch_elastic(opts: LaunchOptions, spec: JobSpec, host_list: list[Host] | None) -> int:
     from ..launcher.elastic import check_elastic, launch_elastic
 
+    if spec.num_servers:  # dist_sync/dist_async: workers leave and join, dead servers are restarted
+        return _launch_elastic_ps(opts, spec, host_list)
+
     settings = check_elastic(str(opts.elastic), spec, opts.rendezvous_timeout)
     if opts.launcher == "cluster":
         from ..cluster.launch import launch_elastic_on_cluster
@@ -344,6 +350,20 @@ def _launch_elastic(opts: LaunchOptions, spec: JobSpec, host_list: list[Host] | 
         raise LaunchError("-H/--hostfile is for --launcher ssh, mpi, slurm or cluster; the local launcher "
                           "runs every worker on this machine")
     return launch_elastic(spec, settings, dry_run=bool(opts.dry_run))
+
+
+def _launch_elastic_ps(opts: LaunchOptions, spec: JobSpec, host_list: list[Host] | None) -> int:
+    from ..elastic.env import parse_range
+    from ..launcher.ps_elastic import launch_elastic_ps
+
+    lo, hi = parse_range(str(opts.elastic))
+    if opts.launcher != "local" or opts.hostfile or (host_list is not None and not all_local(host_list)):
+        raise LaunchError(f"--elastic with -s {spec.num_servers} (an elastic parameter-server job) runs on "
+                          "this machine only (--launcher local)")
+    if opts.rendezvous_timeout is not None:
+        raise LaunchError("--rendezvous-timeout applies to elastic allreduce jobs; an elastic parameter-"
+                          "server job's scheduler waits MXTORCH_DIST_TIMEOUT for its first workers")
+    return launch_elastic_ps(spec, lo, hi, dry_run=bool(opts.dry_run))
 
 
 def elastic_range(elastic: str | None, min_workers: int | None, max_workers: int | None,

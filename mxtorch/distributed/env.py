@@ -59,6 +59,7 @@ __all__ = [
     "MXTORCH_PS_ADOPT_PULLS",
     "MXTORCH_PS_PIECE_BYTES", "MXTORCH_PS_SERVER_IMPORTS", "MXTORCH_PS_LOST_S",
     "MXTORCH_PS_MAX_MESSAGE_BYTES", "MXTORCH_PS_BIND_ALL", "MXTORCH_NUMPY_SETITEM", "MXTORCH_MXNET_METHODS",
+    "MXTORCH_PS_ELASTIC",
     "MXTORCH_NUMPY_DTYPES",
     "MXNET_ELIMINATE_COMMON_EXPR", "MXTORCH_DEBUG", "MXTORCH_PROFILE_DIR",
 ]
@@ -186,6 +187,9 @@ dropped by ZeroMQ (with its connection) before it is held (default: from the key
 MXTORCH_PS_BIND_ALL = "MXTORCH_PS_BIND_ALL"
 """1: parameter-server schedulers and servers listen on every interface, not only the address
 they were given (DMLC_PS_ROOT_URI, DMLC_NODE_HOST); default 0."""
+MXTORCH_PS_ELASTIC = "MXTORCH_PS_ELASTIC"
+"""1: an elastic parameter-server job (workers may leave and join, a dead server waits to be
+restarted); set by ``mxtorch launch --elastic MIN:MAX -s K``; default 0."""
 MXTORCH_PS_STALENESS = "MXTORCH_PS_STALENESS"
 """dist_async: the most updates a worker may run ahead of the slowest (unset: unbounded)."""
 MXTORCH_PS_SNAPSHOT_DIR = "MXTORCH_PS_SNAPSHOT_DIR"

@@ -88,15 +88,15 @@ _WORKER_ID_SCRIPT = f'{DMLC_WORKER_ID}="${RANK}"; export {DMLC_WORKER_ID}; exec 
 class PSRole:
     """One scheduler or server process: what it runs and the variables it gets."""
 
-    role: str  # 'scheduler' or 'server'
-    index: int  # server rank; 0 for the scheduler
+    role: str  # 'scheduler' or 'server' ('worker': a worker of an elastic job, :mod:`.ps_elastic`)
+    index: int  # server rank (worker: its slot); 0 for the scheduler
     command: list[str]
     env: dict[str, str]
 
     @property
     def name(self) -> str:
         """How reports call it: ``scheduler``, ``server 1``."""
-        return "scheduler" if self.role == "scheduler" else f"server {self.index}"
+        return "scheduler" if self.role == "scheduler" else f"{self.role} {self.index}"
 
     @property
     def label(self) -> str:

@@ -9,6 +9,9 @@ Every wait is bounded: after ``MXTORCH_DIST_TIMEOUT`` seconds it raises a
 :class:`~mxtorch.kvstore.KVStoreError` naming the server (rank and address), the key and what
 was expected.  It raises at once when the scheduler reports that a server it waits on died,
 when (in dist_sync) any worker died, or when the scheduler itself stops answering heartbeats.
+In an elastic job (:mod:`.membership`) it does neither: a dead server is waited for until it is
+restarted (then the requests are sent again), workers come and go (MEMBERSHIP notices update
+:attr:`PSClient.num_workers`).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import zmq
 from ..base import KVStoreError
 from . import protocol as P
 from .config import PSConfig
+from .membership import read_membership
 from .node import Heartbeat, configure_socket, join, new_identity
 from .protocol import Command, Message, ProtocolError
 
@@ -82,6 +86,9 @@ class PSClient:
         self.heartbeat: Heartbeat | None = None
         self._needs_hello: set[int] = set()
         self._next_id = 1
+        self.epoch = 0  # elastic jobs: the membership this worker last heard of, its live ranks
+        self.members: list[int] = []
+        self.joined = False  # it joined an elastic job that was running already
         info = {"role": "worker", "worker_id": config.worker_id, "mode": mode}
         try:
             self.sched, layout = join(self.ctx, config, info, Command.LAYOUT)
@@ -107,6 +114,9 @@ class PSClient:
         if m.get("mode") != self.mode:
             raise KVStoreError(f"this worker created a dist_{self.mode} store but the job runs "
                                f"dist_{m.get('mode')}: every worker must create the same KVStore type")
+        if self.config.elastic:
+            self.epoch, self.members = read_membership(m)
+            self.joined = bool(m.get("joined"))
         self.node_id = P.worker_node(self.rank)
         self.identity = new_identity(f"w{self.rank}")
         self.poller = zmq.Poller()
@@ -132,7 +142,7 @@ class PSClient:
 
     def _hello(self, rank: int) -> None:
         s = self.servers[rank]
-        meta: dict[str, Any] = {**self.hello, "rank": self.rank}
+        meta: dict[str, Any] = {**self.hello, "rank": self.rank, "epoch": self.epoch}
         if self.config.secret is not None:
             meta["hmac"] = P.sign(self.config.secret, "hello", s.nonce, self.identity)
         rid = self._new_id()
@@ -223,6 +233,10 @@ class PSClient:
                 self.servers[rank].nonce = str(m.get("nonce", ""))
                 self._needs_hello.add(rank)
                 self._resend_lost(rank)
+        elif msg.command == Command.MEMBERSHIP:
+            epoch, ranks = read_membership(m)
+            if epoch > self.epoch:
+                self.epoch, self.members, self.num_workers = epoch, ranks, len(ranks)
         elif msg.command in (Command.ERROR, Command.SHUTDOWN):
             self.fatal = f"the scheduler ended the job: {m.get('message', 'no reason given')}"
 
@@ -270,7 +284,7 @@ class PSClient:
     def _check_health(self) -> None:
         if self.fatal is not None:
             raise KVStoreError(f"worker {self.rank}: {self.fatal}")
-        if self.dead:
+        if self.dead and not self.config.elastic:  # elastic: a server is restarted, workers come and go
             for req in self.pending.values():
                 if req.server >= 0 and P.server_node(req.server) in self.dead:
                     dead = self.dead[P.server_node(req.server)]

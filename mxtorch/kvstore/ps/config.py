@@ -33,6 +33,8 @@ variable                          meaning
 ``MXTORCH_PS_BIND_ALL``           1: the scheduler and servers listen on every interface instead of only
                                   ``DMLC_PS_ROOT_URI`` / their advertised address (multi-host jobs behind
                                   NAT, where the address others use is not a local one); default 0
+``MXTORCH_PS_ELASTIC``            1: an elastic job (:mod:`.membership`): workers may leave and join while it
+                                  runs, a dead server is waited for until it is restarted; default 0
 ``MXNET_KVSTORE_BIGARRAY_BOUND``  elements above which a key is split over all servers (1000000)
 ``MXTORCH_PS_STALENESS``          dist_async: pushes a worker may be ahead of the slowest (unset: any)
 ``MXTORCH_PS_SNAPSHOT_DIR``       where servers write snapshots (unset: no snapshots)
@@ -209,6 +211,7 @@ class PSConfig:
     adopt_pulls: bool = True
     piece_bytes: int = DEFAULT_PIECE_BYTES
     server_imports: tuple[str, ...] = ()
+    elastic: bool = False
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> PSConfig:
@@ -270,6 +273,7 @@ class PSConfig:
             wal=wal != 0, wal_fsync=fsync == 1, wal_max_bytes=_int(env, _env.MXTORCH_PS_WAL_MAX_BYTES, 1),
             adopt_pulls=adopt != 0, piece_bytes=DEFAULT_PIECE_BYTES if piece is None else piece,
             server_imports=_modules(env, _env.MXTORCH_PS_SERVER_IMPORTS),
+            elastic=_int(env, _env.MXTORCH_PS_ELASTIC, 0, 1) == 1,
         )
 
     @property

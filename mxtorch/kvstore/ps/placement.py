@@ -15,6 +15,7 @@ faults, which made a 100 MiB key move 2-3 times slower than the same bytes in 4 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 
@@ -46,6 +47,12 @@ class KeyPlan:
             self.pushed.extend([0] * (len(self.shards) - len(self.pushed)))
         self.pushed[i] += 1
         return self.pushed[i] << 8 | low
+
+    def numbered_from(self, i: int, reply: Any) -> None:
+        """A worker that joined a running elastic job numbers its pushes to slice ``i`` from the
+        version the INIT reply carries: in dist_sync its first push belongs to the next round."""
+        self.push_arg(i)  # sizes the list
+        self.pushed[i] = max(int(reply.arg), 0)
 
     @property
     def own_key(self) -> Key:

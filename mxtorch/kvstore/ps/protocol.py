@@ -125,6 +125,7 @@ class Command(enum.IntEnum):
     PUSHPULL = 30  # worker -> server: a dense PUSH and the PULL after it, answered by one PULL_REPLY
     PROFILER = 31  # worker -> server: a profiler request (profile_process='server'), or the server's clock
     STATS = 32  # worker -> server: the server's load counters (kv.server_stats()), answered by an ACK
+    MEMBERSHIP = 33  # scheduler -> nodes (elastic jobs): the live workers' ranks and the epoch number
 
 
 class Flag:

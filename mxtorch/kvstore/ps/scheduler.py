@@ -25,7 +25,10 @@ It binds a ROUTER on ``DMLC_PS_ROOT_PORT`` and
    assembles, a rank another node has claimed): the claim is refused and logged;
 6. tells the servers when a worker has sent SHUTDOWN (WORKER_DONE: dist_async staleness stops
    waiting for it); when every worker has (or is dead) tells the servers to stop and exits:
-   0 if the job ended normally, 1 if a server died or a dist_sync worker died.
+   0 if the job ended normally, 1 if a server died or a dist_sync worker died;
+7. in an elastic job (``MXTORCH_PS_ELASTIC=1``, :mod:`.scheduler_elastic`) admits workers that
+   join while it runs, takes a worker's leave or death as no failure, announces MEMBERSHIP after
+   each change, and fails the job only if a server is still dead at its end.
 
 It listens on ``DMLC_PS_ROOT_URI`` only (:func:`~.config.listen_host`), takes frames of at most
 ``MXTORCH_PS_MAX_MESSAGE_BYTES`` (16 MiB), and never stops for a peer's message: anything that
@@ -50,6 +53,7 @@ from .config import PSConfig, listen_host, warn_unauthenticated
 from .node import configure_socket
 from .peers import ClosedConnections, ExpiringTable, Refusals, set_max_message_bytes
 from .protocol import Command, Message, ProtocolError
+from .scheduler_elastic import admit_worker, announce, keys_known, membership_meta, remember_keys
 
 __all__ = ["Scheduler", "run_scheduler"]
 
@@ -122,6 +126,8 @@ class Scheduler:
         self.barrier: dict[tuple[int, ...], dict[int, tuple[bytes, int]]] = {}
         self.key_check: dict[tuple[int, ...], dict[int, tuple[bytes, int, list[Any]]]] = {}
         self.failures: list[str] = []
+        self.epoch = 0  # elastic jobs: the membership's epoch
+        self.known_keys: set[str] = set()  # elastic jobs: KEY_CHECK items every worker agreed on
 
     # ---- life cycle -----------------------------------------------------------------------
     def run(self) -> int:
@@ -292,7 +298,7 @@ class Scheduler:
             self._send(n.identity, Message(Command.LAYOUT, meta={
                 "rank": n.rank, "num_workers": cfg.num_workers, "num_servers": cfg.num_servers,
                 "mode": self.mode, "servers": layout, "token": self.token,
-                "local_rank": same_host.index(n), "local_size": len(same_host)}))
+                "local_rank": same_host.index(n), "local_size": len(same_host), **membership_meta(self)}))
         self.running = True
         _log(f"job started: {cfg.num_servers} server(s), {cfg.num_workers} worker(s), dist_{self.mode}",
              logging.INFO)
@@ -378,7 +384,8 @@ class Scheduler:
     def _assign(self, node: _Node, restart: bool, port: int | None) -> None:
         self._send(node.identity, Message(Command.ASSIGN, meta={
             "rank": node.rank, "num_workers": self.config.num_workers, "num_servers": self.config.num_servers,
-            "mode": self.mode or "sync", "token": self.token, "restart": restart, "port": port}))
+            "mode": self.mode or "sync", "token": self.token, "restart": restart, "port": port,
+            **membership_meta(self)}))
 
     def _on_ready(self, node: _Node, msg: Message) -> None:
         m = msg.meta or {}
@@ -390,6 +397,8 @@ class Scheduler:
     def _admit_late(self, node: _Node, msg: Message) -> None:
         # A server coming back (restart with its DMLC_SERVER_ID); workers cannot join late.
         rank = node.info.get("server_id")
+        if node.role == "worker" and self.config.elastic:
+            return admit_worker(self, node)
         if node.role != "server":
             raise KVStoreError(f"the job already has its {self.config.num_workers} workers; workers cannot "
                                "join a running job")
@@ -457,6 +466,9 @@ class Scheduler:
             keys = (msg.meta or {}).get("keys")
             if not isinstance(keys, list):
                 raise ProtocolError("malformed KEY_CHECK")
+            if keys_known(self, keys):  # a worker that joined an elastic job inits the job's keys
+                self._send(identity, Message(Command.ACK, msg.request_id))
+                return
             group = self._group(node, msg)
             self.key_check.setdefault(group, {})[node.rank] = (identity, msg.request_id, keys)
             self._maybe_finish_key_check()
@@ -476,6 +488,8 @@ class Scheduler:
                     self._send(server.identity, Message(Command.WORKER_DONE, meta={"rank": node.rank}))
             self._maybe_release_barrier()
             self._maybe_finish_key_check()
+            if self.config.elastic:
+                announce(self)
         else:
             raise KVStoreError(f"the scheduler does not handle {msg.command.name}")
 
@@ -513,7 +527,7 @@ class Scheduler:
         return tuple(sorted(set(group)))
 
     def _sync_death(self) -> str | None:
-        if self.mode != "sync":
+        if self.mode != "sync" or self.config.elastic:
             return None
         dead = [n for n in self.workers if n.state == "dead"]
         if not dead:
@@ -556,6 +570,7 @@ class Scheduler:
         ranks = sorted(checks)
         ref_rank = ranks[0]
         ref = checks[ref_rank][2]
+        remember_keys(self, ref)  # a joiner's init of them (elastic jobs) is checked against these
         problems: dict[int, str] = {}
         for r in ranks[1:]:
             if _compare_keys(ref, checks[r][2], ref_rank, "") != "":
@@ -606,7 +621,7 @@ class Scheduler:
 
     def _declare_dead(self, n: _Node, text: str, detail: dict[str, Any]) -> None:
         n.state = "dead"
-        if n.role == "server" or self.mode == "sync":
+        if (n.role == "server" or self.mode == "sync") and not self.config.elastic:
             self.failures.append(text)
         notice = Message(Command.NODE_DEAD, meta={"node_id": n.node_id, "role": n.role, "rank": n.rank,
                                                   "description": n.describe(), **detail})
@@ -615,6 +630,8 @@ class Scheduler:
                 self._send(other.identity, notice)
         self._maybe_release_barrier()
         self._maybe_finish_key_check()
+        if self.config.elastic and n.role == "worker":
+            announce(self)
 
     def _announce_back(self, node: _Node) -> None:
         if node.state == "dead":
@@ -625,6 +642,8 @@ class Scheduler:
             self._send(w.identity, notice)
 
     def _stop_servers(self) -> int:
+        self.failures += [f"{n.describe()} died and was not restarted" for n in self.servers
+                          if n.state == "dead" and self.config.elastic]
         grace = min(self.config.timeout, 30.0)
         waiting = {n.identity: n for n in self.servers if n.state == "alive"}
         for n in waiting.values():

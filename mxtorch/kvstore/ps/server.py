@@ -41,6 +41,8 @@ scheduler connection) plus a heartbeat thread.  The server
   store (it finished), a pull waiting for a round that worker has not pushed to gets an ERROR
   naming it at once (the workers ran unequal numbers of steps) instead of waiting for the
   timeout;
+* in an elastic job (:mod:`.server_elastic`) counts the rounds over the live workers the scheduler
+  announces (MEMBERSHIP), and a worker's death fails nothing;
 * exits 0 on the scheduler's SHUTDOWN, 1 when the scheduler goes silent or joining fails.
 
 Requests from a connection that has not said HELLO get ERROR code ``not_greeted`` (a worker
@@ -79,6 +81,7 @@ from .profiling import message_args, on_profiler, update_args
 from .protocol import Command, Flag, Message, ProtocolError
 from .recovery import ServerJournal
 from .rows import Rows, gather_rows, stored_rows
+from .server_elastic import note_greeting, on_membership, start_membership
 from .server_stats import ServerStats
 from .shard import KeyShard, PendingPull
 from .slice_optimizer import SliceOptimizer
@@ -113,6 +116,8 @@ class ParameterServer:
         self.decoders: dict[int, Any] = {}  # worker rank -> the compressor it declared
         self.staleness: dict[int, int | None] = {}  # worker rank -> its dist_async bound
         self.live: set[int] = set()  # workers neither dead nor finished (dist_async staleness)
+        self.members: set[int] = set()  # elastic jobs: the live workers (MEMBERSHIP) of ``epoch``
+        self.epoch = 0
         self.closed: set[int] = set()  # dist_sync: workers that closed their store (push no more)
         self.failed: str | None = None  # why sync rounds cannot complete any more
         self.exit_code: int | None = None
@@ -142,7 +147,13 @@ class ParameterServer:
             Command.ACK: lambda ident, msg: None,
             Command.PROFILER: lambda ident, msg: on_profiler(self, ident, msg),
             Command.STATS: lambda ident, msg: self._ack(ident, msg, meta=self.stats.report(self.rank)),
+            Command.MEMBERSHIP: lambda ident, msg: on_membership(self, ident, msg),
         }
+
+    @property
+    def round_members(self) -> range | set[int]:
+        """Whose pushes a sync round of a job's key waits for: every rank, or the live ones (elastic)."""
+        return self.members if self.config.elastic else range(self.num_workers)
 
     # ---- life cycle -----------------------------------------------------------------------
     def run(self) -> int:
@@ -156,7 +167,7 @@ class ParameterServer:
             self.node_id = P.server_node(self.rank)
             self.num_workers = int(m["num_workers"])
             set_identity("server", self.rank, self.num_workers)
-            self.live = set(range(self.num_workers))
+            start_membership(self, m)
             self.mode = str(m["mode"])
             self.sock, self.address = bind_router(self.ctx, self.config, m.get("port"), f"server {self.rank}")
             self.watch = ClosedConnections(self.sock)
@@ -322,14 +333,15 @@ class ParameterServer:
             raise ProtocolError(f"malformed HELLO (staleness {bound!r})")
         decoder = build_compressor(m.get("compression"))
         self.peers[identity] = rank
+        note_greeting(self, rank, m)
         self.staleness[rank] = bound
         self.decoders[rank] = decoder
         self._ack(identity, msg)
 
     def _on_node_dead(self, identity: bytes | None, msg: Message) -> None:
         m = msg.meta or {}
-        if m.get("role") != "worker":
-            return  # a dead server is the workers' business
+        if m.get("role") != "worker" or self.config.elastic:
+            return  # a dead server is the workers' business; elastic jobs: a MEMBERSHIP follows
         if self.mode != "sync":
             self._on_worker_gone(identity, msg)  # async jobs go on without it
             return
@@ -355,7 +367,7 @@ class ParameterServer:
         if not isinstance(rank, int) or rank not in self.live:
             return
         self.live.discard(rank)
-        if self.mode == "async":
+        if self.mode == "async" or self.config.elastic:
             for sh in self.shards.values():
                 self._answer_pulls(sh)
             return
@@ -413,12 +425,12 @@ class ParameterServer:
                 sh.set_value(data, msg.frames[0] if msg.frames else None)  # adopt the received frame
                 sh.owner = worker
                 self.journal.log_init(sh)
-            self._ack(identity, msg)
+            self._ack(identity, msg, sh.version)
             for ident, req in sh.init_waiters:
                 self._send(ident, Message(Command.ACK, req, self.node_id, key=sh.key, shard=sh.shard))
             sh.init_waiters = []
         elif sh.value is not None:
-            self._ack(identity, msg)
+            self._ack(identity, msg, sh.version)  # a joiner numbers its pushes from here
         else:
             sh.init_waiters.append((identity, msg.request_id))
 
@@ -454,7 +466,7 @@ class ParameterServer:
             return sh.version
         seq = msg.arg >> 8
         target = sh.add_push(worker, grad, frame, seq)
-        if ack and target == seq and not sh.round_complete(self.num_workers):
+        if ack and target == seq and not sh.round_complete(self.round_members):
             self.journal.log_push(sh, worker, grad, seq)  # acknowledged before its round completes
         self._complete_rounds(sh)  # a round this push completes is logged before the push's ACK
         if ack:
@@ -463,7 +475,7 @@ class ParameterServer:
 
     def _complete_rounds(self, sh: KeyShard) -> None:
         """dist_sync: end every complete round of ``sh``: apply its sum, log it, answer its pulls."""
-        while sh.round_complete(self.num_workers):
+        while sh.round_complete(self.round_members):
             summed, summed_frame = sh.take_round()
             if summed is not None:  # None: a round every worker saw complete on the process that died
                 self._apply(sh, summed, summed_frame)

@@ -162,11 +162,18 @@ class KeyShard:
         self.last_target[worker] = target
         return target
 
-    def round_complete(self, num_workers: int) -> bool:
-        """Whether every worker of the key pushed to the current round or takes no part in it."""
+    def round_complete(self, workers: int | range | set[int]) -> bool:
+        """Whether every worker of the key pushed to the current round or takes no part in it.
+
+        ``workers``: the job's workers -- their number (ranks 0..n-1) or, in an elastic job, the
+        live ranks (:mod:`.membership`: a push that arrived counts whoever sent it, and a round
+        needs at least one)."""
+        job = range(workers) if isinstance(workers, int) else workers
+        if not self.skip and isinstance(job, range):
+            return len(self.round) >= self.round_size(len(job))
+        members = job if self.workers is None else self.workers
         if not self.skip:
-            return len(self.round) >= self.round_size(num_workers)
-        members = range(num_workers) if self.workers is None else self.workers
+            return bool(self.round) and all(w in self.round for w in members)
         return all(w in self.round or self.skip.get(w, 0) > self.version for w in members)
 
     def _accumulate(self, worker: int, grad: Push, frame: Any) -> None:

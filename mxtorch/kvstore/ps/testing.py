@@ -166,8 +166,11 @@ class PSCluster:
 
     def _role_env(self, role: str, rank: int | None, extra: Mapping[str, str] | None) -> dict[str, str]:
         out = {**os.environ, **self.env, _env.DMLC_ROLE: role}
-        if role == "worker":
+        if role == "worker" and rank is not None:
             out[_env.DMLC_WORKER_ID] = str(rank)
+        elif role == "worker":  # a worker joining an elastic job: the scheduler gives it a new rank
+            out.pop(_env.DMLC_WORKER_ID, None)
+            out.pop(_env.RANK, None)
         elif role == "server":
             out[_env.DMLC_SERVER_ID] = str(rank)
         out.update(extra or {})
@@ -192,10 +195,19 @@ class PSCluster:
             self.workers[r] = self._start("worker", r, fn, args, env)
         return list(self.workers)
 
+    def add_worker(self, fn: Callable[..., Any], *args: Any, env: Mapping[str, str] | None = None) -> int:
+        """Start one more worker running ``fn(*args)``, joining the running (elastic) job without a
+        ``DMLC_WORKER_ID``; returns its slot in :attr:`workers` (its outcome's ``rank``; the rank the
+        scheduler gives it is its store's ``kv.rank``)."""
+        slot = self.num_workers
+        self.num_workers += 1
+        self.workers.append(self._start("worker", slot, fn, args, env, assigned=False))
+        return slot
+
     def _start(self, role: str, rank: int | None, fn: Callable[..., Any] | None, args: tuple[Any, ...],
-               extra: Mapping[str, str] | None = None) -> Any:
+               extra: Mapping[str, str] | None = None, assigned: bool = True) -> Any:
         name = role if rank is None else f"{role} {rank}"
-        variables = self._role_env(role, rank, extra)
+        variables = self._role_env(role, rank if assigned else None, extra)
         path = self.log_path(name)
         if fn is None:
             p = self.ctx.Process(target=_role_main, args=(variables, path), name=f"mxtorch-ps-{role}")

@@ -188,7 +188,15 @@ class DistKVStore(KVStoreBase):
     # ---- description -------------------------------------------------------------------------
     type = Forward[str]("_type")
     rank = Forward[int]("_client.rank")
-    num_workers = Forward[int]("_client.num_workers")
+
+    @property
+    def num_workers(self) -> int:
+        """The number of workers; in an elastic job the live ones this worker last heard of (it takes
+        in the scheduler's notices first), which changes as workers leave and join."""
+        if self._config.elastic and not self._client.closed:
+            self._client.pump()
+        return self._client.num_workers
+
     num_servers = Forward[int]("_client.num_servers")
     local_rank = Forward[int]("_client.local_rank")
     closed = Forward[bool]("_client.closed")
@@ -384,7 +392,8 @@ class DistKVStore(KVStoreBase):
                     tensors = [flat.view(plan.shape) if len(plan.shards) == 1 else flat.narrow(0, off, size)]
                 client.send(server, Message(Command.INIT, key=plan.key, shard=i, meta=meta, tensors=tensors),
                             functools.partial(plan.operation, "INIT", i),
-                            f"rank {sender} has not sent the key's value yet")
+                            f"rank {sender} has not sent the key's value yet",
+                            functools.partial(plan.numbered_from, i) if client.joined else None)
         try:
             client.wait()
         finally:
@@ -553,6 +562,9 @@ class DistKVStore(KVStoreBase):
         """:meth:`set_optimizer` for the keys of the worker group ``group`` with key ``prefix`` (None:
         the job's keys), collective over the group: its first rank declares, then its barrier."""
         client = self._live()
+        if client.joined and group is None:  # joined an elastic job: the servers run the job's already
+            self._optimizers[prefix] = _ServerOptimizer(optimizer, hyper_of(optimizer))
+            return
         if self.rank == (0 if group is None else min(group)):
             meta: dict[str, Any] = {"optimizer": describe_optimizer(optimizer)}
             if prefix is not None:
