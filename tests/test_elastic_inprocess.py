@@ -393,6 +393,20 @@ class Job:
                     p.kill()
                     p.wait()
 
+    def grow(self, hold: str) -> tuple[int, dict[int, dict]]:
+        """Once every worker waits for a joiner (``held.*``), start one without the variable ``hold``;
+        after all finished with status 0, the joiner's pid and every worker's result."""
+        try:
+            self.wait_for("held", len(self.procs), 300)
+            joiner = self.start(drop=(hold,))
+            codes = self.finish(300)
+        finally:
+            self.finish(10)
+        assert set(codes.values()) == {0}, self.logs()
+        results = self.results()
+        assert sorted(results) == sorted(p.pid for p in self.procs), self.logs()
+        return joiner.pid, results
+
     def results(self) -> dict[int, dict]:
         return {int(f.name.split(".")[1]): json.loads(f.read_text()) for f in self.out.glob("result.*.json")}
 
@@ -465,16 +479,8 @@ def test_hvd_distributed_trainer_of_a_joiner_averages_with_the_job(tmp_path):
     for a third, admitted at the commit of step 10 (its trainers were made in a group of one);
     then all three move it by -0.25 * (1 + 2 + 3) / 3 = -0.5 a step."""
     job = Job(tmp_path / "hvd-join", 2, 2, 3, worker=TRAINER_WORKER, H25_HOLD="7")
-    try:
-        job.wait_for("held", 2, 300)
-        joiner = job.start(drop=("H25_HOLD",))
-        codes = job.finish(300)
-    finally:
-        job.finish(10)
-    assert set(codes.values()) == {0}, job.logs()
-    results = job.results()
-    assert sorted(results) == sorted(p.pid for p in job.procs), job.logs()
-    assert results[joiner.pid]["rank"] == 2
+    joiner, results = job.grow("H25_HOLD")
+    assert results[joiner]["rank"] == 2
     for r in results.values():
         assert r["size"] == 3 and r["moves"] == [[3, -0.5, -0.5]] * 10, r["moves"]
         assert r["w"] == [10 * -0.375 + 10 * -0.5] * 2  # -8.75 on every worker, both trainers
@@ -483,20 +489,12 @@ def test_hvd_distributed_trainer_of_a_joiner_averages_with_the_job(tmp_path):
 @pytest.mark.timeout(600)
 @pytest.mark.slow  # slow tier (scripts/test.sh -m slow): a faster test of this path stays in the default run
 def test_a_worker_joins_a_running_job_and_receives_its_state(tmp_path):
-    job = Job(tmp_path / "grow", 2, 2, 3, H16_HOLD="50")
-    try:
-        job.wait_for("held", 2, 300)  # both workers wait before step 50 for a joiner
-        joiner = job.start(drop=("H16_HOLD",))
-        codes = job.finish(300)
-    finally:
-        job.finish(10)
-    assert set(codes.values()) == {0}, job.logs()
-    results = job.results()
-    assert sorted(results) == sorted(p.pid for p in job.procs), job.logs()
+    # both workers wait before step 50 for a joiner
+    joiner, results = Job(tmp_path / "grow", 2, 2, 3, H16_HOLD="50").grow("H16_HOLD")
     assert all(r["size"] == 3 and r["reset_sizes"] == [3] for r in results.values())
-    assert results[joiner.pid]["rank"] == 2  # the old ranks keep their order, the joiner comes last
+    assert results[joiner]["rank"] == 2  # the old ranks keep their order, the joiner comes last
     # it started from the job's commit of step 60 (the first commit after it came), not from its own start
-    assert results[joiner.pid]["first_call"] == [0, 60]
+    assert results[joiner]["first_call"] == [0, 60]
     assert len({r["checksum"] for r in results.values()}) == 1
 
 
