@@ -36,6 +36,7 @@ from . import (
     sparse,
 )
 from . import _internal as _internal  # mx.nd._internal: MXNet's underscore operators
+from . import image as image  # mx.nd.image: MXNet's image operators
 from . import linalg as linalg  # mx.nd.linalg: MXNet's batched linear algebra
 from ._cached_op import CachedOp
 from ._common import mx_operator as _mx_operator
