@@ -16,8 +16,9 @@ function of the same name), and docs/migrating.md's table shows them.
 The functions are also usable directly: ``ndarray_methods.asnumpy(x)``.
 
 Sparse arrays (:mod:`mxtorch.nd.sparse`) get ``x.stype``, ``x.tostype(...)``, ``x.retain``,
-``x.asscipy()``, ``x.check_format()`` and, for csr, ``x.indptr``.  MXNet's ``x.data`` and
-``x.indices`` keep torch's meaning; use ``mx.nd.sparse.data(x)`` and ``mx.nd.sparse.indices(x)``.
+``x.asscipy()``, ``x.check_format()`` and, for csr, ``x.indptr``.  The sparse arrays MXNet's API
+makes (``RowSparseNDArray``, ``CSRNDArray``) also give ``x.data`` and ``x.indices`` MXNet's meaning;
+on a plain torch sparse tensor they stay torch's (``mx.nd.sparse.data(x)``, ``indices(x)`` give MXNet's).
 """
 
 from __future__ import annotations
@@ -102,6 +103,10 @@ def copyto(self: torch.Tensor, other: torch.Tensor | Context | str) -> torch.Ten
                 f"copyto: target has shape {tuple(other.shape)}, the source {tuple(self.shape)}; "
                 "they must match"
             )
+        if other.layout != torch.strided or self.layout != torch.strided:
+            from .nd._sparse_ndarray import assign  # in the target's storage type (MXNet's copyto)
+
+            return assign(other, self)
         with torch.no_grad():
             other.copy_(self)
         return other
@@ -492,10 +497,11 @@ COLLISIONS: dict[str, tuple[str, str]] = {
     "fix": ("round toward zero", "the same (torch's)"),
     "floor": ("elementwise", "the same (torch's); likewise ceil, trunc, sin ... sqrt, rsqrt, square, "
               "reciprocal, relu, sigmoid"),
-    "data": ("sparse: the stored values", "torch's .data (the tensor itself); MXNet's: "
-             "mx.nd.sparse.data(x)"),
-    "indices": ("sparse: row ids / column ids", "torch's indices() method (COO); MXNet's: "
-                "mx.nd.sparse.indices(x)"),
+    "data": ("sparse: the stored values", "MXNet's on the sparse arrays MXNet's API makes (RowSparseNDArray, "
+             "CSRNDArray: a copy of the values); torch's .data on torch tensors; mx.nd.sparse.data(x) for "
+             "any"),
+    "indices": ("sparse: row ids / column ids", "MXNet's on RowSparseNDArray / CSRNDArray; torch's indices() "
+                "method on torch's COO tensors; mx.nd.sparse.indices(x) for any"),
     "__eq__": ("==, <, ... give 1/0 in the array's dtype", "torch's (bool); MXNet's: mx.nd.equal etc."),
     "__truediv__": ("int32 / int32 stays int32 (truncates)", "torch's (true division, float); MXNet's: "
                     "mx.nd.divide"),

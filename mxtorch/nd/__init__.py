@@ -29,6 +29,7 @@ from . import (
     _nn,
     _ops,
     _random_pdf,
+    _sparse_ndarray,
     _update_ops,
     contrib,
     ndarray,
@@ -81,3 +82,4 @@ del _name
 # MXNet method mode's rules (x.sort(), x.sum(exclude=True) ...) call these operators: handed down to
 # the module below the arrays' methods that holds the rules
 _mxnet_methods.use_operators(globals())
+_sparse_ndarray.use_dense_class(NDArray)  # dense results of sparse operations are NDArrays

@@ -286,6 +286,8 @@ def FullyConnected(
             f"FullyConnected: input {tuple(data.shape)} (flatten={flatten}) has {x.shape[-1]} features, "
             f"weight {tuple(weight.shape)} expects {weight.shape[-1]}"
         )
+    if bias is not None and bias.dim() == 2 and bias.shape[1] == 1:
+        bias = bias.reshape(-1)  # MXNet takes a (num_hidden, 1) bias as well as (num_hidden,)
     return F.linear(x, weight, None if no_bias else bias)
 
 

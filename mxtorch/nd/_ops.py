@@ -278,6 +278,9 @@ def take(a: Tensor, indices: Any, axis: int = 0, mode: str = "clip") -> Tensor:
     ax = norm_axis(axis, a.dim())
     idx = to_index(indices, a)
     idx = _fix_indices(idx, a.shape[ax], mode, "take")
+    take_rows = getattr(a, "_take_rows", None)  # a CSRNDArray's rows are a csr array (MXNet's)
+    if take_rows is not None and ax == 0 and idx.dim() == 1:
+        return take_rows(idx.to(device=a.device, dtype=torch.int64))  # type: ignore[no-any-return]
     out = a.index_select(ax, idx.reshape(-1).to(a.device))
     return out.reshape(tuple(a.shape[:ax]) + tuple(idx.shape) + tuple(a.shape[ax + 1 :]))
 

@@ -4,6 +4,7 @@ for the representation); the operators live in :mod:`mxtorch.nd.sparse`, which r
 from __future__ import annotations
 
 import numbers
+import sys
 import warnings
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -13,7 +14,9 @@ import numpy as np
 import torch
 
 from ..context import Context
+from . import _sparse_ndarray
 from ._common import as_shape, device_of, dtype_of, tag
+from ._sparse_ndarray import BaseSparseNDArray, CSRNDArray, RowSparseNDArray, SparseNDArray
 
 __all__ = [
     "BaseSparseNDArray",
@@ -70,157 +73,13 @@ def stype(x: torch.Tensor) -> str:
                      "x.to_dense() or x.to_sparse_csr()")
 
 
-class _StorageTypeMeta(type):
-    """``isinstance(t, CSRNDArray)`` asks for a tensor's storage type: the classes have no instances."""
-
-    _stypes: tuple[str, ...] = ()
-
-    def __instancecheck__(cls, obj: Any) -> bool:
-        if not isinstance(obj, torch.Tensor):
-            return False
-        layout = obj.layout
-        if layout == torch.sparse_csr:
-            kind = "csr"
-        elif layout == torch.sparse_coo and obj.sparse_dim() == 1:
-            kind = "row_sparse"
-        else:
-            return False
-        return kind in cls._stypes
-
-    def __call__(cls, *args: Any, **kwargs: Any) -> Any:
-        raise TypeError(
-            f"{cls.__name__} has no instances in mxtorch: sparse arrays are torch tensors with a sparse "
-            "layout; make one with mx.nd.sparse.csr_matrix(...), row_sparse_array(...) or x.tostype(...)"
-        )
-
-
-class BaseSparseNDArray(metaclass=_StorageTypeMeta):
-    """MXNet's sparse array base class, for ``isinstance``: true for row_sparse and csr tensors."""
-
-    _stypes: tuple[str, ...] = ("row_sparse", "csr")
-
-
-class RowSparseNDArray(BaseSparseNDArray):
-    """MXNet's row_sparse array class, for ``isinstance``: a COO tensor with one sparse dimension."""
-
-    _stypes = ("row_sparse",)
-
-
-class CSRNDArray(BaseSparseNDArray):
-    """MXNet's csr array class, for ``isinstance``: a ``torch.sparse_csr`` tensor."""
-
-    _stypes = ("csr",)
-
-
 def _is_sparse(x: torch.Tensor) -> bool:
     return x.layout != torch.strided
 
 
-def _densified(value: Any) -> Any:
-    if isinstance(value, torch.Tensor) and value.layout != torch.strided:
-        return value.to_dense()
-    if isinstance(value, (list, tuple)):
-        return type(value)(_densified(v) for v in value)
-    return value
-
-
-def _records_mixed_csr(args: Any, kwargs: Any) -> bool:
-    """Whether a recorded op mixes a csr tensor with other layouts: torch's kernels compute it but
-    its backward fails ("Sparse CSR tensors do not have is_contiguous", a gradient of the wrong
-    layout), so such an op runs on the dense values, MXNet's storage fallback."""
-    if not torch.is_grad_enabled():
-        return False
-    flat = [a for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor)]
-    flat += [t for a in args if isinstance(a, (list, tuple)) for t in a if isinstance(t, torch.Tensor)]
-    layouts = {t.layout for t in flat}
-    return torch.sparse_csr in layouts and len(layouts) > 1 and any(t.requires_grad for t in flat)
-
-
-# what torch dispatches ==, !=, <, <=, >, >= of a tensor as (x.__ne__ arrives as TensorBase.ne)
-_COMPARISONS = frozenset(getattr(torch._C.TensorBase, name) for op in ("eq", "ne", "lt", "le", "gt", "ge")
-                         for name in (op, f"__{op}__"))
-
-
-def _mx_comparison(func: Any, args: Any) -> torch.Tensor:
-    """``a op b`` with a sparse operand, by MXNet's rules: 1/0 in the array's dtype; with a number
-    the result keeps the array's storage type when ``0 op number`` is false (a stored zero stays
-    an unstored one: ``rsp > 0``, ``rsp != 0``), else it is dense (``rsp >= 0``); two arrays: dense."""
-    a, b = args[0], args[1]
-    out = func(*_densified((a, b)))
-    if not isinstance(out, torch.Tensor):
-        return out  # NotImplemented: a type torch does not compare with
-    out = out.to(a.dtype)
-    if isinstance(b, (numbers.Number, np.generic)) and a.layout != torch.strided:
-        if not bool(func(torch.zeros((), dtype=a.dtype), b)):
-            return tostype(out, stype(a))
-    return out
-
-
-def _mutates_sparse(func: Any, args: Any) -> bool:
-    """Whether ``func`` writes into its first argument (``x[k] = v``, ``copy_``, ``add_``, ``x += y``)
-    and that argument is sparse: a dense fallback must then write the result back into it."""
-    name = getattr(func, "__name__", "")
-    writes = name == "__setitem__" or (name.endswith("_") and not name.endswith("__")) or (
-        name.startswith("__i") and name[3:-2] in ("add", "sub", "mul", "truediv", "floordiv", "pow", "mod"))
-    return writes and bool(args) and isinstance(args[0], torch.Tensor) and args[0].layout != torch.strided
-
-
-def _in_place_on_dense(func: Any, args: Any, kwargs: Any) -> Any:
-    """MXNet's storage fallback for a write torch's sparse kernels refuse (``csr[:] = 3``,
-    ``dense.copyto(rsp)``): run it on the dense value, then store the result back in the target's
-    storage type (the target keeps its identity; its stored entries may change)."""
-    target = args[0]
-    dense = target.detach().to_dense()
-    out = func(dense, *_densified(args[1:]), **_densified(kwargs))
-    value = _tostype(dense.to(target.dtype), stype(target))
-    with torch.no_grad():
-        target.resize_as_sparse_(value)
-        target.copy_(value)
-    return target if out is dense else out
-
-
-class SparseNDArray(torch.Tensor):
-    """The tensor type of the sparse arrays mxtorch makes (row_sparse and csr).
-
-    A plain torch sparse tensor refuses many elementwise operations (``rsp - 1``,
-    ``rsp - dense``, ``dense + csr`` ...) that MXNet computes through a dense fallback, as its
-    storage-type inference does.  An operation torch's sparse kernels refuse is retried on the
-    dense values here; one they support runs as it is, and keeps a sparse result sparse.  Dense
-    tensors never pass through this class, so torch code pays nothing for it.
-    """
-
-    @classmethod
-    def __torch_function__(cls, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-        kwargs = kwargs or {}
-        with torch._C.DisableTorchFunctionSubclass():
-            if getattr(func, "__name__", "") == "__set__":  # x.grad = g: on x itself, never a dense copy
-                return func(*args, **kwargs)
-            if func in _COMPARISONS and len(args) == 2 and not kwargs:
-                return _mx_comparison(func, args)
-            if _records_mixed_csr(args, kwargs):
-                return func(*_densified(args), **_densified(kwargs))
-            try:
-                out = func(*args, **kwargs)
-            except (RuntimeError, NotImplementedError, TypeError) as first:
-                try:
-                    if _mutates_sparse(func, args):
-                        return _in_place_on_dense(func, args, kwargs)
-                    out = func(*_densified(args), **_densified(kwargs))
-                except Exception:
-                    raise first from None
-        if type(out) is torch.Tensor and out.layout != torch.strided:
-            # _make_subclass makes a new leaf: a result in the autograd graph stays torch's sparse
-            # tensor (as_subclass cannot wrap sparse storage)
-            if out.grad_fn is None:
-                out = torch.Tensor._make_subclass(SparseNDArray, out, out.requires_grad)
-        return out
-
-
 def _mx_sparse(t: torch.Tensor) -> torch.Tensor:
-    """``t`` as a :class:`SparseNDArray` when it is sparse (the same storage), else ``t``."""
-    if t.layout == torch.strided or isinstance(t, SparseNDArray):
-        return t
-    return torch.Tensor._make_subclass(SparseNDArray, t, t.requires_grad)
+    """``t`` in its MXNet sparse class (:mod:`mxtorch.nd._sparse_ndarray`) when it is sparse, else ``t``."""
+    return _sparse_ndarray.as_sparse_ndarray(t)
 
 
 def _check_stype_name(name: Any, op: str) -> str:
@@ -275,7 +134,7 @@ def row_sparse_parts(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     if stype(x) != "row_sparse":
         raise ValueError(f"row_sparse_parts needs a row_sparse tensor, got storage type {stype(x)!r}")
     c = x if x.is_coalesced() else x.coalesce()
-    return c.indices()[0], c.values()
+    return torch.Tensor.indices(c)[0], torch.Tensor.values(c)
 
 
 # ---- argument coercion ---------------------------------------------------------------------
@@ -300,7 +159,8 @@ def _values(obj: Any, what: str, dtype: Any, device: torch.device) -> torch.Tens
             raise TypeError(f"{what} must be a dense array, got a sparse tensor ({obj.layout})")
         return obj.detach().to(device=device, dtype=dtype_of(dtype, obj.dtype), copy=True)
     arr = _numpy_numbers(obj, f"{what} must be an array of numbers", "USV")
-    return torch.from_numpy(arr).to(device=device, dtype=dtype_of(dtype))
+    # a copy: the array never shares the caller's memory
+    return torch.from_numpy(arr).to(device=device, dtype=dtype_of(dtype), copy=True)
 
 
 def _ids(obj: Any, what: str, device: torch.device) -> torch.Tensor:
@@ -311,7 +171,7 @@ def _ids(obj: Any, what: str, device: torch.device) -> torch.Tensor:
         t = obj.detach().to(device)
     else:
         arr = _numpy_numbers(obj, f"{what} must be a 1-D array of integers", "USVb")
-        t = torch.from_numpy(arr).to(device)
+        t = torch.from_numpy(arr).to(device, copy=True)
     if t.dim() == 0:
         t = t.reshape(1)
     if t.dim() != 1:
@@ -364,6 +224,7 @@ def row_sparse_array(arg1: Any, shape: Any = None, ctx: CtxLike = None, dtype: A
     if isinstance(arg1, torch.Tensor) and _is_sparse(arg1):
         return _finish(_convert_sparse(arg1, "row_sparse", shape, dtype, device, "row_sparse_array"), ctx)
     if _is_shape(arg1):
+        _check_shape_twice(arg1, shape, "row_sparse_array")
         return _finish(_empty_rsp(as_shape(arg1), dtype_of(dtype), device), ctx)
     if isinstance(arg1, tuple) and len(arg1) == 2:
         vals = _values(arg1[0], "row_sparse_array: data", dtype, device)
@@ -392,6 +253,12 @@ def row_sparse_array(arg1: Any, shape: Any = None, ctx: CtxLike = None, dtype: A
         raise ValueError("row_sparse_array: a dense source must have at least one dimension")
     _check_given_shape(dense, shape, "row_sparse_array")
     return _finish(tostype(dense, "row_sparse"), ctx)
+
+
+def _check_shape_twice(arg1: Any, shape: Any, op: str) -> None:
+    if shape is not None and as_shape(shape, f"{op}: shape") != as_shape(arg1):
+        raise ValueError(f"{op}: the shape {tuple(as_shape(arg1))} and shape={tuple(as_shape(shape))} "
+                         "differ; give the shape once")
 
 
 def _convert_sparse(
@@ -431,6 +298,7 @@ def csr_matrix(arg1: Any, shape: Any = None, ctx: CtxLike = None, dtype: Any = N
         m.sum_duplicates()
         arg1, shape = (m.data, m.indices, m.indptr), shape if shape is not None else m.shape
     if _is_shape(arg1):
+        _check_shape_twice(arg1, shape, "csr_matrix")
         full = as_shape(arg1)
         if len(full) != 2:
             raise ValueError(f"csr_matrix: a csr matrix is 2-D, got shape {full}")
@@ -463,7 +331,10 @@ def csr_matrix(arg1: Any, shape: Any = None, ctx: CtxLike = None, dtype: Any = N
         if ptr.numel() < 1:
             raise ValueError("csr_matrix: indptr needs at least one entry (num_rows + 1 entries)")
         if shape is None:
-            full = (ptr.numel() - 1, int(cols.max()) + 1 if cols.numel() else 0)
+            if not cols.numel():
+                raise ValueError("csr_matrix: cannot infer the number of columns of a matrix with no stored "
+                                 "entries: give shape=(num_rows, num_cols)")
+            full = (ptr.numel() - 1, int(cols.max()) + 1)
         else:
             full = _shape2(shape)
             if ptr.numel() != full[0] + 1:
@@ -553,7 +424,7 @@ def _coo_to_rsp(coo: torch.Tensor) -> torch.Tensor:
     coo = coo.coalesce()
     if coo.sparse_dim() == 1:
         return coo
-    idx, vals = coo.indices(), coo.values()
+    idx, vals = torch.Tensor.indices(coo), torch.Tensor.values(coo)
     row_ids, inverse = torch.unique_consecutive(idx[0], return_inverse=True)  # coalesced: rows sorted
     rows = torch.zeros((row_ids.numel(), *coo.shape[1:]), dtype=vals.dtype, device=vals.device)
     rows[(inverse, *idx[1:])] = vals
@@ -653,3 +524,4 @@ def indptr(x: torch.Tensor) -> torch.Tensor:
     return x.crow_indices()
 
 
+_sparse_ndarray.use_storage(sys.modules[__name__])

@@ -18,7 +18,7 @@ from typing import Any
 import torch
 
 from ._ndarray_type import NDArray
-from ._sparse_storage import SparseNDArray, stype, tostype
+from ._sparse_storage import CSRNDArray, RowSparseNDArray, SparseNDArray, stype, tostype
 
 __all__ = ["set_grad", "holds_grad", "take_backward_gradient"]
 
@@ -50,8 +50,16 @@ class TensorWithGradArray(_GradArrayProperty, torch.Tensor):
     __torch_function__ = torch._C._disabled_torch_function_impl  # type: ignore[assignment]
 
 
-class SparseNDArrayWithGradArray(_GradArrayProperty, SparseNDArray):
-    """A row_sparse or csr array with a gradient array of another storage type."""
+class SparseNDArrayWithGradArray(_GradArrayProperty, SparseNDArray):  # type: ignore[metaclass]
+    """A sparse array with a gradient array of another storage type."""
+
+
+class RowSparseNDArrayWithGradArray(_GradArrayProperty, RowSparseNDArray):  # type: ignore[metaclass]
+    """A row_sparse array with a gradient array of another storage type."""
+
+
+class CSRNDArrayWithGradArray(_GradArrayProperty, CSRNDArray):  # type: ignore[metaclass]
+    """A csr array with a gradient array of another storage type."""
 
 
 class NDArrayWithGradArray(_GradArrayProperty, NDArray):  # type: ignore[metaclass]
@@ -59,7 +67,8 @@ class NDArrayWithGradArray(_GradArrayProperty, NDArray):  # type: ignore[metacla
 
 
 _CLASSES: dict[type, type] = {torch.Tensor: TensorWithGradArray, SparseNDArray: SparseNDArrayWithGradArray,
-                              NDArray: NDArrayWithGradArray}
+                              RowSparseNDArray: RowSparseNDArrayWithGradArray,
+                              CSRNDArray: CSRNDArrayWithGradArray, NDArray: NDArrayWithGradArray}
 
 
 def _attachable(t: torch.Tensor, g: torch.Tensor) -> bool:

@@ -30,10 +30,12 @@ row_sparse).  Autograd flows through the dense operands of ``dot``; the sparse r
 from __future__ import annotations
 
 import numbers
+import sys
 from typing import Any
 
 import torch
 
+from ..base import MXNetError
 from . import _sparse_storage
 from ._sparse_storage import *  # noqa: F403
 from ._sparse_storage import (
@@ -51,6 +53,7 @@ from ._sparse_storage import _mx_sparse as _mx_sparse
 from ._sparse_storage import _quiet_csr as _quiet_csr
 
 __all__ = [
+    "SparseOperatorError",
     "retain",
     "dot",
     "add",
@@ -67,10 +70,20 @@ __all__ += _sparse_storage.__all__
 # ---- operators -----------------------------------------------------------------------------
 
 
-def retain(data: torch.Tensor, indices: Any) -> torch.Tensor:
+class SparseOperatorError(MXNetError, ValueError):
+    """Bad arguments to an ``mx.nd.sparse`` operator: MXNet raises MXNetError, Python code expects
+    ValueError; this is both."""
+
+
+def retain(data: torch.Tensor, indices: Any = None, **kwargs: Any) -> torch.Tensor:
     """The row_sparse array keeping only the rows of ``data`` listed in ``indices`` (any order)."""
+    if kwargs:
+        raise SparseOperatorError(f"retain takes data and indices, got unexpected argument(s) "
+                                  f"{sorted(kwargs)}")
+    if indices is None:
+        raise SparseOperatorError("retain needs indices: the row ids to keep")
     if stype(data) != "row_sparse":
-        raise ValueError(f"retain needs a row_sparse array, got storage type {stype(data)!r}")
+        raise SparseOperatorError(f"retain needs a row_sparse array, got storage type {stype(data)!r}")
     ids, rows = row_sparse_parts(data)
     keep = _ids(indices, "retain: indices", ids.device)
     _check_range(keep, data.shape[0], "retain: row id", data.shape)
@@ -134,7 +147,7 @@ def _dot_shapes(a: torch.Tensor, b: torch.Tensor, transpose_a: bool) -> str:
 def _csr_t_dot(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """``a.T @ b`` for csr ``a``, as row_sparse: only columns of ``a`` with entries give rows."""
     coo = a.to_sparse_coo().coalesce()
-    r, c = coo.indices()
+    r, c = torch.Tensor.indices(coo)
     contrib = coo.values().unsqueeze(1) * b.index_select(0, r)
     row_ids, inverse = torch.unique(c, sorted=True, return_inverse=True)
     rows = torch.zeros((row_ids.numel(), b.shape[1]), dtype=contrib.dtype, device=b.device)
@@ -152,7 +165,7 @@ def _csr_dot_rsp(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     out = torch.zeros((a.shape[0], b.shape[1]), dtype=dt, device=rows.device)
     if ids.numel() == 0:
         return out
-    r, c = coo.indices()
+    r, c = torch.Tensor.indices(coo)
     pos = torch.searchsorted(ids, c).clamp_(max=ids.numel() - 1)
     hit = ids[pos] == c  # entries of a whose column is a row stored in b
     contrib = coo.values()[hit].unsqueeze(1) * rows.index_select(0, pos[hit])
@@ -183,7 +196,8 @@ def add(lhs: torch.Tensor, rhs: torch.Tensor) -> torch.Tensor:
         ids, rows = row_sparse_parts(sp)
         return out.index_add(0, ids, rows.to(out.dtype))
     coo = sp.to_sparse_coo().coalesce()
-    return out.index_put(tuple(coo.indices()), coo.values().to(out.dtype), accumulate=True)
+    where, vals = tuple(torch.Tensor.indices(coo)), torch.Tensor.values(coo)
+    return out.index_put(where, vals.to(out.dtype), accumulate=True)
 
 
 elemwise_add = add
@@ -261,3 +275,12 @@ def add_n(*args: torch.Tensor) -> torch.Tensor:
 
 
 ElementWiseSum = add_n
+
+
+def __getattr__(name: str) -> Any:
+    # mx.nd.sparse.<operator> is MXNet's operator of that name (FullyConnected, sum, ...): mx.nd's,
+    # where a sparse input torch's kernels refuse falls back to its dense values
+    nd = sys.modules.get(__package__ or "")  # mx.nd, loaded before its sparse namespace is reached
+    if not name.startswith("_") and nd is not None and hasattr(nd, name):
+        return getattr(nd, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

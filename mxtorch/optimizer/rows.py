@@ -117,4 +117,4 @@ def sparse_rows(index: Any, weight: torch.Tensor, grad: torch.Tensor) -> tuple[t
         raise ValueError(f"grad of index {index!r} has shape {tuple(grad.shape)}, expected the weight's "
                          f"shape {tuple(weight.shape)}")
     g = grad if grad.is_coalesced() else grad.coalesce()
-    return g.indices()[0], g.values()
+    return torch.Tensor.indices(g)[0], torch.Tensor.values(g)
