@@ -1,4 +1,4 @@
-"""Gluon utilities: split_data, split_and_load, clip_global_norm, check_sha1, HookHandle."""
+"""Gluon utilities: split_data, split_and_load, clip_global_norm, check_sha1, download, HookHandle."""
 
 from __future__ import annotations
 
@@ -10,8 +10,10 @@ import torch
 from torch.utils.hooks import RemovableHandle
 
 from ..context import Context, as_context
+from .utils_download import check_sha1, download
 
-__all__ = ["split_data", "split_and_load", "clip_global_norm", "check_sha1", "HookHandle", "shape_is_known"]
+__all__ = ["split_data", "split_and_load", "clip_global_norm", "check_sha1", "download", "HookHandle",
+           "shape_is_known"]
 
 
 def split_data(data: Any, num_slice: int, batch_axis: int = 0, even_split: bool = True) -> list[torch.Tensor]:
@@ -142,17 +144,6 @@ def _norm(a: torch.Tensor) -> torch.Tensor:
     if a.layout == torch.strided:
         return torch.linalg.vector_norm(a)
     return torch.linalg.vector_norm(a.coalesce().values() if a.layout == torch.sparse_coo else a.values())
-
-
-def check_sha1(filename: str, sha1_hash: str) -> bool:
-    """True if the file's SHA-1 equals ``sha1_hash``."""
-    import hashlib
-
-    h = hashlib.sha1()
-    with open(filename, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest() == sha1_hash
 
 
 class HookHandle(RemovableHandle):
