@@ -146,6 +146,10 @@ def zero_three(save_to: str) -> dict[str, Any]:
         again.load_parameters(save_to)
     with fresh.full_parameters(writeback=False):
         out["reloaded"] = [p.data().detach().clone() for p in again.collect_params().values()]
+    # a second trainer of the same network takes over the first one's slices (they are gathered)
+    second = mesh.trainer(net.collect_params(), "sgd", {"learning_rate": 0.0})
+    with second.full_parameters(writeback=False):
+        out["second"] = [p.data().detach().clone() for p in net.collect_params().values()]
     out["reloaded_bytes"] = parameter_bytes(fresh)
     return out
 

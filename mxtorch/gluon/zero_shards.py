@@ -22,6 +22,7 @@ which Gluon's :class:`Parameter` (it owns its ``torch.nn.Parameter`` per context
 from __future__ import annotations
 
 import contextlib
+import weakref
 from collections.abc import Iterator
 from typing import Any
 
@@ -31,7 +32,20 @@ import torch.distributed as dist
 from ..profiler import span
 from .parameter import Parameter
 
-__all__ = ["ParameterShards"]
+__all__ = ["ParameterShards", "unshard"]
+
+_SHARDED: weakref.WeakKeyDictionary[Parameter, ParameterShards] = weakref.WeakKeyDictionary()
+"""The live ParameterShards of each sliced parameter."""
+
+
+def unshard(params: list[Parameter]) -> None:
+    """Give ``params`` their whole values back from a ParameterShards that sliced them (an earlier
+    zero=3 trainer of the same parameters) and remove its hooks; a collective over its group."""
+    for old in dict.fromkeys(_SHARDED[p] for p in params if p in _SHARDED):
+        old.gather(list(old._params))
+        old.remove_hooks()
+        for p in old._params.values():
+            _SHARDED.pop(p, None)
 
 # torch 2.13 renamed the flat collectives (and warns on the old names); older torch has only those
 _all_gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
@@ -62,6 +76,8 @@ class ParameterShards:
         self._full = set(params)
         self.free(list(params))
         self._hook_blocks()
+        for p in params.values():
+            _SHARDED[p] = self
 
     # ---- layout ----------------------------------------------------------------------
     def _padded(self, t: torch.Tensor, i: int) -> torch.Tensor:

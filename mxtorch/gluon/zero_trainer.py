@@ -40,7 +40,7 @@ from ..distributed import group
 from ..profiler import span
 from .parameter import Parameter
 from .trainer import StaleGradientError, Trainer
-from .zero_shards import ParameterShards
+from .zero_shards import ParameterShards, unshard
 
 __all__ = ["ZeroTrainer", "ZERO_STAGES", "shard_owners", "optimizer_state_bytes", "parameter_bytes"]
 
@@ -163,6 +163,7 @@ class ZeroTrainer(Trainer):
                     raise MXNetError(f"ZeroTrainer(zero=3): parameter {p.name!r} has grad_req='add', but "
                                      "zero=3 keeps only a slice of each reduced gradient: use 'write', "
                                      "or zero=2 to accumulate gradients over several backward passes")
+            unshard([p for _, p in trainable])  # an earlier zero=3 trainer's slices: whole again
             owners = shard_owners([p._data[0].numel() for _, p in trainable], self._dp)  # type: ignore[index]
             self._owners = {i: r for (i, _), r in zip(trainable, owners)}
             with torch.no_grad(), span("zero.broadcast_initial"):
