@@ -78,6 +78,7 @@ def test_zero_3_matches_one_process_and_holds_a_slice(world: int, tmp_path) -> N
     for res in results:  # refused before any work: a layer-wise optimizer, accumulated gradients
         assert "norm" in res["refused"][0] and "zero=2" in res["refused"][0], res["refused"]
         assert "grad_req='add'" in res["refused"][1], res["refused"]
+        assert "full_parameters" in res["refused"][2], res["refused"]
         assert res["reloaded_bytes"] <= (1 / world + 0.10) * replica_params
         for got, w in [*zip(res["reloaded"], refs[True][0]), *zip(res["second"], refs[True][0])]:
             torch.testing.assert_close(got, w, atol=1e-5, rtol=0)

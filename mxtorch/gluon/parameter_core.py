@@ -523,6 +523,10 @@ class Parameter:
     def _reduce(self) -> torch.Tensor:
         """The value to save: the mean of the copies (they agree unless updated apart), on cpu."""
         data = self._check()
+        if data[0].numel() == 0 and self._shape and all(self._shape):  # a zero=3 slice's placeholder
+            raise MXNetError(f"Parameter {self.name!r} of shape {self._shape} holds none of its values on "
+                             "this rank: a ZeroTrainer(zero=3) keeps slices between steps; save inside "
+                             "`with trainer.full_parameters():` on every rank")
         if len(data) == 1:
             return data[0].detach().to("cpu")
         return torch.stack([d.detach().to("cpu") for d in data]).mean(0).to(data[0].dtype)
