@@ -5,7 +5,7 @@ in the same run, interleaved in rounds so that machine noise hits both alike.  P
 median step time of each and the ratio mxtorch / torch (≤ 1.05 is the target).
 
     python bench/overhead.py [--steps 30] [--rounds 7] [--batch 128] [--models mlp,lenet]
-                             [--device cuda] [--amp float16] [--profiler]
+                             [--device cuda] [--amp float16] [--profiler] [--hooks]
 
 ``--profiler`` times the mxtorch step (kvstore 'allreduce': its spans are on the path) with
 ``mx.profiler`` never started, then instrumented but off (started and stopped once before), and
@@ -14,7 +14,8 @@ on / off (goal <= 1.10); also what the spans cost while off: the spans a step op
 measured cost of one, as a share of the step.  The same run then times what ``mxtorch train`` adds
 to every step: its step recorder (always on: a SpanClock timing the data and communication spans,
 the step's row for steps.jsonl) and, with ``--tensorboard``, the TensorBoard hook's scalars (the real
-hooks, fed what the loop gives them), against the bare step (goal <= 1.01 for ``--tensorboard``).
+hooks, fed what the loop gives them), against the bare step (goal <= 1.01 for ``--tensorboard``);
+``--hooks`` times only these.
 
 Where MXNet 1.9.1 is installed in its own venv (``.venv-mxnet``, see bench/mxnet_reference.py),
 the same run also times MXNet's hybridized Gluon step on the same model and prints it.
@@ -137,6 +138,8 @@ def observability_rows(name: str, x: torch.Tensor, y: torch.Tensor, steps: int, 
     from mxtorch.cli.train_tensorboard import TensorBoardHook
     from mxtorch.profiler import span
 
+    os.environ.setdefault("RANK", "0")  # a one-process job: the allreduce store and its spans run
+    os.environ.setdefault("WORLD_SIZE", "1")
     step = mx_train_step(name, x, y, kvstore="allreduce")
     time_steps(step, 2 * steps)
     folder = tempfile.mkdtemp(prefix="mxtorch-overhead-")
@@ -212,7 +215,11 @@ def main() -> None:
     ap.add_argument("--mxnet-python", default=default_mx if os.path.exists(default_mx) else "",
                     help="python of a venv with mxnet 1.9.1 (empty: skip the MXNet column)")
     ap.add_argument("--profiler", action="store_true",
-                    help="time the step with mx.profiler never started, off, and on (profile_all)")
+                    help="time the step with mx.profiler never started, off, and on (profile_all), then "
+                         "with mxtorch train's hooks (the --tensorboard column)")
+    ap.add_argument("--hooks", action="store_true",
+                    help="only the hooks' rows of --profiler: the step bare, with mxtorch train's step "
+                         "recorder, and with --tensorboard")
     args = ap.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -221,11 +228,12 @@ def main() -> None:
     where = torch.cuda.get_device_name(dev) if dev.type == "cuda" else f"{torch.get_num_threads()} threads"
     print(f"torch {torch.__version__}, {where}, batch {args.batch}, amp {args.amp or 'off'}, "
           f"{args.rounds} rounds x {args.steps} steps, interleaved")
-    if args.profiler:
+    if args.profiler or args.hooks:
         for name in args.models.split(","):
             x = torch.rand(args.batch, 1, 28, 28, device=dev)
             y = torch.randint(0, 10, (args.batch,), device=dev).float()
-            profiler_rows(name, x, y, args.steps, args.rounds)
+            if args.profiler:
+                profiler_rows(name, x, y, args.steps, args.rounds)
             observability_rows(name, x, y, args.steps, args.rounds)
         return
     rows = []

@@ -79,3 +79,69 @@ def test_summary_writer_takes_ndarrays(tmp_path):
     h = acc.Histograms("sparse")[0].histogram_value
     assert (h.num, h.sum, h.min, h.max) == (12, 6.0, 0.0, 2.0)  # the dense array: 9 zeros, three 2s
     assert acc.Histograms("bf16")[0].histogram_value.sum == 6.0
+
+
+# ---- ScalarEventFile: mxtorch train --tensorboard's own event writer ------------------------------
+def _records(path: str) -> list[bytes]:
+    """The data of every TFRecord in ``path``, each record's two CRCs checked by tensorboard's own code."""
+    import struct
+
+    from tensorboard.compat.tensorflow_stub.pywrap_tensorflow import masked_crc32c
+
+    raw, out, at = open(path, "rb").read(), [], 0
+    while at < len(raw):
+        header = raw[at:at + 8]
+        (n,) = struct.unpack("<Q", header)
+        assert struct.unpack("<I", raw[at + 8:at + 12])[0] == masked_crc32c(header)
+        data = raw[at + 12:at + 12 + n]
+        assert struct.unpack("<I", raw[at + 12 + n:at + 16 + n])[0] == masked_crc32c(data), len(out)
+        out.append(data)
+        at += 16 + n
+    return out
+
+
+def test_crc32c_is_castagnolis():
+    import os
+
+    from tensorboard.compat.tensorflow_stub.pywrap_tensorflow import masked_crc32c as reference
+
+    from mxtorch.contrib.tensorboard_events import crc32c, masked_crc32c
+
+    assert crc32c(b"123456789") == 0xE3069283  # CRC-32C's check value
+    for n in (0, 1, 7, 8, 150, 1000):
+        data = os.urandom(n)
+        assert masked_crc32c(data) == reference(data)
+
+
+def test_scalar_event_file_reads_back_with_every_crc_right(tmp_path):
+    from tensorboard.compat.proto.event_pb2 import Event
+
+    from mxtorch.contrib import tensorboard_events
+    from mxtorch.contrib.tensorboard_events import ScalarEventFile
+
+    g = np.random.default_rng(0)
+    w = ScalarEventFile(str(tmp_path / "tb"))
+    written: dict[str, list[tuple[int, float]]] = {}
+    # steps whose encodings take 1, 2, 3, 5 and 10 bytes; a step's six tags, then one tag, then kinds past
+    # the number that get CRC tables (those are CRC'd byte by byte)
+    steps = [0, 1, 127, 128, 16383, 16384, 2 ** 21, 2 ** 40, -1]
+    kinds = [[f"rank0/{k}" for k in ("step_time", "data_wait", "comm_wait")] + ["train/loss", "train/lr"],
+             ["val/accuracy"]] + [[f"extra/{i}"] for i in range(tensorboard_events._MAX_KINDS + 2)]
+    for tags in kinds:
+        for step in steps:
+            scalars = {t: float(g.normal() * 10.0 ** g.integers(-6, 6)) for t in tags}
+            w.add_scalars(scalars, step)
+            for t, v in scalars.items():
+                written.setdefault(t, []).append((step, v))
+    w.add_scalars({"big": 1e39, "nan": float("nan")}, 3)  # beyond float32: infinite, as protobuf stores it
+    w.close()
+    records = _records(w.path)
+    first = Event.FromString(records[0])
+    assert first.file_version == "brain.Event:2" and len(records) == 1 + len(kinds) * len(steps) + 1
+    acc = _events(str(tmp_path / "tb"))
+    assert set(acc.Tags()["scalars"]) == set(written) | {"big", "nan"}
+    for tag, pairs in written.items():
+        got = acc.Scalars(tag)
+        assert [e.step for e in got] == [s for s, _ in pairs]
+        assert [e.value for e in got] == pytest.approx([float(np.float32(v)) for _, v in pairs], rel=1e-6)
+    assert acc.Scalars("big")[0].value == float("inf") and np.isnan(acc.Scalars("nan")[0].value)

@@ -1,5 +1,5 @@
 """``mxtorch train --tensorboard DIR``: the run's curves as TensorBoard event files
-(:class:`TensorBoardHook`, on ``torch.utils.tensorboard``; the ``tensorboard`` extra).
+(:class:`TensorBoardHook`; the ``tensorboard`` extra reads them).
 
 Worker 0 writes into ``DIR``: per step ``train/loss`` (its shard's mean loss), ``train/lr`` and
 ``train/samples_per_sec`` (the global batch over its step time), per epoch ``train/accuracy`` and
@@ -11,8 +11,14 @@ of the epoch).  Every rank ``r`` writes its own ``rank{r}/step_time``, ``rank{r}
 
 Every rank writes its own numbers rather than sending them to rank 0: gathering each step would put a
 collective (and rank 0's disk) on every step's critical path, and a rank that hangs or dies still
-leaves its last steps on disk, which is when they are wanted.  On several machines give a ``DIR``
+leaves its steps on disk (all but at most the last second's: the file is flushed once a second and
+at every epoch's end), which is when they are wanted.  On several machines give a ``DIR``
 they all reach (a shared folder), or collect the ``rank{r}`` folders afterwards.
+
+The events are written by :class:`~mxtorch.contrib.tensorboard_events.ScalarEventFile` on the training
+thread, one event per step holding all of its scalars: through ``torch.utils.tensorboard`` a step's
+event cost ~80-100 us, most of it tensorboard's pure-Python CRC of the record on its writer thread
+(see that module).
 """
 
 from __future__ import annotations
@@ -43,28 +49,25 @@ class TensorBoardHook(TrainHook):
         self.global_batch = cfg.batch_size
         self._servers: list[dict[str, Any]] = []  # the servers' counters at the last reading
         self._servers_at = 0.0
+        self._rank_tags: tuple[str, ...] = ()
 
     def on_start(self, run: Any) -> None:
-        from torch.utils.tensorboard import SummaryWriter
+        from ..contrib.tensorboard_events import ScalarEventFile
 
-        self.writer = SummaryWriter(log_dir=rank_folder(self.folder, run.rank))
+        self.writer = ScalarEventFile(rank_folder(self.folder, run.rank))
+        self._rank_tags = tuple(f"rank{run.rank}/{k}" for k in ("step_time", "data_wait", "comm_wait"))
         if run.lead:
             self._servers, self._servers_at = self._server_stats(run), time.monotonic()
 
     def _write(self, scalars: dict[str, float], step: int) -> None:
-        """``scalars`` as one event: a Summary holding every value costs a quarter of one
-        ``add_scalar`` per value (measured: 62 us against 244-302 us for six, on a loaded machine)."""
-        from tensorboard.compat.proto.summary_pb2 import Summary
-
-        summary = Summary(value=[Summary.Value(tag=tag, simple_value=float(v)) for tag, v in scalars.items()])
-        self.writer.file_writer.add_summary(summary, step)
+        self.writer.add_scalars(scalars, step)
 
     def on_step(self, run: Any) -> None:
-        row, r = self.steps.last, run.rank
+        row = self.steps.last
         if row is None:
             return
-        scalars = {f"rank{r}/step_time": row.step_s, f"rank{r}/data_wait": row.data_wait_s,
-                   f"rank{r}/comm_wait": row.comm_wait_s}
+        step_tag, data_tag, comm_tag = self._rank_tags
+        scalars = {step_tag: row.step_s, data_tag: row.data_wait_s, comm_tag: row.comm_wait_s}
         if run.lead:
             scalars["train/loss"] = row.loss
             scalars["train/lr"] = float(run.trainer.learning_rate)
@@ -73,20 +76,22 @@ class TensorBoardHook(TrainHook):
         self._write(scalars, run.step)
 
     def on_epoch_end(self, run: Any, record: dict[str, Any]) -> None:
-        w = self.writer
         if run.lead:
+            scalars = {}
             if "train_acc" in record:  # the pipelined job measures no training accuracy
-                w.add_scalar("train/accuracy", record["train_acc"], run.step)
-            w.add_scalar("val/accuracy", record["test_acc"], run.step)
-            self._write_servers(run)
-        w.flush()
+                scalars["train/accuracy"] = record["train_acc"]
+            scalars["val/accuracy"] = record["test_acc"]
+            scalars.update(self._servers_load(run))
+            self._write(scalars, run.step)
+        self.writer.flush()
 
     def _server_stats(self, run: Any) -> list[dict[str, Any]]:
         stats = getattr(run.kv, "server_stats", None)
         return list(stats()) if callable(stats) else []
 
-    def _write_servers(self, run: Any) -> None:
+    def _servers_load(self, run: Any) -> dict[str, float]:
         """Each server's load since it started, and its busy share since the last reading."""
+        out: dict[str, float] = {}
         now, servers = time.monotonic(), self._server_stats(run)
         before_all: list[dict[str, Any]] = self._servers or [{} for _ in servers]
         for s, before in zip(servers, before_all):
@@ -96,14 +101,14 @@ class TensorBoardHook(TrainHook):
                 for k in totals:
                     totals[k] += float(counts.get(k, 0))
             for k, v in totals.items():
-                self.writer.add_scalar(f"{name}/{k}", v, run.step)
+                out[f"{name}/{k}"] = v
             commands_before = before.get("commands") or {}
             busy_before = sum(float(c.get("busy_s", 0)) for c in commands_before.values())
             elapsed = now - self._servers_at
             if elapsed > 0:
-                self.writer.add_scalar(f"{name}/busy_fraction", (totals["busy_s"] - busy_before) / elapsed,
-                                       run.step)
+                out[f"{name}/busy_fraction"] = (totals["busy_s"] - busy_before) / elapsed
         self._servers, self._servers_at = servers, now
+        return out
 
     def on_end(self, run: Any) -> None:
         if self.writer is not None:
