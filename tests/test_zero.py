@@ -88,13 +88,14 @@ def test_zero_3_matches_one_process_and_holds_a_slice(world: int, tmp_path) -> N
         torch.testing.assert_close(p.data().detach(), w, atol=1e-5, rtol=0)
 
 
-@pytest.mark.parametrize("zero,with_amp,pp,tp", [
-    (3, True, 2, 1),
-    pytest.param(1, False, 2, 1, marks=pytest.mark.slow),
-    pytest.param(2, False, 2, 1, marks=pytest.mark.slow),
-    pytest.param(3, False, 1, 2, marks=pytest.mark.slow)])
+@pytest.mark.parametrize("zero,with_amp,pp,tp,schedule", [
+    (3, True, 2, 1, "1f1b"),
+    pytest.param(1, False, 2, 1, "1f1b", marks=pytest.mark.slow),
+    pytest.param(2, False, 2, 1, "1f1b", marks=pytest.mark.slow),
+    pytest.param(3, False, 2, 1, "zero_bubble", marks=pytest.mark.slow),  # backward split in two
+    pytest.param(3, False, 1, 2, "1f1b", marks=pytest.mark.slow)])
 def test_zero_with_pipeline_and_tensor_parallelism(zero: int, with_amp: bool, pp: int, tp: int,
-                                                   tmp_path) -> None:
+                                                   schedule: str, tmp_path) -> None:
     """dp=2 x pp=2 (or x tp=2) through parallelize: each stage's (tensor-parallel shard's) two
     data-parallel ranks shard it; 5 Adam steps equal one process on the global batch; zero=3
     holds half of each rank's stage between steps; the model's file is whole and loads into
@@ -103,7 +104,8 @@ def test_zero_with_pipeline_and_tensor_parallelism(zero: int, with_amp: bool, pp
 
     ref = zero_workers.pipeline_reference(with_amp)
     path = str(tmp_path / "pp.params")
-    results = run_workers(zero_workers.zero_pipeline, 4, zero, with_amp, path, 2, pp, tp, timeout=300)
+    results = run_workers(zero_workers.zero_pipeline, 4, zero, with_amp, path, 2, pp, tp, schedule,
+                          timeout=300)
     assert sorted(r["pp_rank"] for r in results) == ([0, 0, 1, 1] if pp == 2 else [0] * 4)
     for r in results:
         share = 1 / 2 + 0.10 if zero == 3 else 1.0

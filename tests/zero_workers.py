@@ -181,7 +181,7 @@ def pipeline_reference(with_amp: bool) -> dict[str, torch.Tensor]:
 
 
 def zero_pipeline(zero: int, with_amp: bool, path: str, dp: int = 2, pp: int = 2,
-                  tp: int = 1) -> dict[str, Any]:
+                  tp: int = 1, schedule: str = "1f1b") -> dict[str, Any]:
     """dp x pp ranks through parallelize with ParallelConfig(zero=...): Adam (with AMP's loss
     scaling: ``with_amp``) on this dp rank's share; the model's file (whole, rank 0 writes), the
     most parameter bytes held between steps and the bytes of the stage's whole parameters."""
@@ -190,8 +190,9 @@ def zero_pipeline(zero: int, with_amp: bool, path: str, dp: int = 2, pp: int = 2
     torch.set_num_threads(1)
     net = pw.build_mlp()
     x, y = pw.data()
+    looped = 2 if schedule in ("interleaved", "zero_bubble") else 1  # stages per rank
     pnet = parallel.parallelize(net, parallel.ParallelConfig(dp=dp, pp=pp, tp=tp, zero=zero),
-                                micro_batches=2)
+                                micro_batches=2, schedule=schedule, stages_per_rank=looped)
     share = pw.GLOBAL_BATCH // dp
     mine = slice(pnet.dp_rank * share, (pnet.dp_rank + 1) * share)
     trainer = pnet.trainer("adam", ADAM)
