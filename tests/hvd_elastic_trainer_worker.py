@@ -50,7 +50,7 @@ def main(out: str) -> int:
     moves: list[list[float]] = []
 
     def w(net: nn.Dense) -> float:
-        return float(net.weight.data().reshape(-1)[0])
+        return float(net.weight.data().detach().reshape(-1)[0])
 
     @hvd.elastic.run
     def train(state: elastic.State) -> None:

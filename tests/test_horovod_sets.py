@@ -71,3 +71,32 @@ def test_sets_are_forgotten_when_an_elastic_job_reforms():
         assert hvd.global_process_set.ranks == [0]
     finally:
         hvd.shutdown()
+
+
+def test_a_trainer_on_a_set_dropped_by_an_elastic_reform_says_so_at_its_next_step():
+    import mxtorch as mx
+    from mxtorch import autograd
+    from mxtorch.gluon import nn
+    from mxtorch.horovod import _process_sets
+
+    hvd.init()  # not launched: a one-process job
+    try:
+        net = nn.Dense(1, in_units=1, use_bias=False)
+        net.initialize(mx.init.One())
+        ps = hvd.ProcessSet([0])
+        _process_sets._create(ps)
+        trainer = hvd.DistributedTrainer(net.collect_params(), "sgd", {"learning_rate": 0.5}, process_set=ps)
+        on_global = hvd.DistributedTrainer(net.collect_params(), "sgd", {"learning_rate": 0.5})
+        on_global.gradient_scale = 3.0  # a scale set by the user survives following the group
+        _process_sets._forget_sets_after_reform()  # what the elastic job runs after re-forming, then
+        for t in (trainer, on_global):  # the trainers' own hook
+            t._follow_group()
+        assert on_global.gradient_scale == 3.0
+        with autograd.record():
+            loss = net(mx.nd.array([[2.0]])).sum()
+        loss.backward()
+        with pytest.raises(ValueError, match=r"process set .*ranks=\[0\].* was dropped when the elastic job"):
+            trainer.step(1)
+        assert float(net.weight.data().detach().reshape(-1)[0]) == 1.0  # nothing was updated
+    finally:
+        hvd.shutdown()
