@@ -126,6 +126,10 @@ def _check_shapes(
         raise MXNetError(f"bind: the arrays do not fit the graph: {e}") from e
 
 
+class UnknownParamError(MXNetError, ValueError):
+    """Parameters given for names the graph does not have (MXNet raises a ValueError there)."""
+
+
 class _Step:
     __slots__ = ("call", "ins", "outs", "attrs", "device", "name", "op", "head_loss")
 
@@ -498,7 +502,7 @@ class Executor:
                 if k not in names:
                     if allow_extra_params:
                         continue
-                    raise MXNetError(
+                    raise UnknownParamError(
                         f"copy_params_from: {what} has {k!r}, which the executor does not have; "
                         "pass allow_extra_params=True to skip it"
                     )

@@ -15,6 +15,7 @@ import torch
 
 from ..base import MXNetError
 from ..executor import Executor
+from ..io.base import DataDesc
 
 if TYPE_CHECKING:
     from ..symbol.symbol import Symbol
@@ -41,21 +42,41 @@ def split_input_slice(batch_size: int, work_load_list: Sequence[float]) -> list[
     return slices
 
 
-def as_descs(shapes: Any, what: str) -> list[tuple[str, tuple[int, ...]]]:
-    """``[(name, shape)]`` from DataDesc objects, (name, shape) pairs or a dict."""
+def _shape(value: Any, what: str, name: str) -> tuple[int, ...]:
+    if not isinstance(value, (tuple, list)) or not all(isinstance(s, (int, np.integer)) for s in value):
+        raise TypeError(f"{what}: the shape of {name!r} must be a tuple of ints, got {value!r}")
+    return tuple(int(s) for s in value)
+
+
+def as_descs(shapes: Any, what: str) -> list[DataDesc]:
+    """DataDescs (``(name, shape)`` tuples carrying ``dtype`` and ``layout``) from DataDesc
+    objects, (name, shape) pairs or a dict; a shape that is not a tuple of ints is a TypeError."""
     if shapes is None:
         return []
     if isinstance(shapes, Mapping):
         shapes = list(shapes.items())
     out = []
     for d in shapes:
-        if hasattr(d, "name") and hasattr(d, "shape"):
-            out.append((str(d.name), tuple(int(x) for x in d.shape)))
+        if isinstance(d, DataDesc):
+            out.append(DataDesc(d.name, _shape(d.shape, what, d.name), d.dtype, d.layout))
+        elif hasattr(d, "name") and hasattr(d, "shape"):
+            out.append(DataDesc(str(d.name), _shape(d.shape, what, str(d.name))))
         elif isinstance(d, (tuple, list)) and len(d) >= 2 and isinstance(d[0], str):
-            out.append((d[0], tuple(int(x) for x in d[1])))
+            out.append(DataDesc(d[0], _shape(d[1], what, d[0])))
         else:
             raise MXNetError(f"{what}: expected (name, shape) pairs or DataDesc, got {d!r}")
     return out
+
+
+def _take(arr: Any, axis: int, sl: slice) -> Any:
+    """The slice ``sl`` of ``arr`` along its batch ``axis`` (-1: not split, the whole array)."""
+    return arr if axis < 0 else arr.narrow(axis, sl.start, sl.stop - sl.start)
+
+
+def _merge(parts: list[Any], axis: int) -> Any:
+    if len(parts) == 1 or axis < 0:
+        return parts[0]
+    return torch.cat([t.to(parts[0].device) for t in parts], dim=axis)
 
 
 def _arrays_of(batch_part: Any) -> list[Any]:
@@ -74,8 +95,8 @@ class DataParallelExecutorGroup:
         symbol: Symbol,
         contexts: list[Any],
         workload: Sequence[float],
-        data_shapes: list[tuple[str, tuple[int, ...]]],
-        label_shapes: list[tuple[str, tuple[int, ...]]],
+        data_shapes: list[DataDesc],
+        label_shapes: list[DataDesc],
         param_names: list[str],
         for_training: bool,
         inputs_need_grad: bool,
@@ -96,6 +117,9 @@ class DataParallelExecutorGroup:
         self.aux_names = symbol.list_auxiliary_states()
         self.group2ctxs = list(group2ctxs) if group2ctxs is not None else [None] * len(contexts)
         self.grad_req = self._grad_req(grad_req)
+        # the batch axis of each output, from its __layout__ attribute (MXNet's rule; 0 without one)
+        self.output_axes = [DataDesc.get_batch_axis(symbol[i].attr("__layout__"))
+                            for i in range(len(symbol.list_outputs()))]
         self.execs: list[Executor] = []
         self.bind_exec(data_shapes, label_shapes)
 
@@ -113,33 +137,50 @@ class DataParallelExecutorGroup:
 
     def bind_exec(
         self,
-        data_shapes: list[tuple[str, tuple[int, ...]]],
-        label_shapes: list[tuple[str, tuple[int, ...]]],
+        data_shapes: list[DataDesc],
+        label_shapes: list[DataDesc],
         shared_group: Any = None,
     ) -> None:
-        """(Re)create the executors for these input shapes, keeping parameter arrays that exist."""
+        """(Re)create the executors for these input shapes, keeping parameter arrays that exist.
+        Each input is split across the contexts along its layout's batch axis (``N``)."""
         if not data_shapes:
             raise MXNetError("bind: data_shapes is empty; give the shape of every data input")
-        self.data_shapes, self.label_shapes = data_shapes, label_shapes
-        self.batch_size = data_shapes[0][1][0]
-        self.slices = split_input_slice(self.batch_size, self.workload)
-        old = self.execs
-        self.execs = []
+        data_shapes, label_shapes = as_descs(data_shapes, "bind"), as_descs(label_shapes, "bind")
+        batch_axes = {d.name: DataDesc.get_batch_axis(d.layout) for d in data_shapes + label_shapes}
+        first = data_shapes[0]
+        batch_size = first.shape[max(batch_axes[first.name], 0)]
+        type_dict = {d.name: d.dtype for d in data_shapes + label_shapes}
+        slices = split_input_slice(batch_size, self.workload)
         known = set(self.arg_names) | set(self.aux_names)
-        self.data_names = [n for n, _ in data_shapes]
-        self.label_names = [n for n, _ in label_shapes if n in known]
+        execs: list[Executor] = []  # the group changes only once all of them are bound
         for i, ctx in enumerate(self.contexts):
-            n = self.slices[i].stop - self.slices[i].start
-            shapes = {name: (n, *shape[1:]) for name, shape in data_shapes + label_shapes if name in known}
-            shared = old[i] if i < len(old) else None
+            n = slices[i].stop - slices[i].start
+            shapes = {}
+            for name, shape in data_shapes + label_shapes:
+                if name in known:
+                    axis = batch_axes[name]
+                    shapes[name] = shape if axis < 0 else (*shape[:axis], n, *shape[axis + 1:])
+            shared = self.execs[i] if i < len(self.execs) else None
             ex = self.symbol.simple_bind(
-                ctx, grad_req=self.grad_req, group2ctx=self.group2ctxs[i], shared_exec=shared, **shapes
+                ctx, grad_req=self.grad_req, type_dict={k: v for k, v in type_dict.items() if k in shapes},
+                group2ctx=self.group2ctxs[i], shared_exec=shared, **shapes
             )
-            if shared is not None:  # aux states too
+            if shared is not None:  # the parameters keep their shapes; aux states are shared too
+                for k in self.param_names:
+                    before, now = shared.arg_dict.get(k), ex.arg_dict.get(k)
+                    if before is not None and now is not None and tuple(before.shape) != tuple(now.shape):
+                        raise MXNetError(
+                            f"inputs of shapes {dict(shapes)} need parameter {k!r} of shape "
+                            f"{tuple(now.shape)}, but the module's has {tuple(before.shape)}"
+                        )
                 for k, arr in shared.aux_dict.items():
                     if k in ex.aux_dict:
                         ex.aux_arrays[self.aux_names.index(k)] = arr
-            self.execs.append(ex)
+            execs.append(ex)
+        self.data_shapes, self.label_shapes, self.batch_axes = data_shapes, label_shapes, batch_axes
+        self.batch_size, self.slices, self.execs = batch_size, slices, execs
+        self.data_names = [n for n, _ in data_shapes]
+        self.label_names = [n for n, _ in label_shapes if n in known]
         self.param_arrays = [[ex.arg_dict[n] for ex in self.execs] for n in self.param_names]
         self.grad_arrays: list[list[Any]] = [[ex.grad_dict[n] for ex in self.execs] for n in self.param_names]
         self.aux_arrays = [[ex.aux_dict[n] for ex in self.execs] for n in self.aux_names]
@@ -180,7 +221,7 @@ class DataParallelExecutorGroup:
                 dst = ex.arg_array(name)
                 if dst is None:
                     continue
-                part = arr[sl] if len(self.execs) > 1 else arr
+                part = _take(arr, self.batch_axes.get(name, 0), sl) if len(self.execs) > 1 else arr
                 if tuple(part.shape) != tuple(dst.shape):
                     raise MXNetError(
                         f"{'label' if is_label else 'data'} {name!r}: batch slice has shape "
@@ -218,24 +259,22 @@ class DataParallelExecutorGroup:
             if out_grads is None:
                 ex.backward()
             else:
-                grads = [g[self.slices[i]] if len(self.execs) > 1 else g for g in _arrays_of(out_grads)]
+                grads = [_take(g, axis, self.slices[i]) if len(self.execs) > 1 else g
+                         for g, axis in zip(_arrays_of(out_grads), self.output_axes)]
                 ex.backward(grads)
 
     def get_outputs(self, merge_multi_context: bool = True) -> list[Any]:
         outs = [[ex.outputs[k] for ex in self.execs] for k in range(len(self.execs[0].outputs))]
         if not merge_multi_context:
             return outs
-        return [o[0] if len(o) == 1 else torch.cat([t.to(o[0].device) for t in o], dim=0) for o in outs]
+        return [_merge(o, axis) for o, axis in zip(outs, self.output_axes)]
 
     def get_input_grads(self, merge_multi_context: bool = True) -> list[Any]:
         if not self.inputs_need_grad:
             raise MXNetError("get_input_grads: bind the module with inputs_need_grad=True")
         if not merge_multi_context:
             return self.input_grad_arrays
-        return [
-            g[0] if len(g) == 1 else torch.cat([t.to(g[0].device) for t in g], dim=0)
-            for g in self.input_grad_arrays
-        ]
+        return [_merge(g, self.batch_axes.get(n, 0)) for g, n in zip(self.input_grad_arrays, self.data_names)]
 
     def update_metric(self, eval_metric: Any, labels: Any, pre_sliced: bool = False) -> None:
         labels = _arrays_of(labels)
@@ -246,7 +285,8 @@ class DataParallelExecutorGroup:
                 lab = [
                     torch.as_tensor(np.asarray(x)) if not isinstance(x, torch.Tensor) else x for x in labels
                 ]
-                lab = [x[self.slices[i]] for x in lab]
+                axes = [self.batch_axes.get(d.name, 0) for d in self.label_shapes]
+                lab = [_take(x, axes[j] if j < len(axes) else 0, self.slices[i]) for j, x in enumerate(lab)]
             else:
                 lab = labels
             eval_metric.update(lab, ex.outputs)

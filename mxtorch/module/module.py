@@ -25,11 +25,18 @@ from .. import optimizer as _opt
 from ..base import MXNetError
 from ..checkpoint_io import atomic_write_bytes
 from ..context import Context, cpu
+from ..io.base import DataDesc
 from ..kvstore.base import Capability, KVStoreBase, update_on_kvstore_from_env
 from ..model_files import load_checkpoint
 from ..symbol import Symbol
 from .base_module import BaseModule
 from .executor_group import DataParallelExecutorGroup, as_descs
+
+
+def _with_batch(desc: DataDesc, batch: int) -> tuple[int, ...]:
+    """``desc``'s shape with ``batch`` on its layout's batch axis."""
+    axis = max(DataDesc.get_batch_axis(desc.layout), 0)
+    return (*desc.shape[:axis], batch, *desc.shape[axis + 1:])
 
 __all__ = ["Module"]
 
@@ -140,8 +147,8 @@ class Module(BaseModule):
         self._updater: Any = None
         self._update_plan: Any = None  # (param arrays, grad arrays, indices, weights, grads) of update()
         self._preload_opt_states: str | None = None
-        self._data_shapes: list[tuple[str, tuple[int, ...]]] = []
-        self._label_shapes: list[tuple[str, tuple[int, ...]]] = []
+        self._data_shapes: list[DataDesc] = []
+        self._label_shapes: list[DataDesc] = []
 
     # ------------------------------------------------------------------ names / shapes
     @property
@@ -157,12 +164,12 @@ class Module(BaseModule):
         return self._output_names
 
     @property
-    def data_shapes(self) -> list[tuple[str, tuple[int, ...]]]:
+    def data_shapes(self) -> list[DataDesc]:
         self._need("data_shapes")
         return self._data_shapes
 
     @property
-    def label_shapes(self) -> list[tuple[str, tuple[int, ...]]]:
+    def label_shapes(self) -> list[DataDesc]:
         self._need("label_shapes")
         return self._label_shapes
 
@@ -192,6 +199,7 @@ class Module(BaseModule):
             return
         self.for_training = for_training
         self.inputs_need_grad = inputs_need_grad
+        self._grad_req = grad_req  # what bind was asked for (MXNet code reads it)
         data = as_descs(data_shapes, "bind: data_shapes")
         labels = as_descs(label_shapes, "bind: label_shapes")
         names = [n for n, _ in data]
@@ -411,17 +419,26 @@ class Module(BaseModule):
         assert self._exec_group is not None
         shapes = getattr(data_batch, "provide_data", None)
         data = data_batch.data if isinstance(data_batch.data, (list, tuple)) else [data_batch.data]
-        new_batch = int(data[0].shape[0]) if len(data) else self._exec_group.batch_size
-        if new_batch != self._exec_group.batch_size or (
-            shapes and as_descs(shapes, "batch.provide_data") != self._exec_group.data_shapes
-        ):
-            dshapes = [(n, tuple(d.shape)) for n, d in zip(self._data_names, data, strict=False)]
+        group = self._exec_group
+        bound = [tuple(d.shape) for d in group.data_shapes]
+        if [tuple(d.shape) for d in data] != bound[:len(data)] or (
+            shapes and as_descs(shapes, "batch.provide_data") != group.data_shapes
+        ):  # another batch shape: rebind, each input keeping its dtype and layout
+            old = {d.name: d for d in group.data_shapes + group.label_shapes}
+
+            def desc(name: str, shape: tuple[int, ...]) -> DataDesc:
+                o = old.get(name)
+                return DataDesc(name, shape) if o is None else DataDesc(name, shape, o.dtype, o.layout)
+
+            dshapes = [desc(n, tuple(d.shape)) for n, d in zip(self._data_names, data, strict=False)]
             labels = getattr(data_batch, "label", None) or []
             labels = labels if isinstance(labels, (list, tuple)) else [labels]
-            lshapes = [(n, tuple(lb.shape)) for n, lb in zip(self._label_names, labels, strict=False)]
-            if not lshapes and self._label_shapes:
-                lshapes = [(n, (new_batch, *s[1:])) for n, s in self._label_shapes]
-            self._exec_group.bind_exec(dshapes, lshapes)
+            lshapes = [desc(n, tuple(lb.shape)) for n, lb in zip(self._label_names, labels, strict=False)]
+            if not lshapes and self._label_shapes and dshapes:
+                first = dshapes[0]
+                new_batch = first.shape[max(DataDesc.get_batch_axis(first.layout), 0)]
+                lshapes = [desc(d.name, _with_batch(d, new_batch)) for d in self._label_shapes]
+            group.bind_exec(dshapes, lshapes)
         self._exec_group.forward(data_batch, is_train)
 
     def backward(self, out_grads: Any = None) -> None:
