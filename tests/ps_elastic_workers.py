@@ -131,3 +131,32 @@ def sync_across_server_restart(folder: str, steps: int, stop_at: int) -> dict[st
             _touch(folder, "mid")
             _wait_for(os.path.join(folder, "restarted"))
     return {"values": values, "rank": kv.rank, "waited": waited}
+
+
+def trainer_join(folder: str, steps: int, join_after: int) -> dict[str, Any]:
+    """A Gluon Trainer (SGD lr 0.1 on the servers) of a Dense(1) on dist_sync: ranks 0 and 1 run
+    ``join_after`` steps, then wait for the worker the test adds; every step passes the global batch,
+    4 samples per worker times ``kv.num_workers``.  The joiner's own initial weights (9) are
+    replaced by the job's when its Trainer first steps."""
+    import mxtorch as mx
+    from mxtorch import gluon
+
+    kv = mx.kv.create("dist_sync")
+    joiner = kv.rank >= 2
+    net = gluon.nn.Dense(1, in_units=2, use_bias=False)
+    net.initialize(mx.init.Constant(9.0 if joiner else 0.5))
+    trainer = gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.1}, kvstore=kv)
+    if joiner:
+        _touch(folder, "joined")
+    weights = []
+    for step in range(join_after + 1 if joiner else 1, steps + 1):
+        if not joiner and step == join_after + 1:
+            _touch(folder, f"ready-{kv.rank}")
+            _wait_for(os.path.join(folder, "joined"))
+            _wait_workers(kv, 3)
+        with mx.autograd.record():
+            loss = net(torch.ones(4, 2)).sum()
+        loss.backward()
+        trainer.step(4 * kv.num_workers)
+        weights.append(float(net.weight.data()[0, 0]))
+    return {"rank": kv.rank, "weights": weights}

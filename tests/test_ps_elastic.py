@@ -15,8 +15,11 @@ import pytest
 import torch
 
 from mxtorch.cli.main import main
-from mxtorch.kvstore.ps.membership import read_membership
+from mxtorch.kvstore.ps.config import PSConfig
+from mxtorch.kvstore.ps.membership import membership_message, read_membership
 from mxtorch.kvstore.ps.protocol import ProtocolError
+from mxtorch.kvstore.ps.server import ParameterServer
+from mxtorch.kvstore.ps.server_elastic import note_greeting, on_membership, start_membership
 from mxtorch.kvstore.ps.shard import KeyShard
 from mxtorch.kvstore.ps.testing import ps_cluster
 
@@ -64,22 +67,40 @@ def test_dist_sync_loses_a_worker_and_finishes(tmp_path, how):
         assert "declared dead" in scheduler_log, scheduler_log
 
 
-def test_dist_sync_gains_a_worker_and_finishes(tmp_path):
-    """A third worker joins after round 2: its init keeps the servers' value (it pulls 1 + 2, not
-    its own -1), it gets rank 2, and rounds 3-4 sum the three workers' pushes."""
+def _two_then_a_joiner(tmp_path, fn):
+    """Run ``fn(folder, 4, 2)`` on two workers and, once both wrote ``ready-<rank>`` after step 2, on
+    a third that joins; the outcomes (all ok, the scheduler and server ended 0) and its slot."""
     with ps_cluster(2, 1, env=ELASTIC, timeout=90) as c:
-        c.start_workers(ew.sync_join, str(tmp_path), 4, 2)
+        c.start_workers(fn, str(tmp_path), 4, 2)
         _wait_files(c, tmp_path / "ready-0", tmp_path / "ready-1")
-        slot = c.add_worker(ew.sync_join, str(tmp_path), 4, 2)
+        slot = c.add_worker(fn, str(tmp_path), 4, 2)
         outcomes = c.join_workers()
         codes = c.wait_exit()
     assert all(o.ok for o in outcomes), [o.error for o in outcomes]
+    assert codes == {"scheduler": 0, "server 0": 0}
+    return outcomes, slot
+
+
+def test_dist_sync_gains_a_worker_and_finishes(tmp_path):
+    """A third worker joins after round 2: its init keeps the servers' value (it pulls 1 + 2, not
+    its own -1), it gets rank 2, and rounds 3-4 sum the three workers' pushes."""
+    outcomes, slot = _two_then_a_joiner(tmp_path, ew.sync_join)
     for o in outcomes[:2]:
         assert o.value["values"] == [3.0, 3.0, 6.0, 6.0]
         assert o.value["counts"][:3] == [2, 2, 3]  # kv.num_workers: the live ones (none left before step 4)
     joiner = outcomes[slot].value
     assert joiner["rank"] == 2 and joiner["first"] == 3.0 and joiner["values"] == [6.0, 6.0]
-    assert codes == {"scheduler": 0, "server 0": 0}
+
+
+def test_a_trainer_keeps_the_global_batch_rule_when_a_worker_joins(tmp_path):
+    """Gluon Trainers on dist_sync (SGD lr 0.1 on the servers); each worker's gradient is 4 per
+    weight, the servers sum them, and ``trainer.step(4 * kv.num_workers)`` rescales the sum to 1:
+    the weights move by -0.1 a step with 2 workers and with 3.  The joiner's Trainer declares no
+    optimizer and starts from the job's weights (0.3), not its own (9)."""
+    outcomes, slot = _two_then_a_joiner(tmp_path, ew.trainer_join)
+    for o in outcomes[:2]:
+        assert o.value["weights"] == pytest.approx([0.4, 0.3, 0.2, 0.1], abs=1e-6)
+    assert outcomes[slot].value["weights"] == pytest.approx([0.2, 0.1], abs=1e-6)
 
 
 def test_dist_async_loses_and_gains_a_worker(tmp_path):
@@ -131,6 +152,38 @@ def test_a_round_counts_the_live_workers_and_every_push_that_arrived():
     assert not sh.round_complete({0, 1})
     assert sh.round_complete({0})  # worker 1 left: the round is complete
     assert not KeyShard("v", 0, 1, (2,), torch.float32, 0, 2).round_complete(set())  # no push, no round
+
+
+def _elastic_server(members: list[int]) -> ParameterServer:
+    server = ParameterServer(PSConfig(role="server", root_uri="127.0.0.1", root_port=1, num_servers=1,
+                                      num_workers=len(members), elastic=True))
+    start_membership(server, {"epoch": 1, "workers": members})
+    return server
+
+
+def test_a_server_takes_memberships_from_the_scheduler_only_and_in_epoch_order():
+    server = _elastic_server([0, 1])
+    sh = KeyShard("w", 0, 1, (2,), torch.float32, 0, 2, value=torch.zeros(2))
+    server.shards[("w", 0)] = sh
+    sh.add_push(0, torch.ones(2))
+    with pytest.raises(ProtocolError, match="only the scheduler"):  # a worker cannot shrink the rounds
+        on_membership(server, b"w1-identity", membership_message(2, [0]))
+    assert server.members == {0, 1} and sh.version == 0
+    on_membership(server, None, membership_message(1, [0]))  # not newer than what it knows: ignored
+    assert server.members == {0, 1}
+    note_greeting(server, 5, {"epoch": 3})  # a joiner greets before the membership naming it arrives
+    on_membership(server, None, membership_message(2, [0]))  # worker 1 left; the joiner stays (epoch 3)
+    assert server.members == {0, 5} and sh.version == 0  # the round now waits for the joiner
+    on_membership(server, None, membership_message(4, [0]))  # the joiner left too: the round completes
+    assert server.members == {0} and sh.version == 1
+    torch.testing.assert_close(sh.value, torch.ones(2))  # no optimizer: the round's sum is stored
+
+
+def test_a_server_of_a_job_that_is_not_elastic_refuses_memberships():
+    server = ParameterServer(PSConfig(role="server", root_uri="127.0.0.1", root_port=1, num_servers=1,
+                                      num_workers=2))
+    with pytest.raises(ProtocolError, match="not elastic"):
+        on_membership(server, None, membership_message(1, [0]))
 
 
 @pytest.mark.parametrize("meta", [None, {"epoch": -1, "workers": []}, {"epoch": 1, "workers": [1.5]},

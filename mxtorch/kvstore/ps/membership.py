@@ -19,8 +19,9 @@ pushed to it; a push that reached a server counts in its round whoever sent it (
 left after pushing still counts in that round; nothing is taken back).  So when a worker leaves,
 a round waiting only for it completes without it; when one joins, rounds not yet complete wait
 for it too.  A worker counts from its greeting (HELLO) on, even before the server hears of the
-membership that includes it (the greeting carries the epoch the worker joined at), so its first
-push is never left out of a round.  dist_async needs no rounds: a leaving worker stops holding
+membership that includes it (the greeting carries the epoch the worker joined at, and a membership
+of an earlier epoch arriving late does not remove it), so its first push is never left out of a
+round.  dist_async needs no rounds: a leaving worker stops holding
 back the staleness bound, a joining one is bounded from its first push.
 
 The Trainer keeps MXNet's rule: ``step(batch_size)`` rescales the summed gradient by

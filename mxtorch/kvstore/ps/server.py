@@ -118,6 +118,7 @@ class ParameterServer:
         self.live: set[int] = set()  # workers neither dead nor finished (dist_async staleness)
         self.members: set[int] = set()  # elastic jobs: the live workers (MEMBERSHIP) of ``epoch``
         self.epoch = 0
+        self.greeted: dict[int, int] = {}  # elastic: rank -> the epoch it joined at, before that epoch came
         self.closed: set[int] = set()  # dist_sync: workers that closed their store (push no more)
         self.failed: str | None = None  # why sync rounds cannot complete any more
         self.exit_code: int | None = None

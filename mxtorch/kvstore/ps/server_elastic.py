@@ -47,8 +47,11 @@ def on_membership(server: ParameterServer, identity: bytes | None, msg: Message)
     for rank in ranks:
         if rank not in server.members:
             _join(server, rank)
-    server.members.intersection_update(ranks)
-    server.live.intersection_update(ranks)
+    # a worker that greeted with a later epoch stays: this older membership predates its join
+    server.greeted = {r: e for r, e in server.greeted.items() if e > epoch}
+    keep = set(ranks) | set(server.greeted)
+    server.members.intersection_update(keep)
+    server.live.intersection_update(keep)
     for sh in server.shards.values():
         if server.mode == "sync":
             server._complete_rounds(sh)
@@ -61,4 +64,5 @@ def note_greeting(server: ParameterServer, rank: int, hello: dict[str, Any]) -> 
     in the rounds from now on, before the MEMBERSHIP that says so arrives (from another connection)."""
     epoch = hello.get("epoch")
     if server.config.elastic and type(epoch) is int and epoch > server.epoch and rank not in server.members:
+        server.greeted[rank] = epoch
         _join(server, rank)
