@@ -189,8 +189,11 @@ def test_dot_storage_types_and_values():
     assert sparse.stype(sparse.dot(csr, b, forward_stype="row_sparse")) == "row_sparse"
     with pytest.raises(ValueError, match="do not fit a matrix product"):
         sparse.dot(csr, torch.randn(5, 3))
+    assert_close(sparse.dot(torch.ones(2, 4), csr, transpose_b=True), a.sum(1).expand(2, 5))
+    with pytest.raises(ValueError, match="rhs transposed"):
+        sparse.dot(b, csr, transpose_b=True)  # (4, 3) @ (5, 4).T
     with pytest.raises(ValueError, match="transpose_b is not available"):
-        sparse.dot(b, csr, transpose_b=True)
+        sparse.dot(b, rsp, transpose_b=True)
 
 
 def test_dot_gradient_flows_to_the_dense_operand():

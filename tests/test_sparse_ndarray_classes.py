@@ -153,3 +153,28 @@ def test_sparse_namespace_has_mxnets_operators() -> None:
     with pytest.raises(AttributeError):
         sparse.no_such_operator  # noqa: B018
 
+
+
+def test_sparse_elementwise_operators_broadcast() -> None:
+    c = sparse.csr_matrix([[1.0, 0.0, 2.0], [0.0, 0.0, 3.0]])
+    row, col = mx.nd.array([[10.0, 20.0, 30.0]]), mx.nd.array([[10.0], [100.0]])
+    assert sparse.add(c, row).asnumpy().tolist() == [[11, 20, 32], [10, 20, 33]]
+    assert sparse.subtract(mx.nd.array([1.0]), c).asnumpy().tolist() == [[0, 1, -1], [1, 1, -2]]
+    product = sparse.multiply(c, col)  # a csr operand of the result's shape keeps csr
+    assert type(product) is sparse.CSRNDArray and product.asnumpy().tolist() == [[10, 0, 20], [0, 0, 300]]
+    with pytest.raises(ValueError, match="broadcast"):
+        sparse.add(c, mx.nd.ones((3, 3)))
+    assert mx.nd.cast_storage(c, stype="default").asnumpy().tolist() == [[1, 0, 2], [0, 0, 3]]
+
+
+def test_dot_dense_with_transposed_csr() -> None:
+    c = sparse.csr_matrix([[1.0, 0.0, 2.0], [0.0, 0.0, 3.0]])
+    d = mx.nd.array([[1.0, 1.0, 1.0], [1.0, 2.0, 3.0]])
+    # d @ c.T: rows of d against rows of c
+    assert sparse.dot(d, c, transpose_b=True).asnumpy().tolist() == [[3, 3], [7, 9]]
+
+
+def test_slice_takes_an_int_as_a_one_tuple() -> None:
+    x = mx.nd.array([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]])
+    assert mx.nd.crop(x, begin=1, end=3).asnumpy().tolist() == [[3, 4], [5, 6]]
+    assert mx.nd.slice(sparse.csr_matrix(M), begin=2, end=3).asnumpy().tolist() == [M[2]]

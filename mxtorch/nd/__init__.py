@@ -61,10 +61,11 @@ from .ndarray import (
     to_dlpack_for_write,
     true_divide,
 )
+from .sparse import cast_storage  # MXNet's operator of mx.nd (storage type conversion)
 
 __all__ = [
     "NDArray", "ndarray", "random", "sparse", "from_dlpack", "histogram", "moveaxis", "onehot_encode",
-    "true_divide", "to_dlpack_for_read", "to_dlpack_for_write", "contrib", "CachedOp",
+    "true_divide", "to_dlpack_for_read", "to_dlpack_for_write", "contrib", "CachedOp", "cast_storage",
     *sorted(_SAMPLER_ALIASES),
 ] + [
     n for n in (*_creation.__all__, *_ctc.__all__, *_io.__all__, *_nn.__all__, *_ops.__all__,

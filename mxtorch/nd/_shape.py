@@ -430,8 +430,9 @@ def _slice_axis_index(data: Tensor, ax: int, start: int, stop: int, step: int) -
 
 def slice(data: Tensor, begin: Any, end: Any, step: Any = ()) -> Tensor:
     """``data[begin[0]:end[0]:step[0], ...]``; entries may be None; steps may be negative."""
-    begin, end = tuple(begin), tuple(end)
-    step = tuple(step) if step is not None else ()
+    # an int is a 1-tuple (MXNet reads a Shape parameter "3" as (3,))
+    begin, end = ((b,) if isinstance(b, int) else tuple(b) for b in (begin, end))
+    step = ((step,) if isinstance(step, int) else tuple(step)) if step is not None else ()
     if len(begin) != len(end) or len(begin) > data.dim() or (step and len(step) != len(begin)):
         raise ValueError(
             f"slice: begin {begin}, end {end} and step {step} must have the same length, at most "

@@ -107,6 +107,12 @@ def dot(lhs: torch.Tensor, rhs: torch.Tensor, transpose_a: bool = False, transpo
     transposed (``transpose_b``); transpose the dense operand instead.
     """
     ls, rs = stype(lhs), stype(rhs)
+    if transpose_b and rs == "csr" and ls == "default" and lhs.dim() == 2:
+        a = _t(lhs) if transpose_a else lhs
+        if a.shape[1] != rhs.shape[1]:
+            raise ValueError(_dot_shapes(a, rhs, False) + " (rhs transposed)")
+        out = _t(torch.sparse.mm(rhs, _t(a)))  # a @ csr.T = (csr @ a.T).T
+        return tostype(out, forward_stype) if forward_stype is not None else out
     if transpose_b and rs != "default":
         raise ValueError(f"dot: transpose_b is not available for a {rs} rhs; pass its transpose instead")
     r = _t(rhs) if transpose_b else rhs
@@ -178,9 +184,26 @@ def _same_shape(op: str, a: torch.Tensor, b: torch.Tensor) -> None:
                          "operations need equal shapes")
 
 
+def _broadcast(op: str, fn: Any, lhs: torch.Tensor, rhs: torch.Tensor) -> torch.Tensor | None:
+    """``fn`` of the dense values when the shapes differ but broadcast (``csr + row vector``, as
+    MXNet's broadcasting sparse operators give: dense); None when the shapes are equal."""
+    if tuple(lhs.shape) == tuple(rhs.shape):
+        return None
+    try:
+        torch.broadcast_shapes(lhs.shape, rhs.shape)
+    except RuntimeError:
+        raise ValueError(f"{op}: shapes {tuple(lhs.shape)} and {tuple(rhs.shape)} neither match nor "
+                         "broadcast") from None
+    out: torch.Tensor = fn(tostype(lhs, "default"), tostype(rhs, "default"))
+    return out
+
+
 def add(lhs: torch.Tensor, rhs: torch.Tensor) -> torch.Tensor:
-    """Element-wise sum: row_sparse + row_sparse = row_sparse, csr + csr = csr, otherwise dense."""
-    _same_shape("add", lhs, rhs)
+    """Element-wise sum: row_sparse + row_sparse = row_sparse, csr + csr = csr, otherwise dense
+    (operands of different shapes broadcast, dense)."""
+    spread = _broadcast("add", torch.add, lhs, rhs)
+    if spread is not None:
+        return spread
     ls, rs = stype(lhs), stype(rhs)
     if ls == rs == "row_sparse":
         li, lv = row_sparse_parts(lhs)
@@ -233,7 +256,10 @@ def multiply(lhs: torch.Tensor | float, rhs: torch.Tensor | float) -> torch.Tens
             ids, rows = row_sparse_parts(lhs)
             return _rsp(ids, rows * rhs, lhs.shape, True)
         return lhs * rhs
-    _same_shape("multiply", lhs, rhs)
+    spread = _broadcast("multiply", torch.mul, lhs, rhs)
+    if spread is not None:  # a sparse operand of the result's shape keeps its storage type (MXNet's)
+        keep = [stype(a) for a in (lhs, rhs) if a.layout != torch.strided and a.shape == spread.shape]
+        return tostype(spread, keep[0]) if keep else spread
     rs = stype(rhs)
     if ls == rs == "default":
         return lhs * rhs
