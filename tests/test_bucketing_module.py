@@ -119,3 +119,24 @@ def test_set_params_replaces_all_or_only_the_given_ones_in_every_bucket() -> Non
     with pytest.warns(UserWarning, match="force_init=False"):
         mod.set_params({"fc_bias": torch.zeros(3)}, {}, allow_missing=True, force_init=False)
     torch.testing.assert_close(mod.get_params()[0]["fc_bias"], torch.full((3,), 7.0))
+
+
+def test_load_gives_a_module_bound_with_the_checkpoints_parameters(tmp_path) -> None:
+    mod = mx.mod.BucketingModule(_sym_gen, default_bucket_key=6)
+    mod.bind([("data", (4, 6))], [("softmax_label", (4,))])
+    mod.init_params(mx.init.Uniform(0.5))
+    prefix = str(tmp_path / "bucket")
+    mod.save_checkpoint(prefix, 3)
+    with pytest.raises(MXNetError, match="sym_gen and default_bucket_key"):
+        mx.mod.BucketingModule.load(prefix, 3)
+    again = mx.mod.BucketingModule.load(prefix, 3, sym_gen=_sym_gen, default_bucket_key=6)
+    assert again.params_initialized and not again.binded
+    again.bind([("data", (4, 6))], [("softmax_label", (4,))])
+    want, got = mod.get_params()[0], again.get_params()[0]
+    assert set(got) == set(want)
+    for k in want:
+        np.testing.assert_array_equal(got[k].asnumpy(), want[k].asnumpy())
+    batch = _batch(3, seed=1)  # another bucket shares the loaded parameters
+    mod.forward(batch, is_train=False)
+    again.forward(batch, is_train=False)
+    np.testing.assert_allclose(again.get_outputs()[0].asnumpy(), mod.get_outputs()[0].asnumpy(), rtol=1e-6)

@@ -50,6 +50,7 @@ class BucketingModule(BaseModule):
         self._curr_bucket_key: Any = None
         self._grad_req: Any = "write"
         self._monitor: Any = None
+        self._loaded: tuple[dict[str, Any], dict[str, Any]] | None = None  # load()'s, until bind
 
     def _make(self, key: Any) -> Module:
         out = self._sym_gen(key)
@@ -94,7 +95,7 @@ class BucketingModule(BaseModule):
     ) -> None:
         """Bind the default bucket's module (other buckets bind on first use, sharing its arrays)."""
         if self.params_initialized and not force_rebind:
-            arg, aux = self.get_params()
+            arg, aux = self._loaded if self._loaded is not None and not self.binded else self.get_params()
         if force_rebind:
             self.binded = False
             self._buckets = {}
@@ -111,6 +112,7 @@ class BucketingModule(BaseModule):
         self.binded = True
         if self.params_initialized:
             module.set_params(arg, aux)
+            self._loaded = None
 
     def switch_bucket(self, bucket_key: Any, data_shapes: Any, label_shapes: Any = None) -> None:
         """Make ``bucket_key``'s module current, creating it (sharing parameters) on first use."""
@@ -197,6 +199,22 @@ class BucketingModule(BaseModule):
     def save_checkpoint(self, prefix: str, epoch: int, remove_amp_cast: bool = False) -> None:
         """The default bucket's symbol and the shared parameters."""
         self._buckets[self._default_bucket_key].save_checkpoint(prefix, epoch)
+
+    @staticmethod
+    def load(prefix: str, epoch: int, sym_gen: Callable[[Any], Any] | None = None,
+             default_bucket_key: Any = None, **kwargs: Any) -> BucketingModule:
+        """A BucketingModule with the parameters of checkpoint ``prefix``/``epoch`` (written by
+        ``save_checkpoint``); ``sym_gen`` and ``default_bucket_key`` as for the constructor,
+        other keywords too.  The parameters are set when it is bound."""
+        if sym_gen is None or default_bucket_key is None:
+            raise MXNetError("BucketingModule.load needs sym_gen and default_bucket_key")
+        from ..model_files import load_checkpoint
+
+        _, args, auxs = load_checkpoint(prefix, epoch)
+        mod = BucketingModule(sym_gen=sym_gen, default_bucket_key=default_bucket_key, **kwargs)
+        mod._loaded = (dict(args), dict(auxs))
+        mod.params_initialized = True
+        return mod
 
     def install_monitor(self, mon: Any) -> None:
         self._monitor = mon
