@@ -24,6 +24,15 @@ def saved_mlp(path, classes: int = 10) -> mx.gluon.HybridBlock:
     return net
 
 
+def pretrained_mlp(path, classes: int = 10) -> mx.gluon.HybridBlock:
+    """An initialized MLP, saved to ``path`` (a whole-model file for --init-from)."""
+    net = mx.gluon.model_zoo.vision.get_model("mlp", classes=classes)
+    net.initialize(mx.init.Xavier())
+    net(torch.zeros(1, 1, 28, 28))
+    net.save_parameters(str(path))
+    return net
+
+
 def tensors(net) -> dict[str, torch.Tensor]:
     return {k: p.data().detach().clone() for k, p in net._collect_params_with_prefix().items()}
 
@@ -152,11 +161,8 @@ def test_prune_with_two_workers(tmp_path, store):
 
 @pytest.mark.timeout(600)
 def test_init_from_with_another_class_count_and_freeze(tmp_path, capsys):
-    src = mx.gluon.model_zoo.vision.get_model("mlp", classes=5)  # another task's output layer
-    src.initialize(mx.init.Xavier())
-    src(torch.zeros(1, 1, 28, 28))
     f = tmp_path / "pretrained.params"
-    src.save_parameters(str(f))
+    src = pretrained_mlp(f, classes=5)  # another task's output layer
     before = tensors(src)
     out = tmp_path / "run"
     assert main([*BASE, "--output", str(out), "--init-from", str(f), "--freeze", r"features\.1\."]) == 0
@@ -213,7 +219,7 @@ def test_bad_flags(tmp_path):
     refused("--prune", "l1", "--sparsity", "0.5", "--prune-begin-step", "39", match="not before the end")
     refused("--prune", "l1", "--sparsity", "0.5", "--kvstore", "dist_async", "--workers", "2", "--servers",
             "1", match="asynchronous")
-    refused("--prune", "l1", "--sparsity", "0.5", "--pp", "2", match="pipelined")
+    refused("--prune", "l1", "--sparsity", "0.5", "--pp", "2", "--prune-scope", "global", match="pipelined")
     refused("--init-from", str(tmp_path / "nothing.params"), match="no such file")
     refused("--freeze", "(", match="not a regular expression")
     refused("--freeze", "nothing_matches", match="matches no parameter")

@@ -31,9 +31,6 @@ def check_checkpointing(cfg: TrainConfig) -> None:
         raise SystemExit(f"--checkpoint-every must be >= 1, got {cfg.checkpoint_every}")
     if cfg.checkpoint_keep < 1:
         raise SystemExit(f"--checkpoint-keep must be >= 1, got {cfg.checkpoint_keep}")
-    if cfg.pp > 1 or cfg.dp > 1 or cfg.plan:
-        raise SystemExit("--checkpoint-dir applies to data-parallel training, not yet to the pipelined job "
-                         "(--pp, --dp, --plan)")
 
 
 def elastic_config(cfg: TrainConfig) -> TrainConfig:
@@ -123,9 +120,16 @@ def check_pruning_and_transfer(cfg: TrainConfig) -> None:
             raise SystemExit(f"--prune with --kvstore {cfg.kvstore}: asynchronous parameter servers update "
                              "the weights themselves, so masks cannot change during training there; use "
                              "--kvstore dist_sync, horovod or allreduce")
-    if (cfg.prune or cfg.init_from or cfg.freeze) and (cfg.pp > 1 or cfg.dp > 1 or cfg.plan):
-        raise SystemExit("--prune, --init-from and --freeze apply to data-parallel training, not to the "
-                         "pipelined job (--pp, --dp, --plan)")
+    if cfg.prune is not None and cfg.pipelined:
+        # each rank holds its stages' layers: one threshold over every layer, or the compaction of the
+        # whole network, would need them all on one rank
+        if cfg.prune == "structured":
+            raise SystemExit("--prune structured compacts the whole network: it applies to data-parallel "
+                             "training, not to the pipelined job (--pp, --dp, --plan); use l1, l2 or random")
+        if cfg.prune_scope == "global":
+            raise SystemExit("--prune-scope global ranks the weights of every layer together, which the "
+                             "pipelined job (--pp, --dp, --plan) holds on different ranks: use --prune-scope "
+                             "layer (its default there)")
     if cfg.init_from is not None and not os.path.isfile(cfg.init_from):
         raise SystemExit(f"--init-from {cfg.init_from}: no such file")
     if cfg.freeze is not None:
@@ -189,14 +193,16 @@ def prune_scope(cfg: TrainConfig) -> str:
     """``--prune-scope``, or its default: ``global`` for l1/l2/random -- one threshold over all layers
     kept 80% l1 within a point of dense (-0.56 pt on the default task, -0.90 on the embedded subset),
     80% of every layer did not (-0.76, -2.20: the first convolution keeps 58 of its 288 weights; the
-    docs/pruning.md has the commands) -- and ``layer`` for structured."""
+    docs/pruning.md has the commands) -- and ``layer`` for structured and for the pipelined job (each
+    rank holds its stages' layers)."""
     if cfg.prune_scope is not None:
         return cfg.prune_scope
-    return "layer" if cfg.prune == "structured" else "global"
+    return "layer" if cfg.prune == "structured" or cfg.pipelined else "global"
 
 
-def make_pruner(cfg: TrainConfig, steps_per_epoch: int) -> Any:
-    """The gradual Pruner of ``--prune`` (polynomial schedule) for ``steps_per_epoch`` steps an epoch."""
+def make_pruner(cfg: TrainConfig, steps_per_epoch: int, only: list[str] | None = None) -> Any:
+    """The gradual Pruner of ``--prune`` (polynomial schedule) for ``steps_per_epoch`` steps an epoch;
+    ``only``: the parameter names whose layers it prunes (None: every Dense/Conv layer)."""
     from ..contrib import pruning
 
     end_epoch = cfg.prune_end_epoch if cfg.prune_end_epoch is not None else max(cfg.epochs - 1, 1)
@@ -209,7 +215,14 @@ def make_pruner(cfg: TrainConfig, steps_per_epoch: int) -> Any:
     return pruning.Pruner(cfg.prune, schedule="polynomial", sparsity=cfg.sparsity,
                           begin_step=cfg.prune_begin_step, end_epoch=end_epoch,
                           steps_per_epoch=steps_per_epoch, frequency=frequency, scope=prune_scope(cfg),
+                          select=None if only is None else _exactly(only),
                           seed=cfg.seed)
+
+
+def _exactly(names: list[str]) -> str:
+    """A regular expression ``re.match`` finds in exactly ``names`` (in none when there are none: a
+    pipeline stage may hold no weights)."""
+    return "|".join(f"{re.escape(n)}$" for n in names) or "(?!)"
 
 
 def restore_pruner(pruner: Any, resumed: dict[str, Any], where: str) -> None:

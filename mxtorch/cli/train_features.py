@@ -67,7 +67,9 @@ class PruningHook(TrainHook):
 
     def on_shapes(self, run: Any, x: Any) -> None:
         self.sample = x[:2]
-        pruner = self.pruner = make_pruner(self.cfg, len(run.train_loader))
+        # a pipelined run holds its stages' layers only: its Pruner ranks those (layer by layer)
+        only = None if run.stage_params is None else list(run.stage_params.keys())
+        pruner = self.pruner = make_pruner(self.cfg, len(run.train_loader), only=only)
         pruner.apply(run.net)
         pruner.attach(run.trainer)  # the Trainer's update hook 'pruning' steps it
         run.say(f"pruning: {self.cfg.prune} ({pruner.scope}) to sparsity {self.cfg.sparsity} from step "
@@ -75,15 +77,14 @@ class PruningHook(TrainHook):
                 f"{pruner.end_step // len(run.train_loader)}), masks updated every {pruner.frequency} steps")
 
     def on_epoch_end(self, run: Any, record: dict[str, Any]) -> None:
-        from ..contrib import pruning
-
-        record["sparsity"] = pruning.sparsity(run.net)["total"]
+        record["sparsity"] = _sparsity(run)["total"]
 
     def report(self, run: Any) -> dict[str, Any]:
         # what model.params holds: the weights with the masks' zeros
-        from ..contrib import pruning
-
-        sp, report = pruning.sparsity(run.net), pruning_report(run.net, self.pruner, self.sample)
+        sp, report = _sparsity(run), pruning_report(run.net, self.pruner, self.sample)
+        if run.stage_params is not None:  # the counts of every stage, not only this rank's
+            report["parameters"], report["nonzero_parameters"] = (int(v) for v in run.sum_over_stages(
+                [report["parameters"], report["nonzero_parameters"]]))
         run.say(f"sparsity: {sp['total']:.4f} of the Dense/Conv weights are zero; "
                 f"{report['nonzero_parameters']:,} of {report['parameters']:,} parameters are non-zero"
                 + (f"; compacted: {report['compact_parameters']:,} parameters"
@@ -97,6 +98,21 @@ class PruningHook(TrainHook):
         if "pruner" in state:  # a checkpoint written before the Pruner was a Stateful of its own
             assert self.cfg.checkpoint_dir is not None  # only a checkpoint is resumed
             restore_pruner(self.pruner, state, self.cfg.checkpoint_dir)
+
+
+def _sparsity(run: Any) -> dict[str, float]:
+    """:func:`mxtorch.contrib.pruning.sparsity` of ``run.net``; for a pipelined run only the total,
+    over every stage's weights (each rank holds its stages')."""
+    from ..contrib import pruning
+
+    sp = pruning.sparsity(run.net)
+    if run.stage_params is None:
+        return sp
+    numel = {name: int(p.data().numel()) for name, p in run.stage_params.items()}
+    zeros = sum(round(f * numel[name]) for name, f in sp.items() if name in numel)
+    total = sum(numel[name] for name in sp if name in numel)
+    zeros, total = run.sum_over_stages([float(zeros), float(total)])
+    return {"total": zeros / max(total, 1.0)}
 
 
 class AmpHook(TrainHook):
@@ -152,7 +168,7 @@ class CheckpointHook(TrainHook):
             try:  # the newest good checkpoint (a corrupt one is skipped with a warning)
                 # missing_ok: checkpoints written before a feature's Stateful had a file of its own
                 # kept it in the extra under the same name (the hook's load_state_dict reads it)
-                start_step = manager.restore(net=run.net, trainer=run.trainer,
+                start_step = manager.restore(net=run.checkpoint_net(gather=False), trainer=run.trainer,
                                              loader=None if self.elastic else run.train_loader,
                                              stateful=objects, missing_ok=objects)
             except CheckpointError as e:
@@ -177,12 +193,12 @@ class CheckpointHook(TrainHook):
 
     def save(self, run: Any) -> None:
         """Save the step ``run`` is at (in the background)."""
-        stats = epoch_stats(run.stats_kv, run.rank, run.n_workers,
-                            [run.loss_sum, float(run.acc.sum_metric), float(run.n_seen)])
+        correct = float(run.acc.sum_metric) if run.acc is not None else 0.0  # a pipeline counts none
+        stats = epoch_stats(run.stats_kv, run.rank, run.n_workers, [run.loss_sum, correct, float(run.n_seen)])
         extra: dict[str, Any] = {"epoch": run.epoch, "stats": stats, "history": run.history}
         for hook in run.hooks:
             extra.update(hook.state_dict())
-        self.manager.save(run.step, net=run.net, trainer=run.trainer, loader=run.train_loader,
+        self.manager.save(run.step, net=run.checkpoint_net(), trainer=run.trainer, loader=run.train_loader,
                           stateful=stateful_of(run.hooks), **extra)
 
     def on_end(self, run: Any) -> None:

@@ -87,6 +87,7 @@ class DataParallelRun:
                              "weights themselves, so masks cannot change during training; use dist_sync or "
                              "horovod")
         self.checkpoint = next((h for h in self.hooks if isinstance(h, CheckpointHook)), None)
+        self.stage_params: Any = None  # the whole network is here (a pipelined run holds its stages')
         self.force_restart_check = False  # a hook asks the elastic job to agree on a restart now
         self.step = self.start_step = 0  # training steps done; the checkpoint's step when resumed
         self.resumed: dict[str, Any] = {}  # the resumed checkpoint's extra
@@ -189,6 +190,10 @@ class DataParallelRun:
         else:
             with torch.no_grad(), autograd.predict_mode():
                 self.net(x)
+
+    def checkpoint_net(self, gather: bool = True) -> Any:
+        """The network as a checkpoint keeps it: itself (a pipelined run gathers its stages)."""
+        return self.net
 
     def resume_from(self, step: int, extra: dict[str, Any]) -> None:
         """Continue after a restored checkpoint of ``step`` whose extra is ``extra``."""

@@ -3,9 +3,13 @@
 Every rank of the job runs :func:`train_pipelined` (a :class:`PipelinedRun`); rank 0 prints and
 writes the files.  With ``--plan auto`` rank 0 chooses the layout with :func:`mxtorch.parallel.plan`
 and broadcasts it.  The features of ``mxtorch train`` plug in as the same hooks as in the
-data-parallel loop (:mod:`.train_hooks`; ``--amp``, ``MXTORCH_TRAIN_HOOKS``' plugins); those that
-need the whole network on one rank (``--prune``, ``--init-from``, ``--freeze``, ``--checkpoint-dir``)
-are refused for a pipelined job before it starts.
+data-parallel loop (:mod:`.train_hooks`; ``--amp``, ``--init-from``/``--freeze``, ``--prune``,
+``--checkpoint-dir``/``--resume``, ``MXTORCH_TRAIN_HOOKS``' plugins).  They see ``run.net``, the whole
+Gluon network, of which this rank holds its stages' parameters (:attr:`PipelinedRun.stage_params`;
+the others' are released again once the shapes' hooks ran), and ``run.trainer``, this rank's.  A
+checkpoint keeps the whole model in one file (gathered as the run's ``model.params`` is) and each
+rank's optimizer states, data position and RNGs; a resumed rank loads its stages from that file.
+Pruning ranks each stage's weights layer by layer (a global threshold would need every stage).
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import tempfile
 import time
 from dataclasses import asdict, replace
 from typing import Any
@@ -20,10 +25,10 @@ from typing import Any
 from ..checkpoint_io import atomic_write_text
 from .train_config import TrainConfig, compression_params
 from .train_data import load_datasets, num_classes
-from .train_features import feature_hooks
+from .train_features import CheckpointHook, feature_hooks
 from .train_hooks import TrainHook, plugin_hooks
 
-__all__ = ["PipelinedRun", "train_pipelined"]
+__all__ = ["PipelinedRun", "WholeModel", "train_pipelined"]
 
 _PLAN_SCHEDULES = ("none", "gpipe", "1f1b")
 
@@ -123,8 +128,11 @@ class PipelinedRun:
         self.n_workers: int = info.world_size
         self.lead = self.rank == 0
         self.kv: Any = None  # the dp store is the pipeline's (pnet.kvstore)
+        self.pipeline: Any = None  # the PipelineNet; self.net is the whole Gluon network it was cut from
+        self.stage_params: Any = None  # this rank's stages' parameters (a ParameterDict)
+        self.shapes_done = False
         self.stats_kv: Any = None  # sums over the job's process group (train_stats.sum_over_workers)
-        self.checkpoint: Any = None
+        self.checkpoint = next((h for h in self.hooks if isinstance(h, CheckpointHook)), None)
         self.force_restart_check = False
         self.tp, self.ckpt, self.split_points, self.zero = 1, False, None, 0
         if cfg.plan:
@@ -175,10 +183,11 @@ class PipelinedRun:
         with mx.autograd.predict_mode():
             net(self.sample)  # finishes deferred shapes alike on every rank (same seed)
         dp_store = cfg.kvstore.lower() if self.over_servers else "horovod" if dp > 1 else None
-        self.net = pnet = parallel.parallelize(
+        self.net = net  # what the hooks see: the whole network, this rank's stages live in it
+        self.pipeline = pnet = parallel.parallelize(
             net, pcfg, micro_batches=cfg.micro_batches, schedule=cfg.schedule,
             stages_per_rank=2 if cfg.schedule in ("interleaved", "zero_bubble") else 1,
-            sample_input=self.sample, kvstore=dp_store, split_points=self.split_points,
+            sample_input=self.sample, kvstore=dp_store, split_points=self._split_points(net),
             checkpoint_activations=self.ckpt)
         self.opt_params: dict[str, Any] = {"learning_rate": cfg.lr, "wd": cfg.wd}
         if cfg.lr_schedule == "cosine":
@@ -186,18 +195,80 @@ class PipelinedRun:
                 max_update=max(cfg.epochs * len(self.train_loader), 1), base_lr=cfg.lr)
         if cfg.optimizer.lower() in ("sgd", "nag", "signum", "lars"):
             self.opt_params["momentum"] = cfg.momentum
+        self.stage_params = pnet.collect_params()
         if self.zero:  # a ZeroTrainer over each stage's dp ranks (no store: it reduces itself)
             self.trainer = pnet.trainer(cfg.optimizer, self.opt_params)
         else:
             comp = compression_params(cfg) if pnet.kvstore is not None else None
-            self.trainer = Trainer(pnet.collect_params(), cfg.optimizer, self.opt_params,
+            self.trainer = Trainer(self.stage_params, cfg.optimizer, self.opt_params,
                                    kvstore=pnet.kvstore, compression_params=comp)
         self.loss_fn = loss.SoftmaxCrossEntropyLoss()
+
+    def _split_points(self, net: Any) -> list[str] | None:
+        """Where the stages start: the plan's; with ``--checkpoint-dir`` balanced by parameter counts,
+        so that every run of the job (a resumed one too) cuts the same stages and each rank's saved
+        optimizer states fit it (a split balanced by measured time varies from run to run); else
+        None, measured by parallelize."""
+        if self.split_points is not None or self.cfg.checkpoint_dir is None:
+            return self.split_points
+        import math
+
+        from ..gluon.block import params_by_path
+        from ..parallel.split import chain_units, partition
+
+        stages = self.cfg.pp * (2 if self.cfg.schedule in ("interleaved", "zero_bubble") else 1)
+        units = chain_units(net, self.sample)
+        sizes = [float(max(sum(math.prod(p.shape) for p in params_by_path(u.block).values() if p.shape), 1))
+                 for u in units]
+        return [units[i].path for i in partition(sizes, stages)[1:]]
 
     def say(self, msg: str) -> None:
         """Print ``msg`` on rank 0."""
         if self.lead:
             print(msg, file=self.log or sys.stdout, flush=True)
+
+    def ensure_shapes(self, x: Any) -> None:
+        """Run the hooks' :meth:`~.train_hooks.TrainHook.on_shapes` once (the stages' shapes are known
+        from the start: a checkpoint's restore calls this first, as the data-parallel loop's does);
+        other stages' parameters a hook loaded into :attr:`net` are released again."""
+        if self.shapes_done:
+            return
+        self.shapes_done = True
+        for hook in self.hooks:
+            hook.on_shapes(self, x)
+        own = {id(p) for p in self.stage_params.values()}
+        for p in self.net.collect_params().values():
+            if id(p) not in own and p.is_initialized:
+                p.release_data()
+
+    def resume_from(self, step: int, extra: dict[str, Any]) -> None:
+        """Continue after a restored checkpoint of ``step`` whose extra is ``extra``."""
+        self.step = self.start_step = step
+        self.resumed = extra
+        for hook in self.hooks:
+            hook.load_state_dict(extra)
+
+    def checkpoint_net(self, gather: bool = True) -> Any:
+        """The network as a checkpoint keeps it: the whole model (gathered on rank 0 when ``gather``:
+        every rank calls this together), restored into this rank's stages."""
+        from ..gluon.serialization import load_tensors
+
+        arrays: dict[str, Any] = {}
+        if gather:
+            with tempfile.TemporaryDirectory() as folder:  # rank 0's file is the one written
+                path = os.path.join(folder, "model.safetensors")
+                self.pipeline.save_parameters(path, format="safetensors")
+                if self.lead:
+                    arrays = load_tensors(path)
+        return WholeModel(self.pipeline, arrays)
+
+    def sum_over_stages(self, values: list[float]) -> list[float]:
+        """``values`` (counts over this rank's stages) summed over the pipeline's stages: the first
+        data-parallel replica's ranks each add theirs (every rank calls this together)."""
+        from .train_stats import sum_over_workers
+
+        mine = list(values) if self.pipeline.dp_rank == 0 else [0.0] * len(values)
+        return sum_over_workers(None, "stage_sums", mine)
 
     def run(self) -> dict[str, Any]:
         """Train every epoch; returns the metrics (every rank writes the whole model together, rank 0
@@ -205,9 +276,8 @@ class PipelinedRun:
         self._build()
         for hook in self.hooks:
             hook.on_start(self)
-        for hook in self.hooks:  # the stages' shapes are known from the start
-            hook.on_shapes(self, self.sample)
-        cfg, pnet = self.cfg, self.net
+        self.ensure_shapes(self.sample)
+        cfg, pnet = self.cfg, self.pipeline
         store = (f"zero={self.zero}" if self.zero
                  else pnet.kvstore.type if pnet.kvstore is not None else "none")
         self.say(f"model: {cfg.model}  layout: dp={self.dp} x pp={cfg.pp} x tp={self.tp}, {cfg.schedule}, "
@@ -215,18 +285,25 @@ class PipelinedRun:
                  f"{pnet.stage_paths[-1][-1]} in {pnet.num_stages}  dp store: {store}  "
                  f"optimizer: {cfg.optimizer}  batch: {cfg.batch_size}  epochs: {cfg.epochs}"
                  + (f"  amp: {cfg.amp}" if cfg.amp else ""))
+        self.history = list(self.resumed.get("history", []))
+        first_epoch = int(self.resumed.get("epoch", 0)) if self.start_step else 0
         t_start = time.perf_counter()
-        for epoch in range(cfg.epochs):
-            self._train_epoch(epoch)
+        for epoch in range(first_epoch, cfg.epochs):
+            self._train_epoch(epoch, resuming=bool(self.start_step) and epoch == first_epoch)
         for hook in self.hooks:
             hook.on_end(self)
         return self._finish(time.perf_counter() - t_start)
 
-    def _train_epoch(self, epoch: int) -> None:
+    def _train_epoch(self, epoch: int, resuming: bool = False) -> None:
         from ..progress import ProgressBar
+        from .train_stats import resumed_stats
 
-        cfg, pnet = self.cfg, self.net
+        cfg, pnet = self.cfg, self.pipeline
         self.epoch, self.loss_sum, self.n_seen = epoch, 0.0, 0
+        stats = self.resumed.get("stats") or []
+        if resuming and stats:  # the epoch in progress: this rank's running sums when it was saved
+            self.loss_sum, _, seen = resumed_stats(stats, self.rank, self.n_workers)
+            self.n_seen = int(seen)
         self.sampler.set_epoch(epoch)
         bar = ProgressBar(len(self.train_loader), desc=f"epoch {epoch + 1}/{cfg.epochs}",
                           enabled=cfg.progress and self.lead)
@@ -236,7 +313,7 @@ class PipelinedRun:
             self.trainer.step(cfg.batch_size)  # the global batch: the dp store sums (MXNet's rule)
             self.n_seen += data.shape[0]
             self.step += 1
-            bar.update(1, samples=data.shape[0] * self.dp, loss=self.loss_sum / self.n_seen)
+            bar.update(1, samples=data.shape[0] * self.dp, loss=self.loss_sum / max(self.n_seen, 1))
             for hook in self.hooks:
                 hook.on_step(self)
         bar.close()
@@ -259,7 +336,7 @@ class PipelinedRun:
 
         import mxtorch as mx
 
-        cfg, pnet, history = self.cfg, self.net, self.history
+        cfg, pnet, history = self.cfg, self.pipeline, self.history
         result = {"config": asdict(cfg), "data": self.data_desc, "epochs": history,
                   "final_test_acc": history[-1]["test_acc"] if history else None,
                   "total_seconds": total, "workers": self.n_workers,
@@ -281,3 +358,24 @@ class PipelinedRun:
             self.say(f"final held-out accuracy: {result['final_test_acc']:.4f}; saved {params_path} "
                      "(the whole model)")
         return result
+
+
+class WholeModel:
+    """A pipelined network as a checkpoint's ``net`` (a :class:`~mxtorch.stateful.Stateful`): its
+    state is the whole model (``arrays``, gathered on rank 0 as ``model.params`` is); loading one
+    reads this rank's stages from it (:meth:`PipelineNet.load_parameters`'s rule: a file of any
+    ``pp``, or of the plain network)."""
+
+    def __init__(self, pipeline: Any, arrays: dict[str, Any]) -> None:
+        self.pipeline, self.arrays = pipeline, arrays
+
+    def state_dict(self) -> dict[str, Any]:
+        return self.arrays
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        from ..gluon.serialization import save_tensors
+
+        with tempfile.TemporaryDirectory() as folder:  # the pipeline loads whole-model files
+            path = os.path.join(folder, "model.safetensors")
+            save_tensors(path, dict(state), format="safetensors")
+            self.pipeline.load_parameters(path)
