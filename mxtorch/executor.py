@@ -600,6 +600,20 @@ class Executor:
         return "\n".join(lines)
 
 
+def _group_contexts(symbol: Graph, group2ctx: Mapping[str, Any] | None) -> dict[str, Context]:
+    """The context of each variable whose ``ctx_group`` attribute ``group2ctx`` maps."""
+    if not group2ctx:
+        return {}
+    out = {}
+    for name, attrs in symbol.attr_dict().items():
+        ctx = group2ctx.get(attrs.get("__ctx_group__", ""))
+        if isinstance(ctx, (list, tuple)) and ctx:
+            ctx = ctx[0]
+        if isinstance(ctx, Context):
+            out[name] = ctx
+    return out
+
+
 def simple_bind(
     symbol: Graph,
     ctx: Any,
@@ -635,21 +649,24 @@ def simple_bind(
     args: list[torch.Tensor] = []
     grads: list[torch.Tensor | None] = []
     reqs = _grad_reqs(grad_req, arg_names, [torch.empty(0)] * len(arg_names))
+    placed = _group_contexts(symbol, group2ctx)
+
+    def new_array(n: str, shape: tuple[int, ...], dt: torch.dtype) -> torch.Tensor:
+        where = placed.get(n)  # an argument of a ctx_group lives on that group's context
+        t = torch.zeros(shape, dtype=dt, device=device if where is None else where.torch_device)
+        if where is not None:
+            t._mx_ctx = where  # type: ignore[attr-defined]
+        return t
+
     for n, r in zip(arg_names, reqs, strict=True):
         shape, dt = var_shapes[n], to_torch_dtype(types[n])
         s = shared.get(n)
-        args.append(
-            s if s is not None and tuple(s.shape) == shape else torch.zeros(shape, dtype=dt, device=device)
-        )
+        args.append(s if s is not None and tuple(s.shape) == shape else new_array(n, shape, dt))
         g = shared_g.get(n)
         if r == "null":
             grads.append(None)
         else:
-            grads.append(
-                g
-                if g is not None and tuple(g.shape) == shape
-                else torch.zeros(shape, dtype=dt, device=device)
-            )
+            grads.append(g if g is not None and tuple(g.shape) == shape else new_array(n, shape, dt))
     aux = [
         torch.zeros(var_shapes[n], dtype=to_torch_dtype(t), device=device)
         for n, t in zip(aux_names, aux_types, strict=True)

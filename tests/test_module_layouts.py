@@ -75,3 +75,17 @@ def test_a_rebind_that_would_change_a_parameter_is_refused_and_the_module_keeps_
         mod.forward(mx.io.DataBatch(data=[mx.nd.ones((1, 4))], label=None))
     mod.forward(mx.io.DataBatch(data=[mx.nd.ones((1, 3))], label=None))
     assert mod.get_outputs()[0].asnumpy().tolist() == [[3.0, 3.0]]
+
+
+def test_arguments_of_a_ctx_group_live_on_the_groups_context() -> None:
+    with mx.AttrScope(ctx_group="dev1"):
+        a = mx.sym.Variable("a") * 2
+    b = mx.sym.Variable("b")
+    mod = mx.mod.Module(a + b, data_names=["a", "b"], label_names=None, group2ctxs={"dev1": mx.cpu(1)})
+    mod.bind(data_shapes=[("a", (2, 3)), ("b", (2, 3))], inputs_need_grad=True)
+    mod.init_params()
+    mod.forward(mx.io.DataBatch(data=[mx.nd.ones((2, 3)), mx.nd.ones((2, 3))]), is_train=True)
+    mod.backward([mx.nd.ones((2, 3))])
+    grad_a, grad_b = mod.get_input_grads()
+    assert grad_a.context == mx.cpu(1) and grad_b.context == mx.cpu(0)
+    assert grad_a.asnumpy().tolist() == [[2.0] * 3] * 2 and grad_b.asnumpy().tolist() == [[1.0] * 3] * 2
