@@ -60,6 +60,11 @@ class RNNParams:
         self._prefix = prefix
         self._params: dict[str, Symbol] = {}
 
+    @property
+    def variables(self) -> dict[str, Symbol]:
+        """The variables by full name: the container's own dict (MXNet code reads it as ``_params``)."""
+        return self._params
+
     def get(self, name: str, **kwargs: Any) -> Symbol:
         """The variable ``prefix + name``, made (with ``kwargs`` for ``mx.sym.Variable``) on first use."""
         name = self._prefix + name

@@ -62,8 +62,8 @@ class SequentialRNNCell(_Container):
             if not cell._own_params:
                 raise MXNetError("SequentialRNNCell was given params: the cells added must not have "
                                  "their own params container")
-            cell.params._params.update(self.params._params)
-        self.params._params.update(cell.params._params)
+            cell.params.variables.update(self.params.variables)
+        self.params.variables.update(cell.params.variables)
 
     def __call__(self, inputs: Symbol, states: list[Symbol]) -> tuple[Symbol, list[Symbol]]:
         self._counter += 1
@@ -228,10 +228,10 @@ class BidirectionalCell(_Container):
         if self._override_cell_params:
             if not (l_cell._own_params and r_cell._own_params):
                 raise MXNetError("BidirectionalCell was given params: its cells must not have their own")
-            l_cell.params._params.update(self.params._params)
-            r_cell.params._params.update(self.params._params)
-        self.params._params.update(l_cell.params._params)
-        self.params._params.update(r_cell.params._params)
+            l_cell.params.variables.update(self.params.variables)
+            r_cell.params.variables.update(self.params.variables)
+        self.params.variables.update(l_cell.params.variables)
+        self.params.variables.update(r_cell.params.variables)
         self._cells = [l_cell, r_cell]
 
     def unroll(self, length: int, inputs: Any, begin_state: list[Symbol] | None = None,
