@@ -20,7 +20,7 @@ from typing import Any
 import torch.distributed as dist
 from torch.distributed.pipelining import PipelineStage
 
-from ..profiler import _spans
+from ..profiler import span, span_active
 
 __all__ = ["TracedStage", "SEND", "RECV"]
 
@@ -29,7 +29,7 @@ _NAMES = (SEND, RECV, SEND + ".wait", RECV + ".wait")
 
 
 def _tracing() -> bool:
-    return any(_spans.active(name) for name in _NAMES)
+    return any(span_active(name) for name in _NAMES)
 
 
 class _TracedWork:
@@ -41,7 +41,7 @@ class _TracedWork:
         self._work, self._name, self._args = work, name, args
 
     def wait(self, *a: Any, **kw: Any) -> Any:
-        with _spans.span(self._name) as sp:
+        with span(self._name) as sp:
             if sp:
                 sp.note(**self._args)
             return self._work.wait(*a, **kw)
@@ -68,7 +68,7 @@ class _TracedOp:
     def __call__(self, tensor: Any, peer: int | None = None, group: Any = None, tag: int = 0,
                  group_dst: int | None = None, group_src: int | None = None) -> Any:
         group_peer = group_dst if group_dst is not None else group_src
-        with _spans.span(self.name) as sp:
+        with span(self.name) as sp:
             if sp:
                 sp.note(**self.args)
             if group_peer is None:

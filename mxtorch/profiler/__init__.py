@@ -28,14 +28,14 @@ from . import _remote
 from ._objects import Counter, Domain, Event, Frame, Marker, Task, scope
 from ._process import identity, set_identity
 from ._session import PROFILER, check_process
-from ._spans import recording, span
+from ._spans import recording, span, span_active
 from ._table import SORT_KEYS
 
 __all__ = [
     "set_config", "set_state", "dump", "dumps", "pause", "resume", "scope",
     "Domain", "Task", "Frame", "Event", "Counter", "Marker",
     "profiler_set_config", "profiler_set_state", "dump_profile",
-    "span", "recording", "set_identity", "identity",
+    "span", "span_active", "recording", "set_identity", "identity",
 ]
 
 _logger = logging.getLogger("mxtorch.profiler")

@@ -23,7 +23,8 @@ from typing import Any
 
 import torch.autograd.profiler as _autograd_profiler
 
-__all__ = ["span", "recording", "active", "SpanRecord", "take_records", "set_paused", "set_clock", "PREFIX"]
+__all__ = ["span", "recording", "span_active", "SpanRecord", "take_records", "set_paused", "set_clock",
+           "PREFIX"]
 
 PREFIX = "mxtorch/"
 MAX_RECORDS = 1 << 20  # spans with arguments kept per trace; later ones keep their timing only
@@ -108,7 +109,7 @@ def recording() -> bool:
     return _autograd_profiler._is_profiler_enabled and not _paused
 
 
-def active(name: str) -> bool:
+def span_active(name: str) -> bool:
     """Whether :func:`span` of ``name`` would do anything now: a profiler records, or a
     :class:`~mxtorch.profiler.clock.SpanClock` times ``name`` (for callers whose span needs set-up)."""
     if _autograd_profiler._is_profiler_enabled and not _paused:
