@@ -144,6 +144,29 @@ def test_a_killed_server_is_restored_mid_job_while_the_workers_wait(tmp_path):
     assert codes == {"scheduler": 0, "server 0": 0}
 
 
+@pytest.mark.slow  # slow tier (scripts/test.sh -m slow): a faster test of this path stays in the default run
+def test_a_worker_joins_while_a_server_is_down(tmp_path):
+    """Server 0 is killed (and declared dead) between rounds 2 and 3, a worker joins while it is down
+    (its greeting waits, signed for the dead process), the server comes back from its snapshot and
+    log: the joiner greets it again, pulls round 2's value and rounds 3-4 sum three workers."""
+    env = {**ELASTIC, "MXTORCH_PS_SNAPSHOT_DIR": str(tmp_path / "snap"), "MXTORCH_PS_SECRET": "s3cret"}
+    with ps_cluster(2, 1, env=env, timeout=120) as c:
+        c.start_workers(ew.sync_join, str(tmp_path), 4, 2)
+        _wait_files(c, tmp_path / "ready-0", tmp_path / "ready-1")
+        c.kill_server(0)
+        _wait_log(c, "scheduler", "declared dead")
+        slot = c.add_worker(ew.sync_join, str(tmp_path), 4, 2)
+        _wait_log(c, "scheduler", "joins the job")
+        c.start_server(0)
+        outcomes = c.join_workers()
+        codes = c.wait_exit()
+    assert all(o.ok for o in outcomes), [o.error for o in outcomes]
+    for o in outcomes[:2]:
+        assert o.value["values"] == [3.0, 3.0, 6.0, 6.0]
+    assert outcomes[slot].value["first"] == 3.0 and outcomes[slot].value["values"] == [6.0, 6.0]
+    assert codes == {"scheduler": 0, "server 0": 0}
+
+
 # ---- the rules, in process ----------------------------------------------------------------------
 def test_a_round_counts_the_live_workers_and_every_push_that_arrived():
     sh = KeyShard("w", 0, 1, (2,), torch.float32, 0, 2, value=torch.zeros(2))

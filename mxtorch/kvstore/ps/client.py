@@ -243,10 +243,12 @@ class PSClient:
     def _resend_lost(self, rank: int) -> None:
         """Server ``rank`` restarted (from its snapshot): the requests this worker was waiting on
         died with the old process, so greet the new one and send them again, once.  A sync round
-        in progress then completes on the restored state instead of timing out."""
+        in progress then completes on the restored state instead of timing out.  A greeting still
+        waiting (a worker that joined an elastic job while the server was down: signed with the
+        old process's nonce) is replaced by a new one."""
         lost = [(rid, req) for rid, req in self.pending.items() if req.server == rank]
         resend = [req for _, req in lost if req.msg is not None and not req.retried]
-        if not resend:
+        if not resend and all(req.msg is not None for _, req in lost):
             return
         for rid, req in lost:
             if req.msg is None:  # an old HELLO: the new greeting replaces it
