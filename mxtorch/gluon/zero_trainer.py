@@ -127,6 +127,11 @@ class ZeroTrainer(Trainer):
         """The ZeRO stage (1: optimizer states sharded; 2: + gradients; 3: + parameters)."""
         return self._zero
 
+    def slice_bytes(self) -> int:
+        """Bytes of parameter slices this rank holds between steps (zero=3; 0 for the other stages,
+        whose parameters stay whole on every rank)."""
+        return self._shards.held_bytes() if self._shards is not None else 0
+
     def owner(self, param: Parameter) -> int:
         """The rank (in the data-parallel group) that updates ``param`` (zero 1 and 2; with
         zero=3 every rank updates its slice of every parameter)."""

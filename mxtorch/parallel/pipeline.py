@@ -212,7 +212,7 @@ class PipelineNet:
         self._loss_scale = 1.0
         # with zero > 0 the stage's ZeroTrainer (``self.trainer``) reduces over the dp group itself
         self._kvstore = self._make_store(kvstore) if not cfg.zero else None
-        self._trainer: Any = None
+        self._stage_trainer: Any = None
 
     # ---- description -------------------------------------------------------------------
     @property
@@ -249,8 +249,8 @@ class PipelineNet:
         """Bytes of parameters this rank holds (with zero=3: its slices between steps)."""
         held = sum(d.numel() * d.element_size() for p in self._own_params().values() if p.is_initialized
                    for d in p.list_data())
-        shards = getattr(self._trainer, "_shards", None)
-        return held + (shards.held_bytes() if shards is not None else 0)
+        slices = getattr(self._stage_trainer, "slice_bytes", None)  # a ZeroTrainer's (zero=3)
+        return held + (slices() if slices is not None else 0)
 
     def trainer(self, optimizer: Any, optimizer_params: dict[str, Any] | None = None) -> Any:
         """The Trainer of this rank's parameters: with ``cfg.zero`` a ZeroTrainer sharding them over
@@ -258,16 +258,17 @@ class PipelineNet:
         from ..gluon.trainer import Trainer
 
         if self.cfg.zero:
-            self._trainer = self.mesh.trainer(self.collect_params(), optimizer, optimizer_params)
+            self._stage_trainer = self.mesh.trainer(self.collect_params(), optimizer, optimizer_params)
         else:
-            self._trainer = Trainer(self.collect_params(), optimizer, optimizer_params, kvstore=self._kvstore)
-        return self._trainer
+            self._stage_trainer = Trainer(self.collect_params(), optimizer, optimizer_params,
+                                          kvstore=self._kvstore)
+        return self._stage_trainer
 
     def _whole(self, writeback: bool) -> Any:
         """Every own parameter whole inside (a zero=3 trainer gathers them) for the model's file."""
         import contextlib
 
-        full = getattr(self._trainer, "full_parameters", None)
+        full = getattr(self._stage_trainer, "full_parameters", None)
         return full(writeback) if full is not None else contextlib.nullcontext()
 
     def __repr__(self) -> str:
