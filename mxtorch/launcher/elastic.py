@@ -55,8 +55,9 @@ def check_elastic(text: str, spec: JobSpec, rendezvous_timeout: float | None = N
         raise LaunchError(f"--elastic {text} with -n {n}: more workers than MAX={mx}; use -n {mx} or "
                           "raise MAX")
     if spec.num_servers:
-        raise LaunchError(f"--elastic with -s {spec.num_servers}: elastic jobs are allreduce jobs (--kvstore "
-                          "horovod/allreduce); parameter-server jobs cannot change their workers yet")
+        raise LaunchError(f"--elastic with -s {spec.num_servers}: this launcher runs elastic allreduce jobs; "
+                          "an elastic parameter-server job runs on this machine (mxtorch launch --elastic "
+                          "MIN:MAX -n N -s K --launcher local)")
     timeout = 600.0 if rendezvous_timeout is None else float(rendezvous_timeout)
     if not timeout > 0:
         raise LaunchError(f"--rendezvous-timeout must be a number of seconds > 0, got {rendezvous_timeout!r}")
