@@ -249,7 +249,7 @@ def draw(path: str, points: list[Point], title: str) -> None:
         ax.set_ylabel("scaling efficiency (solid: measured, dashed: alpha-beta model)")
         ax.set_title(model, fontsize=10)
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=7, loc="lower left")
+        ax.legend(fontsize=7, loc="upper right")
     fig.suptitle(title, fontsize=9)
     fig.tight_layout()
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
