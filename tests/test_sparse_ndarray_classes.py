@@ -178,3 +178,18 @@ def test_slice_takes_an_int_as_a_one_tuple() -> None:
     x = mx.nd.array([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]])
     assert mx.nd.crop(x, begin=1, end=3).asnumpy().tolist() == [[3, 4], [5, 6]]
     assert mx.nd.slice(sparse.csr_matrix(M), begin=2, end=3).asnumpy().tolist() == [M[2]]
+
+
+def test_numpy_sources_keep_their_dtype() -> None:
+    # MXNet's rule: dtype defaults to a numpy source's own, float32 for lists
+    x = sparse.csr_matrix(np.ones((2, 2), dtype=np.float64))
+    assert x.dtype == torch.float64 and sparse.row_sparse_array([[1.0, 2.0]]).dtype == torch.float32
+    parts = sparse.csr_matrix((np.array([1, 2], dtype=np.int32), [0, 1], [0, 1, 2]), shape=(2, 2))
+    assert parts.dtype == torch.int32 and parts.data.tolist() == [1, 2]
+
+
+def test_array_of_a_scipy_matrix_is_csr() -> None:
+    scipy_sparse = pytest.importorskip("scipy.sparse")
+    m = scipy_sparse.csr_matrix(np.array(M))
+    x = mx.nd.array(m)
+    assert type(x) is sparse.CSRNDArray and x.asnumpy().tolist() == M and x.dtype == torch.float64

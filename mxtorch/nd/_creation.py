@@ -65,6 +65,8 @@ def array(source_array: Any, ctx: CtxLike = None, dtype: Any = None) -> torch.Te
     As in MXNet the result is float32 unless ``dtype`` is given, except that a torch tensor
     keeps its own dtype.  A Python or numpy scalar (a 0-d source) gives shape (), as in MXNet 1.9.
     """
+    if hasattr(source_array, "tocsr") and not isinstance(source_array, (torch.Tensor, np.ndarray)):
+        return sparse.csr_matrix(source_array, ctx=ctx, dtype=dtype)  # scipy.sparse: csr (MXNet's array())
     device = device_of(ctx)
     if isinstance(source_array, torch.Tensor):
         target = dtype_of(dtype, source_array.dtype)

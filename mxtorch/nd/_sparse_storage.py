@@ -153,14 +153,17 @@ def _numpy_numbers(obj: Any, must: str, bad_kinds: str) -> np.ndarray:
 
 
 def _values(obj: Any, what: str, dtype: Any, device: torch.device) -> torch.Tensor:
-    """``obj`` as a tensor on ``device``: float32 unless ``dtype`` is given or a tensor has its own."""
+    """``obj`` as a tensor on ``device``: ``dtype`` if given, else an array's own (a tensor's, a numpy
+    array's: MXNet's rule), else float32 (lists, numbers)."""
     if isinstance(obj, torch.Tensor):
         if _is_sparse(obj):
             raise TypeError(f"{what} must be a dense array, got a sparse tensor ({obj.layout})")
         return obj.detach().to(device=device, dtype=dtype_of(dtype, obj.dtype), copy=True)
     arr = _numpy_numbers(obj, f"{what} must be an array of numbers", "USV")
+    t = torch.from_numpy(arr)
+    own = t.dtype if isinstance(obj, np.ndarray) and t.dtype != torch.bool else torch.float32
     # a copy: the array never shares the caller's memory
-    return torch.from_numpy(arr).to(device=device, dtype=dtype_of(dtype), copy=True)
+    return t.to(device=device, dtype=dtype_of(dtype, own), copy=True)
 
 
 def _ids(obj: Any, what: str, device: torch.device) -> torch.Tensor:
