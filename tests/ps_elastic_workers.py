@@ -56,7 +56,9 @@ def sync_leave(folder: str, steps: int, leave_after: int, how: str) -> dict[str,
     # the barrier needs the live workers only, so rank 2's leave was announced before it ends (on the
     # same connection as its reply): kv.num_workers has taken it in
     kv.barrier()
-    return {"values": values, "rank": kv.rank, "num_workers": kv.num_workers}
+    live = kv.num_workers
+    kv.barrier()  # no survivor leaves (and changes the count) before every survivor has read it
+    return {"values": values, "rank": kv.rank, "num_workers": live}
 
 
 def sync_join(folder: str, steps: int, join_after: int) -> dict[str, Any]:
