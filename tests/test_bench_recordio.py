@@ -30,6 +30,7 @@ def test_small_run_without_the_references(tmp_path, capsys):
     assert out.count("not installed") == 2
 
 
+@pytest.mark.slow  # slow tier (scripts/test.sh -m slow): a faster test of this path stays in the default run
 @pytest.mark.skipif(not os.path.isdir(os.path.join(os.environ.get("MXTORCH_TORCHVISION_PATH", "/tmp/tvref"),
                                                    "torchvision")),
                     reason="torchvision is not installed where the bench looks (MXTORCH_TORCHVISION_PATH)")

@@ -415,6 +415,7 @@ class Job:
                          for f in sorted(self.out.glob("log.*")))
 
 
+@pytest.mark.slow  # slow tier (scripts/test.sh -m slow): a faster test of this path stays in the default run
 @pytest.mark.timeout(600)
 def test_a_worker_lost_mid_epoch_the_survivors_finish_in_the_same_processes(tmp_path):
     # the undisturbed run and the one that loses rank 1 before step 125 (epoch 2, batch 25) run side by side

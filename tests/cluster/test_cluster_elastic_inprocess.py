@@ -25,6 +25,7 @@ pytestmark = pytest.mark.cluster
 WORKER = str(Path(__file__).resolve().parent.parent / "hvd_elastic_trainer_worker.py")
 
 
+@pytest.mark.slow  # slow tier (scripts/test.sh -m slow): a faster test of this path stays in the default run
 @pytest.mark.timeout(300)
 @pytest.mark.cluster(hosts=3, bandwidth="1gbit")
 def test_an_in_process_elastic_job_survives_a_host_taken_down(cluster, tmp_path):
