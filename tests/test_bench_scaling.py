@@ -135,6 +135,7 @@ def test_two_workers_replay_the_collective_schedules_on_loopback(capsys, tmp_pat
     assert [p.__dict__ for p in again] == [p.__dict__ for p in points]
 
 
+@pytest.mark.slow  # slow tier (scripts/test.sh -m slow): a faster test of this path stays in the default run
 def test_two_workers_replay_a_parameter_server_job_on_loopback(capsys):
     points = scaling.main(SMOKE + ["--compression", "", "--ps-servers", "1", "--ps-modes", "dist_sync",
                                    "--transformer-schedules", "ps"])

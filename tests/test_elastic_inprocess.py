@@ -499,6 +499,7 @@ def test_a_worker_joins_a_running_job_and_receives_its_state(tmp_path):
     assert len({r["checksum"] for r in results.values()}) == 1
 
 
+@pytest.mark.slow  # slow tier (scripts/test.sh -m slow): a faster test of this path stays in the default run
 @pytest.mark.timeout(600)
 def test_under_mxtorch_launch_the_agent_replaces_only_the_lost_worker(tmp_path):
     """Horovod's names under `mxtorch launch --elastic` in-process mode: rank 1 is killed, the two

@@ -52,7 +52,9 @@ def test_two_local_workers_allreduce_and_get_their_environment():
     ]
 
 
-@pytest.mark.parametrize("record", [False, True], ids=["stderr-tail", "error-file"])
+# slow tier: the stderr-tail case (the error-file case stays in the default run)
+@pytest.mark.parametrize("record", [pytest.param(False, marks=pytest.mark.slow), True],
+                         ids=["stderr-tail", "error-file"])
 def test_failing_rank_stops_the_job_and_is_named_with_its_traceback(record, tmp_path):
     args = [str(SCRIPTS / "fail_rank1.py")] + (["--record"] if record else [])
     start = time.monotonic()

@@ -156,6 +156,7 @@ def test_two_per_node_launchers_form_one_four_worker_job(tmp_path):
     assert seen == {0: (0, 0, 0), 1: (0, 0, 1), 2: (1, 1, 0), 3: (1, 1, 1)}, seen
 
 
+@pytest.mark.slow  # slow tier (scripts/test.sh -m slow): a faster test of this path stays in the default run
 @pytest.mark.timeout(600)
 def test_per_node_range_numbers_nodes_as_they_arrive(tmp_path):
     port = free_port()

@@ -36,7 +36,8 @@ def assert_params(path, ref, atol):
         torch.testing.assert_close(got[k], v, rtol=0, atol=atol, msg=lambda m, k=k: f"{k}: {m}")
 
 
-@pytest.mark.parametrize("update_on_kvstore", [None, False])
+# slow tier: the servers-update case ([False], the workers updating, stays in the default run)
+@pytest.mark.parametrize("update_on_kvstore", [pytest.param(None, marks=pytest.mark.slow), False])
 def test_dp2_pp2_over_parameter_servers_matches_one_process(tmp_path, ref, update_on_kvstore):
     """Trainer defaults (the optimizer on the servers, one per stage), and the workers updating."""
     path = str(tmp_path / "ps.params")
@@ -94,6 +95,7 @@ def test_each_stage_runs_its_own_optimizer_on_the_servers(tmp_path):
     assert max(float((unloaded[k] - v).abs().max()) for k, v in ref["step6"].items()) > 1e-3
 
 
+@pytest.mark.slow  # slow tier (scripts/test.sh -m slow): a faster test of this path stays in the default run
 def test_amp_overflow_on_one_rank_skips_the_servers_update_everywhere():
     res = run_ps_job(pw.amp_over_servers, 4, 1, free_port(), timeout=120)
     for r in res:

@@ -264,6 +264,21 @@ def test_launch_elastic_job_replaces_a_worker_and_restarts_a_killed_server():
     assert "the server 0 ended (killed by SIGKILL" in r.stderr and "restored" in r.stderr
 
 
+@pytest.mark.slow  # slow tier (scripts/test.sh -m slow): a faster test of this path stays in the default run
+def test_launch_elastic_async_job_replaces_a_worker_and_restarts_a_killed_server():
+    """The same through `mxtorch launch` for dist_async: rank 1 pushes twice and dies, its
+    replacement pushes 4 times, rank 0 6 times and SIGKILLs the server after its third; every push
+    moves 'w' by -1 exactly once (the server's log keeps the updates made since its snapshot)."""
+    r = _cli("launch", "--elastic", "2:3", "-n", "2", "-s", "1", "--env", "MXTORCH_PS_HEARTBEAT_S:0.2",
+             "--env", "MXTORCH_PS_DEAD_S:1", "python", str(SCRIPTS / "ps_elastic_async_job.py"))
+    assert r.returncode == 0, r.stderr[-4000:]
+    finals = {label: [fields(x)["final"] for x in prefixed(r.stdout, label) if "final=" in x]
+              for label in ("worker0", "worker2")}
+    assert finals == {"worker0": ["-12"], "worker2": ["-12"]}, r.stdout
+    assert "a replacement joins the job" in r.stderr
+    assert "the server 0 ended (killed by SIGKILL" in r.stderr and "restored" in r.stderr
+
+
 def prefixed(stdout: str, label: str) -> list[str]:
     return [line.partition("]:")[2] for line in stdout.splitlines() if line.startswith(f"[{label}]:")]
 

@@ -92,6 +92,7 @@ def test_auto_plan_pairs_convolutions_and_checks_plans():
     assert auto_plan(chain_units(seq), 2) == {"0": "colwise", "2": "rowwise"}  # Flatten makes it 2-D
 
 
+@pytest.mark.slow  # slow tier (scripts/test.sh -m slow): a faster test of this path stays in the default run
 def test_convnet_data_pipeline_tensor_3d_on_eight_processes(run_ranks, tmp_path):
     """dp=2 x pp=2 x tp=2: convolution pairs split over tp inside two 1F1B stages, the dp gradients
     summed by the default store; 5 steps equal one process on the global batch."""

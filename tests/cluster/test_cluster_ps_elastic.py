@@ -29,6 +29,7 @@ ENV = {MXTORCH_PS_ELASTIC: "1", "MXTORCH_DIST_TIMEOUT": "10", "MXTORCH_PS_DEAD_S
        "MXTORCH_PS_HEARTBEAT_S": "0.5"}
 
 
+@pytest.mark.slow  # slow tier (scripts/test.sh -m slow): a faster test of this path stays in the default run
 @pytest.mark.cluster(hosts=4, bandwidth="1gbit")
 def test_an_elastic_dist_sync_job_survives_a_worker_host_taken_down(cluster, tmp_path):
     out = tmp_path / "elastic-ps"
