@@ -324,6 +324,7 @@ def test_hybridize_compile_falls_back_cleanly(monkeypatch):
     assert any("torch.compile failed" in str(i.message) for i in w)
 
 
+@pytest.mark.slow  # slow tier (scripts/test.sh -m slow): a faster test of this path stays in the default run
 @pytest.mark.skipif(os.environ.get("MXTORCH_TEST_COMPILE", "1") == "0", reason="compile tests disabled")
 def test_hybridize_compile_gives_same_result_and_gradients():
     torch.manual_seed(0)

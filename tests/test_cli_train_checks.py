@@ -81,6 +81,7 @@ def test_more_user_errors_in_process(tmp_path, capsys, argv, words):
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.slow  # slow tier (scripts/test.sh -m slow): a faster test of this path stays in the default run
 def test_debug_shows_the_traceback(tmp_path):
     for r in (train(tmp_path, "--model", "resnet9000", "--debug"),
               train(tmp_path, "--model", "resnet9000", env={"MXTORCH_DEBUG": "1"})):

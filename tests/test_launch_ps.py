@@ -318,6 +318,7 @@ def test_launch_two_servers_share_a_split_key():
     assert "did not exit" not in r.stderr
 
 
+@pytest.mark.slow  # slow tier (scripts/test.sh -m slow): a faster test of this path stays in the default run
 @needs_ps
 def test_same_command_mode_the_script_becomes_scheduler_and_server():
     r = mxtorch_cli("launch", "-n", "2", "-s", "1", "--ps-roles", "same-command", "python", PUSHPULL,

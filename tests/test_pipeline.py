@@ -331,6 +331,7 @@ def test_mxtorch_train_plan_auto_trains_with_the_planned_layout(tmp_path):
         main(["train", "--plan", "auto", "--model", "mlp"])
 
 
+@pytest.mark.slow  # slow tier (scripts/test.sh -m slow): a faster test of this path stays in the default run
 @pytest.mark.timeout(600)
 def test_mxtorch_train_pipelined_runs_the_training_hooks(tmp_path, monkeypatch):
     """The pipelined job calls the same TrainHook points as the data-parallel loop on every rank

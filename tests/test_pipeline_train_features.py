@@ -25,6 +25,7 @@ def tensors(path) -> dict[str, torch.Tensor]:
     return {k: torch.as_tensor(v) for k, v in load_tensors(str(path)).items()}
 
 
+@pytest.mark.slow  # slow tier (scripts/test.sh -m slow): a faster test of this path stays in the default run
 @pytest.mark.timeout(900)
 def test_pipelined_job_killed_mid_epoch_resumes_exactly(tmp_path):
     plain = tmp_path / "plain"

@@ -60,7 +60,11 @@ def main() -> int:
     loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
     deadline = time.monotonic() + args.max_seconds
     step = 0
+    live = kv.num_workers
     while (args.steps == 0 or step < args.steps) and time.monotonic() < deadline:
+        # read before the step: a peer cannot leave before this step's round, which needs this
+        # worker's push, so an elastic job's count is not changed by a peer finishing first
+        live = kv.num_workers
         lo = (step * 32) % 256
         xb, yb = x[lo:lo + 32], y[lo:lo + 32]
         with autograd.record():
@@ -74,7 +78,7 @@ def main() -> int:
         if step == args.pause_after and args.pause_dir:
             pause(kv, args.pause_dir, deadline)
     net.save_parameters(f"{args.out}.rank{rank}")
-    print(f"done rank {rank} of {kv.num_workers} on {os.environ.get('MXTORCH_CLUSTER_HOST', 'loopback')}",
+    print(f"done rank {rank} of {live} on {os.environ.get('MXTORCH_CLUSTER_HOST', 'loopback')}",
           flush=True)
     return 0
 
