@@ -30,6 +30,15 @@ def server_pids(port: str) -> list[int]:
     return found
 
 
+def wait_for_replacement(kv) -> None:
+    """Until rank 1 is gone and its replacement has joined (the job is two workers again)."""
+    deadline = time.monotonic() + 120
+    while kv.num_workers != 2 or 1 in kv._client.members:
+        if time.monotonic() > deadline:
+            sys.exit("the replacement worker did not join")
+        time.sleep(0.05)
+
+
 def main() -> None:
     kv = mx.kv.create("dist_sync")
     w, stop = torch.zeros(4), torch.zeros(1)
@@ -38,11 +47,7 @@ def main() -> None:
     while True:
         step += 1
         if kv.rank == 0 and step == 3:
-            deadline = time.monotonic() + 120
-            while kv.num_workers != 2 or 1 in kv._client.members:  # rank 1 gone, its replacement in
-                if time.monotonic() > deadline:
-                    sys.exit("the replacement worker did not join")
-                time.sleep(0.05)
+            wait_for_replacement(kv)
         last = float(kv.rank == 0 and step == STEPS)
         kv.push(["w", "stop"], [torch.full((4,), kv.rank + 1.0), torch.tensor([last])])
         kv.pull(["w", "stop"], out=[w, stop])
