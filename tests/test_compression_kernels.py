@@ -257,6 +257,7 @@ def test_top_k_numpy_and_torch_passes_agree(monkeypatch):
     for numpy_route in (True, False):
         if not numpy_route:
             monkeypatch.setattr(topk_module, "numpy_shareable", lambda t: False)
+            monkeypatch.setattr(topk_module, "numpy_pair", lambda buf, grad: False)
         comp = TopKCompressor(0.02)
         payload, ctx = comp.compress(grad, key=0)
         results.append((payload, comp.decompress(payload, ctx), comp.residual(0)))

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 import numpy as np
 import torch
 
-__all__ = ["BLOCK_ALIGN", "accumulate", "blocks", "numpy_shareable", "scratch"]
+__all__ = ["BLOCK_ALIGN", "accumulate", "blocks", "numpy_pair", "numpy_shareable", "scratch"]
 
 BLOCK_ALIGN = 64
 """Every block but the last starts and ends at a multiple of this many elements (whole words
@@ -66,9 +66,14 @@ def numpy_shareable(t: torch.Tensor) -> bool:
             and not t.requires_grad and type(t) is torch.Tensor)
 
 
+def numpy_pair(buf: torch.Tensor, grad: torch.Tensor) -> bool:
+    """Whether a residual buffer and a gradient both go through NumPy (one dtype, both shareable)."""
+    return buf.dtype == grad.dtype and numpy_shareable(buf) and numpy_shareable(grad)
+
+
 def accumulate(buf: torch.Tensor, grad: torch.Tensor) -> torch.Tensor:
     """``buf += grad`` (flat tensors of one length), through NumPy where both allow it; ``buf``."""
-    if buf.dtype == grad.dtype and numpy_shareable(buf) and numpy_shareable(grad):
+    if numpy_pair(buf, grad):
         b = buf.numpy()
         with np.errstate(all="ignore"):  # inf - inf is NaN silently, as in torch
             np.add(b, grad.numpy(), out=b)

@@ -48,7 +48,7 @@ from typing import Any
 import torch
 
 from . import _numpy_kernels
-from ._blocks import blocks, numpy_shareable, scratch
+from ._blocks import blocks, numpy_pair, numpy_shareable, scratch
 from .base import CompressionContext, CompressionError, Compressor, Key, Payload
 
 __all__ = ["TwoBitCompressor", "OneBitCompressor", "pack_codes", "unpack_codes"]
@@ -195,17 +195,12 @@ def _new_words(n: int, bits: int, device: torch.device) -> torch.Tensor:
     return torch.zeros(max(1, -(-n // (_WORD_BITS // bits))), dtype=torch.int32, device=device)
 
 
-def _numpy_route(buf: torch.Tensor, grad: torch.Tensor) -> bool:
-    """Whether the encoders take :mod:`._numpy_kernels` (CPU float32/float64 on both sides)."""
-    return buf.dtype == grad.dtype and numpy_shareable(buf) and numpy_shareable(grad)
-
-
 def _two_bit_encode_(buf: torch.Tensor, grad: torch.Tensor, t: float, sent: float,
                      bound: float | None) -> torch.Tensor:
     """2-bit words of ``v = buf + grad`` (threshold ``t``); ``buf`` becomes ``v - sign * sent``,
     clamped to ``[-bound, bound]`` when ``bound`` is given."""
     words = _new_words(buf.numel(), 2, buf.device)
-    if _numpy_route(buf, grad):
+    if numpy_pair(buf, grad):
         _numpy_kernels.two_bit_encode(buf, grad, words, t, sent, bound)
         return words
     for block, m, padded, out in _summed_blocks(buf, grad, words, 2):
@@ -227,7 +222,7 @@ def _two_bit_encode_(buf: torch.Tensor, grad: torch.Tensor, t: float, sent: floa
 def _one_bit_encode_(buf: torch.Tensor, grad: torch.Tensor, t: float) -> torch.Tensor:
     """1-bit words of ``v = buf + grad`` (threshold ``t``); ``buf`` becomes ``v - (+1 or -1)``."""
     words = _new_words(buf.numel(), 1, buf.device)
-    if _numpy_route(buf, grad):
+    if numpy_pair(buf, grad):
         _numpy_kernels.one_bit_encode(buf, grad, words, t)
         return words
     for block, m, padded, out in _summed_blocks(buf, grad, words, 1):
@@ -246,7 +241,7 @@ def _decode(words: torch.Tensor, bits: int, ctx: CompressionContext, scale: floa
     """The decoded signs of the first ``ctx.numel`` codes times ``scale``, as ``ctx`` describes."""
     data = words.contiguous().view(torch.uint8)
     out = torch.empty(ctx.numel, dtype=ctx.dtype, device=words.device)
-    if numpy_shareable(out) and words.device.type == "cpu":
+    if numpy_shareable(out):  # out is on the payload's device
         _numpy_kernels.decode(words, bits, out, scale)
         return out.reshape(ctx.shape).to(ctx.device)
     for start, stop in blocks(ctx.numel, words.device):

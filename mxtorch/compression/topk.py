@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ._blocks import blocks, numpy_shareable, scratch
+from ._blocks import blocks, numpy_pair, numpy_shareable, scratch
 from .base import CompressionContext, CompressionError, Compressor, Key, Payload
 
 __all__ = ["TopKCompressor"]
@@ -133,7 +133,7 @@ def _sampled_top_k(buf: torch.Tensor, grad: torch.Tensor, k: int) -> torch.Tenso
     expected = _SAMPLE * k / n
     keep = min(_SAMPLE, math.ceil(expected + 4 * math.sqrt(expected) + 16))
     tau = torch.kthvalue(sample, _SAMPLE - keep + 1).values  # NaN ranks highest, as in topk
-    if numpy_shareable(buf) and numpy_shareable(grad) and buf.dtype == grad.dtype:
+    if numpy_pair(buf, grad):
         candidates = _candidates_numpy(buf, grad, tau)
     else:
         candidates = _candidates_torch(buf, grad, tau)
