@@ -111,11 +111,13 @@ def grad(
     retain_graph: bool | None = None,
     create_graph: bool = False,
     train_mode: bool = True,
-) -> Any:
+) -> list[torch.Tensor]:
     """Return the gradients of ``heads`` w.r.t. ``variables`` without touching ``.grad``.
 
-    As in MXNet: one tensor when ``variables`` is a tensor, a list for a list; a variable the
-    heads do not depend on gets zeros; ``retain_graph`` defaults to ``create_graph``.
+    As in MXNet 1.9 (its ``grad`` wraps a lone variable in a list before it picks the return
+    type): always a list, one gradient per variable, even for a single tensor -- hence MXNet's
+    ``autograd.grad(y, x)[0]``; a variable the heads do not depend on gets zeros;
+    ``retain_graph`` defaults to ``create_graph``.
     """
     hs = _as_list(heads)
     vs = _as_list(variables)
@@ -137,8 +139,20 @@ def grad(
         _grad_only.depth -= 1
     if rule and not (create_graph if retain_graph is None else retain_graph):
         _mark_freed(hs)
-    ret = [torch.zeros_like(v) if g is None else g for v, g in zip(vs, out)]
-    return ret[0] if isinstance(variables, torch.Tensor) else ret  # type: ignore[return-value]
+    return [_recorded_grad(v, g, create_graph) for v, g in zip(vs, out)]
+
+
+def _recorded_grad(variable: torch.Tensor, g: torch.Tensor | None, create_graph: bool) -> torch.Tensor:
+    """One gradient as MXNet hands it out: real zeros for an unused variable (and for torch's lazy
+    ZeroTensor, e.g. abs'' -- NumPy cannot read one), and with ``create_graph`` always in the graph."""
+    if g is None or g._is_zerotensor():
+        g = torch.zeros_like(variable)
+    if create_graph and not g.requires_grad and (g.is_floating_point() or g.is_complex()):
+        # MXNet records the backward pass itself, so a gradient that does not depend on the
+        # variables (radians, clip, dropout: a constant times the head gradient) is still a head
+        # that grad()/backward() accept, and its own gradient is zero, not an error
+        g.requires_grad_(True)
+    return g
 
 
 def mark_variables(

@@ -50,7 +50,7 @@ def test_retain_graph_allows_another_backward() -> None:
 def test_module_functions_follow_the_rule() -> None:
     x = _var()
     y = _recorded_plus_one(x)
-    g = autograd.grad(y, x, retain_graph=True)
+    (g,) = autograd.grad(y, x, retain_graph=True)
     torch.testing.assert_close(g, torch.ones(2, 2))
     autograd.backward(y)
     with pytest.raises(MXNetError):
