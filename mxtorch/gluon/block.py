@@ -23,6 +23,7 @@ from ..context import Context
 from ..nd._ndarray_type import compiled_for_ndarrays
 from ..profiler import span
 from ._block_fields import MXNetBlockFields
+from ._block_files import BlockModelFiles
 from ._block_state import BlockState, params_by_path
 from ._hybrid_inputs import check_against, check_kinds, check_one_context, input_format
 from ._op_hooks import install_op_hooks
@@ -156,7 +157,7 @@ class _BlockScope:
             self._old = None
 
 
-class Block(MXNetBlockFields, BlockState, torch.nn.Module):
+class Block(MXNetBlockFields, BlockModelFiles, BlockState, torch.nn.Module):
     """Base class of all Gluon layers and models; a ``torch.nn.Module``.
 
     Assigning a :class:`Parameter` or a child block as an attribute registers it.  Names follow
