@@ -482,18 +482,19 @@ def test_parameter_stypes_and_sparse_grad_buffer():
     with pytest.raises(mx.MXNetError, match="before a Trainer"):
         p.row_sparse_data(torch.tensor([1]))
     trainer = gluon.Trainer([p], "sgd")  # noqa: F841 - held: the parameter keeps only a weak reference
-    w = p.row_sparse_data(torch.tensor([1, 3]))
-    torch.nn.functional.embedding(torch.tensor([1, 3]), w, sparse=True).sum().backward()
-    assert sparse.indices(p.grad()).tolist() == [1, 3]
+    w = p.row_sparse_data(torch.tensor([3, 1, 3]))  # MXNet's result: a row_sparse array of those rows
+    assert sparse.stype(w) == "row_sparse" and sparse.indices(w).tolist() == [1, 3]
+    assert torch.equal(sparse.tostype(w.detach(), "default"), torch.tensor([[0.0, 0], [1, 1], [0, 0], [1, 1], [0, 0]]))
+    mx.nd.contrib.SparseEmbedding(torch.tensor([3, 3, 1]), w, input_dim=5, output_dim=2).sum().backward()
+    assert sparse.indices(p.grad()).tolist() == [1, 3]  # only the rows read
+    assert torch.equal(sparse.data(p.grad()), torch.tensor([[1.0, 1.0], [2.0, 2.0]]))
     p.zero_grad()
     assert sparse.stype(p.grad()) == "row_sparse" and p.grad()._nnz() == 0
-    rows = p.row_sparse_data(torch.tensor([4, 0, 4]))
-    assert rows is w and torch.equal(rows[[0, 4]], torch.ones(2, 2))  # the array gradients flow into
     assert len(p.list_row_sparse_data(torch.tensor([1]))) == 1
-    p.zero_grad()
     with mx.autograd.record():
         w = p.row_sparse_data(torch.tensor([2]))
-        y = torch.nn.functional.embedding(torch.tensor([2]), w, sparse=True)
+        y = mx.nd.Embedding(torch.tensor([2.0, 0.0]), w, input_dim=5, output_dim=2)
+    assert torch.equal(y.detach(), torch.tensor([[1.0, 1.0], [0.0, 0.0]]))  # row 0 was not read: zeros
     y.sum().backward()
     assert sparse.indices(p.grad()).tolist() == [2]
     with pytest.raises(mx.MXNetError, match="row id 5 is out of range"):
@@ -504,6 +505,19 @@ def test_parameter_stypes_and_sparse_grad_buffer():
     dense_p.initialize()
     with pytest.raises(mx.MXNetError, match="use data"):
         dense_p.row_sparse_data(torch.tensor([0]))
+
+
+def test_row_sparse_weight_copy_and_variable_report_mxnet_storage_type():
+    p = gluon.Parameter("emb", shape=(3, 2), stype="row_sparse", init="ones")
+    p.initialize(ctx=[mx.cpu(0), mx.cpu(1)])
+    copy = p._data[1].copy()  # MXNet code reads the local copy: a row_sparse array of every row
+    assert copy.stype == "row_sparse" and sparse.indices(copy).tolist() == [0, 1, 2]
+    assert copy.context == mx.cpu(1) and torch.equal(dense(copy), torch.ones(3, 2))
+    assert p.var().attr("__storage_type__") == "1"  # MXNet's id of row_sparse
+    trainer = gluon.Trainer([p], "sgd")  # noqa: F841 - held: the parameter keeps only a weak reference
+    rows = p.list_row_sparse_data(mx.nd.array([2, 2]))
+    assert [r.context for r in rows] == [mx.cpu(0), mx.cpu(1)]
+    assert all(sparse.indices(r).tolist() == [2] for r in rows)
 
 
 def test_row_sparse_data_pulls_rows_from_the_store_holding_the_weights():
@@ -517,7 +531,7 @@ def test_row_sparse_data_pulls_rows_from_the_store_holding_the_weights():
     store = trainer._kvstore
     store._store[0].fill_(7.0)  # the store's copy moved on (as on a parameter server)
     rows = p.row_sparse_data(torch.tensor([4, 1]))
-    assert rows[[1, 4]].eq(7).all()
+    assert sparse.indices(rows).tolist() == [1, 4] and sparse.data(rows).eq(7).all()
     local = p._data[0]  # the local copy on cpu(0) (data() refuses a row_sparse weight)
     assert local[[1, 4]].eq(7).all() and local[[0, 2, 3, 5]].eq(0).all()  # only those rows were pulled
     assert p._data[1].eq(0).all()  # another context's copy is pulled when asked for

@@ -23,6 +23,7 @@ from ..context import Context, as_context, context_of, current_context
 from ..nd import sparse
 from ..nd._common import tag
 from ..nd._ndarray_type import plain
+from ._row_sparse_weight import RowSparseWeight, row_ids, rows_of
 
 __all__ = ["Parameter", "Constant", "DeferredInitializationError", "GluonUsageError", "forward_context"]
 
@@ -227,7 +228,8 @@ class Parameter:
         req = self._grad_req != "null" and (tensors[0].is_floating_point() or tensors[0].is_complex())
         # an NDArray's data goes in as a plain tensor: a parameter is torch's (torch.nn.Parameter of
         # a tensor subclass would keep the subclass, and every layer op would pay its dispatch)
-        self._data = [torch.nn.Parameter(plain(t.detach()), requires_grad=req) for t in tensors]
+        kind = RowSparseWeight if self.stype == "row_sparse" else torch.nn.Parameter
+        self._data = [kind(plain(t.detach()), requires_grad=req) for t in tensors]
         for d, c in zip(self._data, ctx_list):
             tag(d, c)  # p.data(mx.cpu(1)).context is cpu(1), as the copy was made for it
         self._ctx_list = list(ctx_list)
@@ -476,16 +478,15 @@ class Parameter:
             trainer._row_sparse_pull(self, [self._check()[i] for i in indices], row_ids)
 
     def row_sparse_data(self, row_id: Any) -> torch.Tensor:
-        """This parameter's array on the context of ``row_id``, with rows ``row_id`` up to date.
+        """Rows ``row_id`` of this parameter on the context of ``row_id``: a row_sparse array.
 
-        ``row_id`` (ints, any order, repeats allowed) names the rows a batch needs.  When a
-        Trainer whose KVStore holds the weights (update on kvstore) updates this parameter, those
-        rows are first pulled from the store with ``row_sparse_pull``, so a distributed worker
-        reads their latest value.  As in MXNet the result is the array gradients flow into
-        (``w = p.row_sparse_data(ids); loss(f(w)).backward()`` fills ``p.grad()``); it is the
-        dense local copy, so rows outside ``row_id`` hold the values last read, where MXNet's
-        row_sparse array holds no other rows.  For parameters with ``stype`` or ``grad_stype``
-        'row_sparse'; with ``stype='row_sparse'`` a Trainer must have been created with it.
+        ``row_id`` (ints, any order, repeats allowed) names the rows a batch needs; the result
+        holds those rows only (MXNet's rule).  When a Trainer whose KVStore holds the weights
+        (update on kvstore) updates this parameter, those rows are first pulled from the store
+        with ``row_sparse_pull``, so a distributed worker reads their latest value.  The result is
+        in the autograd graph of the local copy: a loss computed from it (``mx.nd.contrib.
+        SparseEmbedding(x, w)``) fills ``p.grad()`` at those rows.  For parameters with ``stype``
+        or ``grad_stype`` 'row_sparse'; with ``stype='row_sparse'`` a Trainer must hold it.
         """
         return self._row_sparse_arrays(row_id, all_contexts=False)[0]
 
@@ -509,16 +510,10 @@ class Parameter:
         else:
             ctx = context_of(row_id) if isinstance(row_id, torch.Tensor) else None
             indices = [self._index(ctx)]
-        ids = torch.as_tensor(row_id, device=data[indices[0]].device).reshape(-1)
-        if ids.is_floating_point():
-            ids = ids.trunc()
-        ids = torch.unique(ids.to(torch.int64), sorted=True)
-        if ids.numel() and (int(ids[0]) < 0 or int(ids[-1]) >= data[0].shape[0]):
-            bad = int(ids[0]) if int(ids[0]) < 0 else int(ids[-1])
-            raise MXNetError(f"Parameter {self.name!r}: row id {bad} is out of range for shape "
-                             f"{tuple(data[0].shape)}")
+        ids = row_ids(row_id, data[0].shape[0], data[indices[0]].device, self.name)
         self._fresh_rows(ids, indices)
-        return [data[i] for i in indices]
+        sparse_grad = self.grad_stype == "row_sparse"
+        return [rows_of(data[i], ids.to(data[i].device), sparse_grad) for i in indices]
 
     def _reduce(self) -> torch.Tensor:
         """The value to save: the mean of the copies (they agree unless updated apart), on cpu."""
@@ -612,6 +607,7 @@ class Parameter:
         init = self.init
         v = Variable(self.name, shape=tuple(self.shape) if self.shape else None, dtype=self.dtype,
                      lr_mult=self.lr_mult, wd_mult=self.wd_mult,
+                     stype=None if self.stype == "default" else self.stype,
                      init=init if init is None or isinstance(init, str) or hasattr(init, "dumps") else None)
         self.__dict__["_var"] = v
         return v

@@ -548,7 +548,8 @@ def Embedding(
     dtype: Any = "float32",
     sparse_grad: bool = False,
 ) -> Tensor:
-    """Rows of ``weight`` (input_dim, output_dim) picked by ``data`` (indices clipped to range)."""
+    """Rows of ``weight`` (input_dim, output_dim) picked by ``data`` (indices clipped to range);
+    ``sparse_grad=True`` makes the gradient with respect to ``weight`` row_sparse (MXNet's rule)."""
     if input_dim is not None and weight.shape[0] != input_dim:
         raise ValueError(f"Embedding: weight shape {tuple(weight.shape)} does not give input_dim={input_dim}")
     if output_dim is not None and weight.shape[1] != output_dim:
@@ -556,7 +557,11 @@ def Embedding(
             f"Embedding: weight shape {tuple(weight.shape)} does not give output_dim={output_dim}"
         )
     idx = to_index(data, weight).clamp(0, weight.shape[0] - 1)
-    return F.embedding(idx, weight)
+    if weight.layout != torch.strided:  # a row_sparse weight (Parameter.row_sparse_data's rows)
+        from .sparse import embedding_rows
+
+        return embedding_rows(idx, weight)
+    return F.embedding(idx, weight, sparse=bool(sparse_grad))  # sparse_grad: a row_sparse gradient
 
 
 # ----------------------------------------------------------------------------------------------

@@ -17,7 +17,7 @@ from ._common import as_tensor, device_of, mx_operator
 
 Tensor = torch.Tensor
 
-__all__ = ["isinf", "isfinite", "isnan", "rand_zipfian", "allclose", "getnnz"]
+__all__ = ["isinf", "isfinite", "isnan", "rand_zipfian", "allclose", "getnnz", "SparseEmbedding"]
 
 
 @mx_operator
@@ -92,3 +92,14 @@ def getnnz(data: Tensor, axis: int | None = None) -> Tensor:
     if axis in (0, -2):
         return torch.bincount(data.col_indices(), minlength=data.shape[1]).to(torch.int64)
     raise ValueError(f"getnnz: axis must be None, 0 or 1 for a csr matrix, got {axis!r}")
+
+
+@mx_operator
+def SparseEmbedding(data: Tensor, weight: Tensor, input_dim: int | None = None, output_dim: int | None = None,
+                    dtype: Any = "float32", deterministic: bool = False) -> Tensor:
+    """MXNet's contrib.SparseEmbedding: ``Embedding`` whose gradient with respect to ``weight`` is
+    row_sparse; ``weight`` may be dense or row_sparse (rows it does not store read as zeros).
+    ``deterministic`` is accepted: torch's lookup gives the same result every run."""
+    from ._nn import Embedding
+
+    return Embedding(data, weight, input_dim, output_dim, dtype, sparse_grad=True)

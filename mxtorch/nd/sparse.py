@@ -64,6 +64,7 @@ __all__ = [
     "elemwise_mul",
     "add_n",
     "ElementWiseSum",
+    "embedding_rows",
 ]
 __all__ += _sparse_storage.__all__
 
@@ -301,6 +302,21 @@ def add_n(*args: torch.Tensor) -> torch.Tensor:
 
 
 ElementWiseSum = add_n
+
+
+def embedding_rows(idx: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """Rows of a row_sparse ``weight`` picked by integer ids ``idx`` (MXNet's Embedding and
+    SparseEmbedding on a row_sparse weight): a row the weight does not store reads as zeros.
+    Differentiable in the stored rows, so a ``row_sparse_data`` result passes its gradient on."""
+    w = weight if weight.is_coalesced() else weight.coalesce()
+    with torch._C.DisableTorchFunctionSubclass():
+        ids, rows = w.indices()[0], w.values()
+        pos = torch.searchsorted(ids, idx).clamp_(max=max(ids.numel() - 1, 0))
+        if ids.numel() == 0:
+            return rows.new_zeros((*idx.shape, *rows.shape[1:]))
+        out = torch.nn.functional.embedding(pos, rows)
+        found = ids[pos] == idx
+        return out * found.unsqueeze(-1).to(out.dtype)
 
 
 def __getattr__(name: str) -> Any:

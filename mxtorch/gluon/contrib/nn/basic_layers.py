@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 
+from ....nd import sparse
 from ...block import Block
 from ...nn.basic_layers import HybridSequential, Sequential
 
@@ -59,8 +59,8 @@ class SparseEmbedding(Block):
                                       grad_stype="row_sparse", stype="row_sparse")
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        weight = self.weight.row_sparse_data(x)
-        return F.embedding(x.long(), weight, sparse=True)
+        weight = self.weight.row_sparse_data(x)  # the batch's rows, in the graph of the local copy
+        return sparse.embedding_rows(x.long(), weight)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self._input_dim} -> {self._output_dim}, {self.weight.dtype})"
