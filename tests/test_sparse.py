@@ -484,7 +484,8 @@ def test_parameter_stypes_and_sparse_grad_buffer():
     trainer = gluon.Trainer([p], "sgd")  # noqa: F841 - held: the parameter keeps only a weak reference
     w = p.row_sparse_data(torch.tensor([3, 1, 3]))  # MXNet's result: a row_sparse array of those rows
     assert sparse.stype(w) == "row_sparse" and sparse.indices(w).tolist() == [1, 3]
-    assert torch.equal(sparse.tostype(w.detach(), "default"), torch.tensor([[0.0, 0], [1, 1], [0, 0], [1, 1], [0, 0]]))
+    expected = torch.tensor([[0.0, 0], [1, 1], [0, 0], [1, 1], [0, 0]])
+    assert torch.equal(sparse.tostype(w.detach(), "default"), expected)
     mx.nd.contrib.SparseEmbedding(torch.tensor([3, 3, 1]), w, input_dim=5, output_dim=2).sum().backward()
     assert sparse.indices(p.grad()).tolist() == [1, 3]  # only the rows read
     assert torch.equal(sparse.data(p.grad()), torch.tensor([[1.0, 1.0], [2.0, 2.0]]))
