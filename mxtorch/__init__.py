@@ -74,6 +74,7 @@ _SUBMODULES = {
     "callback": "mxtorch.callback",
     "viz": "mxtorch.viz",
     "name": "mxtorch.symbol._scope",
+    "attribute": "mxtorch.symbol._scope",
     "base": "mxtorch.base",
     "io": "mxtorch.io",
     "parallel": "mxtorch.parallel",

@@ -22,6 +22,8 @@ ALIASES: dict[str, str] = {
     "mxtorch.ndarray": "mxtorch.nd",
     "mxtorch.kv": "mxtorch.kvstore",
     "mxtorch.init": "mxtorch.initializer",
+    "mxtorch.attribute": "mxtorch.symbol._scope",  # MXNet's mxnet.attribute.AttrScope
+    "mxtorch.name": "mxtorch.symbol._scope",  # MXNet's mxnet.name.NameManager / Prefix
 }
 
 

@@ -11,7 +11,8 @@ import numpy as np
 
 __all__ = [
     "MXNetError", "DeferredInitializationError", "NotImplementedForSymbol", "NotSupportedForSparseNDArray",
-    "py_str", "string_types", "numeric_types", "integer_types", "classproperty", "mx_real_t", "mx_uint",
+    "py_str", "string_types", "numeric_types", "integer_types", "classproperty", "ClassPropertyType",
+    "mx_real_t", "mx_uint",
     "mx_int", "mx_float", "data_dir", "data_dir_default", "attr_string",
 ]
 
@@ -117,10 +118,31 @@ def py_str(x: bytes | str) -> str:
 
 
 class classproperty:  # noqa: N801 - MXNet's name
-    """A read-only property of the class itself (``Cls.name`` without an instance)."""
+    """A property of the class itself (``Cls.name`` without an instance).
 
-    def __init__(self, fget: Any) -> None:
+    Read-only unless given a ``@name.setter``; assigning ``Cls.name = value`` reaches the setter
+    only on a class made by :class:`ClassPropertyType` (MXNet's ``AttrScope.current = ...``).
+    """
+
+    def __init__(self, fget: Any, fset: Any = None) -> None:
         self.fget = fget
+        self.fset = fset
 
     def __get__(self, obj: Any, owner: type) -> Any:
         return self.fget(owner)
+
+    def setter(self, fset: Any) -> classproperty:
+        return classproperty(self.fget, fset)
+
+
+class ClassPropertyType(type):
+    """Metaclass that routes ``Cls.name = value`` to the setter of a :class:`classproperty`."""
+
+    def __setattr__(cls, key: str, value: Any) -> None:
+        prop = next((vars(k)[key] for k in cls.__mro__ if key in vars(k)), None)
+        if isinstance(prop, classproperty):
+            if prop.fset is None:
+                raise AttributeError(f"{cls.__name__}.{key} is read-only")
+            prop.fset(cls, value)
+            return
+        super().__setattr__(key, value)

@@ -14,21 +14,19 @@ from typing import Any
 
 import torch
 
+from .base import ClassPropertyType, classproperty
+
 __all__ = ["Context", "cpu", "gpu", "cpu_pinned", "num_gpus", "current_context", "context_of", "as_context"]
 
 
-class _DefaultContext:
-    """``Context.default_ctx``: MXNet 1.x's deprecated class attribute for the current context."""
+def _warn_default_ctx() -> None:
+    import warnings
 
-    def __get__(self, obj: Any, owner: Any) -> Context:
-        import warnings
-
-        warnings.warn("Context.default_ctx is deprecated: use mx.context.current_context()",
-                      DeprecationWarning, stacklevel=2)
-        return current_context()
+    warnings.warn("Context.default_ctx is deprecated: use mx.context.current_context()",
+                  DeprecationWarning, stacklevel=3)
 
 
-class Context:
+class Context(metaclass=ClassPropertyType):
     """A device slot: ``Context('cpu', 0)`` or ``Context('gpu', 1)``.
 
     Usable as a ``with`` block that sets :func:`current_context` for code in it.
@@ -36,10 +34,22 @@ class Context:
 
     # MXNet's device type codes; 'cpu_shared' (shared-memory CPU arrays, for worker processes)
     # and 'cpu_pinned' live on torch's CPU device like 'cpu'
-    _devtype2str = {1: "cpu", 2: "gpu", 3: "cpu_pinned", 5: "cpu_shared"}
-    _str2devtype = {"cpu": 1, "gpu": 2, "cpu_pinned": 3, "cpu_shared": 5}
+    devtype2str = {1: "cpu", 2: "gpu", 3: "cpu_pinned", 5: "cpu_shared"}
+    devstr2type = {"cpu": 1, "gpu": 2, "cpu_pinned": 3, "cpu_shared": 5}
+    _devtype2str = devtype2str
+    _str2devtype = devstr2type
     __slots__ = ("device_type", "device_id", "_old")
-    default_ctx = _DefaultContext()
+
+    def _get_default_ctx(cls) -> Context:  # noqa: N805 - called with the class
+        _warn_default_ctx()
+        return current_context()
+
+    def _set_default_ctx(cls, ctx: Context) -> None:  # noqa: N805
+        _warn_default_ctx()
+        _state.ctx = as_context(ctx)
+
+    # MXNet 1.x's deprecated class attribute for this thread's current context (settable)
+    default_ctx = classproperty(_get_default_ctx, _set_default_ctx)
 
     def __init__(self, device_type: str | Context, device_id: int = 0) -> None:
         if isinstance(device_type, Context):

@@ -26,9 +26,36 @@ def _get(name: str) -> bool:
     return bool(getattr(_state, name, False))
 
 
+class _NumpyArrayScope:
+    """``with np_array(active):`` — this thread's NumPy-array mode inside the block.
+
+    MXNet's own class: its ``_current`` holds this thread's scope in ``_current.value``, and
+    MXNet code (tests among it) reads or replaces ``_NumpyArrayScope._current`` directly.
+    """
+
+    _current: Any = threading.local()
+
+    def __init__(self, is_np_array: bool) -> None:
+        self._old_scope: _NumpyArrayScope | None = None
+        self._is_np_array = bool(is_np_array)
+
+    def __enter__(self) -> _NumpyArrayScope:
+        self._old_scope = getattr(_NumpyArrayScope._current, "value", None)
+        _NumpyArrayScope._current.value = self
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        _NumpyArrayScope._current.value = self._old_scope
+
+
+def _set_array(active: bool) -> None:
+    _NumpyArrayScope._current.value = _NumpyArrayScope(active)
+
+
 def is_np_array() -> bool:
     """True inside :func:`np_array` / after :func:`set_np` (MXNet's NumPy-array mode)."""
-    return _get("array")
+    scope = getattr(_NumpyArrayScope._current, "value", None)
+    return bool(scope is not None and scope._is_np_array)
 
 
 def is_np_shape() -> bool:
@@ -49,7 +76,7 @@ def set_np(shape: bool = True, array: bool = True) -> None:
         raise ValueError("NumPy array semantics need NumPy shape semantics: "
                          "call set_np(shape=True, array=True)")
     _state.shape = bool(shape)
-    _state.array = bool(array)
+    _set_array(array)
 
 
 def reset_np() -> None:
@@ -66,14 +93,9 @@ def np_shape(active: bool = True) -> Iterator[None]:
         _state.shape = prev
 
 
-@contextmanager
-def np_array(active: bool = True) -> Iterator[None]:
-    prev = _get("array")
-    _state.array = bool(active)
-    try:
-        yield
-    finally:
-        _state.array = prev
+def np_array(active: bool = True) -> _NumpyArrayScope:
+    """A ``with`` scope that turns MXNet's NumPy-array mode on (or off) inside it."""
+    return _NumpyArrayScope(active)
 
 
 def _wrap(ctx: Callable[[], Any], obj: _F) -> _F:

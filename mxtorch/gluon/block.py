@@ -22,6 +22,7 @@ from ..base import MXNetError
 from ..context import Context
 from ..nd._ndarray_type import compiled_for_ndarrays
 from ..profiler import span
+from ..symbol._scope import Prefix
 from ._block_fields import MXNetBlockFields
 from ._block_files import BlockModelFiles
 from ._block_state import BlockState, params_by_path
@@ -115,6 +116,7 @@ class _BlockScope:
         self._block = block
         self._counter: dict[str, int] = {}
         self._old: _BlockScope | None = None
+        self._names: Prefix | None = None
 
     @staticmethod
     def create(prefix: str | None, params: ParameterDict | None, hint: str) -> tuple[str, ParameterDict]:
@@ -149,10 +151,15 @@ class _BlockScope:
         if not self._block._empty_prefix:
             self._old = _scope_state.current
             _scope_state.current = self
+            # symbols made inside are named under the block's prefix too, as in MXNet
+            self._names = Prefix(self._block.prefix)
+            self._names.__enter__()
         return self
 
     def __exit__(self, *exc: Any) -> None:
         if not self._block._empty_prefix:
+            if self._names is not None:
+                self._names.__exit__(*exc)
             _scope_state.current = self._old
             self._old = None
 

@@ -13,7 +13,8 @@ import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from ..base import attr_string  # defined below the arrays (mx.nd.Custom's keywords use it too)
+# attr_string lives in base: mx.nd.Custom's keywords use it too
+from ..base import ClassPropertyType, attr_string, classproperty
 
 __all__ = ["NameManager", "Prefix", "AttrScope", "HIDDEN_KEYS", "attr_string", "parse_attr"]
 
@@ -36,18 +37,30 @@ def _current(slot: str, make: Callable[[], _S]) -> _S:
 _T = TypeVar("_T", bound="_ThreadScope")
 
 
-class _ThreadScope:
-    """``with scope:`` makes it this thread's current one (kept in ``_local.<_slot>``) until the end."""
+class _ThreadScope(metaclass=ClassPropertyType):
+    """``with scope:`` makes it this thread's current one (kept in ``_local.<_slot>``) until the end.
+
+    ``Cls.current`` is this thread's scope (a fresh one the first time); MXNet code also assigns
+    it (``AttrScope.current = AttrScope(...)``), which changes this thread's only.
+    """
 
     _slot = ""
     _old: Any = None
 
-    @staticmethod
-    def current() -> Any:
+    @classmethod
+    def _fresh(cls) -> Any:
         raise NotImplementedError
 
+    def _get_current(cls) -> Any:  # noqa: N805 - called with the class
+        return _current(cls._slot, cls._fresh)
+
+    def _set_current(cls, scope: Any) -> None:  # noqa: N805
+        setattr(_local, cls._slot, scope)
+
+    current = classproperty(_get_current, _set_current)
+
     def __enter__(self: _T) -> _T:
-        self._old = self.current()
+        self._old = type(self).current
         setattr(_local, self._slot, self)
         return self
 
@@ -70,9 +83,9 @@ class NameManager(_ThreadScope):
         self._counter[hint] = n + 1
         return f"{hint}{n}"
 
-    @staticmethod
-    def current() -> NameManager:
-        return _current(NameManager._slot, NameManager)
+    @classmethod
+    def _fresh(cls) -> NameManager:
+        return NameManager()
 
 
 class Prefix(NameManager):
@@ -108,12 +121,12 @@ class AttrScope(_ThreadScope):
         return out
 
     def __enter__(self) -> AttrScope:
-        self._attr = {**AttrScope.current()._attr, **self._attr}
+        self._attr = {**AttrScope.current._attr, **self._attr}
         return super().__enter__()
 
-    @staticmethod
-    def current() -> AttrScope:
-        return _current(AttrScope._slot, AttrScope)
+    @classmethod
+    def _fresh(cls) -> AttrScope:
+        return AttrScope()
 
 
 _CONSTANTS = {

@@ -380,10 +380,10 @@ def create(
         attrs[f"__{pk}__" if pk in HIDDEN_KEYS else pk] = attr_string(pv)
     if canon in ("Concat", "_rnn_param_concat", "Crop", "add_n", "stack") and "num_args" not in attrs:
         attrs["num_args"] = str(len(positional) + len(named))
-    scope_attrs = AttrScope.current().get(dict(attr) if attr else None)
+    scope_attrs = AttrScope.current.get(dict(attr) if attr else None)
     for sk, sv in scope_attrs.items():  # as in MXNet, scope and attr= override keyword attributes
         attrs[f"__{sk}__" if sk in HIDDEN_KEYS else sk] = sv
-    node_name = NameManager.current().get(name, (_hint or op_name).lower())
+    node_name = NameManager.current.get(name, (_hint or op_name).lower())
     parsed = {k: parse_attr(v) for k, v in attrs.items() if not k.startswith("__")}
     input_names = op.inputs(parsed) if op.inputs is not None else sig_names
     inputs: list[tuple[_Node, int]] = []
@@ -467,7 +467,7 @@ def Variable(
     its attributes (``__shape__``, ``__dtype__``, ``__init__``, ``__lr_mult__`` ...)."""
     if not isinstance(name, str):
         raise TypeError(f"Variable: name must be a str, got {type(name).__name__}")
-    attrs = AttrScope.current().get(dict(attr) if attr else None)
+    attrs = AttrScope.current.get(dict(attr) if attr else None)
     attrs = {f"__{k}__" if k in HIDDEN_KEYS else k: v for k, v in attrs.items()}
     if shape is not None:
         attrs["__shape__"] = attr_string(tuple(shape))
