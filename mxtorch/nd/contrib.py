@@ -1,7 +1,8 @@
 """``mx.nd.contrib``: MXNet's contributed operators that MXNet code reaches as ``mx.nd.contrib.<op>``.
 
 ``isinf``/``isfinite``/``isnan`` give 1/0 in the input's dtype (MXNet's comparison rule);
-``rand_zipfian`` draws classes from the log-uniform (Zipfian) distribution that candidate
+``boolean_mask`` keeps the rows whose index entry is non-zero (an output shape known only from the
+data); ``rand_zipfian`` draws classes from the log-uniform (Zipfian) distribution that candidate
 sampling uses, with the expected count of each class; ``allclose`` is MXNet's one-element test.
 """
 
@@ -17,7 +18,8 @@ from ._common import as_tensor, device_of, mx_operator
 
 Tensor = torch.Tensor
 
-__all__ = ["isinf", "isfinite", "isnan", "rand_zipfian", "allclose", "getnnz", "SparseEmbedding"]
+__all__ = ["isinf", "isfinite", "isnan", "rand_zipfian", "allclose", "getnnz", "SparseEmbedding",
+           "boolean_mask"]
 
 
 @mx_operator
@@ -103,3 +105,16 @@ def SparseEmbedding(data: Tensor, weight: Tensor, input_dim: int | None = None, 
     from ._nn import Embedding
 
     return Embedding(data, weight, input_dim, output_dim, dtype, sparse_grad=True)
+
+
+@mx_operator
+def boolean_mask(data: Tensor, index: Tensor, axis: int = 0) -> Tensor:
+    """The rows of ``data`` (slices along axis 0, the only axis MXNet 1.9 takes) whose entry in the
+    1-D ``index`` is non-zero, in order; their gradient flows back to those rows, zeros elsewhere."""
+    if axis != 0:
+        raise ValueError(f"boolean_mask: only axis=0 is supported (as in MXNet), got axis={axis}")
+    index = as_tensor(index)
+    if data.dim() < 1 or index.dim() != 1 or index.shape[0] != data.shape[0]:
+        raise ValueError(f"boolean_mask: index must be 1-D with one entry per row of data; got index shape "
+                         f"{tuple(index.shape)} for data shape {tuple(data.shape)}")
+    return data[index.to(data.device) != 0]
