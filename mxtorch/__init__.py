@@ -75,6 +75,7 @@ _SUBMODULES = {
     "viz": "mxtorch.viz",
     "name": "mxtorch.symbol._scope",
     "attribute": "mxtorch.symbol._scope",
+    "engine": "mxtorch.engine",
     "base": "mxtorch.base",
     "io": "mxtorch.io",
     "parallel": "mxtorch.parallel",

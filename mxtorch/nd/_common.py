@@ -14,14 +14,23 @@ import torch
 
 from .._dtype import to_torch_dtype
 from .._recording import is_training  # autograd's train mode, kept below the operators
-from ..context import Context, as_context, context_of
+from ..base import MXNetError
+from ..context import Context, as_context, context_of, num_gpus
 
 Shape = int | Sequence[int]
 
 
 def device_of(ctx: Context | str | torch.device | None) -> torch.device:
-    """The torch device for ``ctx`` (None means the current context)."""
-    return as_context(ctx).torch_device
+    """The torch device for ``ctx`` (None means the current context).
+
+    A GPU context on a machine without that CUDA device is refused with MXNetError, as MXNet's
+    CPU build refuses to run an operator there (code catching ``mx.MXNetError`` skips the GPU).
+    """
+    c = as_context(ctx)
+    if c.device_type == "gpu" and c.device_id >= num_gpus():
+        raise MXNetError(f"{c} was asked for but this machine has {num_gpus()} CUDA device(s): "
+                         "use mx.cpu(), or check mx.context.num_gpus() first")
+    return c.torch_device
 
 
 def dtype_of(dtype: Any, default: torch.dtype | None = torch.float32) -> torch.dtype:
