@@ -17,6 +17,7 @@ import numpy as np
 import torch
 
 from ._dtype import to_torch_dtype
+from ._sparse_grads import dense_leaf, write_gradient
 from .base import MXNetError
 from .context import Context, current_context
 from .symbol._infer import infer_node_shapes, infer_shape, infer_type
@@ -379,7 +380,8 @@ class Executor:
                 # integer arguments have no gradient in torch: their gradient arrays get zeros
                 arg = self.arg_arrays[i]
                 if req != "null" and (arg.is_floating_point() or arg.is_complex()):
-                    leaf = arg.detach().requires_grad_(True)
+                    sparse_arg = arg.layout != torch.strided
+                    leaf = dense_leaf(arg) if sparse_arg else arg.detach().requires_grad_(True)
                     vals[i] = leaf
                     self._leaves.append((i, leaf))
         self._roots = {}
@@ -458,7 +460,9 @@ class Executor:
             for (i, _), g in zip(self._leaves, res, strict=True):
                 dst = garrays[i]
                 assert dst is not None
-                if reqs[i] == "write":
+                if dst.layout != torch.strided or (g is not None and g.layout != torch.strided):
+                    write_gradient(dst, g, reqs[i])
+                elif reqs[i] == "write":
                     if g is None:
                         dst.zero_()
                     elif not _adopt(dst, g, taken):
@@ -467,7 +471,8 @@ class Executor:
                     dst.add_(g)
             for i, req in enumerate(reqs):
                 dst = garrays[i]
-                if req == "write" and dst is not None and not (dst.is_floating_point() or dst.is_complex()):
+                if (req == "write" and dst is not None and dst.layout == torch.strided
+                        and not (dst.is_floating_point() or dst.is_complex())):
                     dst.zero_()
         self._leaves = []
         self._roots = {}

@@ -492,8 +492,26 @@ def _tostype(x: torch.Tensor, stype: str) -> torch.Tensor:
 
 
 def cast_storage(data: torch.Tensor, stype: str) -> torch.Tensor:
-    """MXNet's ``nd.cast_storage(data, stype)``: :func:`tostype` under the operator's name."""
+    """MXNet's ``nd.cast_storage(data, stype)``: :func:`tostype` under the operator's name.
+
+    Recorded, it passes the gradient through unchanged (as dense values), as MXNet's operator does."""
+    if data.requires_grad and torch.is_grad_enabled():
+        return _CastStorage.apply(data, stype)  # type: ignore[no-any-return]
     return tostype(data, stype)
+
+
+class _CastStorage(torch.autograd.Function):
+    """tostype in the autograd graph: the identity on values, whatever the storage types."""
+
+    @staticmethod
+    def forward(ctx: Any, data: torch.Tensor, stype: str) -> torch.Tensor:  # type: ignore[override]
+        ctx.dense = data.layout == torch.strided
+        out = _tostype(data.detach(), stype)
+        return out.clone() if out is data or out.layout == torch.strided and out._base is not None else out
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None]:  # type: ignore[override]
+        return (grad.to_dense() if ctx.dense and grad.layout != torch.strided else grad), None
 
 
 # ---- accessors -----------------------------------------------------------------------------

@@ -101,7 +101,8 @@ def dot(lhs: torch.Tensor, rhs: torch.Tensor, transpose_a: bool = False, transpo
     """Matrix product with sparse operands, with MXNet's result storage types:
 
     * ``dot(csr, dense) = dense``, ``dot(csr.T, dense) = row_sparse`` (``transpose_a=True``),
-    * ``dot(csr, row_sparse) = dense``, ``dot(row_sparse, dense) = dense``,
+    * ``dot(csr, row_sparse) = dense``, ``dot(csr.T, row_sparse) = row_sparse``,
+      ``dot(row_sparse, dense) = dense``,
     * ``dot(dense, csr) = dense``, ``dot(dense, dense) = dense``.
 
     ``forward_stype`` converts the result (e.g. 'default').  A sparse ``rhs`` cannot be
@@ -122,9 +123,12 @@ def dot(lhs: torch.Tensor, rhs: torch.Tensor, transpose_a: bool = False, transpo
             raise ValueError(_dot_shapes(lhs, r, transpose_a))
         out = _csr_t_dot(lhs, r) if transpose_a else torch.sparse.mm(lhs, r)
     elif ls == "csr" and rs == "row_sparse":
-        if transpose_a:
-            raise ValueError("dot: transpose_a with a csr lhs needs a dense rhs")
-        out = _csr_dot_rsp(lhs, r)
+        if transpose_a:  # csr.T @ rsp = row_sparse (MXNet's result); the rhs rows are few
+            if r.dim() != 2 or r.shape[0] != lhs.shape[0]:
+                raise ValueError(_dot_shapes(lhs, r, transpose_a))
+            out = _csr_t_dot(lhs, tostype(r, "default"))
+        else:
+            out = _csr_dot_rsp(lhs, r)
     elif ls == "row_sparse" and rs == "default":
         if transpose_a or lhs.dim() != 2:
             raise ValueError("dot: a row_sparse lhs must be 2-D and not transposed")

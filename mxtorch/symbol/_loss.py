@@ -70,7 +70,8 @@ class _SoftmaxOutput(torch.autograd.Function):
             prob = torch.softmax(data, dim=-1)
         else:
             prob = torch.softmax(data.reshape(data.shape[0], -1), dim=-1).reshape(data.shape)
-        ctx.save_for_backward(prob, label)
+        # a sparse label is read by its values (MXNet's storage fallback)
+        ctx.save_for_backward(prob, label if label.layout == torch.strided else label.to_dense())
         ctx.opts = opts
         return prob
 
@@ -87,6 +88,11 @@ class _SoftmaxOutput(torch.autograd.Function):
             p = prob.reshape(-1, prob.shape[-1])
         else:
             p = prob.reshape(prob.shape[0], -1)
+        if label.shape == prob.shape:
+            # a label of the data's shape holds class probabilities: the gradient is prob - label
+            # (MXNet's rule; no normalization)
+            grad = (p - label.reshape(p.shape).to(p.dtype)) * float(o.get("grad_scale", 1.0))
+            return grad.reshape(prob.shape) * (prob if bool(o.get("out_grad", False)) else 1), None, None
         lab = label.reshape(-1).to(torch.long)
         if lab.numel() != p.shape[0]:
             raise ValueError(
