@@ -1,7 +1,8 @@
 """Contributed extensions outside MXNet 1.x's core API (``mxtorch.contrib.pruning``), and MXNet's
 ``mx.contrib`` modules (``mxtorch.contrib.autograd``: the first autograd API;
 ``mxtorch.contrib.tensorboard``: LogMetricsCallback and a SummaryWriter taking NDArrays;
-``mxtorch.contrib.amp``: MXNet 1.x's place of ``mx.amp``).
+``mxtorch.contrib.amp``: MXNet 1.x's place of ``mx.amp``; ``mxtorch.contrib.text``: vocabularies
+and token embeddings).
 
 Submodules load on first use: ``mx.contrib.autograd`` or ``from mxtorch.contrib import pruning``.
 """
@@ -11,7 +12,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-__all__ = ["pruning", "autograd", "tensorboard", "amp"]
+__all__ = ["pruning", "autograd", "tensorboard", "amp", "text"]
 
 
 def __getattr__(name: str) -> Any:
