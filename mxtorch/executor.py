@@ -20,6 +20,7 @@ from ._dtype import to_torch_dtype
 from ._sparse_grads import dense_leaf, write_gradient
 from .base import MXNetError
 from .context import Context, current_context
+from .nd._ndarray_type import new_ndarray, plain
 from .symbol._infer import infer_node_shapes, infer_shape, infer_type
 from .symbol._loss import plain_options, softmax_output_head
 from .symbol._ops import SOFTMAX_OPTIONS
@@ -46,7 +47,7 @@ def _as_tensor(v: Any, device: torch.device, what: str) -> torch.Tensor:
     if isinstance(v, torch.Tensor):
         return v if v.device == device else v.to(device)
     if isinstance(v, np.ndarray):
-        return torch.as_tensor(v, device=device)
+        return new_ndarray(torch.as_tensor(v, device=device))
     raise TypeError(f"{what} must be an NDArray (torch.Tensor) or numpy array, got {type(v).__name__}")
 
 
@@ -313,7 +314,7 @@ class Executor:
         self._heads: list[torch.Tensor] = []
         self._roots: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
         self._leaves: list[tuple[int, torch.Tensor]] = []
-        self.outputs: list[torch.Tensor] = []
+        self._outputs: list[torch.Tensor] | None = None  # None: not run yet (zeros on first read)
         self._monitor: Callable[[str, torch.Tensor], None] | None = None
         self._default_head_grads: dict[int, torch.Tensor] = {}
         # the is_train of the last forward that did not record for backward (None: none since)
@@ -343,6 +344,18 @@ class Executor:
         return dict(zip(self._aux_names, self.aux_arrays, strict=True))
 
     @property
+    def outputs(self) -> list[torch.Tensor]:
+        """The outputs of the last forward (NDArrays); before the first, zeros of the inferred
+        shapes and types, as MXNet allocates them at bind."""
+        if self._outputs is None:
+            self._outputs = self._zero_outputs()
+        return self._outputs
+
+    @outputs.setter
+    def outputs(self, value: list[torch.Tensor]) -> None:
+        self._outputs = value
+
+    @property
     def output_dict(self) -> dict[str, torch.Tensor]:
         return dict(zip(self._output_names, self.outputs, strict=True))
 
@@ -370,15 +383,16 @@ class Executor:
         plan = self._plan
         vals: list[Any] = [None] * plan.nslots
         nargs = len(self.arg_arrays)
-        vals[:nargs] = self.arg_arrays
-        vals[nargs : nargs + len(self.aux_arrays)] = self.aux_arrays
+        # the graph's operators run on plain tensors (torch's methods, no NDArray dispatch per op)
+        vals[:nargs] = [plain(a) for a in self.arg_arrays]
+        vals[nargs : nargs + len(self.aux_arrays)] = [plain(a) for a in self.aux_arrays]
         self._leaves = []
         self._unrecorded = None if record else is_train
         self._recorded = record
         if record:
             for i, req in enumerate(self._reqs):
                 # integer arguments have no gradient in torch: their gradient arrays get zeros
-                arg = self.arg_arrays[i]
+                arg = vals[i]
                 if req != "null" and (arg.is_floating_point() or arg.is_complex()):
                     sparse_arg = arg.layout != torch.strided
                     leaf = dense_leaf(arg) if sparse_arg else arg.detach().requires_grad_(True)
@@ -388,7 +402,7 @@ class Executor:
         with torch.set_grad_enabled(bool(self._leaves)):
             plan.run(vals, bool(is_train), self._roots if self._leaves else None)
         self._heads = [vals[s] for s in plan.heads]
-        self.outputs = [h.detach() for h in self._heads]
+        self.outputs = [new_ndarray(h.detach()) for h in self._heads]
         if self._out_buffers is not None:
             with torch.no_grad():
                 for buf, out in zip(self._out_buffers, self.outputs, strict=True):
@@ -565,21 +579,25 @@ class Executor:
         if out_shapes is None:
             return None
         if not self.outputs:
-            shapes = dict(zip(self._arg_names, (tuple(a.shape) for a in self.arg_arrays), strict=True))
-            _, mine, _ = infer_shape(self._symbol, (), shapes, partial=False)
-            types = infer_type(self._symbol, (), {n: a.dtype for n, a in zip(self._arg_names, self.arg_arrays,
-                                                                         strict=True)})[1]
-            if mine is None:
-                return None
-            device = self.arg_arrays[0].device if self.arg_arrays else _device(self._ctx)
-            self.outputs = [torch.zeros(sh, dtype=to_torch_dtype(t), device=device)
-                            for sh, t in zip(mine, types, strict=True)]
+            return None
         views = []
         for out, shape in zip(self.outputs, out_shapes, strict=True):
             if out.numel() < int(np.prod(shape)) or not out.is_contiguous():
                 return None
             views.append(_first_elements(out, tuple(shape)))
         return views
+
+    def _zero_outputs(self) -> list[torch.Tensor]:
+        """Zero NDArrays of the outputs' inferred shapes and types ([] where shapes are unknown)."""
+        shapes = dict(zip(self._arg_names, (tuple(a.shape) for a in self.arg_arrays), strict=True))
+        _, mine, _ = infer_shape(self._symbol, (), shapes, partial=False)
+        if mine is None:
+            return []
+        types = infer_type(self._symbol, (), {n: a.dtype for n, a in zip(self._arg_names, self.arg_arrays,
+                                                                     strict=True)})[1]
+        device = self.arg_arrays[0].device if self.arg_arrays else _device(self._ctx)
+        return [new_ndarray(torch.zeros(sh, dtype=to_torch_dtype(t), device=device))
+                for sh, t in zip(mine, types, strict=True)]
 
     def get_optimized_symbol(self) -> Graph:
         """The bound graph after MXNet's graph passes (common-subexpression elimination unless
@@ -658,7 +676,7 @@ def simple_bind(
 
     def new_array(n: str, shape: tuple[int, ...], dt: torch.dtype) -> torch.Tensor:
         where = placed.get(n)  # an argument of a ctx_group lives on that group's context
-        t = torch.zeros(shape, dtype=dt, device=device if where is None else where.torch_device)
+        t = new_ndarray(torch.zeros(shape, dtype=dt, device=device if where is None else where.torch_device))
         if where is not None:
             t._mx_ctx = where  # type: ignore[attr-defined]
         return t
@@ -673,7 +691,7 @@ def simple_bind(
         else:
             grads.append(g if g is not None and tuple(g.shape) == shape else new_array(n, shape, dt))
     aux = [
-        torch.zeros(var_shapes[n], dtype=to_torch_dtype(t), device=device)
+        new_ndarray(torch.zeros(var_shapes[n], dtype=to_torch_dtype(t), device=device))
         for n, t in zip(aux_names, aux_types, strict=True)
     ]
     return Executor(symbol, ctx, args, grads, reqs, aux, group2ctx)

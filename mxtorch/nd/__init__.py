@@ -66,12 +66,13 @@ from .sparse import cast_storage  # MXNet's operator of mx.nd (storage type conv
 __all__ = [
     "NDArray", "ndarray", "random", "sparse", "from_dlpack", "histogram", "moveaxis", "onehot_encode",
     "true_divide", "to_dlpack_for_read", "to_dlpack_for_write", "contrib", "CachedOp", "cast_storage",
-    *sorted(_SAMPLER_ALIASES),
+    *sorted(_SAMPLER_ALIASES), *sorted(linalg.TOP_LEVEL),
 ] + [
     n for n in (*_creation.__all__, *_ctc.__all__, *_io.__all__, *_nn.__all__, *_ops.__all__,
                 *_legacy.__all__, *_random_pdf.__all__, *_update_ops.__all__) if n != "infer_reshape"
 ]
 globals().update(_SAMPLER_ALIASES)
+globals().update(linalg.TOP_LEVEL)  # mx.nd.linalg_gemm ...: the mx.nd.linalg operators
 
 _OPERATORS = (*_ops.__all__, *_nn.__all__, *_ctc.__all__, *_legacy.__all__, *_random_pdf.__all__, "cast",
               "Cast", "zeros_like", "ones_like", "full_like")

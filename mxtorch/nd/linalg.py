@@ -10,13 +10,15 @@ entry positive).
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from ..base import MXNetError
 
 __all__ = [
     "gemm", "gemm2", "potrf", "potri", "trmm", "trsm", "sumlogdiag", "syrk", "gelqf", "syevd",
-    "inverse", "det", "slogdet", "extractdiag", "makediag",
+    "inverse", "det", "slogdet", "extractdiag", "makediag", "extracttrian", "maketrian",
 ]
 
 
@@ -130,3 +132,38 @@ def extractdiag(A: torch.Tensor, offset: int = 0) -> torch.Tensor:  # noqa: N803
 def makediag(A: torch.Tensor, offset: int = 0) -> torch.Tensor:  # noqa: N803
     """Square matrices with the vectors of A on diagonal ``offset``, zeros elsewhere."""
     return torch.diag_embed(A, offset=offset)
+
+
+def _triangle_indices(m: int, offset: int, lower: bool) -> torch.Tensor:
+    # row-major positions of the triangle: upper above diagonal offset > 0, lower below offset < 0,
+    # and on offset 0 the triangle ``lower`` names (MXNet's rule)
+    if offset > 0 or (offset == 0 and not lower):
+        return torch.triu_indices(m, m, offset)
+    return torch.tril_indices(m, m, offset)
+
+
+def extracttrian(A: torch.Tensor, offset: int = 0, lower: bool = True) -> torch.Tensor:  # noqa: N803
+    """The entries of each square matrix's triangle (see ``_triangle_indices``), row by row, as a vector."""
+    if A.dim() < 2 or A.shape[-1] != A.shape[-2]:
+        raise MXNetError(f"extracttrian: A must hold square matrices, got shape {tuple(A.shape)}")
+    rows, cols = _triangle_indices(int(A.shape[-1]), int(offset), bool(lower)).to(A.device)
+    return A[..., rows, cols]
+
+
+def maketrian(A: torch.Tensor, offset: int = 0, lower: bool = True) -> torch.Tensor:  # noqa: N803
+    """The inverse of :func:`extracttrian`: square matrices with the vectors of A in that triangle,
+    zeros elsewhere (|offset| more rows and columns than the triangle's own size)."""
+    count = int(A.shape[-1]) if A.dim() else 0
+    n = (math.isqrt(8 * count + 1) - 1) // 2
+    if A.dim() < 1 or n * (n + 1) // 2 != count or count == 0:
+        raise MXNetError(f"maketrian: the last axis of A must have a triangular number of entries, "
+                         f"got shape {tuple(A.shape)}")
+    m = n + abs(int(offset))
+    rows, cols = _triangle_indices(m, int(offset), bool(lower)).to(A.device)
+    out = A.new_zeros((*A.shape[:-1], m, m))
+    out[..., rows, cols] = A
+    return out
+
+
+# MXNet's mx.nd.linalg_<op> names of the same operators (the graph files call them _linalg_<op>)
+TOP_LEVEL = {f"linalg_{name}": globals()[name] for name in __all__}

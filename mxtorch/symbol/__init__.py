@@ -29,8 +29,8 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    # MXNet's internal operators by graph name; the namespaces mx.sym.random / contrib / sparse
-    if name in ("_internal", "random", "contrib", "sparse"):
+    # MXNet's internal operators by graph name; the namespaces mx.sym.random / contrib / sparse / linalg
+    if name in ("_internal", "random", "contrib", "sparse", "linalg"):
         import importlib
 
         return importlib.import_module(f"{__name__}.{name}")

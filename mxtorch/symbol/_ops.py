@@ -33,7 +33,7 @@ from ._opdef import one_output as _one
 Tensor = torch.Tensor
 Shape = tuple[int, ...]
 
-__all__ = ["OpDef", "get_op", "has_op", "canonical_name", "op_names"]
+__all__ = ["OpDef", "get_op", "has_op", "canonical_name", "op_names", "required_inputs"]
 
 
 def _always(names: Sequence[str]) -> Callable[[dict[str, Any]], list[str]]:
@@ -453,7 +453,10 @@ _ND_NAMES = {
     "_ones": "ones",
     "_full": "full",
     "_arange": "arange",
+    # MXNet's graph files call the linear-algebra operators _linalg_<op>; mx.nd has linalg_<op>
+    **{f"_{name}": name for name in nd.linalg.TOP_LEVEL},
 }
+_ALIASES.update({name: f"_{name}" for name in nd.linalg.TOP_LEVEL})
 _NOT_OPS = {
     "save",
     "load",
@@ -561,7 +564,8 @@ def _unconfigured_custom(ins: list[Any], a: dict[str, Any], t: bool) -> Any:
 _add(OpDef("Custom", _unconfigured_custom, None))
 
 
-_MULTI_OUTPUTS = {"SliceChannel": _split_outputs, "topk": _topk_outputs}
+_MULTI_OUTPUTS = {"SliceChannel": _split_outputs, "topk": _topk_outputs,
+                  **{f"_linalg_{n}": _always(["output0", "output1"]) for n in ("gelqf", "syevd", "slogdet")}}
 
 
 @functools.cache
@@ -602,3 +606,15 @@ def signature_names(name: str) -> list[str] | None:
     if any(p.kind == p.VAR_POSITIONAL for p in params):
         return None
     return [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+
+
+@functools.cache
+def required_inputs(name: str) -> frozenset[str]:
+    """The parameters of the mx.nd function behind operator ``name`` that have no default (its
+    array inputs; a symbol call that leaves one out gets a new variable for it)."""
+    fn = _nd_function(name)
+    if fn is None:
+        return frozenset()
+    params = inspect.signature(fn).parameters.values()
+    return frozenset(p.name for p in params
+                     if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty)

@@ -396,6 +396,7 @@ def create(
         if unknown:
             raise TypeError(f"{op_name}: unknown input(s) {sorted(unknown)}; its inputs are {input_names}")
         pos = iter(positional)
+        required = _ops.required_inputs(op_name) if op.inputs is None else frozenset()
         creates = op.inputs is not None and op.param_shapes is not None
         for i, nm in enumerate(input_names):
             if nm in named:
@@ -409,6 +410,9 @@ def create(
                 if nm in op.aux_init:
                     var_attrs["__init__"] = op.aux_init[nm]
                 inputs.append((_Node(None, f"{node_name}_{nm}", var_attrs, []), 0))
+            elif nm in required and nm not in params:
+                # an array input the operator cannot do without: a new variable, as in MXNet
+                inputs.append((_Node(None, f"{node_name}_{nm}", {}, []), 0))
             else:
                 later = [m for m in input_names[i + 1 :] if m in named]
                 if later or op.inputs is not None:

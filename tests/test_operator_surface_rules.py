@@ -1,0 +1,65 @@
+"""MXNet operator-surface rules that MXNet's operator tests lean on (hand computations and the
+examples of MXNet's API reference): executor arrays are NDArrays with outputs allocated at bind, a
+symbol operator called without an array input makes a variable for it, and mx.sym.linalg."""
+
+import numpy as np
+import pytest
+import torch
+
+import mxtorch as mx
+
+
+def test_simple_bind_arrays_take_numpy_values_and_outputs_exist_before_forward():
+    data = mx.sym.Variable("data")
+    exe = mx.sym.SliceChannel(data, num_outputs=2, axis=1).simple_bind(mx.cpu(), data=(2, 4))
+    # MXNet allocates the outputs at bind: zeros of the inferred shapes
+    assert [tuple(o.shape) for o in exe.outputs] == [(2, 2), (2, 2)]
+    assert all(float(o.abs().sum()) == 0.0 for o in exe.outputs)
+    exe.arg_dict["data"][:] = np.arange(8, dtype=np.float32).reshape(2, 4)  # an NDArray takes numpy
+    exe.grad_dict["data"][:] = np.ones((2, 4), dtype=np.float32)
+    outs = exe.forward(is_train=False)
+    assert outs[1].asnumpy().tolist() == [[2.0, 3.0], [6.0, 7.0]]
+    assert isinstance(outs[0], mx.nd.NDArray) and type(outs[0]) is type(exe.arg_dict["data"])
+
+
+def test_symbol_operator_without_its_array_inputs_makes_variables():
+    assert mx.sym.softmin(axis=1).list_arguments() == ["softmin0_data"]
+    assert mx.sym.broadcast_add().list_arguments() == ["broadcast_add0_lhs", "broadcast_add0_rhs"]
+    # a parameter given as a keyword is an attribute, not a new variable
+    assert mx.sym.slice_axis(axis=0, begin=0, end=1).list_arguments() == ["slice_axis0_data"]
+    sym = mx.sym.softmin(axis=-1)
+    out = sym.bind(mx.cpu(), {"softmin1_data": mx.nd.array([[0.0, np.log(3.0)]])}).forward()[0]
+    # softmin(x) = softmax(-x): exp(0) / (1 + 1/3) = 0.75
+    np.testing.assert_allclose(out.asnumpy(), [[0.75, 0.25]], rtol=1e-6)
+
+
+def test_sym_linalg_gemm2_and_two_output_gelqf():
+    a, b = mx.sym.Variable("a"), mx.sym.Variable("b")
+    prod = mx.sym.linalg.gemm2(a, b, transpose_b=True, alpha=2.0)
+    assert prod.list_arguments() == ["a", "b"]
+    A = np.array([[1.0, 2.0], [3.0, 4.0]], dtype=np.float32)
+    B = np.array([[1.0, 0.0], [1.0, 1.0]], dtype=np.float32)
+    out = prod.bind(mx.cpu(), {"a": mx.nd.array(A), "b": mx.nd.array(B)}).forward()[0]
+    assert out.asnumpy().tolist() == [[2.0, 6.0], [6.0, 14.0]]  # 2 * A @ B.T
+    q_l = mx.sym.linalg.gelqf(a)
+    assert q_l.list_outputs() == ["gelqf0_output0", "gelqf0_output1"]
+    q, lower = q_l.bind(mx.cpu(), {"a": mx.nd.array(A)}).forward()
+    np.testing.assert_allclose((lower.asnumpy() @ q.asnumpy()), A, rtol=1e-5, atol=1e-5)
+    assert mx.sym.linalg_gemm2(a, b).tojson().count('"_linalg_gemm2"') == 1  # MXNet's graph name
+
+
+def test_extracttrian_and_maketrian_follow_mxnets_examples():
+    A = mx.nd.array([[1.0, 2.0], [3.0, 4.0]])
+    assert mx.nd.linalg.extracttrian(A).asnumpy().tolist() == [1.0, 3.0, 4.0]
+    assert mx.nd.linalg.extracttrian(A, lower=False).asnumpy().tolist() == [1.0, 2.0, 4.0]
+    assert mx.nd.linalg.extracttrian(A, 1).asnumpy().tolist() == [2.0]
+    assert mx.nd.linalg.extracttrian(A, -1).asnumpy().tolist() == [3.0]
+    v = mx.nd.array([1.0, 2.0, 3.0])
+    assert mx.nd.linalg.maketrian(v).asnumpy().tolist() == [[1.0, 0.0], [2.0, 3.0]]
+    assert mx.nd.linalg.maketrian(v, offset=1).asnumpy().tolist() == [
+        [0.0, 1.0, 2.0], [0.0, 0.0, 3.0], [0.0, 0.0, 0.0]]
+    assert mx.nd.linalg_maketrian(v, offset=-1).asnumpy().tolist() == [
+        [0.0, 0.0, 0.0], [1.0, 0.0, 0.0], [2.0, 3.0, 0.0]]
+    x = torch.tensor([1.0, 2.0, 3.0, 4.0], requires_grad=True)
+    with pytest.raises(mx.base.MXNetError, match="triangular number"):
+        mx.nd.linalg.maketrian(x)
