@@ -41,6 +41,11 @@ class Layer:
     name: str
     seconds: float
     grads: tuple[int, ...]
+    rows: tuple[int, ...] = ()  # each gradient's matrix rows (its first dimension; 0: a vector)
+    act: int = 0  # elements of the layer's forward output for the batch (what a pipeline cut sends)
+
+    def matrix_rows(self, i: int) -> int:
+        return self.rows[i] if i < len(self.rows) else 0
 
 
 @dataclass(frozen=True)
@@ -66,16 +71,20 @@ class Replay:
 
 
 # ---- the models -----------------------------------------------------------------------------------
-def _from_forward_flops(name: str, entries: Sequence[tuple[str, float, tuple[int, ...]]], flops: float,
-                        batch: str) -> Replay:
-    """``entries``: (name, forward FLOPs of the batch, gradients) in forward order; backward = 2 x forward."""
-    layers = tuple(Layer(n, 2.0 * f / flops, g) for n, f, g in reversed(entries))
-    return Replay(name, sum(f for _, f, _ in entries) / flops, layers, batch)
+Entry = tuple[str, float, tuple[int, ...], tuple[int, ...], int]
+"""(name, forward FLOPs, gradient sizes, gradient rows, output elements) of one layer."""
 
 
-def resnet50_entries() -> list[tuple[str, float, tuple[int, ...]]]:
+def _from_forward_flops(name: str, entries: Sequence[Entry], flops: float, batch: str) -> Replay:
+    """``entries`` in forward order, FLOPs and outputs of the batch; backward = 2 x forward."""
+    layers = tuple(Layer(n, 2.0 * f / flops, g, r, a) for n, f, g, r, a in reversed(entries))
+    return Replay(name, sum(e[1] for e in entries) / flops, layers, batch)
+
+
+def resnet50_entries() -> list[Entry]:
     """resnet50_v1 of the model zoo (no weights), one 224x224 image: each parameterised layer's
-    forward FLOPs (2 per multiply-add) and gradient sizes, in the order the forward runs them."""
+    forward FLOPs (2 per multiply-add), gradient sizes and rows and output size, in the order the
+    forward runs them."""
     import torch
 
     import mxtorch as mx
@@ -84,7 +93,7 @@ def resnet50_entries() -> list[tuple[str, float, tuple[int, ...]]]:
     net.initialize()
     with torch.no_grad():
         net(torch.zeros(1, 3, 224, 224))  # deferred initialisation: the layers get their parameters
-    entries: list[tuple[str, float, tuple[int, ...]]] = []
+    entries: list[Entry] = []
 
     def hook(module: torch.nn.Module, _inputs: object, output: torch.Tensor) -> None:
         params = [p for p in module.parameters(recurse=False) if p.requires_grad]
@@ -93,7 +102,8 @@ def resnet50_entries() -> list[tuple[str, float, tuple[int, ...]]]:
             flops = 2.0 * weight.numel() * output.numel() / weight.shape[0]
         else:  # batch norm: a handful of operations per element
             flops = 4.0 * output.numel()
-        entries.append((type(module).__name__, flops, tuple(p.numel() for p in params)))
+        entries.append((type(module).__name__, flops, tuple(p.numel() for p in params),
+                        tuple(p.shape[0] if p.dim() >= 2 else 0 for p in params), output.numel()))
 
     handles = [m.register_forward_hook(hook) for m in net.modules()
                if any(True for _ in m.parameters(recurse=False))]
@@ -104,11 +114,10 @@ def resnet50_entries() -> list[tuple[str, float, tuple[int, ...]]]:
     return entries
 
 
-def resnet50(batch: int, flops: float, entries: Sequence[tuple[str, float, tuple[int, ...]]] | None = None
-             ) -> Replay:
+def resnet50(batch: int, flops: float, entries: Sequence[Entry] | None = None) -> Replay:
     per_image = resnet50_entries() if entries is None else entries
-    return _from_forward_flops("resnet50_v1", [(n, f * batch, g) for n, f, g in per_image], flops,
-                               f"{batch} images 224x224")
+    batched = [(n, f * batch, g, r, a * batch) for n, f, g, r, a in per_image]
+    return _from_forward_flops("resnet50_v1", batched, flops, f"{batch} images 224x224")
 
 
 def transformer(batch: int, flops: float, layers: int = 24, d: int = 1024, seq: int = 1024,
@@ -117,21 +126,21 @@ def transformer(batch: int, flops: float, layers: int = 24, d: int = 1024, seq: 
     ``batch`` sequences of ``seq`` tokens; matmul FLOPs 2 per multiply-add, attention scores included."""
     tokens = batch * seq
     attn_scores = 4.0 * tokens * seq * d  # QK^T and AV of a layer (causal masking not discounted)
-    entries: list[tuple[str, float, tuple[int, ...]]] = []
-    for i in range(layers):
+    entries: list[Entry] = []
+    for i in range(layers):  # weights (out, in) as torch's Linear keeps them
         entries += [
-            (f"ln1.{i}", 5.0 * tokens * d, (d, d)),
-            (f"qkv.{i}", 2.0 * tokens * d * 3 * d + attn_scores, (3 * d * d, 3 * d)),
-            (f"proj.{i}", 2.0 * tokens * d * d, (d * d, d)),
-            (f"ln2.{i}", 5.0 * tokens * d, (d, d)),
-            (f"fc1.{i}", 2.0 * tokens * d * 4 * d, (4 * d * d, 4 * d)),
-            (f"fc2.{i}", 2.0 * tokens * 4 * d * d, (4 * d * d, d)),
+            (f"ln1.{i}", 5.0 * tokens * d, (d, d), (0, 0), tokens * d),
+            (f"qkv.{i}", 2.0 * tokens * d * 3 * d + attn_scores, (3 * d * d, 3 * d), (3 * d, 0), tokens * d),
+            (f"proj.{i}", 2.0 * tokens * d * d, (d * d, d), (d, 0), tokens * d),
+            (f"ln2.{i}", 5.0 * tokens * d, (d, d), (0, 0), tokens * d),
+            (f"fc1.{i}", 2.0 * tokens * d * 4 * d, (4 * d * d, 4 * d), (4 * d, 0), tokens * 4 * d),
+            (f"fc2.{i}", 2.0 * tokens * 4 * d * d, (4 * d * d, d), (d, 0), tokens * d),
         ]
-    entries.append(("ln_f", 5.0 * tokens * d, (d, d)))
+    entries.append(("ln_f", 5.0 * tokens * d, (d, d), (0, 0), tokens * d))
     # the tied output projection runs first in the backward, but the embedding's gradient (it and
     # the token lookup's) is complete only at the very end, with the position embedding
-    entries.insert(0, ("embedding", 0.0, (vocab * d, seq * d)))
-    entries.append(("lm_head (tied)", 2.0 * tokens * d * vocab, ()))
+    entries.insert(0, ("embedding", 0.0, (vocab * d, seq * d), (vocab, seq), tokens * d))
+    entries.append(("lm_head (tied)", 2.0 * tokens * d * vocab, (), (), tokens * vocab))
     return _from_forward_flops(f"transformer {layers}x{d}", entries, flops, f"{batch} x {seq} tokens")
 
 
@@ -220,6 +229,222 @@ def predict_ps(replay: Replay, n: int, servers: int, alpha: float, beta: float,
     last = replay.layers[-1]  # its pull follows its push: one round trip (alpha) for each
     pulled = pushed + sum(last.grads) * FP32 * slow / beta + 2 * alpha
     return max(replay.compute_s, pulled)
+
+
+# ---- more of gloo's collectives (its algorithms, read from gloo's source) ----------------------------
+def broadcast_s(nbytes: float, n: int, alpha: float, beta: float) -> float:
+    """gloo's broadcast: a binomial tree, the root sends the whole buffer ceil(log2 n) times."""
+    if n < 2:
+        return 0.0
+    return math.ceil(math.log2(n)) * (nbytes / beta + alpha)
+
+
+def reduce_s(nbytes: float, n: int, alpha: float, beta: float, scale: int = 1) -> float:
+    """gloo's reduce: a ring pass of segments (two in flight; 2n segments of at most 1 MiB, the last
+    two not sent), then the root receives every other rank's chunk.  ``scale``: the bytes gloo
+    sees are ``nbytes / scale`` (the segment count follows them)."""
+    if n < 2:
+        return 0.0
+    seen = max(FP32, nbytes / scale)
+    segment = min(math.ceil(seen / (2 * n)), 1 << 20)
+    segments = -(-max(math.ceil(seen / segment), 2 * n) // n) * n
+    ring = min(seen, (segments - 2) * segment) * scale
+    return (ring + (n - 1) / n * nbytes) / beta + 2 * (n - 1) * alpha
+
+
+# ---- ZeRO (mxtorch.gluon.ZeroTrainer's messages) -------------------------------------------------------
+def scaled_sizes(replay: Replay, scale: int) -> list[list[int]]:
+    """Each layer's gradient sizes as the replay holds them: ``scale`` x smaller, at least 1."""
+    return [[max(1, g // scale) for g in la.grads] for la in replay.layers]
+
+
+def zero_owner_bytes(replay: Replay, n: int, scale: int) -> list[int]:
+    """Bytes each rank owns (ZeroTrainer's rule: whole parameters, largest first to the least
+    loaded rank), of the scaled gradients, times ``scale`` (real bytes)."""
+    from mxtorch.gluon.zero_trainer import shard_owners
+
+    sizes = [g for gs in scaled_sizes(replay, scale) for g in gs]
+    load = [0] * n
+    for size, r in zip(sizes, shard_owners(sizes, n)):
+        load[r] += size * FP32 * scale
+    return load
+
+
+def zero_layer_bytes(replay: Replay, n: int, scale: int) -> list[int]:
+    """zero=3: each layer's all-gathered bytes (its parameters padded to n slices), real bytes."""
+    return [sum(-(-g // n) * n for g in gs) * FP32 * scale for gs in scaled_sizes(replay, scale)]
+
+
+def zero_collectives(replay: Replay, n: int, stage: int) -> int:
+    """How many blocking collectives a ZeroTrainer step runs (each waits for every rank)."""
+    if stage in (1, 2):
+        return (1 if stage == 1 else n) + n
+    return 2 * sum(1 for la in replay.layers if la.grads) + 2
+
+
+def predict_zero(replay: Replay, n: int, stage: int, alpha: float, beta: float, scale: int = 1,
+                 skew: float = 0.0) -> float:
+    """Step time of ZeroTrainer(zero=stage): everything after the backward, as the trainer sends it.
+
+    1: one all-reduce of every gradient, then each owner broadcasts its parameters (one
+    broadcast per owner, one after another); 2: a reduce onto each owner, then the broadcasts;
+    3: every layer all-gathers its parameters before its forward and again before its backward
+    (blocking; gloo's ring all-gather), then a tiny all-reduce (who has gradients) and one
+    reduce-scatter of them all, which torch's gloo backend runs as an all-reduce of the whole
+    input (``ProcessGroupGloo::reduce_scatter_tensor_coalesced``: all-reduce, then keep a chunk):
+    twice a ring reduce-scatter's bytes.  ``skew``: what each blocking collective started
+    after compute costs beyond its alpha-beta time (the ranks arrive at different moments).
+    """
+    sync = skew * zero_collectives(replay, n, stage)
+    if stage in (1, 2):
+        owners = zero_owner_bytes(replay, n, scale)
+        if stage == 1:
+            comm = ring_allreduce_s(sum(owners), n, alpha, beta)
+        else:
+            comm = sum(reduce_s(b, n, alpha, beta, scale) for b in owners if b)
+        return replay.compute_s + comm + sum(broadcast_s(b, n, alpha, beta) for b in owners if b) + sync
+    gathered = zero_layer_bytes(replay, n, scale)
+    gather = sum(allgather_s(b / n, n, alpha, beta) for b in gathered if b)
+    return (replay.compute_s + 2 * gather + 2 * (n - 1) * alpha
+            + ring_allreduce_s(sum(gathered), n, alpha, beta) + sync)
+
+
+# ---- PowerSGD (mxtorch's compressor through the allreduce store) ------------------------------------
+def powersgd_shape(layer: Layer, i: int, scale: int) -> tuple[int, ...]:
+    """The shape the replay gives gradient ``i`` of ``layer``: a matrix keeps its aspect, each
+    side divided by sqrt(scale) (a vector: its length / scale)."""
+    numel = max(1, layer.grads[i] // scale)
+    rows = layer.matrix_rows(i)
+    if rows <= 1:
+        return (numel,)
+    r = max(1, min(numel, round(rows / math.sqrt(scale))))
+    return (r, max(1, numel // r))
+
+
+def powersgd_exchanges(replay: Replay, rank: int, scale: int) -> tuple[int, int]:
+    """Bytes of PowerSGD's two all-reduces (the P factors with every gradient sent as it is, then
+    the Q factors) of the replay's gradients (their shapes from :func:`powersgd_shape`)."""
+    first = second = 0
+    for la in replay.layers:
+        for i in range(len(la.grads)):
+            shape = powersgd_shape(la, i, scale)
+            if len(shape) == 2 and (shape[0] + shape[1]) * rank < shape[0] * shape[1]:
+                first += shape[0] * rank * FP32
+                second += shape[1] * rank * FP32
+            else:
+                first += math.prod(shape) * FP32
+    return first, second
+
+
+def predict_powersgd(replay: Replay, n: int, rank: int, alpha: float, beta: float, scale: int,
+                     bucket_bytes: int) -> float:
+    """The store compresses after the backward; each exchange is all-reduced in buckets of
+    ``bucket_bytes`` (of the bytes gloo sees); real bytes are the replay's times ``scale``."""
+    comm = 0.0
+    for nbytes in powersgd_exchanges(replay, rank, scale):
+        full, rest = divmod(nbytes, bucket_bytes)
+        sizes = [bucket_bytes] * full + ([rest] if rest else [])
+        comm += sum(ring_allreduce_s(b * scale, n, alpha, beta) for b in sizes)
+    return replay.compute_s + comm
+
+
+# ---- pipeline (pp stages x dp replicas) ------------------------------------------------------------
+ACT_BYTES = 2
+"""Bytes per activation element a stage sends (bf16: what the accelerator trains in)."""
+
+
+@dataclass(frozen=True)
+class Stage:
+    """A pipeline stage: its layers (indices into ``Replay.layers``), forward and backward seconds
+    of one worker's batch, and the elements of the activation it sends on (0: the last stage)."""
+
+    layers: tuple[int, ...]
+    forward_s: float
+    backward_s: float
+    act: int
+
+
+def pipeline_stages(replay: Replay, pp: int) -> list[Stage]:
+    """``replay`` cut into ``pp`` stages of about equal compute, in forward order."""
+    order = list(range(len(replay.layers)))[::-1]  # forward order
+    if pp > len(order):
+        raise ValueError(f"{replay.name} has {len(order)} layers, fewer than pp={pp} stages")
+    cum = [0.0]
+    for li in order:
+        cum.append(cum[-1] + replay.layers[li].seconds)
+    cuts = [0]
+    for j in range(1, pp):
+        lo, hi = cuts[-1] + 1, len(order) - (pp - j)
+        cuts.append(min(range(lo, hi + 1), key=lambda p: abs(cum[p] - cum[-1] * j / pp)))
+    cuts.append(len(order))
+    out = []
+    for j in range(pp):
+        mine = tuple(order[cuts[j]:cuts[j + 1]])
+        bwd = sum(replay.layers[li].seconds for li in mine)
+        out.append(Stage(mine, bwd / 2, bwd, replay.layers[mine[-1]].act if j < pp - 1 else 0))
+    return out
+
+
+def pipeline_ops(schedule: str, stage: int, pp: int, micro: int) -> list[tuple[str, int]]:
+    """The order a stage runs its microbatches' forwards ('F', j) and backwards ('B', j): GPipe
+    (every forward, then every backward) or 1F1B (pp - stage - 1 forwards, then one forward and
+    one backward in turn, then the backwards left)."""
+    if schedule == "gpipe":
+        return [("F", j) for j in range(micro)] + [("B", j) for j in range(micro)]
+    warm = min(pp - stage - 1, micro)
+    ops = [("F", j) for j in range(warm)]
+    for j in range(micro - warm):
+        ops += [("F", warm + j), ("B", j)]
+    return ops + [("B", j) for j in range(micro - warm, micro)]
+
+
+def predict_pipeline(replay: Replay, pp: int, dp: int, micro: int, schedule: str, alpha: float,
+                     beta: float, bucket_bytes: int) -> float:
+    """Step time of ``pp`` stages, each pipeline ``pp`` workers' batches in ``micro`` microbatches
+    (weak scaling: every worker's share of the work is its batch), then each stage's gradients
+    all-reduced over its ``dp`` replicas in buckets.  Simulated op by op: a stage runs its ops
+    in order, an op starts when its input has arrived; an activation (or its gradient) crosses
+    the sender's link out and the receiver's link in, one message at a time on each."""
+    stages = pipeline_stages(replay, pp)
+    per = pp / micro  # one microbatch's share of a worker's batch, times the pp workers' batches
+    ops = [pipeline_ops(schedule, s, pp, micro) for s in range(pp)]
+    nxt, free = [0] * pp, [0.0] * pp
+    link_out, link_in = [0.0] * pp, [0.0] * pp
+    arrived: dict[tuple[str, int, int], float] = {}  # (kind, stage, microbatch): input there at
+
+    def send(kind: str, src: int, dst: int, j: int, at: float) -> None:
+        nbytes = stages[min(src, dst)].act * per * ACT_BYTES
+        start = max(at, link_out[src], link_in[dst])
+        link_out[src] = link_in[dst] = start + nbytes / beta
+        arrived[(kind, dst, j)] = start + nbytes / beta + alpha
+
+    while any(nxt[s] < len(ops[s]) for s in range(pp)):
+        best: tuple[float, int] | None = None
+        for s in range(pp):
+            if nxt[s] == len(ops[s]):
+                continue
+            kind, j = ops[s][nxt[s]]
+            needs = (s > 0) if kind == "F" else (s < pp - 1)
+            if needs and (kind, s, j) not in arrived:
+                continue
+            start = max(free[s], arrived.get((kind, s, j), 0.0))
+            if best is None or start < best[0]:
+                best = (start, s)
+        assert best is not None, "a pipeline schedule waits for itself"
+        start, s = best
+        kind, j = ops[s][nxt[s]]
+        nxt[s] += 1
+        free[s] = start + (stages[s].forward_s if kind == "F" else stages[s].backward_s) * per
+        if kind == "F" and s < pp - 1:
+            send("F", s, s + 1, j, free[s])
+        elif kind == "B" and s > 0:
+            send("B", s, s - 1, j, free[s])
+    ends = []
+    for s, st in enumerate(stages):
+        grads = Replay("stage", 0.0, tuple(replay.layers[li] for li in st.layers), "")
+        reduce = sum(ring_allreduce_s(b.nbytes, dp, alpha, beta) for b in buckets(grads, bucket_bytes))
+        ends.append(max(free[s], link_out[s]) + reduce)
+    return max(ends)
 
 
 def link_beta(bits_per_s: float) -> float:

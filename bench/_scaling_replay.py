@@ -5,7 +5,8 @@ so that late wake-ups do not add up); communication is real: gloo all-reduces of
 buckets launched as their last layer's sleep ends (overlap) or after the backward, mxtorch's
 allreduce store with a compressor (it compresses at step time, after the backward), or
 mxtorch's ``dist_sync`` / ``dist_async`` store, each layer's gradients pushed and pulled by a
-communication thread as soon as the layer is done.  Gradients are the model's sizes divided by
+communication thread as soon as the layer is done; ZeRO, PowerSGD and pipelines:
+:mod:`_scaling_layouts`.  Gradients are the model's sizes divided by
 ``scale`` (the links are shaped ``scale`` x slower too, so a byte takes the same dilated time).
 
 Each schedule is timed over ``steps`` steps after ``warmup``; the rank reports, per schedule,
@@ -25,19 +26,21 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
+from _scaling_layouts import layout_schedule, powersgd_grads
 from _scaling_models import Layer, Replay, buckets
 
 RESULT = "SCALING-RESULT "
 
 
 def replay_from_config(cfg: dict[str, Any]) -> Replay:
-    layers = tuple(Layer(n, float(s), tuple(int(x) for x in g)) for n, s, g in cfg["layers"])
+    layers = tuple(Layer(n, float(s), tuple(int(x) for x in g), tuple(int(x) for x in r), int(a))
+                   for n, s, g, r, a in cfg["layers"])
     return Replay(cfg["name"], float(cfg["forward_s"]), layers, cfg["batch"])
 
 
 def replay_to_config(r: Replay) -> dict[str, Any]:
     return {"name": r.name, "forward_s": r.forward_s, "batch": r.batch,
-            "layers": [[la.name, la.seconds, list(la.grads)] for la in r.layers]}
+            "layers": [[la.name, la.seconds, list(la.grads), list(la.rows), la.act] for la in r.layers]}
 
 
 def _sleep_until(t: float) -> None:
@@ -205,6 +208,26 @@ def _allreduce_alpha(world: int, rounds: int) -> float:
     return statistics.median(times) / max(1, 2 * (world - 1))
 
 
+def _arrival_skew(world: int, rounds: int, dilation: float) -> float:
+    """What a blocking collective started right after compute costs beyond the same collective
+    run back to back: the median of (sleep 1 ms x dilation / 40, then a one-element all-reduce)
+    minus the sleep and the back-to-back all-reduce's median (ranks wake at different moments)."""
+    import torch.distributed as dist
+
+    one = torch.zeros(1)
+    nap = 1e-3 * dilation / 40
+    times, hot = [], []
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        time.sleep(nap)
+        dist.all_reduce(one)
+        times.append(time.perf_counter() - t0 - nap)
+        t0 = time.perf_counter()
+        dist.all_reduce(one)
+        hot.append(time.perf_counter() - t0)
+    return max(0.0, statistics.median(times) - statistics.median(hot))
+
+
 def _timed(one: Callable[[], None], barrier: Callable[[], None], steps: int, warmup: int) -> dict[str, float]:
     for _ in range(warmup):
         one()
@@ -216,6 +239,21 @@ def _timed(one: Callable[[], None], barrier: Callable[[], None], steps: int, war
     cpu = time.process_time() - cpu0
     barrier()
     return {"step_s": wall / steps, "cpu_s": cpu, "wall_s": wall}
+
+
+def cpu_stretch(barrier: Callable[[], None], cpu_s: float = 0.05) -> float:
+    """Wall seconds per CPU second of busy work that every rank runs at once: how much longer CPU
+    work takes than its CPU time on this machine now (the job's ranks and everyone else's
+    processes share the cores)."""
+    barrier()
+    x = torch.ones(1 << 14)
+    c0, t0 = time.process_time(), time.perf_counter()
+    while time.process_time() - c0 < cpu_s:
+        for _ in range(50):
+            x.mul_(1.0000001)
+    stretch = (time.perf_counter() - t0) / max(time.process_time() - c0, 1e-9)
+    barrier()
+    return stretch
 
 
 def server_cpu_s(pids: list[int]) -> float:
@@ -256,6 +294,7 @@ def worker(cfg: dict[str, Any]) -> dict[str, Any]:
         group.init("gloo")
         barrier = dist.barrier
         out["alpha_s"] = _allreduce_alpha(world, cfg["alpha_rounds"])
+        out["skew_s"] = _arrival_skew(world, cfg["alpha_rounds"], k)
     else:
         def barrier() -> None:
             pass
@@ -266,8 +305,12 @@ def worker(cfg: dict[str, Any]) -> dict[str, Any]:
             one = no_comm(step)
         elif kind == "allreduce":
             one = allreduce_buckets(step, replay, scale, int(sched["bucket_bytes"]), bool(sched["overlap"]))
+        elif kind == "compressed" and sched["compression"]["type"] == "powersgd":
+            one = compressed_store(step, powersgd_grads(replay, scale), sched["compression"])
         elif kind == "compressed":
             one = compressed_store(step, grads, sched["compression"])
+        elif kind in ("zero", "pipeline"):
+            one = layout_schedule(sched, replay, k, scale, no_comm(step))
         elif kind == "ps":
             one = ps
         else:
@@ -275,6 +318,8 @@ def worker(cfg: dict[str, Any]) -> dict[str, Any]:
         s0 = server_cpu_s(servers)
         res = _timed(one, barrier, int(cfg["steps"]), int(cfg["warmup"]))
         res["server_cpu_s"] = server_cpu_s(servers) - s0
+        if kind in ("compressed", "ps"):  # the model adds their CPU work at this stretch
+            res["stretch"] = cpu_stretch(barrier)
         out["schedules"][sched["name"]] = res
         del one
     if ps_mode:

@@ -4,8 +4,11 @@ Each worker host (``mxtorch.cluster``: a network namespace, its link shaped by t
 that replays resnet50_v1's or a 24-layer d=1024 transformer's (~355M parameters) step: the
 forward and every backward layer are sleeps of FLOPs / FLOP/s (default an H100 at 40 % MFU),
 and the gradients, in backward order, really cross the links: gloo all-reduces of buckets (with
-overlap, or after the backward), mxtorch's allreduce store with fp16 / 2bit compression, or
-mxtorch's ``dist_sync`` / ``dist_async`` parameter servers on hosts of their own.
+overlap, or after the backward), mxtorch's allreduce store with fp16 / 2bit / PowerSGD
+compression, mxtorch's ``dist_sync`` / ``dist_async`` parameter servers on hosts of their own,
+ZeRO 1/2/3 (the collectives ZeroTrainer runs, sized by the model's layers), or pipelines (GPipe
+or 1F1B microbatches over ``pp`` stages, ``N / pp`` replicas all-reducing each stage's gradients;
+``_scaling_layouts``).
 
 Time is dilated by ``k``: every sleep is k x longer and every link k x slower, so the machine's
 CPUs (which run all hosts) are not the bottleneck; gradients may also be ``s`` x smaller with
@@ -17,9 +20,10 @@ Scaling efficiency = the step's accelerator time (forward + backward: one worker
 schedule's step (weak scaling: each worker keeps its batch); the same job's step with no
 communication is measured too ("no-comm"), to show how faithful the sleeps are.  Beside it:
 the alpha-beta model's efficiency for that schedule (``_scaling_models``; beta from the link
-rate, alpha from a tiny message measured in the job) and the ratio measured / model.
+rate, alpha from a tiny message measured in the job; for the compressed stores and the parameter
+servers, plus the CPU work measured in the job, see :func:`cpu_work_s`) and the ratio measured / model.
 
-    sudo .venv/bin/python bench/scaling.py [--quick] [--plot docs/scaling.png]
+    .venv/bin/python bench/scaling.py [--quick] [--plot docs/scaling.png]     # as root
 
 ``--local`` runs the replay on 127.0.0.1 without a cluster or shaping (no root; a smoke test).
 """
@@ -43,38 +47,69 @@ from _scaling_replay import RESULT, emit, replay_to_config, worker  # noqa: E402
 
 MIB = 1 << 20
 CPU_LIMIT = 0.5
-COMPRESSIONS = {"fp16": {"type": "fp16"}, "2bit": {"type": "2bit", "threshold": 0.5}}
+COMPRESSIONS = {"fp16": {"type": "fp16"}, "2bit": {"type": "2bit", "threshold": 0.5},
+                "powersgd": {"type": "powersgd", "rank": 1}}
+"""powersgd: rank 1 on matrices whose sides are sqrt(s) x smaller sends sqrt(s) x fewer bytes per
+side than full size at rank sqrt(s): x s, the same bytes (the bench replays rank sqrt(s))."""
 DEFAULTS = {  # model: (batch per worker, dilation k, gradient scale s): CPU under 50 % at 16 workers
     "resnet50": (256, 40.0, 16),
     "transformer": (8, 10.0, 64),
 }
-KINDS = ("allreduce", "fp16", "2bit", "ps")
+KINDS = ("allreduce", "fp16", "2bit", "powersgd", "ps", "zero", "pipeline")
+PIPES = ("gpipe", "1f1b")
 
 
 @dataclass(frozen=True)
 class Schedule:
     name: str
-    kind: str  # none | allreduce | compressed | ps
+    kind: str  # none | allreduce | compressed | ps | zero | pipeline
     bucket_mib: float = 25.0
     overlap: bool = True
     compression: str = ""
     servers: int = 0
     mode: str = ""
+    stage: int = 0  # zero: the ZeRO stage
+    pp: int = 0  # pipeline: stages (the job's workers are pp x dp)
+    micro: int = 0  # pipeline: microbatches per step
+    pipe: str = ""  # pipeline: gpipe | 1f1b
 
     def config(self) -> dict[str, Any]:
         return {"name": self.name, "kind": self.kind, "bucket_bytes": int(self.bucket_mib * MIB),
-                "overlap": self.overlap, "compression": COMPRESSIONS.get(self.compression)}
+                "overlap": self.overlap, "compression": COMPRESSIONS.get(self.compression),
+                "stage": self.stage, "pp": self.pp, "micro": self.micro, "pipe": self.pipe}
+
+    def fits(self, n: int) -> bool:
+        """Whether ``n`` workers can run it (a pipeline needs a multiple of its stages)."""
+        return self.kind != "pipeline" or n % self.pp == 0
+
+    @property
+    def cpu_bound(self) -> bool:
+        """Whether the model adds the schedule's CPU work (it runs between its transfers, not under them)."""
+        return self.kind in ("compressed", "ps")
 
     def predict(self, replay: M.Replay, n: int, alpha: float, beta: float, scale: int,
-                busiest_share: float | None) -> float:
-        """The alpha-beta model's step (real seconds)."""
+                busiest_share: float | None, cpu_s: float = 0.0, skew: float = 0.0) -> float:
+        """The alpha-beta model's step (real seconds); ``cpu_s``: the CPU work added (see
+        cpu_work_s); ``skew``: the arrival skew of a blocking collective (ZeRO's)."""
+        return self._network(replay, n, alpha, beta, scale, busiest_share, skew) + cpu_s
+
+    def _network(self, replay: M.Replay, n: int, alpha: float, beta: float, scale: int,
+                 busiest_share: float | None, skew: float) -> float:
         if self.kind == "none":
             return replay.compute_s
         if self.kind == "ps":
             return M.predict_ps(replay, n, self.servers, alpha, beta, busiest_share)
+        if self.kind == "zero":
+            return M.predict_zero(replay, n, self.stage, alpha, beta, scale, skew)
+        if self.kind == "pipeline":
+            return M.predict_pipeline(replay, self.pp, n // self.pp, self.micro, self.pipe, alpha, beta,
+                                      int(self.bucket_mib * MIB))
         if self.kind == "compressed":
             from mxtorch.kvstore.allreduce.compressed import PAYLOAD_BUCKET_BYTES
 
+            if self.compression == "powersgd":
+                rank = int(COMPRESSIONS["powersgd"]["rank"])
+                return M.predict_powersgd(replay, n, rank, alpha, beta, scale, PAYLOAD_BUCKET_BYTES)
             ratio = 0.5 if self.compression == "fp16" else 1 / 16
             # the store exchanges payload buckets of PAYLOAD_BUCKET_BYTES (of scaled-down gradients)
             bucket = int(PAYLOAD_BUCKET_BYTES * scale / ratio)
@@ -90,6 +125,9 @@ def schedules(args: argparse.Namespace) -> tuple[list[Schedule], list[Schedule]]
         coll.append(Schedule(f"allreduce no overlap {args.buckets[len(args.buckets) // 2]:g} MiB",
                              "allreduce", args.buckets[len(args.buckets) // 2], False))
     coll += [Schedule(f"{c} (mxtorch store)", "compressed", compression=c) for c in args.compression]
+    coll += [Schedule(f"zero {z}", "zero", stage=z) for z in args.zero]
+    coll += [Schedule(f"{pipe} pp={pp} x dp", "pipeline", pp=pp, micro=args.microbatches, pipe=pipe)
+             for pipe, pp in args.pipelines]
     ps = [Schedule(f"{mode} {s} server{'s' if s > 1 else ''}", "ps", servers=s, mode=mode)
           for mode in args.ps_modes for s in args.ps_servers]
     return coll, ps
@@ -166,6 +204,7 @@ class Point:
     ideal_s: float = 0.0  # the step's accelerator time: forward + backward
     none_s: float = 0.0  # the same job's step with no communication, as measured (the sleeps' fidelity)
     busiest_share: float | None = None  # parameter servers: the busiest server's share of the bytes
+    cpu_model_s: float = 0.0  # the CPU work the model adds to the network's step (real seconds)
 
     @property
     def ratio(self) -> float:
@@ -176,9 +215,34 @@ class Point:
         return self.cpu > CPU_LIMIT
 
 
+def cpu_work_s(s: Schedule, per_rank: list[dict[str, Any]], steps: int, cores: int, k: float,
+               share: float | None) -> float:
+    """The CPU work of a step that no sleep or link time covers (real seconds: measured ÷ k).
+
+    Compressed stores: the median worker's CPU time per step beyond the no-comm step's
+    (compressing, decoding, summing: between the transfers, not under them).  Parameter servers:
+    the busiest server's CPU time per step (a server handles its messages one at a time: it
+    parses, sums and answers each).  Either times the stretch measured right after the timed
+    window (wall ÷ CPU seconds of busy work all ranks ran at once: the job's ranks and the
+    machine's other processes share its cores); without one (an older worker), the ranks' CPU
+    spread over the cores.  Other schedules: 0 (gloo's work runs under the wire).
+    """
+    if not s.cpu_bound:
+        return 0.0
+    rows = [r["schedules"][s.name] for r in per_rank]
+    stretches = [x["stretch"] for x in rows if "stretch" in x]
+    stretch = statistics.median(stretches) if stretches else max(1.0, len(rows) / cores)
+    if s.kind == "ps":
+        server = rows[0]["server_cpu_s"] / steps
+        return server * (share if share is not None and s.servers > 1 else 1.0) * stretch / k
+    extra = [max(0.0, x["cpu_s"] - r["schedules"]["none"]["cpu_s"]) / steps for x, r in zip(rows, per_rank)]
+    return statistics.median(extra) * stretch / k
+
+
 def points_of(replay: M.Replay, n: int, per_rank: list[dict[str, Any]], scheds: list[Schedule], k: float,
-              scale: int, beta: float, cores: int) -> list[Point]:
+              scale: int, beta: float, cores: int, steps: int) -> list[Point]:
     alpha = statistics.median(r["alpha_s"] for r in per_rank) / k
+    skew = statistics.median(r.get("skew_s", 0.0) for r in per_rank) / k
     share = per_rank[0].get("busiest_share")
     none = statistics.median(r["schedules"]["none"]["step_s"] for r in per_rank) / k
     ideal = replay.compute_s
@@ -188,10 +252,11 @@ def points_of(replay: M.Replay, n: int, per_rank: list[dict[str, Any]], scheds: 
         step = statistics.median(x["step_s"] for x in rows) / k
         wall = max(x["wall_s"] for x in rows)
         cpu = (sum(x["cpu_s"] for x in rows) + rows[0]["server_cpu_s"]) / (wall * cores)
-        predicted = s.predict(replay, n, alpha, beta, scale, share)
+        work = cpu_work_s(s, per_rank, steps, cores, k, share)
+        predicted = s.predict(replay, n, alpha, beta, scale, share, work, skew)
         out.append(Point(replay.name, n, s.name, step, M.efficiency(ideal, step), predicted,
                          M.efficiency(ideal, predicted), cpu, alpha, ideal, none,
-                         share if s.kind == "ps" else None))
+                         share if s.kind == "ps" else None, work))
     return out
 
 
@@ -269,6 +334,14 @@ def _floats(text: str, what: str) -> list[float]:
     return vals
 
 
+def _pipeline(text: str) -> tuple[str, int]:
+    pipe, _, pp = text.partition(":")
+    if pipe not in PIPES or not pp.isdigit() or int(pp) < 2:
+        raise argparse.ArgumentTypeError(f"--pipelines {text!r}: give SCHEDULE:STAGES, SCHEDULE one of "
+                                         f"{', '.join(PIPES)} and STAGES >= 2, e.g. 1f1b:4")
+    return pipe, int(pp)
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(prog="bench/scaling.py", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -286,13 +359,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--buckets", default="1,25,100", help="all-reduce bucket sizes, MiB (default 1,25,100)")
     ap.add_argument("--no-overlap", action=argparse.BooleanOptionalAction, default=True,
                     help="also all-reduce every bucket after the backward (the middle bucket size)")
-    ap.add_argument("--compression", default="fp16,2bit", help="compressors through mxtorch's allreduce "
-                    "store ('' for none)")
+    ap.add_argument("--compression", default="fp16,2bit,powersgd", help="compressors through mxtorch's "
+                    "allreduce store ('' for none; powersgd: rank sqrt(s) at full size)")
+    ap.add_argument("--zero", default="1,2,3", help="ZeRO stages replayed as ZeroTrainer sends them "
+                    "('' for none)")
+    ap.add_argument("--pipelines", default="gpipe:4,1f1b:2,1f1b:4", help="pipeline schedules as "
+                    "SCHEDULE:STAGES (gpipe, 1f1b; on N workers: STAGES x N/STAGES replicas; '' for none)")
+    ap.add_argument("--microbatches", type=int, default=8, help="microbatches per pipeline step (default 8)")
     ap.add_argument("--ps-servers", default="1,4", help="parameter-server counts ('' for none)")
     ap.add_argument("--ps-modes", default="dist_sync,dist_async", help="dist_sync, dist_async")
-    ap.add_argument("--transformer-schedules", default="allreduce,fp16",
+    ap.add_argument("--transformer-schedules", default="allreduce,fp16,powersgd,zero,pipeline",
                     help=f"which of {','.join(KINDS)} the transformer runs (its steps are long; default "
-                    "allreduce,fp16)")
+                    "all but 2bit and ps)")
     ap.add_argument("--steps", type=int, default=3, help="timed steps per schedule (default 3)")
     ap.add_argument("--warmup", type=int, default=1, help="untimed steps first (default 1)")
     ap.add_argument("--alpha-rounds", type=int, default=10, help="tiny messages timed for alpha")
@@ -312,6 +390,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if args.quick:
         args.models, args.workers, args.buckets = "resnet50", "2,4", "25"
         args.ps_servers, args.ps_modes, args.steps = "1", "dist_sync", 2
+        args.zero, args.pipelines = "1,3", "1f1b:2"
     try:
         args.models = [m for m in args.models.split(",") if m]
         bad = [m for m in args.models if m not in DEFAULTS]
@@ -326,6 +405,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         if any(c not in COMPRESSIONS for c in args.compression):
             raise argparse.ArgumentTypeError(f"--compression {args.compression}: choose from "
                                              f"{', '.join(COMPRESSIONS)}")
+        args.zero = [int(x) for x in _floats(args.zero, "--zero")] if args.zero else []
+        if any(z not in (1, 2, 3) for z in args.zero):
+            raise argparse.ArgumentTypeError(f"--zero {args.zero}: the stages are 1, 2 and 3")
+        args.pipelines = [_pipeline(p) for p in args.pipelines.split(",") if p]
         servers = args.ps_servers
         args.ps_servers = [int(x) for x in _floats(servers, "--ps-servers")] if servers else []
         args.transformer_schedules = [x for x in args.transformer_schedules.split(",") if x]
@@ -335,7 +418,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         args.ps_modes = [m for m in args.ps_modes.split(",") if m]
         if any(m not in ("dist_sync", "dist_async") for m in args.ps_modes):
             raise argparse.ArgumentTypeError(f"--ps-modes {args.ps_modes}: choose dist_sync, dist_async")
-        for name in ("steps", "alpha_rounds", "flops"):
+        for name in ("steps", "alpha_rounds", "flops", "microbatches"):
             if getattr(args, name) <= 0:
                 raise argparse.ArgumentTypeError(f"--{name.replace('_', '-')} must be > 0")
         if args.warmup < 0 or (args.dilation is not None and args.dilation <= 0) or \
@@ -409,7 +492,8 @@ def main(argv: list[str] | None = None) -> list[Point]:
             jobs: list[tuple[list[Schedule], int, str | None]] = [(mine_coll, 0, None)] + [
                 ([s], s.servers, s.mode) for s in mine_ps]
             for n in args.workers:
-                for scheds, servers, mode in jobs:
+                for all_scheds, servers, mode in jobs:
+                    scheds = [s for s in all_scheds if s.fits(n)]
                     if not scheds:
                         continue
                     cfg = _job_config(replay, k, scale, scheds, args, mode)
@@ -419,7 +503,7 @@ def main(argv: list[str] | None = None) -> list[Point]:
                     port += 2
                     per_rank = (run_local(n, cfg, servers, env, args.job_timeout) if cluster is None
                                 else run_on_cluster(cluster, n, cfg, servers, env, args, port))
-                    points += points_of(replay, n, per_rank, scheds, k, scale, beta, cores)
+                    points += points_of(replay, n, per_rank, scheds, k, scale, beta, cores, args.steps)
                     if args.json:  # as it goes: a long run that fails later keeps what it measured
                         save_points(args.json, points)
     report(args, points, time.monotonic() - started, cores)

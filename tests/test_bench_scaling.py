@@ -1,7 +1,8 @@
 """bench/scaling.py, the time-dilated scaling benchmark: its alpha-beta arithmetic against hand
 computations, its option checks, and a 2-worker replay on 127.0.0.1 without a cluster (``--local``:
-real gloo all-reduces, mxtorch's compressed allreduce store and a dist_sync job).  No timings are
-checked: the smoke only asks that every schedule ran and reported."""
+real gloo all-reduces, mxtorch's compressed allreduce store (fp16, PowerSGD), ZeRO 1/2/3's
+collectives, a 1F1B pipeline, and a dist_sync job).  No timings are checked: the smoke only asks
+that every schedule ran and reported."""
 
 from __future__ import annotations
 
@@ -97,6 +98,106 @@ def test_transformer_sizes_and_flops_by_hand():
     assert t.layers[0].grads == () and t.layers[-1].grads == (vocab * d, seq * d)
 
 
+def test_gloo_broadcast_and_reduce_by_hand():
+    # binomial tree: the root sends the whole buffer ceil(log2 n) times
+    assert M.broadcast_s(1000, 4, 0.1, 1000.0) == pytest.approx(2 * 1.1)
+    assert M.broadcast_s(1000, 5, 0.1, 1000.0) == pytest.approx(3 * 1.1)
+    assert M.broadcast_s(1000, 1, 0.1, 1000.0) == 0.0
+    # 8000 B on 2 ranks: segments of 8000/4 = 2000 B, 4 of them, the last two not sent: 4000 B in the
+    # ring, then the root gets the other chunk (4000 B); 2(n-1) alphas
+    assert M.reduce_s(8000, 2, 0.1, 1000.0) == pytest.approx(8.0 + 0.2)
+    # 8 MiB: 1 MiB segments (the cap), 8 of them, 6 sent; the chunk 4 MiB
+    assert M.reduce_s(8 << 20, 2, 0.0, 1.0) == pytest.approx((6 << 20) + (4 << 20))
+    # scaled 4x: gloo sees 2000 B (segments of 500 B: 1000 B sent), times 4
+    assert M.reduce_s(8000, 2, 0.0, 1000.0, scale=4) == pytest.approx((4000 + 4000) / 1000)
+
+
+def test_zero_stages_by_hand():
+    r = _two_layers()  # compute 4 s; gradients of 250 and 500 floats
+    # ZeroTrainer's owners: the 500-float gradient to rank 0, the 250 one to rank 1
+    assert M.zero_owner_bytes(r, 2, 1) == [2000, 1000]
+    # zero 1: all-reduce 3000 B (3.0 + 0.2), broadcasts of 2000 and 1000 B (one round each: 2.1 + 1.1)
+    assert M.predict_zero(r, 2, 1, 0.1, 1000.0) == pytest.approx(4.0 + 3.2 + 3.2)
+    # zero 2: reduces of 2000 B (1000 in the ring + 1000 to the root, 2.2) and 1000 B (1.2)
+    assert M.predict_zero(r, 2, 2, 0.1, 1000.0) == pytest.approx(4.0 + 3.4 + 3.2)
+    # zero 3: each layer all-gathers its halves (500 B: 0.6, 1000 B: 1.1) in the forward and the
+    # backward, then the tiny all-reduce (0.2) and the reduce-scatter of 3000 B, which gloo runs as
+    # an all-reduce (3.0 + 0.2)
+    assert M.zero_layer_bytes(r, 2, 1) == [1000, 2000]
+    assert M.predict_zero(r, 2, 3, 0.1, 1000.0) == pytest.approx(4.0 + 2 * 1.7 + 0.2 + 3.2)
+    # each blocking collective's arrival skew: zero 1 runs 1 + 2 (the broadcasts), zero 2 2 + 2,
+    # zero 3 2 per layer + 2
+    assert M.predict_zero(r, 2, 1, 0.1, 1000.0, skew=0.5) == pytest.approx(10.4 + 3 * 0.5)
+    assert M.predict_zero(r, 2, 2, 0.1, 1000.0, skew=0.5) == pytest.approx(10.6 + 4 * 0.5)
+    assert M.predict_zero(r, 2, 3, 0.1, 1000.0, skew=0.5) == pytest.approx(10.8 + 6 * 0.5)
+
+
+def _pipeline_toy():
+    # forward: a (0.5 s, its output 100 elements), then b (1.0 s); backward twice that
+    return M.Replay("p", 1.5, (M.Layer("b", 2.0, (250,)), M.Layer("a", 1.0, (500,), act=100)), "1")
+
+
+def test_pipeline_stages_and_orders():
+    stages = M.pipeline_stages(_pipeline_toy(), 2)
+    assert stages == [M.Stage((1,), 0.5, 1.0, 100), M.Stage((0,), 1.0, 2.0, 0)]
+    assert M.pipeline_ops("gpipe", 0, 2, 2) == [("F", 0), ("F", 1), ("B", 0), ("B", 1)]
+    assert M.pipeline_ops("1f1b", 0, 4, 6) == [("F", 0), ("F", 1), ("F", 2), ("F", 3), ("B", 0), ("F", 4),
+                                              ("B", 1), ("F", 5), ("B", 2), ("B", 3), ("B", 4), ("B", 5)]
+    assert M.pipeline_ops("1f1b", 1, 2, 2) == [("F", 0), ("B", 0), ("F", 1), ("B", 1)]
+
+
+def test_pipeline_schedules_by_hand():
+    r = _pipeline_toy()
+    # 2 stages, 2 microbatches of 2 workers' batches each (per = 1): a microbatch's activation is
+    # 100 bf16 = 200 B, 2 s on a 100 B/s link, + 0.1 s. GPipe: stage 0 sends at 0.5 (arrives 2.6)
+    # and at 1.0 (the link is busy until 2.5: arrives 4.6); stage 1 runs F0 2.6-3.6, F1 4.6-5.6,
+    # B0 5.6-7.6 (its gradient arrives 9.7), B1 7.6-9.6 (the link: 9.6-11.6, arrives 11.7);
+    # stage 0: B0 9.7-10.7, B1 11.7-12.7
+    assert M.predict_pipeline(r, 2, 1, 2, "gpipe", 0.1, 100.0, 1 << 20) == pytest.approx(12.7)
+    # 1F1B: stage 1 runs F0 2.6-3.6, B0 3.6-5.6 (arrives 7.7), F1 5.6-6.6, B1 6.6-8.6 (arrives 10.7);
+    # stage 0: B0 7.7-8.7, B1 10.7-11.7
+    assert M.predict_pipeline(r, 2, 1, 2, "1f1b", 0.1, 100.0, 1 << 20) == pytest.approx(11.7)
+    # 2 replicas: stage 0 then all-reduces its 2000 B (20 + 0.2), stage 1 its 1000 B after its last
+    # send (10.6 + 10.2)
+    assert M.predict_pipeline(r, 2, 2, 2, "1f1b", 0.1, 100.0, 1 << 20) == pytest.approx(11.7 + 20.2)
+
+
+def test_powersgd_payloads_by_hand():
+    r = M.Replay("m", 1.0, (M.Layer("fc", 2.0, (600, 20), rows=(20, 0)),), "1")
+    # full size: the 20 x 30 weight at rank 1 sends P (20) then Q (30); the bias (20) goes as it is
+    assert M.powersgd_exchanges(r, 1, 1) == ((20 + 20) * 4, 30 * 4)
+    # 4x smaller: the weight is 10 x 15 (each side / 2), the bias 5
+    assert M.powersgd_shape(r.layers[0], 0, 4) == (10, 15)
+    assert M.powersgd_exchanges(r, 1, 4) == ((10 + 5) * 4, 15 * 4)
+    # each exchange in 50-byte buckets (of the scaled bytes): 60 -> 50 + 10, times 4 on the wire
+    def bucket(nbytes: int) -> float:
+        return M.ring_allreduce_s(nbytes * 4, 2, 0.1, 1000.0)
+
+    assert M.predict_powersgd(r, 2, 1, 0.1, 1000.0, 4, 50) == pytest.approx(
+        3.0 + 2 * (bucket(50) + bucket(10)))
+
+
+def test_the_models_cpu_term_by_hand():
+    def rank(two: float, stretch: float) -> dict:
+        return {"schedules": {"none": {"cpu_s": 1.0},
+                              "2bit": {"cpu_s": two, "server_cpu_s": 0.0, "stretch": stretch},
+                              "ps": {"cpu_s": 1.0, "server_cpu_s": 8.0, "stretch": stretch}}}
+
+    ranks = [rank(5.0, 3.0), rank(3.0, 5.0)]
+    # 2 steps: 2 s and 1 s of extra CPU per step (median 1.5 s), stretched 4x (the median), dilated 10x
+    two = scaling.Schedule("2bit", "compressed", compression="2bit")
+    assert scaling.cpu_work_s(two, ranks, 2, 2, 10.0, None) == pytest.approx(1.5 * 4 / 10)
+    # no stretch measured: the ranks spread over the cores (2 ranks on 1 core: 2x)
+    for r in ranks:
+        del r["schedules"]["2bit"]["stretch"]
+    assert scaling.cpu_work_s(two, ranks, 2, 1, 10.0, None) == pytest.approx(1.5 * 2 / 10)
+    assert scaling.cpu_work_s(two, ranks, 2, 2, 10.0, None) == pytest.approx(1.5 / 10)
+    # 4 servers, the busiest with half the bytes: half of the servers' 4 s per step, stretched 4x
+    ps = scaling.Schedule("ps", "ps", servers=4, mode="dist_sync")
+    assert scaling.cpu_work_s(ps, ranks, 2, 2, 10.0, 0.5) == pytest.approx(4 * 0.5 * 4 / 10)
+    assert scaling.cpu_work_s(scaling.Schedule("a", "allreduce"), ranks, 2, 2, 10.0, None) == 0.0
+
+
 @pytest.mark.parametrize("argv, message", [
     (["--models", "vgg"], "--models 'vgg'"),
     (["--workers", "1,2"], "each count must be >= 2"),
@@ -105,6 +206,9 @@ def test_transformer_sizes_and_flops_by_hand():
     (["--ps-modes", "dist_device_sync"], "--ps-modes"),
     (["--rate", "10gbps"], "bytes per second"),
     (["--steps", "0"], "--steps must be > 0"),
+    (["--zero", "4"], "the stages are 1, 2 and 3"),
+    (["--pipelines", "zb:2"], "--pipelines 'zb:2'"),
+    (["--pipelines", "1f1b:1"], "STAGES >= 2"),
 ])
 def test_misuse_exits_2_naming_the_bench(argv, message, capsys):
     with pytest.raises(SystemExit) as e:
@@ -128,8 +232,10 @@ def _check(points, names, out):
 
 def test_two_workers_replay_the_collective_schedules_on_loopback(capsys, tmp_path):
     saved = str(tmp_path / "points.json")
-    points = scaling.main(SMOKE + ["--compression", "fp16", "--ps-servers", "", "--json", saved])
-    _check(points, ["allreduce overlap 25 MiB", "allreduce no overlap 25 MiB", "fp16 (mxtorch store)"],
+    points = scaling.main(SMOKE + ["--compression", "fp16,powersgd", "--ps-servers", "", "--zero", "1,2,3",
+                                   "--pipelines", "1f1b:2", "--microbatches", "2", "--json", saved])
+    _check(points, ["allreduce overlap 25 MiB", "allreduce no overlap 25 MiB", "fp16 (mxtorch store)",
+                    "powersgd (mxtorch store)", "zero 1", "zero 2", "zero 3", "1f1b pp=2 x dp"],
            capsys.readouterr().out)
     again = scaling.main(["--replot", saved])  # the table again, from the file
     assert [p.__dict__ for p in again] == [p.__dict__ for p in points]
@@ -138,5 +244,5 @@ def test_two_workers_replay_the_collective_schedules_on_loopback(capsys, tmp_pat
 @pytest.mark.slow  # slow tier (scripts/test.sh -m slow): a faster test of this path stays in the default run
 def test_two_workers_replay_a_parameter_server_job_on_loopback(capsys):
     points = scaling.main(SMOKE + ["--compression", "", "--ps-servers", "1", "--ps-modes", "dist_sync",
-                                   "--transformer-schedules", "ps"])
+                                   "--zero", "", "--pipelines", "", "--transformer-schedules", "ps"])
     _check(points, ["dist_sync 1 server"], capsys.readouterr().out)
