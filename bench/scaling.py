@@ -84,8 +84,9 @@ class Schedule:
 
     @property
     def cpu_bound(self) -> bool:
-        """Whether the model adds the schedule's CPU work (it runs between its transfers, not under them)."""
-        return self.kind in ("compressed", "ps")
+        """Whether the model adds the schedule's CPU work (it runs between its transfers, not under
+        them): compressed stores, servers, and zero 3's hundreds of small blocking all-gathers."""
+        return self.kind in ("compressed", "ps") or (self.kind == "zero" and self.stage == 3)
 
     def predict(self, replay: M.Replay, n: int, alpha: float, beta: float, scale: int,
                 busiest_share: float | None, cpu_s: float = 0.0, skew: float = 0.0) -> float:
@@ -220,7 +221,8 @@ def cpu_work_s(s: Schedule, per_rank: list[dict[str, Any]], steps: int, cores: i
     """The CPU work of a step that no sleep or link time covers (real seconds: measured ÷ k).
 
     Compressed stores: the median worker's CPU time per step beyond the no-comm step's
-    (compressing, decoding, summing: between the transfers, not under them).  Parameter servers:
+    (compressing, decoding, summing: between the transfers, not under them; zero 3: issuing and
+    finishing two blocking all-gathers per layer, each waited for).  Parameter servers:
     the busiest server's CPU time per step (a server handles its messages one at a time: it
     parses, sums and answers each).  Either times the stretch measured right after the timed
     window (wall ÷ CPU seconds of busy work all ranks ran at once: the job's ranks and the
@@ -472,6 +474,7 @@ def main(argv: list[str] | None = None) -> list[Point]:
     beta = M.link_beta(args.rate_bits)
     started = time.monotonic()
     points: list[Point] = []
+    raw: list[dict[str, Any]] = []  # every job's per-rank results, to recompute the models from
     with contextlib.ExitStack() as stack:
         cluster = None
         if not args.local:
@@ -504,8 +507,11 @@ def main(argv: list[str] | None = None) -> list[Point]:
                     per_rank = (run_local(n, cfg, servers, env, args.job_timeout) if cluster is None
                                 else run_on_cluster(cluster, n, cfg, servers, env, args, port))
                     points += points_of(replay, n, per_rank, scheds, k, scale, beta, cores, args.steps)
+                    raw.append({"model": replay.name, "n": n, "k": k, "scale": scale, "per_rank": per_rank})
                     if args.json:  # as it goes: a long run that fails later keeps what it measured
                         save_points(args.json, points)
+                        with open(args.json + ".ranks", "w") as f:
+                            json.dump(raw, f)
     report(args, points, time.monotonic() - started, cores)
     return points
 
