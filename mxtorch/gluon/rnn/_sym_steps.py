@@ -17,6 +17,9 @@ from typing import Any
 __all__ = ["activation", "rnn_step", "lstm_step", "gru_step", "batch_zeros", "is_symbol"]
 
 Weights = tuple[Any, Any, Any, Any]
+# ``project(F, x, h, weights, rows, prefix) -> (i2h, h2h)``: FullyConnected for the plain cells,
+# Convolution for gluon.contrib's convolutional ones
+Projection = Callable[[ModuleType, Any, Any, Weights, int, str], tuple[Any, Any]]
 
 
 def is_symbol(x: Any) -> bool:
@@ -42,18 +45,20 @@ def _projections(F: ModuleType, x: Any, h: Any, w: Weights, rows: int, prefix: s
 
 
 def rnn_step(F: ModuleType, x: Any, states: Sequence[Any], w: Weights, hidden: int,
-             act: str | Callable[..., Any], prefix: str) -> tuple[Any, list[Any]]:
+             act: str | Callable[..., Any], prefix: str,
+             project: Projection = _projections) -> tuple[Any, list[Any]]:
     """``out = act(W_i x + b_i + W_h h + b_h)``; states ``[out]``."""
-    i2h, h2h = _projections(F, x, states[0], w, hidden, prefix)
+    i2h, h2h = project(F, x, states[0], w, hidden, prefix)
     out = activation(F, i2h + h2h, act, prefix + "out")
     return out, [out]
 
 
 def lstm_step(F: ModuleType, x: Any, states: Sequence[Any], w: Weights, hidden: int,
               act: str | Callable[..., Any], rec_act: str | Callable[..., Any],
-              prefix: str) -> tuple[Any, list[Any]]:
-    """One LSTM step; states ``[h, c]``."""
-    i2h, h2h = _projections(F, x, states[0], w, 4 * hidden, prefix)
+              prefix: str, project: Projection = _projections,
+              out_name: str = "out") -> tuple[Any, list[Any]]:
+    """One LSTM step; states ``[h, c]``; ``h`` is named ``<prefix><out_name>``."""
+    i2h, h2h = project(F, x, states[0], w, 4 * hidden, prefix)
     gates = F.SliceChannel(F.elemwise_add(i2h, h2h, name=prefix + "plus0"), num_outputs=4,
                            name=prefix + "slice")
     in_gate = activation(F, gates[0], rec_act, prefix + "i")
@@ -64,16 +69,16 @@ def lstm_step(F: ModuleType, x: Any, states: Sequence[Any], w: Weights, hidden: 
                             F.elemwise_mul(in_gate, in_transform, name=prefix + "mul1"),
                             name=prefix + "state")
     next_h = F.elemwise_mul(out_gate, activation(F, next_c, act, prefix + "activation0"),
-                            name=prefix + "out")
+                            name=prefix + out_name)
     return next_h, [next_h, next_c]
 
 
 def gru_step(F: ModuleType, x: Any, states: Sequence[Any], w: Weights, hidden: int,
              act: str | Callable[..., Any], rec_act: str | Callable[..., Any],
-             prefix: str) -> tuple[Any, list[Any]]:
+             prefix: str, project: Projection = _projections) -> tuple[Any, list[Any]]:
     """One GRU step: ``n = act(W_in x + b_in + r * (W_hn h + b_hn))``, ``h' = (1 - z) * n + z * h``."""
     h = states[0]
-    i2h, h2h = _projections(F, x, h, w, 3 * hidden, prefix)
+    i2h, h2h = project(F, x, h, w, 3 * hidden, prefix)
     i_r, i_z, i_n = F.SliceChannel(i2h, num_outputs=3, name=prefix + "i2h_slice")
     h_r, h_z, h_n = F.SliceChannel(h2h, num_outputs=3, name=prefix + "h2h_slice")
     reset = activation(F, F.elemwise_add(i_r, h_r, name=prefix + "plus0"), rec_act, prefix + "r_act")

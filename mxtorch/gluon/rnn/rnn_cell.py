@@ -309,3 +309,13 @@ def _lstm_cell_graph(F: Any, cell: LSTMCell, inputs: Any, states: Any) -> Any:
 def _gru_cell_graph(F: Any, cell: GRUCell, inputs: Any, states: Any) -> Any:
     return gru_step(F, inputs, states, _weight_vars(cell), cell._hidden_size, cell._activation,
                     cell._recurrent_activation, f"t{cell._counter}_")
+
+
+@symbol_translation(LSTMPCell)
+def _lstmp_cell_graph(F: Any, cell: LSTMPCell, inputs: Any, states: Any) -> Any:
+    prefix = f"t{cell._counter}_"
+    hidden, (_, next_c) = lstm_step(F, inputs, states, _weight_vars(cell), cell._hidden_size, "tanh",
+                                    "sigmoid", prefix, out_name="hidden")
+    next_r = F.FullyConnected(data=hidden, weight=cell.h2r_weight.var(), no_bias=True,
+                              num_hidden=cell._projection_size, name=prefix + "out")
+    return next_r, [next_r, next_c]
