@@ -73,6 +73,8 @@ _SUBMODULES = {
     "operator": "mxtorch.operator",
     "callback": "mxtorch.callback",
     "viz": "mxtorch.viz",
+    "mon": "mxtorch.monitor",
+    "monitor": "mxtorch.monitor",
     "name": "mxtorch.symbol._scope",
     "attribute": "mxtorch.symbol._scope",
     "engine": "mxtorch.engine",

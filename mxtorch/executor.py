@@ -17,6 +17,7 @@ import numpy as np
 import torch
 
 from ._dtype import to_torch_dtype
+from ._monitor_taps import MonitorTaps
 from ._sparse_grads import dense_leaf, write_gradient
 from .base import MXNetError
 from .context import Context, current_context
@@ -315,7 +316,7 @@ class Executor:
         self._roots: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
         self._leaves: list[tuple[int, torch.Tensor]] = []
         self._outputs: list[torch.Tensor] | None = None  # None: not run yet (zeros on first read)
-        self._monitor: Callable[[str, torch.Tensor], None] | None = None
+        self._taps: MonitorTaps | None = None  # set_monitor_callback's
         self._default_head_grads: dict[int, torch.Tensor] = {}
         # the is_train of the last forward that did not record for backward (None: none since)
         self._unrecorded: bool | None = None
@@ -408,9 +409,6 @@ class Executor:
                 for buf, out in zip(self._out_buffers, self.outputs, strict=True):
                     buf.copy_(out)
             self.outputs = list(self._out_buffers)
-        if self._monitor is not None:
-            for name, out in zip(self._output_names, self.outputs, strict=True):
-                self._monitor(name, out)
         return self.outputs
 
     def backward(self, out_grads: Any = None, is_train: bool = True) -> None:
@@ -468,6 +466,8 @@ class Executor:
                 res = torch.autograd.grad(heads, leaves, hgrads, allow_unused=True)
             except RuntimeError as e:
                 raise MXNetError(f"backward: {e}; call forward(is_train=True) before each backward") from e
+        if self._taps is not None:
+            self._taps.backward_done()
         taken = {hg.untyped_storage().data_ptr() for hg in hgrads}  # never adopt a head gradient
         reqs, garrays = self._reqs, self.grad_arrays
         with torch.no_grad():
@@ -503,7 +503,8 @@ class Executor:
     def set_monitor_callback(
         self, callback: Callable[[str, torch.Tensor], None], monitor_all: bool = False
     ) -> None:
-        self._monitor = callback
+        """``callback(name, array)`` sees each node's outputs and input gradients (_monitor_taps)."""
+        self._taps = MonitorTaps(self._symbol, self._plan.steps, callback, monitor_all)
 
     # ------------------------------------------------------------------ parameters / shapes
     def copy_params_from(

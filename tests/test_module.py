@@ -592,7 +592,7 @@ def test_wrong_names_and_shapes_are_clear_errors():
         mod.bind([("x", (4, 5))], [("softmax_label", (4,))])
     with pytest.raises(MXNetError, match=r"label_shapes name \['y'\], the module's label names are"):
         mod.bind([("data", (4, 5))], [("y", (4,))])
-    with pytest.raises(MXNetError, match="expected \\(name, shape\\) pairs or DataDesc, got 5"):
+    with pytest.raises(TypeError, match="expected \\(name, shape\\) pairs or DataDesc, got 5"):
         mod.bind([5])
     mod = bound_module(batch=4)
     # another input shape rebinds (MXNet's reshape), which must keep every parameter's shape

@@ -367,8 +367,10 @@ def test_learning_rate_cannot_be_set_with_scheduler():
     plain = opt.SGD(learning_rate=0.1)
     plain.learning_rate = 0.5
     assert plain.lr == 0.5 and plain.learning_rate == 0.5
-    with pytest.raises(ValueError, match="-1"):
-        plain.set_learning_rate(-1)
+    plain.set_learning_rate(-1)  # MXNet takes any finite rate (a negative one ascends)
+    assert plain.lr == -1
+    with pytest.raises(ValueError, match="nan"):
+        plain.set_learning_rate(float("nan"))
 
 
 def test_learning_rate_none_takes_scheduler_base_lr():
@@ -648,7 +650,7 @@ def test_registering_a_taken_name_warns_and_replaces_as_mxnet():
 @pytest.mark.parametrize(
     "name,kwargs,exc,match",
     [
-        ("sgd", {"learning_rate": -0.1}, ValueError, "learning_rate must be >= 0.0, got -0.1"),
+        ("sgd", {"learning_rate": float("inf")}, ValueError, "learning_rate"),
         ("sgd", {"learning_rate": True}, TypeError, "learning_rate"),
         ("sgd", {"momentum": 1.0}, ValueError, "momentum must be < 1.0, got 1.0"),
         ("sgd", {"wd": -1}, ValueError, "wd"),

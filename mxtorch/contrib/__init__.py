@@ -2,7 +2,7 @@
 ``mx.contrib`` modules (``mxtorch.contrib.autograd``: the first autograd API;
 ``mxtorch.contrib.tensorboard``: LogMetricsCallback and a SummaryWriter taking NDArrays;
 ``mxtorch.contrib.amp``: MXNet 1.x's place of ``mx.amp``; ``mxtorch.contrib.text``: vocabularies
-and token embeddings).
+and token embeddings; ``mxtorch.contrib.svrg_optimization``: SVRGModule).
 
 Submodules load on first use: ``mx.contrib.autograd`` or ``from mxtorch.contrib import pruning``.
 """
@@ -12,7 +12,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-__all__ = ["pruning", "autograd", "tensorboard", "amp", "text"]
+__all__ = ["pruning", "autograd", "tensorboard", "amp", "text", "svrg_optimization"]
 
 
 def __getattr__(name: str) -> Any:

@@ -183,6 +183,7 @@ class BaseModule:
         for epoch in range(begin_epoch, num_epoch):
             tic = time.time()
             eval_metric.reset()
+            self._begin_epoch(epoch, train_data)
             nbatch = 0
             for batch in train_data:
                 if monitor is not None:
@@ -215,6 +216,16 @@ class BaseModule:
             train_data.reset()
 
     # ------------------------------------------------------------------ helpers for subclasses
+    def _begin_epoch(self, epoch: int, train_data: Any) -> None:
+        """Called by ``fit`` before each epoch's first batch (SVRG computes its full gradients)."""
+
+    def prepare(self, data_batch: Any, sparse_row_id_fn: Any = None) -> None:
+        """Get ready for ``data_batch`` (MXNet: pull the rows of row_sparse parameters it needs
+        from the store).  Every parameter here is pulled whole after each update, so there is
+        nothing to fetch; ``sparse_row_id_fn`` (batch -> {name: row ids}) is accepted for that API."""
+        if sparse_row_id_fn is not None and not callable(sparse_row_id_fn):
+            raise TypeError(f"prepare: sparse_row_id_fn must be callable, got {sparse_row_id_fn!r}")
+
     def _need(self, what: str, params: bool = False, optimizer: bool = False) -> None:
         if not self.binded:
             raise MXNetError(f"{what}: call bind() first (the module has no input shapes yet)")

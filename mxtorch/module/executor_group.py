@@ -16,6 +16,7 @@ import torch
 from ..base import MXNetError
 from ..executor import Executor
 from ..io.base import DataDesc
+from ..nd import cast_storage
 
 if TYPE_CHECKING:
     from ..symbol.symbol import Symbol
@@ -50,7 +51,8 @@ def _shape(value: Any, what: str, name: str) -> tuple[int, ...]:
 
 def as_descs(shapes: Any, what: str) -> list[DataDesc]:
     """DataDescs (``(name, shape)`` tuples carrying ``dtype`` and ``layout``) from DataDesc
-    objects, (name, shape) pairs or a dict; a shape that is not a tuple of ints is a TypeError."""
+    objects, (name, shape) pairs or a dict; anything else, or a shape that is not a tuple of ints,
+    is a TypeError (MXNet's)."""
     if shapes is None:
         return []
     if isinstance(shapes, Mapping):
@@ -64,7 +66,7 @@ def as_descs(shapes: Any, what: str) -> list[DataDesc]:
         elif isinstance(d, (tuple, list)) and len(d) >= 2 and isinstance(d[0], str):
             out.append(DataDesc(d[0], _shape(d[1], what, d[0])))
         else:
-            raise MXNetError(f"{what}: expected (name, shape) pairs or DataDesc, got {d!r}")
+            raise TypeError(f"{what}: expected (name, shape) pairs or DataDesc, got {d!r}")
     return out
 
 
@@ -187,6 +189,47 @@ class DataParallelExecutorGroup:
         self.input_grad_arrays: list[list[Any]] = [
             [ex.grad_dict[n] for ex in self.execs] for n in self.data_names
         ]
+        self.state_arrays = [[ex.arg_dict[n] for ex in self.execs] for n in self.state_names]
+
+    # ------------------------------------------------------------------ states
+    def set_states(self, states: Any = None, value: Any = None) -> None:
+        """Fill the state inputs: ``states`` one entry per state, each an array (split across the
+        contexts like a batch) or a list with one array per context; or every element = ``value``."""
+        if (states is None) == (value is None):
+            raise ValueError("set_states: give exactly one of states (arrays) and value (a number)")
+        with torch.no_grad():
+            if value is not None:
+                for block in self.state_arrays:
+                    for dst in block:
+                        dst.fill_(value)
+                return
+            states = list(states)
+            if len(states) != len(self.state_names):
+                raise MXNetError(
+                    f"set_states: {len(states)} states given, the module has {len(self.state_names)} "
+                    f"({self.state_names})"
+                )
+            for name, src, block in zip(self.state_names, states, self.state_arrays, strict=True):
+                parts = (list(src) if isinstance(src, (list, tuple))
+                         else [_take(src, 0, sl) if len(block) > 1 else src for sl in self.slices])
+                if len(parts) != len(block):
+                    raise MXNetError(
+                        f"set_states: state {name!r} has {len(parts)} arrays for {len(block)} contexts"
+                    )
+                for part, dst in zip(parts, block, strict=True):
+                    part = torch.as_tensor(np.asarray(part)) if not isinstance(part, torch.Tensor) else part
+                    if tuple(part.shape) != tuple(dst.shape):
+                        raise MXNetError(
+                            f"set_states: state {name!r} has shape {tuple(part.shape)} on a context "
+                            f"whose state array has {tuple(dst.shape)}"
+                        )
+                    dst.copy_(part.to(dst.device, dst.dtype))
+
+    def get_states(self, merge_multi_context: bool = True) -> list[Any]:
+        """The state inputs, one list per state (one array per context) or merged on axis 0."""
+        if not merge_multi_context:
+            return self.state_arrays
+        return [_merge(block, 0) for block in self.state_arrays]
 
     # ------------------------------------------------------------------ parameters
     def set_params(
@@ -207,8 +250,11 @@ class DataParallelExecutorGroup:
                         val = block[0].detach().to("cpu")
                     else:
                         val = torch.stack([w.detach().to("cpu") for w in block]).mean(0)
-                    if name in dst:
-                        dst[name].copy_(val.to(dst[name].dtype))
+                    held = dst.get(name)
+                    if held is not None and held.layout != torch.strided:  # a sparse arg_params entry
+                        dst[name] = cast_storage(val.to(held.dtype), getattr(held, "stype", "row_sparse"))
+                    elif held is not None:
+                        held.copy_(val.to(held.dtype))
                     else:
                         dst[name] = val.clone()
 

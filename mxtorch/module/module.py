@@ -40,6 +40,9 @@ def _with_batch(desc: DataDesc, batch: int) -> tuple[int, ...]:
 
 __all__ = ["Module"]
 
+# a variable's __storage_type__ attribute (MXNet's codes) -> the stype its parameter has
+_STYPES = {"1": "row_sparse", "2": "csr", "row_sparse": "row_sparse", "csr": "csr"}
+
 
 def _names(names: Any) -> list[str]:
     if names is None:
@@ -319,6 +322,12 @@ class Module(BaseModule):
         self.params_initialized = True
         self._params_dirty = False
         self._exec_group.set_params(self._arg_params, self._aux_params, allow_extra=allow_extra)
+        # a variable declared stype='row_sparse'/'csr' is handed out in that storage, as MXNet's
+        # arg_params are (the executors compute on dense copies)
+        for name in self._param_names:
+            stype = _STYPES.get(str(attrs.get(name, {}).get("__storage_type__", "0")))
+            if stype is not None and getattr(self._arg_params[name], "stype", "default") != stype:
+                self._arg_params[name] = nd_io.cast_storage(self._arg_params[name], stype)
 
     def _set_given_params(self, arg_params: Any, aux_params: Any, allow_extra: bool) -> None:
         assert self._exec_group is not None
@@ -352,18 +361,7 @@ class Module(BaseModule):
             return
         if self._params_dirty:
             self.get_params()
-        kv, update_on_kvstore = _create_kvstore(kvstore, len(self._context), self._arg_params or {})
-        batch_size = self._exec_group.batch_size
-        if kv is not None and "dist" in kv.type and "_sync" in kv.type:
-            batch_size *= kv.num_workers
-        elif kv is not None and kv.type == "horovod":
-            batch_size *= kv.num_workers
-        rescale_grad = 1.0 / batch_size
-        ndev = len(self._context)
-        if update_on_kvstore:
-            idx2name = dict(enumerate(self._param_names))
-        else:
-            idx2name = {i * ndev + k: n for i, n in enumerate(self._param_names) for k in range(ndev)}
+        kv, update_on_kvstore, rescale_grad, idx2name = self._optimizer_layout(kvstore)
         if isinstance(optimizer, str):
             params = dict(optimizer_params)
             params.setdefault("rescale_grad", rescale_grad)
@@ -401,6 +399,25 @@ class Module(BaseModule):
         if self._preload_opt_states is not None:
             self.load_optimizer_states(self._preload_opt_states)
             self._preload_opt_states = None
+
+    def _optimizer_layout(self, kvstore: Any) -> tuple[KVStoreBase | None, bool, float, dict[int, str]]:
+        """``(store, update_on_kvstore, rescale_grad, idx2name)`` that ``init_optimizer(kvstore)``
+        uses: the gradient scale 1/batch size (times the workers of a synchronous store) and the
+        optimizer's index of each parameter (one per parameter on the store, else one per
+        parameter and context)."""
+        assert self._exec_group is not None
+        kv, update_on_kvstore = _create_kvstore(kvstore, len(self._context), self._arg_params or {})
+        batch_size = self._exec_group.batch_size
+        if kv is not None and "dist" in kv.type and "_sync" in kv.type:
+            batch_size *= kv.num_workers
+        elif kv is not None and kv.type == "horovod":
+            batch_size *= kv.num_workers
+        ndev = len(self._context)
+        if update_on_kvstore:
+            idx2name = dict(enumerate(self._param_names))
+        else:
+            idx2name = {i * ndev + k: n for i, n in enumerate(self._param_names) for k in range(ndev)}
+        return kv, update_on_kvstore, 1.0 / batch_size, idx2name
 
     def borrow_optimizer(self, shared_module: Module) -> None:
         """Use ``shared_module``'s optimizer, store and updater (BucketingModule's buckets)."""
@@ -494,6 +511,19 @@ class Module(BaseModule):
         self._need("get_input_grads", params=True)
         assert self._exec_group is not None
         return self._exec_group.get_input_grads(merge_multi_context)
+
+    def get_states(self, merge_multi_context: bool = True) -> list[Any]:
+        """The arrays of the ``state_names`` inputs (merged across contexts unless asked not to)."""
+        self._need("get_states", params=True)
+        assert self._exec_group is not None
+        return self._exec_group.get_states(merge_multi_context)
+
+    def set_states(self, states: Any = None, value: Any = None) -> None:
+        """Set the ``state_names`` inputs from ``states`` (one array, or one per context, per
+        state: what ``get_outputs(merge_multi_context=False)`` returns) or to the number ``value``."""
+        self._need("set_states", params=True)
+        assert self._exec_group is not None
+        self._exec_group.set_states(states, value)
 
     def update_metric(self, eval_metric: Any, labels: Any, pre_sliced: bool = False) -> None:
         assert self._exec_group is not None

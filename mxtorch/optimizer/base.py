@@ -153,9 +153,9 @@ class Optimizer:
             # MXNet: without a learning rate the scheduler's base_lr rules, else 0.01
             base = getattr(lr_scheduler, "base_lr", None) if lr_scheduler is not None else None
             chosen: Any = base if isinstance(base, numbers.Real) else self._default_learning_rate
-            self.lr: float = _check_real("learning_rate", chosen, lo=0.0)
+            self.lr: float = _check_real("learning_rate", chosen)
         else:
-            self.lr = _check_real("learning_rate", learning_rate, lo=0.0)
+            self.lr = _check_real("learning_rate", learning_rate)
             if lr_scheduler is not None:
                 try:  # an explicit learning rate overwrites the scheduler's base_lr (MXNet)
                     lr_scheduler.base_lr = self.lr  # type: ignore[attr-defined]
@@ -225,7 +225,7 @@ class Optimizer:
                 f"({type(self.lr_scheduler).__name__}), which decides the learning rate; change the "
                 "scheduler's base_lr instead, or create the optimizer without a scheduler"
             )
-        self.lr = _check_real("learning_rate", lr, lo=0.0)
+        self.lr = _check_real("learning_rate", lr)
 
     # ---------------------------------------------------------------- multipliers
     def set_lr_mult(self, args_lr_mult: dict[Any, float]) -> None:

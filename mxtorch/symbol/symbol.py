@@ -458,7 +458,7 @@ def split_v2(
 def Variable(
     name: str,
     attr: Mapping[str, str] | None = None,
-    shape: Sequence[int] | None = None,
+    shape: Sequence[int] | int | None = None,
     lr_mult: float | None = None,
     wd_mult: float | None = None,
     dtype: Any = None,
@@ -473,8 +473,9 @@ def Variable(
         raise TypeError(f"Variable: name must be a str, got {type(name).__name__}")
     attrs = AttrScope.current.get(dict(attr) if attr else None)
     attrs = {f"__{k}__" if k in HIDDEN_KEYS else k: v for k, v in attrs.items()}
-    if shape is not None:
-        attrs["__shape__"] = attr_string(tuple(shape))
+    if shape is not None:  # an int is a 1-d shape, as MXNet reads str(shape)
+        dims = (int(shape),) if isinstance(shape, numbers.Integral) else tuple(shape)  # type: ignore[arg-type]
+        attrs["__shape__"] = attr_string(dims)
     if lr_mult is not None:
         attrs["__lr_mult__"] = str(lr_mult)
     if wd_mult is not None:
