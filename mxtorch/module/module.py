@@ -177,6 +177,11 @@ class Module(BaseModule):
         return self._label_shapes
 
     @property
+    def kvstore(self) -> KVStoreBase | None:
+        """The store ``update`` reduces through (``init_optimizer``'s; None without one)."""
+        return self._kvstore
+
+    @property
     def output_shapes(self) -> list[tuple[str, tuple[int, ...]]]:
         self._need("output_shapes")
         _, out, _ = self._symbol.infer_shape(**dict(self._data_shapes + self._label_shapes))

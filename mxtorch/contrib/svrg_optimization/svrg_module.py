@@ -73,9 +73,9 @@ class SVRGModule(Module):
         super().init_optimizer(kvstore=kvstore, optimizer=svrg, force_init=force_init)
         # MXNet also pulls the (zero) full-gradient keys into the weights here, which zeroes
         # them until the first update; the keys are only initialized
-        if self._kvstore is not None:
+        if self.kvstore is not None:
             for name in self._exec_group.param_names:
-                self._kvstore.init(name + "_full", torch.zeros(arg[name].shape, dtype=arg[name].dtype))
+                self.kvstore.init(name + "_full", torch.zeros(arg[name].shape, dtype=arg[name].dtype))
 
     # ------------------------------------------------------------------ computation
     def forward(self, data_batch: Any, is_train: bool | None = None) -> None:
@@ -146,13 +146,13 @@ class SVRGModule(Module):
             grads = [full[ctx][name] for ctx in range(self._ctx_len)]
             for g in grads:
                 g /= true_num_batch
-            if self._kvstore is not None:
+            if self.kvstore is not None:
                 self._accumulate_kvstore(name, grads)
 
     def _accumulate_kvstore(self, key: str, value: list[torch.Tensor]) -> None:
         """Sum the full gradients of every device and worker in the store (``<key>_full``) and
         give each device its share."""
-        kv = self._kvstore
+        kv = self.kvstore
         assert kv is not None
         kv.push(key + "_full", value)
         kv.barrier()

@@ -41,7 +41,7 @@ class _SVRGOptimizer(_opt.Optimizer):
     """Routes ``*full*`` parameters to :class:`_AssignmentOptimizer` and the rest to
     ``default_optimizer`` (a name, created with the same keyword arguments, or an Optimizer)."""
 
-    def __init__(self, default_optimizer: Any, **kwargs: Any) -> None:
+    def __init__(self, default_optimizer: Any = "sgd", **kwargs: Any) -> None:
         super().__init__(**{k: v for k, v in kwargs.items() if k in _BASE_PARAMS})
         if isinstance(default_optimizer, str):
             self.default_opt = _opt.create(default_optimizer, **kwargs)
