@@ -2,8 +2,10 @@
 
 ``isinf``/``isfinite``/``isnan`` give 1/0 in the input's dtype (MXNet's comparison rule);
 ``boolean_mask`` keeps the rows whose index entry is non-zero (an output shape known only from the
-data); ``rand_zipfian`` draws classes from the log-uniform (Zipfian) distribution that candidate
-sampling uses, with the expected count of each class; ``allclose`` is MXNet's one-element test.
+data); ``DeformableConvolution`` / ``ModulatedDeformableConvolution`` sample each kernel tap at a
+learned offset (:mod:`._deformable`); ``rand_zipfian`` draws classes from the log-uniform
+(Zipfian) distribution that candidate sampling uses, with the expected count of each class;
+``allclose`` is MXNet's one-element test.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from ._common import as_tensor, device_of, mx_operator
 Tensor = torch.Tensor
 
 __all__ = ["isinf", "isfinite", "isnan", "rand_zipfian", "allclose", "getnnz", "SparseEmbedding",
-           "boolean_mask"]
+           "boolean_mask", "DeformableConvolution", "ModulatedDeformableConvolution"]
 
 
 @mx_operator
@@ -118,3 +120,49 @@ def boolean_mask(data: Tensor, index: Tensor, axis: int = 0) -> Tensor:
         raise ValueError(f"boolean_mask: index must be 1-D with one entry per row of data; got index shape "
                          f"{tuple(index.shape)} for data shape {tuple(data.shape)}")
     return data[index.to(data.device) != 0]
+
+
+def _deformable(data: Tensor, offset: Tensor, weight: Tensor, bias: Tensor | None, mask: Tensor | None,
+                kernel: Any, stride: Any, dilate: Any, pad: Any, num_filter: int, num_group: int,
+                num_deformable_group: int, no_bias: bool, layout: str | None, op: str) -> Tensor:
+    from ._deformable import deformable_conv2d
+
+    if layout not in (None, "NCHW"):
+        raise ValueError(f"{op}: layout must be 'NCHW', got {layout!r}")
+    k = tuple(int(v) for v in kernel)
+    if len(k) != 2 or tuple(weight.shape[2:]) != k or weight.shape[0] != int(num_filter):
+        raise ValueError(f"{op}: weight {tuple(weight.shape)} must be (num_filter={num_filter}, "
+                         f"channels / num_group, *kernel={k})")
+
+    def pair(v: Any, default: int) -> tuple[int, int]:
+        return (default, default) if not v else (int(v[0]), int(v[1]))
+
+    return deformable_conv2d(data, offset, weight, None if no_bias else bias, pair(stride, 1), pair(pad, 0),
+                             pair(dilate, 1), int(num_group), int(num_deformable_group), mask)
+
+
+@mx_operator
+def DeformableConvolution(data: Tensor, offset: Tensor, weight: Tensor, bias: Tensor | None = None,
+                          kernel: Any = (), stride: Any = (), dilate: Any = (), pad: Any = (),
+                          num_filter: int = 0, num_group: int = 1, num_deformable_group: int = 1,
+                          workspace: int = 1024,
+                          no_bias: bool = False, layout: str | None = None) -> Tensor:
+    """MXNet's deformable convolution (v1): taps sampled at ``offset`` (N, 2 * G * kh * kw, Ho, Wo)
+    from their regular positions; a position outside the input gives zero, one past the last row
+    or column reads that row or column.  ``workspace`` is accepted."""
+    return _deformable(data, offset, weight, bias, None, kernel, stride, dilate, pad, num_filter, num_group,
+                       num_deformable_group, no_bias, layout, "DeformableConvolution")
+
+
+@mx_operator
+def ModulatedDeformableConvolution(data: Tensor, offset: Tensor, mask: Tensor, weight: Tensor,
+                                   bias: Tensor | None = None, kernel: Any = (), stride: Any = (),
+                                   dilate: Any = (), pad: Any = (), num_filter: int = 0, num_group: int = 1,
+                                   num_deformable_group: int = 1, workspace: int = 1024,
+                                   no_bias: bool = False, im2col_step: int = 64,
+                                   layout: str | None = None) -> Tensor:
+    """MXNet's modulated deformable convolution (v2): as DeformableConvolution with each tap's
+    sample scaled by ``mask`` (N, G * kh * kw, Ho, Wo); bilinear corners outside the input are
+    zero.  ``workspace`` and ``im2col_step`` are accepted."""
+    return _deformable(data, offset, weight, bias, mask, kernel, stride, dilate, pad, num_filter, num_group,
+                       num_deformable_group, no_bias, layout, "ModulatedDeformableConvolution")

@@ -1,6 +1,7 @@
 """Gluon's contributed packages (MXNet's ``mxnet.gluon.contrib``): ``nn`` (Concurrent,
 HybridConcurrent, SyncBatchNorm, SparseEmbedding, ...), ``estimator`` (``Estimator.fit`` with
-event handlers), ``data`` (IntervalSampler) and ``rnn`` (LSTMPCell, VariationalDropoutCell).
+event handlers), ``data`` (IntervalSampler), ``rnn`` (LSTMPCell, VariationalDropoutCell, the
+convolutional cells, dynamic_unroll) and ``cnn`` (the deformable convolutions).
 Submodules load on first use."""
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ _SUBMODULES = {
     "estimator": "mxtorch.gluon.contrib.estimator",
     "data": "mxtorch.gluon.contrib.data",
     "rnn": "mxtorch.gluon.contrib.rnn",
+    "cnn": "mxtorch.gluon.contrib.cnn",
 }
 
 __all__ = sorted(_SUBMODULES)
