@@ -57,6 +57,28 @@ def test_zero_1_and_2_match_one_process(world: int, tmp_path) -> None:
         torch.testing.assert_close(p.data().detach(), w, atol=1e-5, rtol=0)
 
 
+def test_zero_2_reduces_gradient_buckets_during_backward() -> None:
+    """2 ranks, buckets of one layer: each bucket is reduced onto its owner while backward runs and
+    the other rank drops it, so the most gradient bytes a rank holds during backward (measured in
+    the hooks) is its half of the gradients plus about one bucket (with whole gradients until the
+    step it would be all of them); 5 Adam steps equal one process, also accumulating
+    (grad_req='add') over two backward passes per step."""
+    ref_weights, _, _ = zero_workers.reference()
+    replica = sum(w.numel() * w.element_size() for w in ref_weights)  # the whole gradients' bytes
+    results = run_workers(zero_workers.zero_two_buckets, 2, timeout=120)
+    for rank, res in enumerate(results):
+        for passes in (1, 2):
+            got = res[passes]
+            for k, w in enumerate(ref_weights):
+                torch.testing.assert_close(got["weights"][k], w, atol=1e-5, rtol=0, msg=lambda m, k=k,
+                                           p=passes, r=rank: f"passes={p} rank {r} #{k}: {m}")
+            assert 0 < got["peak"] <= replica / 2 + zero_workers.BUCKET_BYTES + 0.10 * replica, (
+                passes, rank, got["peak"], replica)
+            # after the step: 'write' gradients are used up; 'add' keeps this rank's own (zeroed) ones
+            held = (0, 0) if passes == 1 else (replica / 2, replica / 2 + 0.10 * replica)
+            assert held[0] <= got["after"] <= held[1], (passes, rank, got["after"])
+
+
 @pytest.mark.parametrize("world", [2, pytest.param(4, marks=pytest.mark.slow)])
 def test_zero_3_matches_one_process_and_holds_a_slice(world: int, tmp_path) -> None:
     """Parameters sliced over the ranks between steps, gathered per layer: 5 Adam steps (also

@@ -37,33 +37,42 @@ OVERFLOW_STEP = 2
 """With AMP: the step whose last gradient (the last bias) rank 0 makes inf, a step every rank skips."""
 
 
-def train(trainer_of: Any, rank: int, world: int,
-          with_amp: bool = False) -> tuple[list[torch.Tensor], int, int]:
+def train(trainer_of: Any, rank: int, world: int, with_amp: bool = False,
+          passes: int = 1) -> tuple[list[torch.Tensor], int, int]:
     """``STEPS`` Adam steps of this rank's slice of each global batch; the weights, the
     optimizer-state bytes and the most parameter bytes held (measured between steps, the states
-    after the last).  ``with_amp``: dynamic
-    loss scaling, and an overflow in one gradient of rank 0 at ``OVERFLOW_STEP``."""
+    after the last).  ``with_amp``: dynamic loss scaling, and an overflow in one gradient of rank
+    0 at ``OVERFLOW_STEP`` (made by a hook on that gradient, before any reduction sees it).
+    ``passes`` > 1: ``grad_req='add'``, the slice in that many backward passes per step."""
     net = tiny_net()
+    if passes > 1:
+        net.collect_params().setattr("grad_req", "add")
     trainer = trainer_of(net)
     if with_amp:
         amp.init_trainer(trainer)
     loss_fn = gluon.loss.L2Loss()
     per = GLOBAL_BATCH // world
     param_bytes = parameter_bytes(trainer)
+    last = list(net.collect_params().values())[-1].list_data()[0]
     for step in range(STEPS):
         x, y = global_batch(step)
         x, y = x[rank * per:(rank + 1) * per], y[rank * per:(rank + 1) * per]
-        with autograd.record():
-            loss = loss_fn(net(x), y)
-        if with_amp:
-            with amp.scale_loss(loss, trainer) as scaled:
-                autograd.backward(scaled)
-            if step == OVERFLOW_STEP and rank == 0:
-                last = list(net.collect_params().values())[-1]
-                last.grad()[0] = float("inf")
-        else:
-            loss.backward()
+        hook = None
+        if with_amp and step == OVERFLOW_STEP and rank == 0:
+            hook = last.register_hook(lambda g: g.index_fill(0, torch.tensor([0]), float("inf")))
+        for xs, ys in zip(x.chunk(passes), y.chunk(passes)):
+            with autograd.record():
+                loss = loss_fn(net(xs), ys)
+            if with_amp:
+                with amp.scale_loss(loss, trainer) as scaled:
+                    autograd.backward(scaled)
+            else:
+                loss.backward()
+        if hook is not None:
+            hook.remove()
         trainer.step(GLOBAL_BATCH)  # the global batch: gradients are summed (MXNet's rule)
+        if passes > 1:
+            net.collect_params().zero_grad()
         param_bytes = max(param_bytes, parameter_bytes(trainer))
     with getattr(trainer, "full_parameters", contextlib.nullcontext)():  # zero=3: gathered
         weights = [p.data().detach().clone() for p in net.collect_params().values()]
@@ -108,6 +117,31 @@ def _reload_states(trainer: Any, mesh: Any, fname: str) -> bool:
     before, after = trainer._updaters[0].states, again._updaters[0].states
     return bool(before) and sorted(before) == sorted(after) and all(
         torch.equal(a, b) for i in before for a, b in zip(before[i], after[i]))
+
+
+BUCKET_BYTES = 288
+"""One Dense(8, 8) layer's weight and bias (float32): tiny_net's gradients make four buckets."""
+
+
+def zero_two_buckets() -> dict[str, Any]:
+    """zero=2 with small buckets reduced during backward: the weights after ``STEPS`` Adam steps and
+    the most gradient bytes held during backward (measured inside the hooks), with one backward pass
+    per step and with two (``grad_req='add'``)."""
+    torch.set_num_threads(1)
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    out: dict[str, Any] = {}
+    for passes in (1, 2):
+        trainers: list[Any] = []
+
+        def make(net: Any, trainers: list[Any] = trainers) -> Any:
+            trainers.append(parallel.ZeroTrainer(net.collect_params(), "adam", ADAM, zero=2,
+                                                 bucket_bytes=BUCKET_BYTES, measure_gradient_bytes=True))
+            return trainers[-1]
+
+        weights, _, _ = train(make, rank, world, passes=passes)
+        out[passes] = {"weights": weights, "peak": trainers[0].peak_gradient_bytes,
+                       "after": trainers[0].gradient_bytes()}
+    return out
 
 
 def zero_three(save_to: str) -> dict[str, Any]:

@@ -9,7 +9,9 @@ update each owner broadcasts its parameters, so every rank holds the whole model
 
 * ``zero=1``: gradients are summed over the ranks (all-reduce), optimizer states are sharded;
 * ``zero=2``: each parameter's gradient is summed onto its owner only (a reduce per owner: a
-  reduce-scatter of whole parameters) and the other ranks drop theirs before the update.
+  reduce-scatter of whole parameters) while backward runs, bucket by bucket, and the other ranks
+  drop theirs as soon as it is reduced (:mod:`.zero_grads`): a rank holds its own reduced
+  gradients plus about one bucket, not the whole gradients.
 * ``zero=3``: every rank keeps ``1/dp`` of each parameter's flat data (and its optimizer states
   for that slice) between steps; the blocks gather their parameters for forward and backward
   and free them after (:mod:`.zero_shards`); gradients are reduce-scattered into the slices and
@@ -40,6 +42,7 @@ from ..distributed import group
 from ..profiler import span
 from .parameter import Parameter
 from .trainer import StaleGradientError, Trainer
+from .zero_grads import DEFAULT_BUCKET_BYTES, GradientBuckets, unhook
 from .zero_shards import ParameterShards, unshard
 
 __all__ = ["ZeroTrainer", "ZERO_STAGES", "shard_owners", "optimizer_state_bytes", "parameter_bytes"]
@@ -99,13 +102,21 @@ class ZeroTrainer(Trainer):
 
     ``process_group``: the data-parallel ranks (e.g. ``parallel.Mesh(cfg).dp_group``); None: the whole job.
     Every rank of the group creates it with the same parameters; it gives every rank the group's
-    first rank's initial values.  One context per process.
+    first rank's initial values.  One context per process.  ``bucket_bytes`` (zero=2): the size of
+    the gradient buckets reduced during backward.  ``measure_gradient_bytes`` (zero=2): record the
+    most gradient bytes held during backward (:attr:`peak_gradient_bytes`; costs a scan per hook).
     """
 
     def __init__(self, params: Any, optimizer: str | opt.Optimizer,
                  optimizer_params: dict[str, Any] | None = None, zero: int = 1,
-                 process_group: Any = None) -> None:
+                 process_group: Any = None, bucket_bytes: int = DEFAULT_BUCKET_BYTES,
+                 measure_gradient_bytes: bool = False) -> None:
         self._zero = check_zero_stage(zero, "ZeroTrainer")
+        if isinstance(bucket_bytes, bool) or not isinstance(bucket_bytes, int) or bucket_bytes <= 0:
+            raise ValueError(f"ZeroTrainer: bucket_bytes must be a positive int, got {bucket_bytes!r}")
+        self._bucket_bytes = bucket_bytes
+        self._measure = measure_gradient_bytes
+        self._grad_buckets: GradientBuckets | None = None  # zero=2: reduced during backward
         group.init()
         self._pg = process_group
         self._dp = dist.get_world_size(process_group)
@@ -131,6 +142,21 @@ class ZeroTrainer(Trainer):
         """Bytes of parameter slices this rank holds between steps (zero=3; 0 for the other stages,
         whose parameters stay whole on every rank)."""
         return self._shards.held_bytes() if self._shards is not None else 0
+
+    def gradient_bytes(self) -> int:
+        """Bytes of gradients this rank holds now (zero=2: its reduced ones and the buckets being
+        filled or reduced; zero=3: also its reduced slices)."""
+        if self._grad_buckets is not None:
+            return self._grad_buckets.held_bytes()
+        whole = [d.grad for p in self._params if p._data is not None for d in p._data if d.grad is not None]
+        return sum(g.numel() * g.element_size() for g in whole + list(self._grad_shards.values()))
+
+    @property
+    def peak_gradient_bytes(self) -> int | None:
+        """The most :meth:`gradient_bytes` seen inside the gradient hooks (zero=2 created with
+        ``measure_gradient_bytes=True``; None otherwise)."""
+        b = self._grad_buckets
+        return b.peak_bytes if b is not None and b.measure else None
 
     def owner(self, param: Parameter) -> int:
         """The rank (in the data-parallel group) that updates ``param`` (zero 1 and 2; with
@@ -169,12 +195,16 @@ class ZeroTrainer(Trainer):
                                      "zero=3 keeps only a slice of each reduced gradient: use 'write', "
                                      "or zero=2 to accumulate gradients over several backward passes")
             unshard([p for _, p in trainable])  # an earlier zero=3 trainer's slices: whole again
+            unhook([p for _, p in trainable])  # an earlier zero=2 trainer's gradient hooks
             owners = shard_owners([p._data[0].numel() for _, p in trainable], self._dp)  # type: ignore[index]
             self._owners = {i: r for (i, _), r in zip(trainable, owners)}
             with torch.no_grad(), span("zero.broadcast_initial"):
                 self._broadcast({i: 0 for i in range(len(self._params)) if self._params[i]._data is not None})
             if self._zero == 3:
                 self._shards = ParameterShards(dict(trainable), self._pg, self._dp, self._dp_rank)
+            elif self._zero == 2 and trainable:
+                self._grad_buckets = GradientBuckets(dict(trainable), self._owners, self._pg, self._dp_rank,
+                                                     self._global, self._bucket_bytes, self._measure)
         return self._owners
 
     def _buckets(self, indices: dict[int, int]) -> list[tuple[int, list[torch.Tensor]]]:
@@ -202,28 +232,21 @@ class ZeroTrainer(Trainer):
             if self._update_hooks:
                 self._agree_on_overflow(list(self._grad_shards.values()))
             return
-        have = {i: r for i, r in owners.items() if self._params[i]._data[0].grad is not None}  # type: ignore[index]
-        with torch.no_grad(), span("zero.reduce_gradients", stage=self._zero):
-            by_dtype: dict[torch.dtype, list[tuple[int, torch.Tensor]]] = {}
-            for i in sorted(have):
-                g = self._params[i]._data[0].grad  # type: ignore[index]
-                assert g is not None
-                by_dtype.setdefault(g.dtype, []).append((i, g))
-            for items in by_dtype.values():
-                if self._zero == 1:
-                    self._sum(items, dst=None)
-                    continue
-                for r in range(self._dp):
-                    mine = [(i, g) for i, g in items if have[i] == r]
-                    if mine:
-                        self._sum(mine, dst=r)
-            if self._zero == 2:  # the other ranks' gradients are theirs now: free them
-                for i, r in have.items():
-                    if r != self._dp_rank:
-                        self._params[i]._data[0].grad = None  # type: ignore[index]
-            if self._update_hooks:
-                self._agree_on_overflow([g for i, r in have.items() if r == self._dp_rank
-                                         for g in [self._params[i]._data[0].grad] if g is not None])  # type: ignore[index]
+        if self._grad_buckets is not None:  # zero=2: started during backward; the rest now
+            self._grad_buckets.finish()
+        else:
+            grads = [(i, g) for i in sorted(owners) for g in [self._params[i]._data[0].grad] if g is not None]  # type: ignore[index]
+            with torch.no_grad(), span("zero.reduce_gradients", stage=self._zero):
+                by_dtype: dict[torch.dtype, list[torch.Tensor]] = {}
+                for _, g in grads:
+                    by_dtype.setdefault(g.dtype, []).append(g)
+                for same in by_dtype.values():  # zero=1: every rank gets the sums
+                    flat = torch.cat([g.reshape(-1) for g in same])
+                    dist.all_reduce(flat, group=self._pg)
+                    _unflatten_into(flat, same)
+        if self._update_hooks:  # the hooks see this rank's own gradients only
+            self._agree_on_overflow([g for i, r in owners.items() if r == self._dp_rank
+                                     for g in [self._params[i]._data[0].grad] if g is not None])  # type: ignore[index]
 
     def _agree_on_overflow(self, mine: list[torch.Tensor]) -> None:
         """Update hooks (AMP's loss scaling) see only this rank's share of the gradients, but every
@@ -234,16 +257,6 @@ class ZeroTrainer(Trainer):
         dist.all_reduce(flag, op=dist.ReduceOp.MAX, group=self._pg)
         if flag.item() and not local and mine:
             mine[0].fill_(float("nan"))
-
-    def _sum(self, items: list[tuple[int, torch.Tensor]], dst: int | None) -> None:
-        grads = [g for _, g in items]
-        flat = torch.cat([g.reshape(-1) for g in grads])
-        if dst is None:
-            dist.all_reduce(flat, group=self._pg)
-        else:
-            dist.reduce(flat, dst=self._global(dst), group=self._pg)
-        if dst is None or dst == self._dp_rank:
-            _unflatten_into(flat, grads)
 
     def _live(self, ignore_stale_grad: bool) -> list[tuple[int, Parameter]]:
         """The parameters this rank updates: its own (zero=3: all, by slices), with their reduced
