@@ -87,6 +87,7 @@ _SUBMODULES = {
     "profiler": "mxtorch.profiler",
     "recordio": "mxtorch.recordio",
     "image": "mxtorch.image",
+    "img": "mxtorch.image",  # MXNet's short name
     "rnn": "mxtorch.rnn",
 }
 

@@ -7,11 +7,13 @@ from typing import Any
 
 from .augmenters import *  # noqa: F403  (augmenters.__all__)
 from .augmenters import __all__ as _augmenter_names
-from .codec import ImageDecodeError
+from .codec import ImageArgumentError, ImageDecodeError
 from .image import *  # noqa: F403  (image.__all__)
 from .image import __all__ as _image_names
+from .rotate import imrotate, random_rotate
 
-__all__ = ["ImageDecodeError", *_image_names, *_augmenter_names, "ImageIter"]  # noqa: F405  (lazy, below)
+__all__ = ["ImageDecodeError", "ImageArgumentError", "imrotate", "random_rotate", *_image_names,
+           *_augmenter_names, "ImageIter"]  # noqa: F405  (lazy, below)
 
 
 def __getattr__(name: str) -> Any:

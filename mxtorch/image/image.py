@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from .codec import cv2_module, decode_bgr
+from .codec import ImageArgumentError, ImageDecodeError, decode_bgr, resize_hwc
 
 __all__ = ["imdecode", "imread", "imresize", "scale_down", "resize_short", "fixed_crop", "center_crop",
            "random_crop", "random_size_crop", "color_normalize"]
@@ -52,8 +52,12 @@ def imdecode(buf: Any, flag: int = 1, to_rgb: bool = True, out: Any = None) -> t
 def imread(filename: str | os.PathLike[str], flag: int = 1, to_rgb: bool = True,
            out: Any = None) -> torch.Tensor:
     """Reads and decodes an image file (as :func:`imdecode`)."""
-    with open(filename, "rb") as f:
-        return imdecode(f.read(), flag, to_rgb, out)
+    try:
+        with open(filename, "rb") as f:
+            buf = f.read()
+    except OSError as e:  # MXNet's imread raises MXNetError for a missing or unreadable file
+        raise ImageDecodeError(f"imread: cannot read {os.fspath(filename)!r}: {e.strerror}") from e
+    return imdecode(buf, flag, to_rgb, out)
 
 
 def _interp(interp: int, sizes: tuple[int, int, int, int] | None = None) -> int:
@@ -69,17 +73,17 @@ def _interp(interp: int, sizes: tuple[int, int, int, int] | None = None) -> int:
     if interp == 10:
         return random.randint(0, 4)
     if interp not in (0, 1, 2, 3, 4):
-        raise ValueError(f"interp must be 0-4, 9 (by direction) or 10 (random), got {interp!r}")
+        raise ImageArgumentError(f"interp must be 0-4, 9 (by direction) or 10 (random), got {interp!r}")
     return interp
 
 
 def imresize(src: Any, w: int, h: int, interp: int = 1, out: Any = None) -> torch.Tensor:
     """Resizes to width ``w`` and height ``h`` (OpenCV's resize, ``interp`` as OpenCV's codes)."""
     if int(w) <= 0 or int(h) <= 0:
-        raise ValueError(f"imresize: width and height must be positive, got w={w}, h={h}")
+        raise ImageArgumentError(f"imresize: width and height must be positive, got w={w}, h={h}")
     arr = _pixels(src, "imresize")
     oh, ow = arr.shape[:2]
-    res = cv2_module().resize(arr, (int(w), int(h)), interpolation=_interp(interp, (oh, ow, int(h), int(w))))
+    res = resize_hwc(arr, int(w), int(h), _interp(interp, (oh, ow, int(h), int(w))))
     if res.ndim == 2 and arr.ndim == 3:
         res = res[:, :, None]
     result = torch.from_numpy(np.ascontiguousarray(res))

@@ -32,7 +32,7 @@ import numpy as np
 import torch
 
 from ..base import MXNetError
-from ..image.codec import cv2_module, decode_bgr
+from ..image.codec import decode_bgr, resize_hwc
 from ..recordio import read_record_at, record_offsets, unpack
 from .base import DataBatch, DataDesc, NativeBatchIter, check_kwargs
 
@@ -218,7 +218,7 @@ class ImageRecordIter(NativeBatchIter):
     def _resize_short(self, img: np.ndarray, size: int) -> np.ndarray:
         rows, cols = img.shape[:2]
         new_w, new_h = (size, size * rows // cols) if rows > cols else (size * cols // rows, size)
-        return cv2_module().resize(img, (new_w, new_h), interpolation=self.inter_method)
+        return resize_hwc(img, new_w, new_h, self.inter_method)
 
     def close(self) -> None:
         """Stops the decode threads and closes the file."""
