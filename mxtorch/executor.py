@@ -18,7 +18,8 @@ import torch
 
 from ._dtype import to_torch_dtype
 from ._monitor_taps import MonitorTaps
-from ._sparse_grads import dense_leaf, write_gradient
+from ._executor_memory import adopt, first_elements
+from ._sparse_grads import dense_leaf, head_gradient, storage_types, write_gradient
 from .base import MXNetError
 from .context import Context, current_context
 from .nd._ndarray_type import new_ndarray, plain
@@ -222,28 +223,6 @@ class _Plan:
                     vals[s] = o
 
 
-def _adopt(dst: torch.Tensor, g: torch.Tensor, taken: set[int]) -> bool:
-    """Let gradient array ``dst`` take ``g``'s memory instead of copying it, when that is safe:
-    ``g`` is a fresh, whole, contiguous gradient of ``dst``'s layout that no other gradient array
-    of this backward took (autograd hands one tensor to several inputs of an addition) and that is
-    not a head gradient (the caller's, or the ones this executor fills in, are in ``taken`` from
-    the start); ``dst`` is not a view of another array (its base would not see the new memory).
-    ``g`` may be a view (a reshape of an operator's fresh output, as for FullyConnected's weight)
-    when it spans its whole storage.  The array object stays, so everyone holding it sees the new
-    values.  Returns whether it did."""
-    if g.storage_offset() or dst._base is not None or not g.is_contiguous():
-        return False
-    if g.shape != dst.shape or g.dtype != dst.dtype or g.device != dst.device:
-        return False
-    storage = g.untyped_storage()
-    ptr = storage.data_ptr()
-    if ptr in taken or storage.nbytes() != g.nbytes:
-        return False
-    taken.add(ptr)
-    dst.set_(g)  # type: ignore[call-overload]  # set_(Tensor) exists; the stubs lack it
-    return True
-
-
 def _check_differentiable(symbol: Graph, wanted: set[str]) -> None:
     """MXNetError when the gradient of an argument in ``wanted`` would pass through an operator
     MXNet defines no gradient for (``batch_take``); a stop_gradient (BlockGrad) above it makes the
@@ -260,15 +239,6 @@ def _check_differentiable(symbol: Graph, wanted: set[str]) -> None:
                 f"{sorted(wanted)[:5]} would pass through it; put its output behind mx.sym.stop_gradient "
                 "or bind those arguments with grad_req='null'"
             )
-
-
-def _first_elements(arr: torch.Tensor, shape: Shape) -> torch.Tensor:
-    """``arr``'s first elements as an array of ``shape`` (sharing memory) when it has enough of
-    them and is contiguous, else new zeros of ``shape``."""
-    n = int(np.prod(shape))
-    if arr.is_contiguous() and arr.numel() >= n:
-        return arr.detach().reshape(-1)[:n].view(shape)
-    return torch.zeros(shape, dtype=arr.dtype, device=arr.device)
 
 
 class Executor:
@@ -450,7 +420,7 @@ class Executor:
                 if g is None:
                     g = self._ones(k, h)
                 else:
-                    g = _as_tensor(g, h.device, "out_grads").to(h.dtype)
+                    g = head_gradient(_as_tensor(g, h.device, "out_grads"), h).to(h.dtype)
                     if g.shape != h.shape:
                         raise MXNetError(
                             f"backward: out_grads[{k}] has shape {tuple(g.shape)} but output "
@@ -479,7 +449,7 @@ class Executor:
                 elif reqs[i] == "write":
                     if g is None:
                         dst.zero_()
-                    elif not _adopt(dst, g, taken):
+                    elif not adopt(dst, g, taken):
                         dst.copy_(g)
                 elif g is not None:
                     dst.add_(g)
@@ -562,8 +532,8 @@ class Executor:
                     f"reshape: {name!r} would grow from {tuple(arr.shape)} to {tuple(shape)}; "
                     "pass allow_up_sizing=True to allow new memory"
                 )
-            args.append(_first_elements(arr, shape))
-            grads.append(None if g is None else _first_elements(g, shape))
+            args.append(first_elements(arr, shape))
+            grads.append(None if g is None else first_elements(g, shape))
         for shape, arr in zip(aux_shapes, self.aux_arrays, strict=True):
             if tuple(shape) != tuple(arr.shape):
                 raise MXNetError(
@@ -585,7 +555,7 @@ class Executor:
         for out, shape in zip(self.outputs, out_shapes, strict=True):
             if out.numel() < int(np.prod(shape)) or not out.is_contiguous():
                 return None
-            views.append(_first_elements(out, tuple(shape)))
+            views.append(first_elements(out, tuple(shape)))
         return views
 
     def _zero_outputs(self) -> list[torch.Tensor]:
@@ -646,6 +616,7 @@ def simple_bind(
     group2ctx: Mapping[str, Any] | None,
     shared_exec: Executor | None,
     shapes: Mapping[str, Any],
+    stype_dict: Mapping[str, str] | None = None,
 ) -> Executor:
     """Allocate zero arrays (and gradient arrays unless ``grad_req`` is 'null') of the inferred
     shapes and bind; arrays of ``shared_exec`` with the same name and shape are shared."""
@@ -675,9 +646,16 @@ def simple_bind(
     reqs = _grad_reqs(grad_req, arg_names, [torch.empty(0)] * len(arg_names))
     placed = _group_contexts(symbol, group2ctx)
 
-    def new_array(n: str, shape: tuple[int, ...], dt: torch.dtype) -> torch.Tensor:
+    from .nd import sparse
+
+    stypes, sparse_grads = storage_types(symbol, stype_dict)
+
+    def new_array(n: str, shape: tuple[int, ...], dt: torch.dtype, stype: str | None = None) -> torch.Tensor:
         where = placed.get(n)  # an argument of a ctx_group lives on that group's context
-        t = new_ndarray(torch.zeros(shape, dtype=dt, device=device if where is None else where.torch_device))
+        dev = device if where is None else where.torch_device
+        # in the declared storage type (MXNet's simple_bind)
+        t = new_ndarray(torch.zeros(shape, dtype=dt, device=dev)) if stype is None else \
+            sparse.zeros(stype, shape, ctx=dev, dtype=dt)
         if where is not None:
             t._mx_ctx = where  # type: ignore[attr-defined]
         return t
@@ -685,12 +663,14 @@ def simple_bind(
     for n, r in zip(arg_names, reqs, strict=True):
         shape, dt = var_shapes[n], to_torch_dtype(types[n])
         s = shared.get(n)
-        args.append(s if s is not None and tuple(s.shape) == shape else new_array(n, shape, dt))
+        reuse = s is not None and tuple(s.shape) == shape
+        args.append(s if reuse and s is not None else new_array(n, shape, dt, stypes.get(n)))
         g = shared_g.get(n)
         if r == "null":
             grads.append(None)
         else:
-            grads.append(g if g is not None and tuple(g.shape) == shape else new_array(n, shape, dt))
+            gs = "row_sparse" if n in sparse_grads else None
+            grads.append(g if g is not None and tuple(g.shape) == shape else new_array(n, shape, dt, gs))
     aux = [
         new_ndarray(torch.zeros(var_shapes[n], dtype=to_torch_dtype(t), device=device))
         for n, t in zip(aux_names, aux_types, strict=True)

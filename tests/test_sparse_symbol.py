@@ -77,3 +77,50 @@ def test_softmax_output_with_probability_labels():
     exe.forward(is_train=True)
     exe.backward()
     assert torch.allclose(grad, torch.full((2, 2), 0.5) - label)
+
+
+def test_sparse_retain_symbol_keeps_rows_and_their_gradient():
+    data = mx.nd.array([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]]).tostype("row_sparse")
+    sym = mx.sym.sparse.retain(data=mx.sym.var("data"), indices=mx.sym.var("indices"))
+    grad = mx.nd.sparse.zeros("row_sparse", (3, 2))
+    exe = sym.bind(mx.cpu(), args={"data": data, "indices": mx.nd.array([2.0, 0.0])},
+                   args_grad={"data": grad}, grad_req={"data": "write", "indices": "null"})
+    exe.forward(is_train=False)
+    assert np.array_equal(dense(exe.outputs[0]), [[1, 2], [0, 0], [5, 6]])
+    exe.forward(is_train=True)
+    exe.backward(torch.ones(3, 2))
+    assert np.array_equal(dense(grad), [[1, 1], [0, 0], [1, 1]])  # only the kept rows pass it on
+
+
+def test_square_sum_of_row_sparse():
+    x = mx.nd.array([[0.0, 0.0], [1.0, 2.0], [0.0, 3.0]]).tostype("row_sparse")
+    kept = mx.nd._internal._square_sum(x, axis=1, keepdims=True)
+    assert kept.stype == "row_sparse" and sparse.indices(kept).tolist() == [1, 2]
+    assert np.array_equal(dense(kept), [[0], [5], [9]])
+    assert np.array_equal(mx.nd._internal._square_sum(x, axis=0).asnumpy(), [1, 13])
+    out = mx.sym._internal._square_sum(mx.sym.var("x"), axis=1)
+    assert np.array_equal(out.bind(mx.cpu(), {"x": x}).forward()[0].asnumpy(), [0, 5, 9])
+
+
+def test_simple_bind_allocates_mxnet_arrays_in_their_storage_types():
+    # SparseEmbedding: a row_sparse weight argument, a row_sparse gradient, outputs known at bind
+    data, weight = mx.sym.var("data"), mx.sym.var("w", stype="row_sparse")
+    emb = mx.sym.contrib.SparseEmbedding(data=data, weight=weight, input_dim=4, output_dim=2, name="e")
+    exe = emb.simple_bind(mx.cpu(), grad_req={"data": "null", "w": "write"}, data=(3,))
+    assert exe.arg_dict["w"].stype == "row_sparse" and exe.grad_dict["w"].stype == "row_sparse"
+    assert exe.outputs[0].shape == (3, 2)  # before the first forward, as MXNet allocates them
+    exe.arg_dict["data"][:] = np.array([3, 1, 3])  # numpy values assigned into the bound array
+    exe.arg_dict["w"][:] = mx.nd.array([[0.0, 0], [1, 1], [0, 0], [2, 3]]).tostype("row_sparse")
+    exe.forward(is_train=True)
+    assert np.array_equal(exe.outputs[0].asnumpy(), [[2, 3], [1, 1], [2, 3]])
+    exe.backward([torch.ones(3, 2)])
+    g = exe.grad_dict["w"]
+    assert g.stype == "row_sparse" and np.array_equal(dense(g), [[0, 0], [1, 1], [0, 0], [2, 2]])
+    # Embedding gives a dense gradient array unless sparse_grad=True
+    plain = mx.sym.Embedding(data=data, weight=mx.sym.var("w"), input_dim=4, output_dim=2)
+    assert plain.simple_bind(mx.cpu(), data=(3,)).grad_dict["w"].stype == "default"
+    rows = mx.sym.Embedding(data=data, weight=mx.sym.var("w"), input_dim=4, output_dim=2, sparse_grad=True)
+    assert rows.simple_bind(mx.cpu(), data=(3,)).grad_dict["w"].stype == "row_sparse"
+    # stype_dict overrides the variable's storage type
+    exe = plain.simple_bind(mx.cpu(), stype_dict={"w": "row_sparse"}, data=(3,))
+    assert exe.arg_dict["w"].stype == "row_sparse"

@@ -9,11 +9,12 @@ import torch
 
 from ._common import as_shape, device_of, mx_operator
 from .contrib import zipfian_classes
+from .sparse import square_sum
 
 Tensor = torch.Tensor
 
 __all__ = ["_sample_unique_zipfian", "_slice_assign", "_slice_assign_scalar", "_crop_assign",
-           "_crop_assign_scalar"]
+           "_crop_assign_scalar", "_square_sum"]
 
 
 def _sample_unique_zipfian(range_max: int, shape: Any = None, ctx: Any = None, **kwargs: Any) -> list[Tensor]:
@@ -91,3 +92,4 @@ _slice_assign = mx_operator(_slice_assign)
 _slice_assign_scalar = mx_operator(_slice_assign_scalar)
 _crop_assign = _slice_assign
 _crop_assign_scalar = _slice_assign_scalar
+_square_sum = mx_operator(square_sum)  # MXNet's internal sum of squares (row_sparse aware)

@@ -65,6 +65,7 @@ __all__ = [
     "add_n",
     "ElementWiseSum",
     "embedding_rows",
+    "square_sum",
 ]
 __all__ += _sparse_storage.__all__
 
@@ -76,20 +77,53 @@ class SparseOperatorError(MXNetError, ValueError):
     ValueError; this is both."""
 
 
+def _retained_ids(indices: Any, device: torch.device) -> torch.Tensor:
+    # the operator reads float indices as integers, truncated (MXNet casts them)
+    if isinstance(indices, torch.Tensor) and indices.is_floating_point():
+        indices = indices.detach().trunc()
+    return _ids(indices, "retain: indices", device)
+
+
 def retain(data: torch.Tensor, indices: Any = None, **kwargs: Any) -> torch.Tensor:
-    """The row_sparse array keeping only the rows of ``data`` listed in ``indices`` (any order)."""
+    """The row_sparse array keeping only the rows of ``data`` listed in ``indices`` (any order).
+    ``data`` is row_sparse, or (a sparse argument's values in a recorded executor run) a dense
+    array in the autograd graph."""
     if kwargs:
         raise SparseOperatorError(f"retain takes data and indices, got unexpected argument(s) "
                                   f"{sorted(kwargs)}")
     if indices is None:
         raise SparseOperatorError("retain needs indices: the row ids to keep")
+    if stype(data) == "default" and data.dim() >= 1 and data.requires_grad and torch.is_grad_enabled():
+        # a dense array (a sparse argument's values in a recorded executor run): those rows, in the
+        # autograd graph (the gradient reaches the kept rows only)
+        keep = torch.unique(_retained_ids(indices, data.device))
+        _check_range(keep, data.shape[0], "retain: row id", data.shape)
+        return torch.sparse_coo_tensor(keep.unsqueeze(0), data.index_select(0, keep), tuple(data.shape),
+                                       is_coalesced=True, check_invariants=False)
     if stype(data) != "row_sparse":
         raise SparseOperatorError(f"retain needs a row_sparse array, got storage type {stype(data)!r}")
     ids, rows = row_sparse_parts(data)
-    keep = _ids(indices, "retain: indices", ids.device)
+    keep = _retained_ids(indices, ids.device)
     _check_range(keep, data.shape[0], "retain: row id", data.shape)
     mask = torch.isin(ids, keep)
     return _rsp(ids[mask], rows[mask], data.shape, True)
+
+
+def square_sum(data: torch.Tensor, axis: Any = None, keepdims: bool = False,
+               exclude: bool = False) -> torch.Tensor:
+    """MXNet's ``_square_sum``: ``sum(data * data, axis, keepdims)``.  A 2-D row_sparse ``data``
+    summed over axis 1 with ``keepdims`` gives a row_sparse (rows, 1) array of its stored rows."""
+    if stype(data) == "row_sparse" and data.dim() == 2 and axis in (1, -1, (1,), (-1,)) and keepdims \
+            and not exclude:
+        ids, rows = row_sparse_parts(data)
+        return _rsp(ids, (rows * rows).sum(1, keepdim=True), (data.shape[0], 1), True)
+    d = tostype(data, "default")
+    if axis is None:
+        axes = list(range(d.dim()))
+    else:
+        given = [int(a) % max(d.dim(), 1) for a in (axis if isinstance(axis, (list, tuple)) else [axis])]
+        axes = [a for a in range(d.dim()) if a not in given] if exclude else given
+    return (d * d).sum(dim=axes, keepdim=bool(keepdims))
 
 
 def _t(x: torch.Tensor) -> torch.Tensor:

@@ -216,6 +216,17 @@ _add(
         param_shapes=lambda a, d: {"weight": (int(a["input_dim"]), int(a["output_dim"]))},
     )
 )
+# retain needs a row_sparse array, which shape inference's probes are not: the output has data's shape
+_add(OpDef("_sparse_retain", _nd_run(nd.sparse.retain), _always(["data", "indices"]),
+           infer=lambda shapes, dtypes: [(tuple(shapes[0]), dtypes[0])]))
+_add(  # Embedding with a row_sparse weight gradient (MXNet's contrib operator)
+    OpDef(
+        "_contrib_SparseEmbedding",
+        _nd_run(nd.contrib.SparseEmbedding),
+        _always(["data", "weight"]),
+        param_shapes=lambda a, d: {"weight": (int(a["input_dim"]), int(a["output_dim"]))},
+    )
+)
 _add(
     OpDef(
         "LeakyReLU",
@@ -480,6 +491,9 @@ def _nd_function(name: str) -> Callable[..., Any] | None:
     if nd_name.startswith("__") or nd_name in _NOT_OPS:
         return None
     fn = getattr(nd, nd_name, None)
+    for prefix, namespace in (("_sparse_", nd.sparse), ("_contrib_", nd.contrib), ("", nd._internal)):
+        if fn is None and nd_name.startswith(prefix or "_"):  # MXNet's graph names of those namespaces' ops
+            fn = getattr(namespace, nd_name[len(prefix):], None)
     if fn is None or not callable(fn) or isinstance(fn, type) or inspect.ismodule(fn):
         return None
     return fn  # type: ignore[no-any-return]

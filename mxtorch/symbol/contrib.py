@@ -6,9 +6,9 @@ import math
 from typing import Any
 
 from . import random as _random
-from .symbol import Symbol
+from .symbol import Symbol, create
 
-__all__ = ["rand_zipfian"]
+__all__ = ["rand_zipfian", "SparseEmbedding"]
 
 
 def rand_zipfian(true_classes: Symbol, num_sampled: int, range_max: int, **kwargs: Any) -> list[Symbol]:
@@ -30,3 +30,10 @@ def rand_zipfian(true_classes: Symbol, num_sampled: int, range_max: int, **kwarg
         return (((c + 2.0) / (c + 1.0)).log() / log_range * num_sampled).astype("float32")
 
     return [sampled, expected(true_classes), expected(sampled)]
+
+
+def SparseEmbedding(data: Symbol | None = None, weight: Symbol | None = None, **kwargs: Any) -> Symbol:
+    """Symbolic ``mx.nd.contrib.SparseEmbedding`` (MXNet's graph name ``_contrib_SparseEmbedding``):
+    an Embedding whose gradient with respect to ``weight`` is row_sparse."""
+    inputs: dict[str, Any] = {k: v for k, v in (("data", data), ("weight", weight)) if v is not None}
+    return create("_contrib_SparseEmbedding", **inputs, **kwargs)

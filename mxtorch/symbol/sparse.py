@@ -11,11 +11,15 @@ from .symbol import Symbol, create
 
 
 def __getattr__(name: str) -> Any:
-    if name.startswith("__") or not _ops.has_op(name):
+    if name.startswith("__"):
+        raise AttributeError(f"module 'mxtorch.symbol.sparse' has no operator {name!r}")
+    # sparse-only operators (retain) have MXNet's graph name _sparse_<name>
+    op_name = name if _ops.has_op(name) else f"_sparse_{name}"
+    if not _ops.has_op(op_name):
         raise AttributeError(f"module 'mxtorch.symbol.sparse' has no operator {name!r}")
 
     def operator(*args: Any, **kwargs: Any) -> Symbol:
-        return create(name, *args, **kwargs)
+        return create(op_name, *args, **kwargs)
 
     operator.__name__ = name
     operator.__doc__ = f"Symbolic ``{name}`` (sparse storage supported where ``mx.nd.sparse.{name}`` is)."

@@ -310,7 +310,7 @@ class Symbol(Graph):
         """Bind with arrays allocated from the shapes in ``kwargs`` (zeros; gradients too)."""
         from ..executor import simple_bind
 
-        return simple_bind(self, ctx, grad_req, type_dict, group2ctx, shared_exec, kwargs)
+        return simple_bind(self, ctx, grad_req, type_dict, group2ctx, shared_exec, kwargs, stype_dict)
 
     def eval(self, ctx: Any = None, **kwargs: Any) -> list[Any]:
         """Run the graph once on ``kwargs`` (name -> array) and return its outputs."""
