@@ -17,8 +17,8 @@ import numpy as np
 import torch
 
 from ._dtype import to_torch_dtype
-from ._monitor_taps import MonitorTaps
 from ._executor_memory import adopt, first_elements
+from ._monitor_taps import MonitorTaps
 from ._sparse_grads import dense_leaf, head_gradient, storage_types, write_gradient
 from .base import MXNetError
 from .context import Context, current_context
