@@ -150,8 +150,9 @@ def _recorded_grad(variable: torch.Tensor, g: torch.Tensor | None, create_graph:
     if create_graph and not g.requires_grad and (g.is_floating_point() or g.is_complex()):
         # MXNet records the backward pass itself, so a gradient that does not depend on the
         # variables (radians, clip, dropout: a constant times the head gradient) is still a head
-        # that grad()/backward() accept, and its own gradient is zero, not an error
-        g.requires_grad_(True)
+        # that grad()/backward() accept, and its own gradient is zero, not an error.  detach(): torch
+        # may hand back the caller's own head gradient, which must not start requiring grad
+        g = g.detach().requires_grad_(True)
     return g
 
 

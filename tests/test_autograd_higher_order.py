@@ -58,3 +58,12 @@ def test_mixed_second_derivative_of_a_product() -> None:
         gw = autograd.grad(gx, [w], head_grads=hx, create_graph=True)[0]
     torch.testing.assert_close(gx.detach(), w.detach() * hy)
     torch.testing.assert_close(gw.detach(), hy * hx)
+
+
+def test_the_callers_head_gradient_is_left_alone() -> None:
+    # d(x + 1)/dx times the head gradient is the head gradient itself: handed back, not marked
+    x, h = _var([1.0, 2.0]), nd.array([3.0, 4.0])
+    with autograd.record():
+        g = autograd.grad(x + 1, x, head_grads=h, create_graph=True)[0]
+    assert not h.requires_grad and g.requires_grad
+    torch.testing.assert_close(g.detach(), h)
