@@ -187,7 +187,7 @@ def _rules() -> dict[str, Any]:
     torch_bool, torch_truediv, torch_itruediv = t.__bool__, t.__truediv__, t.__itruediv__
     torch_rtruediv, torch_getitem, torch_flatten = t.__rtruediv__, t.__getitem__, t.flatten
     torch_round, torch_take, torch_sort = t.round, t.take, t.sort
-    from .nd._elemwise import divide
+    from .nd._elemwise import broadcast_mod, divide
 
     def __bool__(self: torch.Tensor) -> bool:
         try:
@@ -216,6 +216,12 @@ def _rules() -> dict[str, Any]:
                 self.copy_(divide(self, other))
             return self
         return torch_itruediv(self, other)
+
+    def __mod__(self: torch.Tensor, other: Any) -> Any:
+        return broadcast_mod(self, other)
+
+    def __rmod__(self: torch.Tensor, other: Any) -> Any:
+        return broadcast_mod(other, self)
 
     def __getitem__(self: torch.Tensor, key: Any) -> Any:
         try:
@@ -255,6 +261,8 @@ def _rules() -> dict[str, Any]:
         "__truediv__": __truediv__,
         "__rtruediv__": __rtruediv__,
         "__itruediv__": __itruediv__,
+        "__mod__": __mod__,
+        "__rmod__": __rmod__,
         "__getitem__": __getitem__,
         "flatten": flatten,
         "round": round,
@@ -299,6 +307,8 @@ RULES: dict[str, str] = {
                 "a RuntimeError)",
     "__truediv__": "integer / integer stays integer, truncated toward zero (MXNet's divide); otherwise "
                    "torch's; likewise __rtruediv__ and __itruediv__ (x /= y)",
+    "__mod__": "x % y is 0 where y is 0 (torch raises for integers, gives NaN for floats); likewise "
+               "__rmod__",
     "__getitem__": "float arrays as indices are truncated to integers (torch refuses them)",
     "all": "x.all(axis=, out=, keepdims=) (numpy's np.all(x) calls it) answers as numpy; likewise any",
     "__setitem__": "x[k] = numpy array / numpy scalar / list (MXNet's assignment rule)",

@@ -63,3 +63,55 @@ def test_extracttrian_and_maketrian_follow_mxnets_examples():
     x = torch.tensor([1.0, 2.0, 3.0, 4.0], requires_grad=True)
     with pytest.raises(mx.base.MXNetError, match="triangular number"):
         mx.nd.linalg.maketrian(x)
+
+
+def test_mod_by_zero_is_zero_and_takes_the_divisors_sign():
+    a = mx.nd.array([5, -5, 7, 3], dtype="int32")
+    b = mx.nd.array([0, 3, -2, 0], dtype="int32")
+    assert (a % b).asnumpy().tolist() == [0, 1, -1, 0]
+    assert mx.nd.broadcast_mod(a.astype("float32"), b.astype("float32")).asnumpy().tolist() == [0, 1, -1, 0]
+    x = mx.sym.Variable("x")
+    exe = (7 % x).bind(mx.cpu(), {"x": mx.nd.array([0.0, 4.0, -3.0])})
+    assert exe.forward()[0].asnumpy().tolist() == [0.0, 3.0, -2.0]
+
+
+def test_symbol_power_maximum_minimum_hypot_take_a_number_on_either_side():
+    x = mx.sym.Variable("x")
+    assert "_rpower_scalar" in mx.sym.pow(2, x).tojson()
+    assert mx.sym.power(2, 3) == 8 and mx.sym.maximum(2, 5) == 5 and mx.sym.hypot(3, 4) == 5.0
+    y = mx.sym.maximum(x, 3) + mx.sym.minimum(1, x) + mx.sym.hypot(x, 4) + mx.sym.power(x, x)
+    assert y.list_arguments() == ["x"]
+    out = y.bind(mx.cpu(), {"x": mx.nd.array([3.0, 0.5])}).forward()[0].asnumpy()
+    # x=3: 3 + 1 + 5 + 27; x=0.5: 3 + 0.5 + sqrt(16.25) + sqrt(0.5)
+    np.testing.assert_allclose(out, [36.0, 3.5 + np.sqrt(16.25) + np.sqrt(0.5)], rtol=1e-6)
+
+
+def test_fused_rnn_cell_unpacks_its_vector_into_named_gate_weights_and_back():
+    cell = mx.rnn.FusedRNNCell(2, num_layers=2, mode="gru", bidirectional=True, prefix="g_")
+    # per direction: layer 0 has 3 gates * 2 * (3 inputs + 2 + 2 biases); layer 1 takes 2 * 2 inputs
+    total = 2 * 3 * 2 * (3 + 2 + 2) + 2 * 3 * 2 * (4 + 2 + 2)
+    flat = mx.nd.arange(total)
+    parts = cell.unpack_weights({"g_parameters": flat, "other": 1})
+    assert parts["other"] == 1 and "g_parameters" not in parts
+    assert tuple(parts["g_l0_i2h_r_weight"].shape) == (2, 3)
+    assert tuple(parts["g_r1_i2h_o_weight"].shape) == (2, 4)
+    assert parts["g_l0_i2h_r_weight"].asnumpy().ravel().tolist() == [0, 1, 2, 3, 4, 5]  # first piece
+    assert parts["g_l0_i2h_z_weight"].asnumpy().ravel()[0] == 6
+    biases_start = 2 * 3 * 2 * (3 + 2) + 2 * 3 * 2 * (4 + 2)  # every weight comes before every bias
+    assert parts["g_l0_i2h_r_bias"].asnumpy().tolist() == [biases_start, biases_start + 1]
+    packed = cell.pack_weights(parts)
+    assert packed["g_parameters"].asnumpy().tolist() == flat.asnumpy().tolist()
+    with pytest.raises(mx.base.MXNetError, match="fits no input size"):
+        cell.unpack_weights({"g_parameters": mx.nd.arange(total + 1)})
+
+
+def test_module_input_gradients_follow_grad_req():
+    data = mx.sym.Variable("data")
+    net = mx.sym.FullyConnected(data, num_hidden=2, name="fc")
+    for req, has_grad in (("null", False), ("write", True)):
+        mod = mx.mod.Module(net, label_names=None, context=mx.cpu())
+        mod.bind(data_shapes=[("data", (1, 3))], inputs_need_grad=True, grad_req=req)
+        mod.init_params()
+        mod.forward(mx.io.DataBatch(data=[mx.nd.ones((1, 3))]), is_train=True)
+        mod.backward(out_grads=[mx.nd.ones((1, 2))])
+        assert (mod.get_input_grads()[0] is not None) == has_grad

@@ -127,14 +127,12 @@ class DataParallelExecutorGroup:
 
     def _grad_req(self, grad_req: Any) -> dict[str, str]:
         reqs: dict[str, str] = {}
-        data_names = set()
         for name in self.arg_names:
+            base = grad_req.get(name, "write") if isinstance(grad_req, Mapping) else grad_req
             if name in self.param_names:
-                base = grad_req.get(name, "write") if isinstance(grad_req, Mapping) else grad_req
                 reqs[name] = "null" if (not self.for_training or name in self.fixed_param_names) else base
-            else:
-                data_names.add(name)
-                reqs[name] = "write" if self.inputs_need_grad and self.for_training else "null"
+            else:  # MXNet: an input's gradient follows grad_req too ('null': get_input_grads gives None)
+                reqs[name] = base if self.inputs_need_grad and self.for_training else "null"
         return reqs
 
     def bind_exec(

@@ -420,11 +420,21 @@ def broadcast_div(lhs: Any, rhs: Any) -> Any:
     return _scalar_result(lhs, rhs, out)
 
 
+def remainder(a: Tensor, b: Any) -> Tensor:
+    """``a mod b`` with the sign of ``b`` (Python's rule), and 0 where ``b`` is 0: MXNet's mod, where
+    torch raises (integers) or gives NaN (floats)."""
+    if not isinstance(b, Tensor):
+        return torch.zeros_like(a) if b == 0 else torch.remainder(a, b)
+    zero = b == 0
+    r = torch.remainder(a, torch.where(zero, torch.ones_like(b), b))
+    return torch.where(zero, torch.zeros_like(r), r)
+
+
 def broadcast_mod(lhs: Any, rhs: Any) -> Any:
-    """lhs mod rhs, the result taking the sign of rhs (Python's rule)."""
+    """lhs mod rhs, the result taking the sign of rhs (Python's rule); 0 where rhs is 0 (MXNet's)."""
     a, b, _ = _operands(lhs, rhs)
     a = _tensorize(a, _other(a, b)) if not isinstance(a, Tensor) else a
-    return _scalar_result(lhs, rhs, torch.remainder(a, b))
+    return _scalar_result(lhs, rhs, remainder(a, b))
 
 
 def broadcast_power(lhs: Any, rhs: Any) -> Any:

@@ -3,10 +3,14 @@ unfused equivalent (a stack of cells with the same names)."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
+
+import torch
 
 from .. import initializer as init
 from .. import symbol as sym
+from ..base import MXNetError
 from .rnn_cell import BaseRNNCell, GRUCell, LSTMCell, RNNCell, RNNParams, Symbol, normalize_sequence
 from .wrappers import BidirectionalCell, DropoutCell, SequentialRNNCell
 
@@ -59,6 +63,52 @@ class FusedRNNCell(BaseRNNCell):
             outputs = sym.swapaxes(outputs, dim1=0, dim2=1)
         outputs, _ = normalize_sequence(length, outputs, layout, merge_outputs)
         return outputs, next_states
+
+    @property
+    def _gate_names(self) -> tuple[str, ...]:
+        return {"lstm": ("_i", "_f", "_c", "_o"), "gru": ("_r", "_z", "_o")}.get(self._mode, ("",))
+
+    def _layout(self, num_input: int) -> list[tuple[str, tuple[int, ...]]]:
+        """The fused vector's pieces in order, each ``(name, shape)``: every layer's and direction's
+        i2h then h2h weights per gate, then all biases in the same order (the RNN operator's layout)."""
+        h, gates, b = self._num_hidden, self._gate_names, len(self._directions)
+        weights: list[tuple[str, tuple[int, ...]]] = []
+        biases: list[tuple[str, tuple[int, ...]]] = []
+        for layer in range(self._num_layers):
+            width = num_input if layer == 0 else b * h
+            for d in self._directions:
+                stem = f"{self._prefix}{d}{layer}_"
+                weights += [(f"{stem}i2h{g}_weight", (h, width)) for g in gates]
+                weights += [(f"{stem}h2h{g}_weight", (h, h)) for g in gates]
+                biases += [(f"{stem}{grp}{g}_bias", (h,)) for grp in ("i2h", "h2h") for g in gates]
+        return weights + biases
+
+    def unpack_weights(self, args: dict[str, Any]) -> dict[str, Any]:
+        """``args`` with the fused ``<prefix>parameters`` vector split into named per-layer,
+        per-direction, per-gate weights and biases (``<prefix>l0_i2h_i_weight`` ...), copies."""
+        args = dict(args)
+        flat = args.pop(self._parameter.name)
+        h, b, m = self._num_hidden, len(self._directions), len(self._gate_names)
+        per_dir = int(flat.shape[0]) // (b * m * h)
+        num_input = per_dir - (self._num_layers - 1) * (b * h + h + 2) - h - 2
+        if num_input < 1 or sum(math.prod(s) for _, s in self._layout(num_input)) != int(flat.shape[0]):
+            raise MXNetError(f"FusedRNNCell.unpack_weights: {self._parameter.name!r} has "
+                             f"{int(flat.shape[0])} entries, which fits no input size for this cell")
+        at = 0
+        for name, shape in self._layout(num_input):
+            n = math.prod(shape)
+            args[name] = flat[at:at + n].reshape(shape).copy()
+            at += n
+        return args
+
+    def pack_weights(self, args: dict[str, Any]) -> dict[str, Any]:
+        """The inverse of :meth:`unpack_weights`: the named pieces concatenated into
+        ``<prefix>parameters``."""
+        args = dict(args)
+        first = args[f"{self._prefix}l0_i2h{self._gate_names[0]}_weight"]
+        pieces = [args.pop(name).reshape(-1) for name, _ in self._layout(int(first.shape[1]))]
+        args[self._parameter.name] = torch.cat(pieces)
+        return args
 
     def unfuse(self) -> Any:
         """The same network as a SequentialRNNCell of RNN/LSTM/GRU cells (bidirectional layers as

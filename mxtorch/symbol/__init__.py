@@ -10,6 +10,7 @@ from typing import Any
 
 from . import _ops, _recorded_ops  # noqa: F401 - _recorded_ops registers _CachedOp, _torch_op
 from ._scope import AttrScope, NameManager, Prefix
+from ._ufunc import hypot, maximum, minimum, pow, power  # noqa: A004 - MXNet's names
 from .symbol import Group, Symbol, Variable, create, fromjson, load, load_json, split_v2, var
 
 __all__ = [
@@ -25,6 +26,11 @@ __all__ = [
     "Prefix",
     "create",
     "split_v2",
+    "power",
+    "pow",
+    "maximum",
+    "minimum",
+    "hypot",
 ]
 
 

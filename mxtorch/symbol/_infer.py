@@ -132,7 +132,8 @@ def _partial_outputs(node: _Node, shapes: list[Shape], dtypes: list[Any]) -> lis
 # other inputs or from the output (``fc(a) + b`` gives ``b`` the shape of ``fc(a)``)
 _SAME_SHAPE = {
     "elemwise_add", "elemwise_sub", "elemwise_mul", "elemwise_div", "_power", "_maximum", "_minimum",
-    "_mod", "_equal", "_not_equal", "_greater", "_greater_equal", "_lesser", "_lesser_equal", "add_n",
+    "_mod", "_hypot", "_hypot_scalar", "_equal", "_not_equal", "_greater", "_greater_equal", "_lesser",
+    "_lesser_equal", "add_n",
     "_plus_scalar", "_minus_scalar", "_rminus_scalar", "_mul_scalar", "_div_scalar", "_rdiv_scalar",
     "_mod_scalar", "_rmod_scalar", "_power_scalar", "_rpower_scalar", "_maximum_scalar",
     "_minimum_scalar", "_equal_scalar", "_not_equal_scalar", "_greater_scalar", "_greater_equal_scalar",

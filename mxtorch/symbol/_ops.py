@@ -20,6 +20,7 @@ import torch.nn.functional as F
 
 from .. import nd
 from ..base import MXNetError
+from ..nd._elemwise import remainder
 from ..nd._nn import activation_fn
 from ..nd._norm import BatchNorm as nd_batch_norm
 from ..nd._norm import InstanceNorm as nd_instance_norm
@@ -366,8 +367,9 @@ _BINARY: dict[str, Callable[[Any, Any], Any]] = {
     "minus": operator.sub,
     "mul": operator.mul,
     "div": operator.truediv,
-    "mod": torch.remainder,
+    "mod": remainder,
     "power": torch.pow,
+    "hypot": torch.hypot,
     "maximum": torch.maximum,
     "minimum": torch.minimum,
     "equal": _cmp(torch.eq),
@@ -381,6 +383,7 @@ _ELEMWISE = {"plus": "elemwise_add", "minus": "elemwise_sub", "mul": "elemwise_m
 _TENSOR_SCALAR: dict[str, Callable[[Any, Any], Any]] = {
     "maximum": torch.clamp_min,
     "minimum": torch.clamp_max,
+    "hypot": lambda x, s: torch.hypot(x, torch.full_like(x, s)),
 }
 
 
@@ -396,8 +399,8 @@ def _scalar_run(
         if reverse:
             if fn is torch.pow:
                 return torch.pow(torch.as_tensor(s, dtype=x.dtype, device=x.device), x)
-            if fn is torch.remainder:
-                return torch.remainder(torch.full_like(x, s), x)
+            if fn is remainder:
+                return remainder(torch.full_like(x, s), x)
             return fn(s, x)
         return fn(x, s)
 
@@ -424,6 +427,7 @@ _ALIASES.update(
         "_Greater": "_greater",
         "_Lesser": "_lesser",
         "_Mod": "_mod",
+        "_Hypot": "_hypot",
     }
 )
 
