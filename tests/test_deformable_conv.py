@@ -60,3 +60,22 @@ def test_layer_starts_as_a_plain_convolution_and_learns_offsets(layer_cls) -> No
 def test_bad_offsets_are_refused() -> None:
     with pytest.raises(MXNetError, match="offset has shape"):
         mx.nd.contrib.DeformableConvolution(_X, torch.zeros(1, 2, 2, 2), _ONE, kernel=(1, 1), num_filter=1)
+
+
+def test_symbol_graphs_compute_the_operators() -> None:
+    x, w = torch.randn(1, 2, 4, 4), torch.randn(3, 2, 3, 3)
+    off, mask = torch.rand(1, 18, 2, 2), torch.rand(1, 9, 2, 2)
+    s = mx.sym.contrib.DeformableConvolution(data=mx.sym.var("x"), offset=mx.sym.var("o"), num_filter=3,
+                                             kernel=(3, 3), name="dc")
+    assert s.list_arguments() == ["x", "o", "dc_weight", "dc_bias"]
+    assert s.infer_shape(x=(1, 2, 4, 4), o=(1, 18, 2, 2))[0][2] == (3, 2, 3, 3)
+    (out,) = s.eval(x=x, o=off, dc_weight=w, dc_bias=torch.zeros(3))
+    plain = mx.nd.contrib.DeformableConvolution(x, off, w, kernel=(3, 3), num_filter=3, no_bias=True)
+    torch.testing.assert_close(out, plain)
+    m = mx.sym.contrib.ModulatedDeformableConvolution(data=mx.sym.var("x"), offset=mx.sym.var("o"),
+                                                      mask=mx.sym.var("m"), num_filter=3, kernel=(3, 3),
+                                                      no_bias=True, name="mdc")
+    (out2,) = m.eval(x=x, o=off, m=mask, mdc_weight=w)
+    expected = mx.nd.contrib.ModulatedDeformableConvolution(x, off, mask, w, kernel=(3, 3), num_filter=3,
+                                                            no_bias=True)
+    torch.testing.assert_close(out2, expected)

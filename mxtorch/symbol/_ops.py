@@ -228,6 +228,17 @@ _add(  # Embedding with a row_sparse weight gradient (MXNet's contrib operator)
         param_shapes=lambda a, d: {"weight": (int(a["input_dim"]), int(a["output_dim"]))},
     )
 )
+
+
+def _deformable_inputs(*middle: str) -> Callable[[dict[str, Any]], list[str]]:
+    return lambda attrs: ["data", "offset", *middle, *_conv_inputs(False)(attrs)[1:]]
+
+
+# the deformable convolutions: a convolution's weight and bias, after the offsets (and the mask)
+_add(OpDef("_contrib_DeformableConvolution", _nd_run(nd.contrib.DeformableConvolution), _deformable_inputs(),
+           param_shapes=_conv_shapes))
+_add(OpDef("_contrib_ModulatedDeformableConvolution", _nd_run(nd.contrib.ModulatedDeformableConvolution),
+           _deformable_inputs("mask"), param_shapes=_conv_shapes))
 _add(
     OpDef(
         "LeakyReLU",

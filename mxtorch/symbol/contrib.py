@@ -8,7 +8,7 @@ from typing import Any
 from . import random as _random
 from .symbol import Symbol, create
 
-__all__ = ["rand_zipfian", "SparseEmbedding"]
+__all__ = ["rand_zipfian", "SparseEmbedding", "DeformableConvolution", "ModulatedDeformableConvolution"]
 
 
 def rand_zipfian(true_classes: Symbol, num_sampled: int, range_max: int, **kwargs: Any) -> list[Symbol]:
@@ -32,8 +32,29 @@ def rand_zipfian(true_classes: Symbol, num_sampled: int, range_max: int, **kwarg
     return [sampled, expected(true_classes), expected(sampled)]
 
 
+def _node(op: str, inputs: dict[str, Symbol | None], kwargs: dict[str, Any]) -> Symbol:
+    """Operator ``op`` on the given inputs (those left None become variables, as in MXNet)."""
+    given: dict[str, Any] = {k: v for k, v in inputs.items() if v is not None}
+    return create(op, **given, **kwargs)
+
+
 def SparseEmbedding(data: Symbol | None = None, weight: Symbol | None = None, **kwargs: Any) -> Symbol:
     """Symbolic ``mx.nd.contrib.SparseEmbedding`` (MXNet's graph name ``_contrib_SparseEmbedding``):
     an Embedding whose gradient with respect to ``weight`` is row_sparse."""
-    inputs: dict[str, Any] = {k: v for k, v in (("data", data), ("weight", weight)) if v is not None}
-    return create("_contrib_SparseEmbedding", **inputs, **kwargs)
+    return _node("_contrib_SparseEmbedding", {"data": data, "weight": weight}, kwargs)
+
+
+def DeformableConvolution(data: Symbol | None = None, offset: Symbol | None = None,
+                          weight: Symbol | None = None, bias: Symbol | None = None, **kwargs: Any) -> Symbol:
+    """Symbolic ``mx.nd.contrib.DeformableConvolution`` (graph name ``_contrib_DeformableConvolution``)."""
+    return _node("_contrib_DeformableConvolution", {"data": data, "offset": offset, "weight": weight,
+                                                    "bias": bias}, kwargs)
+
+
+def ModulatedDeformableConvolution(data: Symbol | None = None, offset: Symbol | None = None,
+                                   mask: Symbol | None = None, weight: Symbol | None = None,
+                                   bias: Symbol | None = None, **kwargs: Any) -> Symbol:
+    """Symbolic ``mx.nd.contrib.ModulatedDeformableConvolution`` (graph name
+    ``_contrib_ModulatedDeformableConvolution``)."""
+    return _node("_contrib_ModulatedDeformableConvolution", {"data": data, "offset": offset, "mask": mask,
+                                                             "weight": weight, "bias": bias}, kwargs)
