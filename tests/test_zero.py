@@ -81,7 +81,8 @@ def test_zero_2_reduces_gradient_buckets_during_backward() -> None:
 
 @pytest.mark.parametrize("world", [2, pytest.param(4, marks=pytest.mark.slow)])
 def test_zero_3_matches_one_process_and_holds_a_slice(world: int, tmp_path) -> None:
-    """Parameters sliced over the ranks between steps, gathered per layer: 5 Adam steps (also
+    """Parameters sliced over the ranks between steps, gathered per layer (the next layer's gather
+    prefetched while one computes, in forward and in backward order): 5 Adam steps (also
     with AMP and a step one rank's overflow skips everywhere) equal one process on the global
     batch; each rank holds 1/dp of the parameters and of the Adam moments; the model's file
     saved from the gathered parameters loads into a new zero=3 network."""
@@ -97,6 +98,10 @@ def test_zero_3_matches_one_process_and_holds_a_slice(world: int, tmp_path) -> N
                                            a=with_amp, r=rank: f"amp={a} rank {r} #{k}: {m}")
             for kind, replica in (("state_bytes", replica_states), ("param_bytes", replica_params)):
                 assert 0 < got[kind] <= (1 / world + 0.10) * replica, (kind, rank, got[kind], replica)
+            # the first step records the layers' order; in each later one every gather but the
+            # first layer's (forward) and the last one's (backward) is prefetched, none in vain
+            assert got["gathers"]["prefetched"] == (zero_workers.STEPS - 1) * 2 * 3, got["gathers"]
+            assert got["gathers"]["unused"] == 0, got["gathers"]
     for res in results:  # refused before any work: a layer-wise optimizer, accumulated gradients
         assert "norm" in res["refused"][0] and "zero=2" in res["refused"][0], res["refused"]
         assert "grad_req='add'" in res["refused"][1], res["refused"]

@@ -168,7 +168,8 @@ def zero_three(save_to: str) -> dict[str, Any]:
             return holder["trainer"]
 
         weights, state_bytes, param_bytes = train(make, rank, world, with_amp)
-        out[with_amp] = {"weights": weights, "state_bytes": state_bytes, "param_bytes": param_bytes}
+        out[with_amp] = {"weights": weights, "state_bytes": state_bytes, "param_bytes": param_bytes,
+                         "gathers": holder["trainer"].gather_stats()}
     net, trainer = holder["net"], holder["trainer"]
     try:  # between steps this rank holds slices: the file would be empty arrays
         net.save_parameters(save_to + ".unsharded")

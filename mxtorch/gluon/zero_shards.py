@@ -14,6 +14,14 @@ sees a 0-element tensor, not freed memory).  The blocks that own parameters gath
 * at the step the whole gradients are reduce-scattered (summed, MXNet's rule) into each rank's
   shard of them, and the optimizer updates the shards (elementwise optimizers only).
 
+The gathers are prefetched: the blocks' order in the first forward pass is recorded, and from then
+on gathering a block for its forward starts the next block's all-gather (``async_op=True``), and
+gathering one for its backward starts the all-gather of the block before it (backward runs the
+blocks in reverse); the next hook waits for it.  So a gather runs while the current block computes,
+and at most two blocks' parameters are whole at once.  Every rank runs the same model, so every rank
+starts the same gathers in the same order; one never used (a block skipped) is waited for and freed
+at the step.
+
 PyTorch's FSDP2 (``fully_shard``) was not used: it replaces a module's parameters with DTensors,
 which Gluon's :class:`Parameter` (it owns its ``torch.nn.Parameter`` per context and hands it to
 ``hybrid_forward``, the Trainer and the parameter files) cannot hold; see docs/parallelism.md.
@@ -62,6 +70,11 @@ class ParameterShards:
         self._dp = dp
         self._rank = rank
         self._full: set[int] = set()  # gathered now
+        self._pending: dict[int, _Gather] = {}  # a prefetch under way, per parameter
+        self._order: list[tuple[int, ...]] = []  # the blocks (their parameters) in forward order
+        self._position: dict[tuple[int, ...], int] = {}  # a block's place in _order
+        self._recorded = False  # _order is complete (a block came round again)
+        self.stats = {"gathers": 0, "prefetched": 0, "unused": 0}  # all-gathers started, by kind
         self.shards: dict[int, torch.Tensor] = {}
         self._chunk: dict[int, int] = {}
         self._shape: dict[int, tuple[int, ...]] = {}
@@ -99,28 +112,80 @@ class ParameterShards:
         """Bytes of the shards this rank keeps."""
         return sum(s.numel() * s.element_size() for s in self.shards.values())
 
+    def in_flight_bytes(self) -> int:
+        """Bytes of the all-gathers under way (a prefetched block's whole values, not yet taken)."""
+        return sum(g.table.numel() * g.table.element_size() for g in dict.fromkeys(self._pending.values()))
+
     # ---- gather and free ---------------------------------------------------------------
     def gather(self, indices: list[int]) -> None:
-        """All-gather the whole values of ``indices`` (those not gathered already) into their
-        parameters: one flat collective per dtype.  Every rank calls it for the same indices."""
+        """Make ``indices`` whole: wait for their prefetch, all-gather the rest (one flat collective
+        per dtype).  Every rank calls it for the same indices."""
+        for g in dict.fromkeys(self._pending[i] for i in indices if i in self._pending):
+            self._finish(g)
         todo = [i for i in indices if i not in self._full]
-        if not todo:
-            return
-        with torch.no_grad(), span("zero.gather_parameters", count=len(todo)):
-            for group in self._by_dtype(todo):
-                mine = torch.cat([self.shards[i] for i in group])
-                out = mine.new_empty(self._dp * mine.numel())
-                _all_gather(out, mine, group=self._group)
-                table = out.view(self._dp, mine.numel())
-                col = 0
-                for i in group:
-                    c = self._chunk[i]
-                    w = self._params[i]._data[0]  # type: ignore[index]
-                    n = self._shape[i]
-                    whole = table[:, col:col + c].reshape(-1)[:_numel(n)].view(n)
-                    w.data = whole.clone()
-                    col += c
-            self._full.update(todo)
+        if todo:
+            for g in self._start(todo, prefetch=False):
+                self._finish(g)
+
+    def prefetch(self, indices: list[int] | tuple[int, ...]) -> None:
+        """Start the all-gather of ``indices`` (those neither whole nor under way) without waiting."""
+        todo = [i for i in indices if i not in self._full and i not in self._pending]
+        if todo:
+            for g in self._start(todo, prefetch=True):
+                for i in g.indices:
+                    self._pending[i] = g
+
+    def _start(self, todo: list[int], prefetch: bool) -> list[_Gather]:
+        out = []
+        self.stats["prefetched" if prefetch else "gathers"] += 1
+        name = "zero.prefetch_parameters" if prefetch else "zero.gather_parameters"
+        with torch.no_grad(), span(name, count=len(todo)):
+            for same in self._by_dtype(todo):
+                mine = torch.cat([self.shards[i] for i in same])
+                table = mine.new_empty(self._dp * mine.numel())
+                work = _all_gather(table, mine, group=self._group, async_op=True)
+                out.append(_Gather(same, table, work))
+        return out
+
+    def _finish(self, g: _Gather) -> None:
+        """Wait for ``g`` and give its parameters their whole values."""
+        with torch.no_grad(), span("zero.gather_wait", count=len(g.indices)):
+            g.work.wait()
+            table = g.table.view(self._dp, -1)
+            col = 0
+            for i in g.indices:
+                c = self._chunk[i]
+                w = self._params[i]._data[0]  # type: ignore[index]
+                n = self._shape[i]
+                w.data = table[:, col:col + c].reshape(-1)[:_numel(n)].view(n).clone()
+                col += c
+                self._pending.pop(i, None)
+            self._full.update(g.indices)
+
+    def _neighbour(self, indices: list[int], forward: bool) -> tuple[int, ...] | None:
+        """The block run after the one of ``indices`` (in forward order, or backward's reverse);
+        records the forward order until a block comes round again."""
+        key = tuple(indices)
+        if not self._recorded:
+            if not forward:
+                return None
+            if key not in self._position:
+                self._position[key] = len(self._order)
+                self._order.append(key)
+                return None
+            self._recorded = True
+        k = self._position.get(key)
+        if k is None:
+            return None
+        k += 1 if forward else -1
+        return self._order[k] if 0 <= k < len(self._order) else None
+
+    def _gather_block(self, indices: list[int], forward: bool) -> None:
+        """A block's hook: its parameters whole, and the next block's gather started."""
+        nxt = self._neighbour(indices, forward)
+        self.gather(indices)
+        if nxt is not None:
+            self.prefetch(nxt)
 
     def free(self, indices: list[int]) -> None:
         """Drop the whole values of ``indices`` (the shards stay)."""
@@ -131,6 +196,10 @@ class ParameterShards:
                 self._full.discard(i)
 
     def free_all(self) -> None:
+        """Drop every whole value, after waiting for any prefetch still under way."""
+        for g in dict.fromkeys(self._pending.values()):
+            self.stats["unused"] += 1
+            self._finish(g)
         self.free(list(self._full))
 
     @contextlib.contextmanager
@@ -188,7 +257,7 @@ class ParameterShards:
                 lambda _t, i=i: self.free([i])))
         for block, indices in blocks.values():
             self._handles.append(block.register_forward_pre_hook(
-                lambda _b, _a, ix=indices: self.gather(ix)))
+                lambda _b, _a, ix=indices: self._gather_block(ix, forward=True)))
             self._handles.append(block.register_forward_hook(
                 lambda _b, _a, out, ix=indices: self._after_forward(ix, out)))
 
@@ -196,13 +265,22 @@ class ParameterShards:
         if torch.is_grad_enabled():
             for t in _tensors(output):
                 if t.requires_grad:  # its gradient arrives right before this block's backward
-                    t.register_hook(lambda g, ix=indices: self.gather(ix))
+                    t.register_hook(lambda g, ix=indices: self._gather_block(ix, forward=False))
         self.free(indices)
 
     def remove_hooks(self) -> None:
         for h in self._handles:
             h.remove()
         self._handles = []
+
+
+class _Gather:
+    """An all-gather under way: the parameters (one dtype), the table it fills, its work."""
+
+    def __init__(self, indices: list[int], table: torch.Tensor, work: Any) -> None:
+        self.indices = indices
+        self.table = table
+        self.work = work
 
 
 def _numel(shape: Any) -> int:

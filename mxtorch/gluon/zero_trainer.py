@@ -14,8 +14,9 @@ update each owner broadcasts its parameters, so every rank holds the whole model
   gradients plus about one bucket, not the whole gradients.
 * ``zero=3``: every rank keeps ``1/dp`` of each parameter's flat data (and its optimizer states
   for that slice) between steps; the blocks gather their parameters for forward and backward
-  and free them after (:mod:`.zero_shards`); gradients are reduce-scattered into the slices and
-  the optimizer updates the slices, so it must be elementwise (not LAMB/LARS/LBSGD, whose norms
+  (the next block's gather started while one computes) and free them after
+  (:mod:`.zero_shards`); gradients are reduce-scattered into the slices and the optimizer
+  updates the slices, so it must be elementwise (not LAMB/LARS/LBSGD, whose norms
   span a whole parameter).  Read or write the whole parameters inside
   ``with trainer.full_parameters():`` (every rank; e.g. to save or load the model's file).
 
@@ -90,10 +91,11 @@ def optimizer_state_bytes(trainer: Trainer) -> int:
 
 def parameter_bytes(trainer: Trainer) -> int:
     """Bytes of parameter data this process holds for ``trainer`` now: the tensors of its
-    parameters (a zero=3 trainer's are empty between steps) and a zero=3 trainer's slices."""
+    parameters (a zero=3 trainer's are empty between steps), a zero=3 trainer's slices and the
+    whole values its prefetches are gathering."""
     held = sum(d.numel() * d.element_size() for p in trainer._params if p._data is not None for d in p._data)
     shards = getattr(trainer, "_shards", None)
-    return held + (shards.held_bytes() if shards is not None else 0)
+    return held + (shards.held_bytes() + shards.in_flight_bytes() if shards is not None else 0)
 
 
 class ZeroTrainer(Trainer):
@@ -150,6 +152,12 @@ class ZeroTrainer(Trainer):
             return self._grad_buckets.held_bytes()
         whole = [d.grad for p in self._params if p._data is not None for d in p._data if d.grad is not None]
         return sum(g.numel() * g.element_size() for g in whole + list(self._grad_shards.values()))
+
+    def gather_stats(self) -> dict[str, int] | None:
+        """zero=3: the parameter all-gathers started so far: ``gathers`` (waited for at once),
+        ``prefetched`` (started a block ahead, in forward and backward order) and ``unused``
+        (prefetched for a block that did not run; freed at the step); None for the other stages."""
+        return dict(self._shards.stats) if self._shards is not None else None
 
     @property
     def peak_gradient_bytes(self) -> int | None:
