@@ -73,10 +73,7 @@ def _arrays(
         if required and names:
             raise MXNetError(f"bind: {what} is missing; the symbol needs {names}")
         return [None] * len(names)
-    if isinstance(given, Mapping):
-        unknown = [k for k in given if k not in names]
-        if unknown and required:
-            raise MXNetError(f"bind: {what} has {unknown}, which the symbol does not take; it takes {names}")
+    if isinstance(given, Mapping):  # names the symbol does not take are ignored, as by MXNet's bind
         missing = [n for n in names if given.get(n) is None]
         if required and missing:
             raise MXNetError(f"bind: {what} lacks {missing}; the symbol needs {names}")

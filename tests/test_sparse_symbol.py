@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import torch
 
 import mxtorch as mx
@@ -124,3 +125,42 @@ def test_simple_bind_allocates_mxnet_arrays_in_their_storage_types():
     # stype_dict overrides the variable's storage type
     exe = plain.simple_bind(mx.cpu(), stype_dict={"w": "row_sparse"}, data=(3,))
     assert exe.arg_dict["w"].stype == "row_sparse"
+
+
+def test_scatter_operators_compute_only_where_lhs_stores_values():
+    lhs = mx.nd.array([[0.0, 0.0], [4.0, 6.0], [0.0, 0.0]]).tostype("row_sparse")
+    rhs = mx.nd.array([[0.0, 0.0], [2.0, 3.0], [1.0, 1.0]])
+    out = mx.nd._internal._scatter_elemwise_div(lhs, rhs)  # 0/0 rows stay unstored: no NaN
+    assert out.stype == "row_sparse" and sparse.indices(out).tolist() == [1]
+    assert np.array_equal(dense(out), [[0, 0], [2, 2], [0, 0]])
+    plus = mx.sym._internal._scatter_plus_scalar(mx.sym.var("lhs"), 9)
+    res = plus.bind(mx.cpu(), args={"lhs": lhs, "rhs": 9}).forward()[0]  # extra names: ignored
+    assert res.stype == "row_sparse" and np.array_equal(dense(res), [[0, 0], [13, 15], [0, 0]])
+    csr = mx.nd.array([[0.0, 2.0], [0.0, 0.0]]).tostype("csr")
+    minus = mx.nd._internal._scatter_minus_scalar(csr, 1.0)
+    assert minus.stype == "csr" and np.array_equal(dense(minus), [[0, 1], [0, 0]])
+
+
+def test_quadratic_keeps_csr_when_zero_maps_to_zero():
+    csr = mx.nd.array([[0.0, 2.0], [1.0, 0.0]]).tostype("csr")
+    kept = mx.nd.contrib.quadratic(csr, a=1.0, b=2.0, c=0.0)  # x^2 + 2x
+    assert kept.stype == "csr" and np.array_equal(dense(kept), [[0, 8], [3, 0]])
+    shifted = mx.nd.contrib.quadratic(csr, a=1.0, b=2.0, c=1.0)
+    assert shifted.stype == "default" and np.array_equal(shifted.asnumpy(), [[1, 9], [4, 1]])
+
+
+def test_batch_norm_on_sparse_arrays_falls_back_to_dense_values():
+    x = mx.nd.array([[1.0, 0.0], [3.0, 2.0]]).tostype("row_sparse")
+    gamma, beta = torch.ones(2), torch.zeros(2)
+    mean, var = mx.nd.sparse.zeros("row_sparse", (2,)), mx.nd.array([1.0, 1.0]).tostype("row_sparse")
+    args = {"x": x, "g": gamma, "b": beta}
+    aux = {"m": mean, "v": var}
+    bn = mx.sym.BatchNorm(mx.sym.var("x"), mx.sym.var("g"), mx.sym.var("b"), mx.sym.var("m"), mx.sym.var("v"),
+                          fix_gamma=False, eps=1e-6, momentum=0.5)
+    out = bn.bind(mx.cpu(), args=args, aux_states=aux).forward(is_train=True)[0]
+    assert np.allclose(out.asnumpy(), [[-1, -1], [1, 1]], atol=1e-4)  # each column normalized
+    assert mean.stype == "row_sparse" and np.allclose(dense(mean), [1.0, 0.5])  # 0.5*0 + 0.5*(2, 1)
+    refused = mx.sym.BatchNorm(mx.sym.var("x"), mx.sym.var("g"), mx.sym.var("b"), mx.sym.var("m"),
+                               mx.sym.var("v"), fix_gamma=True)
+    with pytest.raises(mx.MXNetError, match="fix_gamma=True is not supported for sparse"):
+        refused.bind(mx.cpu(), args=args, aux_states=aux).forward()

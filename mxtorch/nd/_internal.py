@@ -8,13 +8,15 @@ import numpy as np
 import torch
 
 from ._common import as_shape, device_of, mx_operator
+from ._sparse_scatter import scatter_elemwise_div, scatter_minus_scalar, scatter_plus_scalar
 from .contrib import zipfian_classes
 from .sparse import square_sum
 
 Tensor = torch.Tensor
 
 __all__ = ["_sample_unique_zipfian", "_slice_assign", "_slice_assign_scalar", "_crop_assign",
-           "_crop_assign_scalar", "_square_sum"]
+           "_crop_assign_scalar", "_square_sum", "_scatter_elemwise_div", "_scatter_plus_scalar",
+           "_scatter_minus_scalar"]
 
 
 def _sample_unique_zipfian(range_max: int, shape: Any = None, ctx: Any = None, **kwargs: Any) -> list[Tensor]:
@@ -93,3 +95,7 @@ _slice_assign_scalar = mx_operator(_slice_assign_scalar)
 _crop_assign = _slice_assign
 _crop_assign_scalar = _slice_assign_scalar
 _square_sum = mx_operator(square_sum)  # MXNet's internal sum of squares (row_sparse aware)
+# MXNet's scatter operators: the math only where a sparse lhs stores values (see _sparse_scatter)
+_scatter_elemwise_div = mx_operator(scatter_elemwise_div)
+_scatter_plus_scalar = mx_operator(scatter_plus_scalar)
+_scatter_minus_scalar = mx_operator(scatter_minus_scalar)

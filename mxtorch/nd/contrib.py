@@ -166,3 +166,19 @@ def ModulatedDeformableConvolution(data: Tensor, offset: Tensor, mask: Tensor, w
     zero.  ``workspace`` and ``im2col_step`` are accepted."""
     return _deformable(data, offset, weight, bias, mask, kernel, stride, dilate, pad, num_filter, num_group,
                        num_deformable_group, no_bias, layout, "ModulatedDeformableConvolution")
+
+
+@mx_operator
+def quadratic(data: Tensor, a: float = 0.0, b: float = 0.0, c: float = 0.0) -> Tensor:
+    """``a * data**2 + b * data + c`` element-wise (MXNet's contrib.quadratic); a csr ``data``
+    stays csr when ``c == 0`` (zeros map to zeros), otherwise the result is dense."""
+    from ._sparse_scatter import on_stored_values
+    from .sparse import stype, tostype
+
+    def f(x: Tensor, *_: Any) -> Tensor:
+        return a * x * x + b * x + c
+
+    kind = stype(data)
+    if kind == "default":
+        return f(data)
+    return on_stored_values(data, f) if c == 0 else f(tostype(data, "default"))

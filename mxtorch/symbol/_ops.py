@@ -169,6 +169,19 @@ def _bn_outputs(attrs: dict[str, Any]) -> list[str]:
 
 def _bn_run(ins: list[Any], attrs: dict[str, Any], train: bool) -> Any:
     kw = {k: v for k, v in attrs.items() if k in _BN_KEYS}
+    stored = {id(x) for x in ins if isinstance(x, torch.Tensor) and x.layout != torch.strided}
+    if stored:  # MXNet's storage fallback: dense values, the moving statistics written back
+        if bool(attrs.get("fix_gamma", True)):
+            raise MXNetError("BatchNorm: fix_gamma=True is not supported for sparse arrays (as in MXNet); "
+                             "pass dense arrays or fix_gamma=False")
+        from ..nd._sparse_ndarray import assign
+
+        dense = [x.to_dense() if id(x) in stored else x for x in ins]
+        res = _bn_run(dense, attrs, train)
+        for x, d in zip(ins[3:], dense[3:], strict=False):
+            if id(x) in stored:
+                assign(x, d)
+        return res
     out, mean, var = nd_batch_norm(*ins, **{**kw, "output_mean_var": True, "training": train})
     # MXNet's 'var' output is the inverse standard deviation 1 / sqrt(var + eps), and no gradient
     # flows back through the mean and var outputs
