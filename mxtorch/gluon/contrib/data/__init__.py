@@ -1,5 +1,7 @@
-"""MXNet's ``gluon.contrib.data``: IntervalSampler."""
+"""MXNet's ``gluon.contrib.data``: IntervalSampler, and ``text`` (the WikiText datasets, read from
+disk)."""
 
+from . import text
 from .sampler import IntervalSampler
 
-__all__ = ["IntervalSampler"]
+__all__ = ["IntervalSampler", "text"]
