@@ -451,3 +451,19 @@ def test_a_dropped_loader_is_freed_at_once_and_its_workers_exit(finish_the_pass:
     for w in workers:
         w.join(timeout=30)
     assert [w.exitcode for w in workers] == [0, 0]
+
+
+@pytest.mark.parametrize("workers", [0, 2], ids=["in-process", "threads"])
+def test_pin_memory_batches_report_cpu_pinned(workers: int) -> None:
+    import mxtorch as mx
+
+    x = np.arange(20, dtype=np.float32).reshape(10, 2)
+    plain = gdata.DataLoader(gdata.ArrayDataset(x), 4)
+    assert all(b.context == mx.cpu(0) for b in plain)
+    pinned = gdata.DataLoader(gdata.ArrayDataset(x), 4, pin_memory=True, pin_device_id=1,
+                              num_workers=workers, thread_pool=True)
+    batches = list(pinned)
+    assert [b.context for b in batches] == [mx.cpu_pinned(1)] * 3
+    np.testing.assert_array_equal(np.concatenate([b.numpy() for b in batches]), x)
+    with pytest.raises(ValueError, match="pin_device_id"):
+        gdata.DataLoader(gdata.ArrayDataset(x), 4, pin_memory=True, pin_device_id=-1)

@@ -1,11 +1,12 @@
 """``mx.nd.image``: MXNet's image operators on ``(H, W, C)`` images / ``(N, H, W, C)`` batches
-(``to_tensor``, ``flip_*``, ``crop``) and on ``(C, H, W)`` / ``(N, C, H, W)`` tensors
+(``to_tensor``, ``flip_*``, ``crop``, ``resize``) and on ``(C, H, W)`` / ``(N, C, H, W)`` tensors
 (``normalize``, ``imrotate``).  A wrong rank is an :class:`ImageShapeError` (an ``MXNetError``
 and a ``ValueError``), as MXNet's operators raise ``MXNetError``."""
 
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Sequence
 from typing import Any
 
@@ -16,7 +17,13 @@ from ..base import MXNetError
 from ._ndarray_type import follows_inputs
 
 __all__ = ["ImageShapeError", "image_rank", "to_tensor", "normalize", "flip_left_right", "flip_top_bottom",
-           "random_flip_left_right", "random_flip_top_bottom", "crop", "imrotate"]
+           "random_flip_left_right", "random_flip_top_bottom", "crop", "imrotate", "resize", "resize_nhwc",
+           "resized_hw", "check_interp", "INTERP_MODES", "OPERATORS"]
+
+
+# the operators (mx.sym.image.<op>, graph nodes _image_<op>); the rest of __all__ are helpers
+OPERATORS = ("to_tensor", "normalize", "flip_left_right", "flip_top_bottom", "random_flip_left_right",
+             "random_flip_top_bottom", "crop", "imrotate", "resize")
 
 
 class ImageShapeError(MXNetError, ValueError):
@@ -125,4 +132,81 @@ def imrotate(data: torch.Tensor, rotation_degrees: Any, zoom_in: bool = False,
     grid = _rotation_grid(angles, xb.shape[2], xb.shape[3], zoom_in, zoom_out).to(xb.device)
     out = F.grid_sample(xb.to(torch.float32), grid, mode="bilinear", padding_mode="zeros",
                         align_corners=False).to(xb.dtype)
+    return out if batch else out[0]
+
+
+# ---- resizing -------------------------------------------------------------------------------
+INTERP_MODES = {0: "nearest", 1: "bilinear", 2: "bicubic", 3: "area"}  # OpenCV's codes -> torch's modes
+
+
+def check_interp(interpolation: int, who: str) -> int:
+    """``interpolation`` if it is one of OpenCV's codes mxtorch resizes with (0-3), 9 (by direction)
+    or 10 (random); else an ImageShapeError."""
+    if interpolation not in INTERP_MODES and interpolation not in (9, 10):
+        raise ImageShapeError(
+            f"{who}: interpolation must be 0 (nearest), 1 (bilinear), 2 (bicubic), 3 (area), "
+            f"9 (auto) or 10 (random), got {interpolation!r} (4, Lanczos, is not available in mxtorch)"
+        )
+    return interpolation
+
+
+def _pick_mode(interpolation: int, src_hw: tuple[int, int], dst_hw: tuple[int, int]) -> str:
+    if interpolation == 9:  # bicubic to enlarge, area to shrink, bilinear otherwise
+        if dst_hw[0] > src_hw[0] and dst_hw[1] > src_hw[1]:
+            return "bicubic"
+        if dst_hw[0] < src_hw[0] and dst_hw[1] < src_hw[1]:
+            return "area"
+        return "bilinear"
+    if interpolation == 10:
+        return INTERP_MODES[int(torch.randint(0, 4, ()).item())]
+    return INTERP_MODES[interpolation]
+
+
+def resize_nhwc(x: torch.Tensor, h: int, w: int, interpolation: int) -> torch.Tensor:
+    """Resize a (N, H, W, C) batch to (N, h, w, C), keeping the dtype: torch's interpolation with
+    half-pixel centres and no antialiasing (OpenCV's bilinear/bicubic grid), integers rounded."""
+    src_h, src_w = x.shape[1], x.shape[2]
+    if (src_h, src_w) == (h, w):
+        return x
+    mode = _pick_mode(interpolation, (src_h, src_w), (h, w))
+    y = x.permute(0, 3, 1, 2)
+    y = y.to(torch.float32) if not y.is_floating_point() else y
+    kwargs: dict[str, Any] = {"align_corners": False} if mode in ("bilinear", "bicubic") else {}
+    y = F.interpolate(y, size=(h, w), mode=mode, **kwargs)
+    y = y.permute(0, 2, 3, 1)
+    if not x.is_floating_point():
+        info = torch.iinfo(x.dtype)
+        y = y.round_().clamp_(info.min, info.max)
+    return y.to(x.dtype, memory_format=torch.contiguous_format)
+
+
+def resized_hw(h: int, w: int, size: Any, keep_ratio: bool, who: str) -> tuple[int, int]:
+    """MXNet's target (height, width) of ``resize``: ``size`` an int (a square, or with
+    ``keep_ratio`` the shorter side) or ``(width, height)``; sizes must be positive."""
+    dims: list[Any] = [size]
+    if isinstance(size, (list, tuple)):
+        dims = list(size)
+    whole = all(isinstance(d, numbers.Integral) and not isinstance(d, bool) for d in dims)
+    if len(dims) not in (1, 2) or not whole:
+        raise ImageShapeError(f"{who}: size must be an int or a (width, height) pair of ints, got {size!r}")
+    dims = [int(d) for d in dims]
+    if any(d <= 0 for d in dims):
+        raise ImageShapeError(f"{who}: size must be greater than 0, got {size!r}")
+    if len(dims) == 2:
+        return dims[1], dims[0]
+    if not keep_ratio:
+        return dims[0], dims[0]
+    if h > w:
+        return h * dims[0] // w, dims[0]
+    return dims[0], w * dims[0] // h
+
+
+@follows_inputs
+def resize(data: torch.Tensor, size: Any = (), keep_ratio: bool = False, interp: int = 1) -> torch.Tensor:
+    """MXNet's ``image.resize`` of ``(H, W, C)`` images / ``(N, H, W, C)`` batches to ``size`` (see
+    :func:`resized_hw`) with OpenCV's ``interp`` code (0 nearest, 1 bilinear, 2 bicubic, 3 area)."""
+    batch = image_rank(data, "resize", "H, W, C")
+    x = data if batch else data.unsqueeze(0)
+    h, w = resized_hw(x.shape[1], x.shape[2], size, keep_ratio, "resize")
+    out = resize_nhwc(x, h, w, check_interp(interp, "resize"))
     return out if batch else out[0]

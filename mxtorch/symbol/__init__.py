@@ -36,7 +36,8 @@ __all__ = [
 
 def __getattr__(name: str) -> Any:
     # MXNet's internal operators by graph name; the namespaces mx.sym.random / contrib / sparse / linalg
-    if name in ("_internal", "random", "contrib", "sparse", "linalg"):
+    # / image
+    if name in ("_internal", "random", "contrib", "sparse", "linalg", "image"):
         import importlib
 
         return importlib.import_module(f"{__name__}.{name}")

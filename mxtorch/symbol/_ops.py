@@ -518,6 +518,10 @@ def _nd_function(name: str) -> Callable[..., Any] | None:
     nd_name = _ND_NAMES.get(canonical_name(name), name)
     if nd_name.startswith("__") or nd_name in _NOT_OPS:
         return None
+    # MXNet's graph name of mx.nd.image.<op> (mx.sym.image.<op>) is _image_<op>
+    image_op = nd_name[len("_image_"):] if nd_name.startswith("_image_") else None
+    if image_op is not None:
+        return getattr(nd.image, image_op, None) if image_op in nd.image.OPERATORS else None
     fn = getattr(nd, nd_name, None)
     for prefix, namespace in (("_sparse_", nd.sparse), ("_contrib_", nd.contrib), ("", nd._internal)):
         if fn is None and nd_name.startswith(prefix or "_"):  # MXNet's graph names of those namespaces' ops

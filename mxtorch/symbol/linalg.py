@@ -3,21 +3,9 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from ..nd import linalg as _nd_linalg
-from .symbol import Symbol, create
+from .symbol import namespace_operators
 
 __all__ = list(_nd_linalg.__all__)
 
-
-def _node(name: str) -> Any:
-    def operator(*args: Any, **kwargs: Any) -> Symbol:
-        return create(f"_linalg_{name}", *args, _hint=name, **kwargs)
-
-    operator.__name__ = operator.__qualname__ = name
-    operator.__doc__ = f"Symbolic ``mx.nd.linalg.{name}``: {_nd_linalg.__dict__[name].__doc__}"
-    return operator
-
-
-globals().update({name: _node(name) for name in __all__})
+globals().update(namespace_operators("_linalg_", _nd_linalg, __all__))

@@ -521,3 +521,19 @@ def load(fname: str | os.PathLike[str]) -> Symbol:
 
 
 _torch_fn.use_create(create)  # F.relu(sym), torch.cat([a, b]): the rules build Symbols with it
+
+
+def namespace_operators(prefix: str, module: Any, names: Sequence[str]) -> dict[str, Callable[..., Symbol]]:
+    """``{name: operator}`` for the ``mx.sym.<namespace>`` of mx.nd's ``module``: each makes a graph
+    node ``<prefix><name>`` (MXNet's graph name, e.g. ``_linalg_gemm``, ``_image_crop``)."""
+
+    def node(name: str) -> Callable[..., Symbol]:
+        def operator(*args: Any, **kwargs: Any) -> Symbol:
+            return create(f"{prefix}{name}", *args, _hint=name, **kwargs)
+
+        operator.__name__ = operator.__qualname__ = name
+        where = module.__name__.replace("mxtorch", "mx")
+        operator.__doc__ = f"Symbolic ``{where}.{name}``: {module.__dict__[name].__doc__}"
+        return operator
+
+    return {name: node(name) for name in names}

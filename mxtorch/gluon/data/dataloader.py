@@ -15,6 +15,7 @@ import torch
 import torch.utils.data
 
 from ...base import MXNetError
+from ...context import Context, cpu_pinned
 from ...profiler import span
 from .dataset import Dataset, SimpleDataset
 from .sampler import BatchSampler, RandomSampler, Sampler, SequentialSampler
@@ -71,15 +72,20 @@ def default_batchify_fn(data: list[Any]) -> Any:
     )
 
 
-def _pin(batch: Any) -> Any:
+def _pin(batch: Any, ctx: Context, page_lock: bool) -> Any:
+    """``batch``'s arrays in pinned memory (``page_lock``: torch's page-locked memory, which needs
+    an accelerator), each reporting context ``ctx`` (``cpu_pinned(pin_device_id)``), as MXNet's
+    CPU build hands out ordinary memory under that context."""
     if isinstance(batch, torch.Tensor):
-        return batch.pin_memory()
+        out = batch.pin_memory() if page_lock and not batch.is_pinned() else batch
+        out._mx_ctx = ctx  # type: ignore[attr-defined]
+        return out
     if isinstance(batch, list):
-        return [_pin(b) for b in batch]
+        return [_pin(b, ctx, page_lock) for b in batch]
     if isinstance(batch, tuple):
-        return tuple(_pin(b) for b in batch)
+        return tuple(_pin(b, ctx, page_lock) for b in batch)
     if isinstance(batch, dict):
-        return {k: _pin(v) for k, v in batch.items()}
+        return {k: _pin(v, ctx, page_lock) for k, v in batch.items()}
     return batch
 
 
@@ -208,8 +214,11 @@ class DataLoader:
         if isinstance(prefetch, bool) or not isinstance(prefetch, int) or prefetch < 0:
             raise ValueError(f"prefetch must be an int >= 0 or None, got {prefetch!r}")
         self._prefetch = max(prefetch, 1)
-        self._pin_memory = bool(pin_memory) and torch.cuda.is_available()
+        if isinstance(pin_device_id, bool) or not isinstance(pin_device_id, int) or pin_device_id < 0:
+            raise ValueError(f"pin_device_id must be an int >= 0, got {pin_device_id!r}")
+        self._pin_memory = bool(pin_memory) and torch.cuda.is_available()  # page-locked by torch
         self._pin_device_id = pin_device_id
+        self._pin_ctx = cpu_pinned(pin_device_id) if pin_memory else None
         self._thread_pool = bool(thread_pool)
         if timeout is not None and timeout < 0:
             raise ValueError(f"timeout must be >= 0 seconds, got {timeout!r}")
@@ -294,7 +303,7 @@ class DataLoader:
             if batch is _END:
                 break
             self._consumed += 1  # counted before the caller works on it: a checkpoint then includes it
-            yield batch
+            yield batch if self._pin_ctx is None else _pin(batch, self._pin_ctx, self._pin_memory)
         self._consumed = 0
         self._epochs += 1
 
@@ -333,7 +342,7 @@ class DataLoader:
             finally:
                 if threads > 1:
                     torch.set_num_threads(threads)
-            yield _pin(batch) if self._pin_memory else batch
+            yield batch
 
     def _iter_threads(self) -> Iterator[Any]:
         if self._executor is None:
@@ -356,7 +365,7 @@ class DataLoader:
 
     def _finish(self, fut: concurrent.futures.Future[Any]) -> Any:
         batch = fut.result(timeout=self._timeout or None)
-        return _pin(batch) if self._pin_memory else batch
+        return batch
 
     def _iter_processes(self) -> Iterator[Any]:
         if self._torch_loader is None:

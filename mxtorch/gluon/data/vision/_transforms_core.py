@@ -23,7 +23,7 @@ import torch
 import torch.nn.functional as F
 
 from ...._dtype import dtype_name, to_torch_dtype
-from ....nd.image import ImageShapeError, image_rank
+from ....nd.image import ImageShapeError, check_interp, image_rank, resize_nhwc, resized_hw
 
 __all__ = [
     "Compose",
@@ -83,49 +83,8 @@ def _size_wh(size: Any, who: str) -> tuple[int, int]:
     return w, h
 
 
-_INTERP_MODES = {0: "nearest", 1: "bilinear", 2: "bicubic", 3: "area"}
-
-
-def _check_interp(interpolation: int, who: str) -> int:
-    if interpolation not in _INTERP_MODES and interpolation not in (9, 10):
-        raise ValueError(
-            f"{who}: interpolation must be 0 (nearest), 1 (bilinear), 2 (bicubic), 3 (area), "
-            f"9 (auto) or 10 (random), got {interpolation!r} (4, Lanczos, is not available in mxtorch)"
-        )
-    return interpolation
-
-
-def _pick_mode(interpolation: int, src_hw: tuple[int, int], dst_hw: tuple[int, int]) -> str:
-    if interpolation == 9:  # bicubic to enlarge, area to shrink, bilinear otherwise
-        if dst_hw[0] > src_hw[0] and dst_hw[1] > src_hw[1]:
-            return "bicubic"
-        if dst_hw[0] < src_hw[0] and dst_hw[1] < src_hw[1]:
-            return "area"
-        return "bilinear"
-    if interpolation == 10:
-        return _INTERP_MODES[int(torch.randint(0, 4, ()).item())]
-    return _INTERP_MODES[interpolation]
-
-
-def _resize_nhwc(x: torch.Tensor, h: int, w: int, interpolation: int) -> torch.Tensor:
-    """Resize a (N, H, W, C) batch to (N, h, w, C), keeping the dtype."""
-    src_h, src_w = x.shape[1], x.shape[2]
-    if (src_h, src_w) == (h, w):
-        return x
-    mode = _pick_mode(interpolation, (src_h, src_w), (h, w))
-    y = x.permute(0, 3, 1, 2)
-    y = y.to(torch.float32) if not y.is_floating_point() else y
-    kwargs: dict[str, Any] = {"align_corners": False} if mode in ("bilinear", "bicubic") else {}
-    y = F.interpolate(y, size=(h, w), mode=mode, **kwargs)
-    y = y.permute(0, 2, 3, 1)
-    if not x.is_floating_point():
-        info = torch.iinfo(x.dtype)
-        y = y.round_().clamp_(info.min, info.max)
-    return y.to(x.dtype, memory_format=torch.contiguous_format)
-
-
 def _resize_hwc(x: torch.Tensor, h: int, w: int, interpolation: int) -> torch.Tensor:
-    return _resize_nhwc(x.unsqueeze(0), h, w, interpolation)[0]
+    return resize_nhwc(x.unsqueeze(0), h, w, interpolation)[0]
 
 
 def _scale_down(src_wh: tuple[int, int], size_wh: tuple[int, int]) -> tuple[int, int]:
@@ -267,28 +226,19 @@ class Resize(_Transform):
     """
 
     def __init__(self, size: int | tuple[int, int], keep_ratio: bool = False, interpolation: int = 1) -> None:
-        self._size = _size_wh(size, "Resize")
-        self._short = int(size) if keep_ratio and not isinstance(size, (tuple, list)) else None
+        self._size = size  # checked on each call, as MXNet's resize operator does
         self._keep_ratio = keep_ratio
-        self._interp = _check_interp(interpolation, "Resize")
-
-    def _target(self, h: int, w: int) -> tuple[int, int]:
-        if self._short is None:
-            return self._size[1], self._size[0]
-        s = self._short
-        if h <= w:
-            return s, max(w * s // h, 1)
-        return max(h * s // w, 1), s
+        self._interp = check_interp(interpolation, "Resize")
 
     def __call__(self, x: Any) -> torch.Tensor:
         x = _as_tensor(x, "Resize")
         batch = _is_batch(x, "Resize", "H, W, C")
         xb = x if batch else x.unsqueeze(0)
-        th, tw = self._target(xb.shape[1], xb.shape[2])
+        th, tw = resized_hw(xb.shape[1], xb.shape[2], self._size, self._keep_ratio, "Resize")
         if self._interp == 10 and batch:
             out = _per_image(xb, lambda img: _resize_hwc(img, th, tw, 10))
         else:
-            out = _resize_nhwc(xb, th, tw, self._interp)
+            out = resize_nhwc(xb, th, tw, self._interp)
         return out if batch else out[0]
 
     def __repr__(self) -> str:
@@ -304,7 +254,7 @@ class CenterCrop(_Transform):
 
     def __init__(self, size: int | tuple[int, int], interpolation: int = 1) -> None:
         self._size = _size_wh(size, "CenterCrop")
-        self._interp = _check_interp(interpolation, "CenterCrop")
+        self._interp = check_interp(interpolation, "CenterCrop")
 
     def __call__(self, x: Any) -> torch.Tensor:
         x = _as_tensor(x, "CenterCrop")
@@ -315,7 +265,7 @@ class CenterCrop(_Transform):
         x0, y0 = (w - cw) // 2, (h - ch) // 2
         out = xb[:, y0 : y0 + ch, x0 : x0 + cw, :]
         if (cw, ch) != self._size:
-            out = _resize_nhwc(out, self._size[1], self._size[0], self._interp)
+            out = resize_nhwc(out, self._size[1], self._size[0], self._interp)
         return out if batch else out[0]
 
     def __repr__(self) -> str:
@@ -350,7 +300,7 @@ class RandomCrop(_Transform):
         else:
             raise ValueError(f"RandomCrop: pad must be None, an int >= 0 or (pad_h, pad_w), got {pad!r}")
         self._pad_value = pad_value
-        self._interp = _check_interp(interpolation, "RandomCrop")
+        self._interp = check_interp(interpolation, "RandomCrop")
 
     def _crop_one(self, img: torch.Tensor) -> torch.Tensor:
         h, w = img.shape[0], img.shape[1]
@@ -397,7 +347,7 @@ class RandomResizedCrop(_Transform):
             raise ValueError(f"RandomResizedCrop: ratio must be (min, max), 0 < min <= max, got {ratio!r}")
         self._scale = (float(scale[0]), float(scale[1]))
         self._ratio = (float(ratio[0]), float(ratio[1]))
-        self._interp = _check_interp(interpolation, "RandomResizedCrop")
+        self._interp = check_interp(interpolation, "RandomResizedCrop")
 
     def _crop_one(self, img: torch.Tensor) -> torch.Tensor:
         h, w = img.shape[0], img.shape[1]

@@ -12,16 +12,15 @@ import torch
 
 from ....base import MXNetError
 from ....nd import image as nd_image
+from ....nd.image import check_interp, resize_nhwc
 from ._transforms_core import (
     _LUMA,
     Compose,
     RandomBrightness,
     RandomContrast,
     _as_tensor,
-    _check_interp,
     _is_batch,
     _RandomFactor,
-    _resize_nhwc,
     _size_wh,
     _Transform,
 )
@@ -38,7 +37,7 @@ class CropResize(_Transform):
                  interpolation: int | None = None) -> None:
         self._box = (int(x), int(y), int(width), int(height))
         self._size = size
-        self._interp = _check_interp(1 if interpolation is None else interpolation, "CropResize")
+        self._interp = check_interp(1 if interpolation is None else interpolation, "CropResize")
 
     def __call__(self, img: Any) -> torch.Tensor:
         img = _as_tensor(img, "CropResize")
@@ -51,7 +50,7 @@ class CropResize(_Transform):
             raise nd_image.ImageShapeError(f"CropResize: size must be positive, got {self._size!r}")
         w, h = _size_wh((int(w), int(h)), "CropResize")
         xb = out if batch else out.unsqueeze(0)
-        res = _resize_nhwc(xb, h, w, self._interp)
+        res = resize_nhwc(xb, h, w, self._interp)
         return res if batch else res[0]
 
     def __repr__(self) -> str:
