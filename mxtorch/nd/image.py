@@ -164,13 +164,15 @@ def _pick_mode(interpolation: int, src_hw: tuple[int, int], dst_hw: tuple[int, i
 
 def resize_nhwc(x: torch.Tensor, h: int, w: int, interpolation: int) -> torch.Tensor:
     """Resize a (N, H, W, C) batch to (N, h, w, C), keeping the dtype: torch's interpolation with
-    half-pixel centres and no antialiasing (OpenCV's bilinear/bicubic grid), integers rounded."""
+    half-pixel centres and no antialiasing (OpenCV's bilinear/bicubic grid), integers rounded
+    and saturated."""
     src_h, src_w = x.shape[1], x.shape[2]
     if (src_h, src_w) == (h, w):
         return x
     mode = _pick_mode(interpolation, (src_h, src_w), (h, w))
+    # on the CPU in double, as mx.image.imresize's torch path: the two agree to the last level
     y = x.permute(0, 3, 1, 2)
-    y = y.to(torch.float32) if not y.is_floating_point() else y
+    y = y.to(torch.float64 if x.device.type == "cpu" or x.dtype == torch.float64 else torch.float32)
     kwargs: dict[str, Any] = {"align_corners": False} if mode in ("bilinear", "bicubic") else {}
     y = F.interpolate(y, size=(h, w), mode=mode, **kwargs)
     y = y.permute(0, 2, 3, 1)
