@@ -1,4 +1,4 @@
-"""MXNet's ``mx.engine``: the bulk-execution size.
+"""MXNet's ``mx.engine``: the bulk-execution size, and operator failures raised at the next read.
 
 MXNet's engine could bundle up to ``size`` small operators into one scheduled unit.  mxtorch
 runs every operator eagerly on PyTorch, so there is nothing to bundle: the size is recorded
@@ -8,11 +8,12 @@ runs every operator eagerly on PyTorch, so there is nothing to bundle: the size 
 from __future__ import annotations
 
 import threading
+import weakref
 from typing import Any
 
 from .base import MXNetError
 
-__all__ = ["set_bulk_size", "bulk"]
+__all__ = ["set_bulk_size", "bulk", "PendingError", "defer", "rethrow", "wait_for_all"]
 
 
 class _BulkState(threading.local):
@@ -50,3 +51,49 @@ class _BulkScope:
 def bulk(size: int) -> _BulkScope:
     """A scope that lets the engine bundle up to ``size`` operators (``with mx.engine.bulk(10):``)."""
     return _BulkScope(size)
+
+
+class PendingError:
+    """An operator's failure not raised yet: MXNet's engine ran operators after the call returned,
+    so a check that failed inside one surfaces at the next read of its result (``asnumpy``,
+    ``wait_to_read``) or at ``mx.nd.waitall()``, once, and is then cleared."""
+
+    __slots__ = ("error", "__weakref__")
+
+    def __init__(self, error: BaseException) -> None:
+        self.error: BaseException | None = error
+
+    def take(self) -> BaseException | None:
+        """The error, cleared (a failure is raised once, as MXNet's engine rethrows it once)."""
+        error, self.error = self.error, None
+        return error
+
+
+_pending: list[weakref.ref[PendingError]] = []  # failures whose arrays are still alive, oldest first
+_pending_lock = threading.Lock()
+
+
+def defer(error: BaseException) -> PendingError:
+    """Record ``error`` as pending (its arrays hold the returned object; waitall sees it while they live)."""
+    pending = PendingError(error)
+    with _pending_lock:
+        _pending[:] = [r for r in _pending if r() is not None]
+        _pending.append(weakref.ref(pending))
+    return pending
+
+
+def rethrow(pending: PendingError | None) -> None:
+    """Raise ``pending``'s error if it is still set (then it is cleared)."""
+    error = pending.take() if pending is not None else None
+    if error is not None:
+        raise error
+
+
+def wait_for_all() -> None:
+    """MXNet's ``waitall``: clear every pending failure and raise the oldest of them, if any."""
+    with _pending_lock:
+        live = [p for p in (r() for r in _pending) if p is not None]
+        _pending.clear()
+    errors = [e for e in (p.take() for p in live) if e is not None]
+    if errors:
+        raise errors[0]

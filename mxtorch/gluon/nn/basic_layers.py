@@ -159,14 +159,16 @@ class Dropout(HybridBlock):
     def __init__(self, rate: float, axes: tuple[int, ...] = (), prefix: str | None = None,
                  params: Any = None) -> None:
         super().__init__(prefix, params)
-        if not 0.0 <= float(rate) < 1.0:
-            raise ValueError(f"Dropout rate must be in [0, 1), got {rate!r}")
+        if not 0.0 <= float(rate) <= 1.0:  # MXNet's range: 1 drops everything while training
+            raise ValueError(f"Dropout rate must be in [0, 1], got {rate!r}")
         self._rate = float(rate)
         self._axes = tuple(axes)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if not autograd.is_training() or self._rate == 0.0:
             return x
+        if self._rate == 1.0:
+            return x * 0.0
         if not self._axes:
             return F.dropout(x, self._rate, training=True)
         shape = [1 if i in self._axes or i - x.dim() in self._axes else s for i, s in enumerate(x.shape)]
