@@ -28,6 +28,7 @@ from . import (
     _legacy,
     _nn,
     _ops,
+    _patches,
     _random_pdf,
     _sparse_ndarray,
     _update_ops,
@@ -50,6 +51,7 @@ from ._legacy import SAMPLER_ALIASES as _SAMPLER_ALIASES
 from ._ndarray_type import NDArray, follows_inputs
 from ._nn import *  # noqa: F403
 from ._ops import *  # noqa: F403
+from ._patches import *  # noqa: F403
 from ._random_pdf import *  # noqa: F403
 from ._update_ops import *  # noqa: F403
 from .ndarray import (
@@ -69,12 +71,14 @@ __all__ = [
     *sorted(_SAMPLER_ALIASES), *sorted(linalg.TOP_LEVEL),
 ] + [
     n for n in (*_creation.__all__, *_ctc.__all__, *_io.__all__, *_nn.__all__, *_ops.__all__,
+                *_patches.__all__,
                 *_legacy.__all__, *_random_pdf.__all__, *_update_ops.__all__) if n != "infer_reshape"
 ]
 globals().update(_SAMPLER_ALIASES)
 globals().update(linalg.TOP_LEVEL)  # mx.nd.linalg_gemm ...: the mx.nd.linalg operators
 
-_OPERATORS = (*_ops.__all__, *_nn.__all__, *_ctc.__all__, *_legacy.__all__, *_random_pdf.__all__, "cast",
+_OPERATORS = (*_ops.__all__, *_nn.__all__, *_patches.__all__,
+              *_ctc.__all__, *_legacy.__all__, *_random_pdf.__all__, "cast",
               "Cast", "zeros_like", "ones_like", "full_like")
 for _name in _OPERATORS:
     if _name != "infer_reshape":

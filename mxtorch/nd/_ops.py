@@ -38,6 +38,7 @@ __all__ = [
     "nansum",
     "nanprod",
     "moments",
+    "batch_take",
     "norm",
     "argmax",
     "argmin",
@@ -301,6 +302,14 @@ def pick(data: Tensor, index: Any, axis: Any = -1, keepdims: bool = False, mode:
     idx = _fix_indices(idx, data.shape[ax], mode, "pick")
     out = torch.gather(data, ax, idx)
     return out if keepdims else out.squeeze(ax)
+
+
+def batch_take(a: Tensor, indices: Any) -> Tensor:
+    """``out[i] = a[i, indices[i]]`` for ``a`` of shape (n, m) (MXNet's deprecated form of pick;
+    indices are clipped to [0, m))."""
+    if a.dim() != 2:
+        raise ValueError(f"batch_take: a must be 2-d (n, m), got shape {tuple(a.shape)}")
+    return pick(a, indices, axis=1)
 
 
 def gather_nd(data: Tensor, indices: Any) -> Tensor:

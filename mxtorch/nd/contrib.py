@@ -16,12 +16,14 @@ from typing import Any
 import torch
 
 from ..context import Context
+from . import _contrib_ops
 from ._common import as_tensor, device_of, mx_operator
+from ._contrib_ops import *  # noqa: F403 - quadratic, index_copy, AdaptiveAvgPooling2D ...
 
 Tensor = torch.Tensor
 
 __all__ = ["isinf", "isfinite", "isnan", "rand_zipfian", "allclose", "getnnz", "SparseEmbedding",
-           "boolean_mask", "DeformableConvolution", "ModulatedDeformableConvolution"]
+           "boolean_mask", "DeformableConvolution", "ModulatedDeformableConvolution"] + _contrib_ops.__all__
 
 
 @mx_operator

@@ -611,6 +611,7 @@ _add(OpDef("Custom", _unconfigured_custom, None))
 
 
 _MULTI_OUTPUTS = {"SliceChannel": _split_outputs, "topk": _topk_outputs,
+                  "moments": _always(["output0", "output1"]),
                   **{f"_linalg_{n}": _always(["output0", "output1"]) for n in ("gelqf", "syevd", "slogdet")}}
 
 

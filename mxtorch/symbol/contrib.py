@@ -58,3 +58,19 @@ def ModulatedDeformableConvolution(data: Symbol | None = None, offset: Symbol | 
     ``_contrib_ModulatedDeformableConvolution``)."""
     return _node("_contrib_ModulatedDeformableConvolution", {"data": data, "offset": offset, "mask": mask,
                                                              "weight": weight, "bias": bias}, kwargs)
+
+
+def __getattr__(name: str) -> Any:
+    # every other mx.nd.contrib operator as MXNet's _contrib_<op> node (quadratic, index_copy ...)
+    from ..nd import contrib as nd_contrib
+
+    if name.startswith("__") or name not in nd_contrib.__all__:
+        raise AttributeError(f"module 'mxtorch.symbol.contrib' has no operator {name!r}")
+
+    def operator(*args: Any, **kwargs: Any) -> Symbol:
+        return create(f"_contrib_{name}", *args, _hint=name.lower(), **kwargs)
+
+    operator.__name__ = operator.__qualname__ = name
+    operator.__doc__ = f"Symbolic ``mx.nd.contrib.{name}`` (graph node ``_contrib_{name}``)."
+    globals()[name] = operator
+    return operator

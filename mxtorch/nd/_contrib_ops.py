@@ -1,0 +1,75 @@
+"""MXNet's small contrib operators (``mx.nd.contrib.<op>``, and ``mx.sym.contrib.<op>`` as
+``_contrib_<op>`` graph nodes): elementwise quadratic, gradient scaling, transformer rescaling,
+index arrays, row copies and adaptive average pooling, each as MXNet's API reference defines it."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from ..base import MXNetError
+from ._common import mx_operator
+
+Tensor = torch.Tensor
+
+__all__ = ["quadratic", "gradientmultiplier", "div_sqrt_dim", "index_array", "index_copy",
+           "AdaptiveAvgPooling2D"]
+
+
+@mx_operator
+def quadratic(data: Tensor, a: float = 0.0, b: float = 0.0, c: float = 0.0) -> Tensor:
+    """``a * data**2 + b * data + c``, elementwise."""
+    return a * data * data + b * data + c
+
+
+@mx_operator
+def gradientmultiplier(data: Tensor, scalar: float = 1.0, is_int: bool = True) -> Tensor:
+    """``data`` unchanged; the gradient passing back through it is multiplied by ``scalar``."""
+    frozen = data.detach()
+    return frozen + (data - frozen) * float(scalar)  # value: data exactly; d/d data: scalar
+
+
+@mx_operator
+def div_sqrt_dim(data: Tensor) -> Tensor:
+    """``data / sqrt(data.shape[-1])`` (the attention scores' rescaling)."""
+    return data / float(data.shape[-1]) ** 0.5
+
+
+@mx_operator
+def index_array(data: Tensor, axes: tuple[int, ...] | int | None = None) -> Tensor:
+    """int64 array of shape ``data.shape + (m,)`` whose last axis holds each element's index, or its
+    entries on ``axes`` (m of them; every axis when None)."""
+    n = data.dim()
+    chosen = range(n) if axes is None else ([axes] if isinstance(axes, int) else list(axes))
+    picked = []
+    for ax in chosen:
+        if not -n <= int(ax) < n:
+            raise MXNetError(f"index_array: axis {ax} is out of range for data of {n} dimensions")
+        picked.append(int(ax) % n)
+    if not picked:  # a 0-d array (or axes=()): no index entries
+        return torch.zeros((*data.shape, 0), dtype=torch.int64, device=data.device)
+    grids = torch.meshgrid(*(torch.arange(s, device=data.device) for s in data.shape), indexing="ij")
+    return torch.stack([grids[ax] for ax in picked], dim=-1)
+
+
+@mx_operator
+def index_copy(old_tensor: Tensor, index_vector: Tensor, new_tensor: Tensor) -> Tensor:
+    """A copy of ``old_tensor`` whose row ``index_vector[i]`` is ``new_tensor``'s row ``i``."""
+    index = index_vector.reshape(-1).to(torch.int64)
+    if index.numel() != new_tensor.shape[0] or new_tensor.shape[1:] != old_tensor.shape[1:]:
+        raise MXNetError(
+            f"index_copy: new_tensor {tuple(new_tensor.shape)} must have one row per index "
+            f"({index.numel()}) and the rows of old_tensor {tuple(old_tensor.shape)}"
+        )
+    return old_tensor.index_copy(0, index, new_tensor.to(old_tensor.dtype))
+
+
+@mx_operator
+def AdaptiveAvgPooling2D(data: Tensor, output_size: int | tuple[int, ...] = ()) -> Tensor:  # noqa: N802
+    """Average pooling of NCHW data to ``output_size`` (h, or (h, w); () gives 1 x 1), each output
+    cell averaging input rows floor(i*H/h) .. ceil((i+1)*H/h)."""
+    size = (output_size,) if isinstance(output_size, int) else tuple(int(s) for s in output_size)
+    if len(size) > 2:
+        raise MXNetError(f"AdaptiveAvgPooling2D: output_size has at most 2 entries, got {output_size!r}")
+    hw = (1, 1) if not size else (size[0], size[-1])
+    return F.adaptive_avg_pool2d(data, hw)
