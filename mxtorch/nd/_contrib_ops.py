@@ -1,5 +1,5 @@
 """MXNet's small contrib operators (``mx.nd.contrib.<op>``, and ``mx.sym.contrib.<op>`` as
-``_contrib_<op>`` graph nodes): elementwise quadratic, gradient scaling, transformer rescaling,
+``_contrib_<op>`` graph nodes): gradient scaling, transformer rescaling,
 index arrays, row copies and adaptive average pooling, each as MXNet's API reference defines it."""
 
 from __future__ import annotations
@@ -12,14 +12,8 @@ from ._common import mx_operator
 
 Tensor = torch.Tensor
 
-__all__ = ["quadratic", "gradientmultiplier", "div_sqrt_dim", "index_array", "index_copy",
+__all__ = ["gradientmultiplier", "div_sqrt_dim", "index_array", "index_copy",
            "AdaptiveAvgPooling2D"]
-
-
-@mx_operator
-def quadratic(data: Tensor, a: float = 0.0, b: float = 0.0, c: float = 0.0) -> Tensor:
-    """``a * data**2 + b * data + c``, elementwise."""
-    return a * data * data + b * data + c
 
 
 @mx_operator

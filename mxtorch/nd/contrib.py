@@ -23,7 +23,8 @@ from ._contrib_ops import *  # noqa: F403 - quadratic, index_copy, AdaptiveAvgPo
 Tensor = torch.Tensor
 
 __all__ = ["isinf", "isfinite", "isnan", "rand_zipfian", "allclose", "getnnz", "SparseEmbedding",
-           "boolean_mask", "DeformableConvolution", "ModulatedDeformableConvolution"] + _contrib_ops.__all__
+           "boolean_mask", "DeformableConvolution", "ModulatedDeformableConvolution", "quadratic",
+           ] + _contrib_ops.__all__
 
 
 @mx_operator
