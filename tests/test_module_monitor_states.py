@@ -115,3 +115,28 @@ def test_bad_data_shapes_entry_is_a_type_error_and_int_shape_is_1d() -> None:
     with pytest.raises(TypeError, match="name, shape"):
         mod.bind(data_shapes=["data", torch.zeros(2, 1)])
     assert mx.sym.var("b", shape=1).attr("__shape__") == "(1,)"
+
+
+def test_executor_group_made_with_shared_group_shares_inputs_and_parameters() -> None:
+    from mxtorch.module.executor_group import DataParallelExecutorGroup
+    from mxtorch.test_utils import same_array
+
+    def net(layers: int) -> mx.sym.Symbol:
+        x = mx.sym.Variable("data")
+        for i in range(layers):
+            x = mx.sym.FullyConnected(x, num_hidden=3, name=f"fc{i + 1}")
+        return mx.sym.SoftmaxOutput(x, name="softmax")
+
+    shapes = ([("data", (4, 5))], [("softmax_label", (4,))])
+    params = ["fc1_weight", "fc1_bias"]
+    ctxs = [mx.cpu(0), mx.cpu(1)]
+    first = DataParallelExecutorGroup(net(1), ctxs, [1, 1], *shapes, params, True, False)
+    assert [sorted(d) for d in first.shared_data_arrays] == [["data", "softmax_label"]] * 2
+    second = DataParallelExecutorGroup(net(2), ctxs, [1, 1], *shapes, params, True, False, shared_group=first)
+    assert second.shared_data_arrays is first.shared_data_arrays
+    for i in range(2):  # fc2's arrays are not parameters of these groups: they join the inputs
+        assert sorted(first.shared_data_arrays[i]) == ["data", "fc2_bias", "fc2_weight", "softmax_label"]
+        a, b = first.execs[i], second.execs[i]
+        for name in ("data", "softmax_label", "fc1_weight", "fc1_bias"):
+            assert same_array(a.arg_dict[name], b.arg_dict[name]), name
+        assert same_array(a.grad_dict["fc1_weight"], b.grad_dict["fc1_weight"])

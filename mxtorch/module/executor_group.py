@@ -102,19 +102,27 @@ class DataParallelExecutorGroup:
         param_names: list[str],
         for_training: bool,
         inputs_need_grad: bool,
-        fixed_param_names: Sequence[str] = (),
+        shared_group: DataParallelExecutorGroup | None = None,
+        logger: Any = None,
+        fixed_param_names: Sequence[str] | None = (),
         grad_req: Any = "write",
-        state_names: Sequence[str] = (),
+        state_names: Sequence[str] | None = (),
         group2ctxs: Sequence[Any] | None = None,
     ) -> None:
         self.symbol = symbol
+        # per context, the input (non-parameter) arrays by name, one dict shared by every group
+        # made with shared_group=this one: their executors use the same input memory (MXNet's)
+        self.shared_group = shared_group
+        self.shared_data_arrays: list[dict[str, Any]] = (
+            shared_group.shared_data_arrays if shared_group is not None else [{} for _ in contexts]
+        )
         self.contexts = contexts
         self.workload = list(workload)
         self.param_names = param_names
         self.for_training = for_training
         self.inputs_need_grad = inputs_need_grad
-        self.fixed_param_names = set(fixed_param_names)
-        self.state_names = list(state_names)
+        self.fixed_param_names = set(fixed_param_names or ())
+        self.state_names = list(state_names or ())
         self.arg_names = symbol.list_arguments()
         self.aux_names = symbol.list_auxiliary_states()
         self.group2ctxs = list(group2ctxs) if group2ctxs is not None else [None] * len(contexts)
@@ -161,6 +169,8 @@ class DataParallelExecutorGroup:
                     axis = batch_axes[name]
                     shapes[name] = shape if axis < 0 else (*shape[:axis], n, *shape[axis + 1:])
             shared = self.execs[i] if i < len(self.execs) else None
+            if shared is None and self.shared_group is not None:
+                shared = self.shared_group.execs[i]
             ex = self.symbol.simple_bind(
                 ctx, grad_req=self.grad_req, type_dict={k: v for k, v in type_dict.items() if k in shapes},
                 group2ctx=self.group2ctxs[i], shared_exec=shared, **shapes
@@ -176,6 +186,7 @@ class DataParallelExecutorGroup:
                 for k, arr in shared.aux_dict.items():
                     if k in ex.aux_dict:
                         ex.aux_arrays[self.aux_names.index(k)] = arr
+            self._share_inputs(ex, self.shared_data_arrays[i])
             execs.append(ex)
         self.data_shapes, self.label_shapes, self.batch_axes = data_shapes, label_shapes, batch_axes
         self.batch_size, self.slices, self.execs = batch_size, slices, execs
@@ -228,6 +239,19 @@ class DataParallelExecutorGroup:
         if not merge_multi_context:
             return self.state_arrays
         return [_merge(block, 0) for block in self.state_arrays]
+
+    def _share_inputs(self, ex: Executor, arrays: dict[str, Any]) -> None:
+        """Give ``ex`` the shared input array of each non-parameter argument whose name and
+        shape match one in ``arrays``; put its own there otherwise."""
+        params = set(self.param_names)
+        for j, name in enumerate(self.arg_names):
+            if name in params:
+                continue
+            held, own = arrays.get(name), ex.arg_arrays[j]
+            if held is not None and held.shape == own.shape and held.dtype == own.dtype:
+                ex.arg_arrays[j] = held
+            else:
+                arrays[name] = own
 
     # ------------------------------------------------------------------ parameters
     def set_params(

@@ -231,10 +231,10 @@ class Module(BaseModule):
             self._param_names,
             for_training,
             inputs_need_grad,
-            self._fixed_param_names,
-            grad_req,
-            self._state_names,
-            self._group2ctxs,
+            fixed_param_names=self._fixed_param_names,
+            grad_req=grad_req,
+            state_names=self._state_names,
+            group2ctxs=self._group2ctxs,
         )
         self.binded = True
         if shared is not None:  # the shared module's arrays are the parameters: nothing to copy
