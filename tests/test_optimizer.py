@@ -603,9 +603,10 @@ def test_documented_defaults():
     assert (lb.lr, lb.momentum, lb.warmup_strategy) == (0.01, 0.0, "linear")
     assert (lb.warmup_epochs, lb.batch_scale, lb.updates_per_epoch) == (5, 1, 32)
     assert opt.SGLD().lr == 0.01
-    # only SGD, Adam, LARS (lazy_update), AdaGrad and Ftrl update row_sparse gradients lazily
+    # only SGD, Adam, LARS (lazy_update), AdaGrad, Ftrl and contrib.GroupAdaGrad update row_sparse
+    # gradients lazily
     lazy = {n for n, k in opt.Optimizer.opt_registry.items() if k.lazy_update or k().lazy_update}
-    assert lazy == {"sgd", "ccsgd", "adam", "lars", "adagrad", "ftrl"}
+    assert lazy == {"sgd", "ccsgd", "adam", "lars", "adagrad", "ftrl", "groupadagrad"}
 
 
 def test_create_errors_and_instances():

@@ -17,6 +17,7 @@ import torch
 
 from ..context import Context
 from . import _contrib_ops
+from ._adamw import adamw_update, mp_adamw_update, multi_adamw_update, multi_mp_adamw_update
 from ._common import as_tensor, device_of, mx_operator
 from ._contrib_ops import *  # noqa: F403 - quadratic, index_copy, AdaptiveAvgPooling2D ...
 
@@ -24,6 +25,7 @@ Tensor = torch.Tensor
 
 __all__ = ["isinf", "isfinite", "isnan", "rand_zipfian", "allclose", "getnnz", "SparseEmbedding",
            "boolean_mask", "DeformableConvolution", "ModulatedDeformableConvolution", "quadratic",
+           "adamw_update", "mp_adamw_update", "multi_adamw_update", "multi_mp_adamw_update",
            ] + _contrib_ops.__all__
 
 

@@ -9,6 +9,7 @@ MXNet's contrib package).  Row_sparse gradients update only their rows where MXN
 
 from __future__ import annotations
 
+from . import contrib
 from .accumulate import Test
 from .adadelta import AdaDelta
 from .adagrad import AdaGrad
@@ -58,4 +59,5 @@ __all__ = [
     "Signum",
     "Test",
     "update_rows",
+    "contrib",
 ]
