@@ -115,3 +115,17 @@ def test_module_input_gradients_follow_grad_req():
         mod.forward(mx.io.DataBatch(data=[mx.nd.ones((1, 3))]), is_train=True)
         mod.backward(out_grads=[mx.nd.ones((1, 2))])
         assert (mod.get_input_grads()[0] is not None) == has_grad
+
+
+def test_operator_argument_errors_are_mxnet_errors_and_value_errors():
+    a = mx.nd.ones((2, 3))
+    for bad in (lambda: mx.nd.diag(a, k=4), lambda: mx.nd.diag(a, k=-3),
+                lambda: mx.nd.depth_to_space(mx.nd.ones((1, 4, 0, 3)), 2),
+                lambda: mx.nd.space_to_depth(mx.nd.ones((1, 1, 3, 4)), 2)):
+        with pytest.raises(mx.base.MXNetError) as info:
+            bad()
+        assert isinstance(info.value, ValueError)
+    # the ends of MXNet's k range give an empty diagonal
+    assert mx.nd.diag(a, k=3).shape == (0,) and mx.nd.diag(a, k=-2).shape == (0,)
+    assert mx.nd.diag(a, k=2).asnumpy().tolist() == [1.0]
+    assert mx.nd.one_hot(mx.nd.array([1, 2]), 0).shape == (2, 0)

@@ -169,13 +169,19 @@ def _write_one(result: Any, out: Any, op: str) -> torch.Tensor:
     return out
 
 
+class OperatorArgumentError(MXNetError, ValueError):
+    """An ``mx.nd`` operator refused its arguments: MXNet raises MXNetError there (the ValueError
+    base keeps ``except ValueError`` working)."""
+
+
 def mx_operator(fn: Callable[..., Any], parameterless: bool = False) -> Callable[..., Any]:
     """``fn`` taking MXNet's operator keywords too: ``out=`` (write the result there) and ``name=``.
 
     Every MXNet ``mx.nd`` operator accepts both; ``name`` only names a symbol node, so it is
     ignored here.  Functions that already take ``out`` are returned unchanged.  A
     ``parameterless`` operator also ignores keywords that are not its inputs, as MXNet's
-    operators without parameters do (``broadcast_maximum(a, b, axis=1)``).
+    operators without parameters do (``broadcast_maximum(a, b, axis=1)``).  Arguments the
+    operator refuses (a ValueError) raise :class:`OperatorArgumentError`, an MXNetError as in MXNet.
     """
     sig = inspect.signature(fn)
     if "out" in sig.parameters:
@@ -187,7 +193,12 @@ def mx_operator(fn: Callable[..., Any], parameterless: bool = False) -> Callable
     def operator(*args: Any, out: Any = None, name: str | None = None, **kwargs: Any) -> Any:
         if kwargs and inputs is not None:
             kwargs = {k: v for k, v in kwargs.items() if k in inputs}
-        result = fn(*args, **kwargs)
+        try:
+            result = fn(*args, **kwargs)
+        except ValueError as e:
+            if isinstance(e, MXNetError):
+                raise
+            raise OperatorArgumentError(str(e)) from e
         return result if out is None else write_out(result, out, op)
 
     params = list(sig.parameters.values())

@@ -334,8 +334,8 @@ def one_hot(
     indices: Any, depth: int, on_value: float = 1.0, off_value: float = 0.0, dtype: Any = "float32"
 ) -> Tensor:
     """A new last axis of size ``depth`` holding on_value at each index (out-of-range: all off)."""
-    if not isinstance(depth, int) or depth < 1:
-        raise ValueError(f"one_hot: depth must be a positive int, got {depth!r}")
+    if not isinstance(depth, int) or depth < 0:
+        raise ValueError(f"one_hot: depth must be a non-negative int, got {depth!r}")
     idx = to_index(indices)
     hit = idx.unsqueeze(-1) == torch.arange(depth, device=idx.device)
     dt = dtype_of(dtype)
@@ -354,6 +354,9 @@ def diag(data: Tensor, k: int = 0, axis1: int = 0, axis2: int = 1) -> Tensor:
     a1, a2 = norm_axis(axis1, data.dim(), "axis1"), norm_axis(axis2, data.dim(), "axis2")
     if a1 == a2:
         raise ValueError(f"diag: axis1 and axis2 must differ, both are {a1}")
+    rows, cols = int(data.shape[a1]), int(data.shape[a2])
+    if not -rows <= k <= cols:  # MXNet's range (the two ends give an empty diagonal)
+        raise ValueError(f"diag: k={k} is outside [-{rows}, {cols}] for planes of shape ({rows}, {cols})")
     return torch.diagonal(data, offset=k, dim1=a1, dim2=a2)
 
 
@@ -362,6 +365,8 @@ def _block(data: Tensor, block_size: int, op: str) -> int:
         raise ValueError(f"{op} needs a 4-D (N, C, H, W) array, got shape {tuple(data.shape)}")
     if not isinstance(block_size, int) or block_size < 1:
         raise ValueError(f"{op}: block_size must be a positive int, got {block_size!r}")
+    if 0 in data.shape:  # MXNet refuses an empty dimension here
+        raise ValueError(f"{op}: every dimension must be non-empty, got shape {tuple(data.shape)}")
     return block_size
 
 
