@@ -203,6 +203,29 @@ def test_planner_counts_zero_3_slices_and_picks_it_when_only_slices_fit() -> Non
     assert {p.config.zero for p in tight if p.config.dp == 2} == {3}
 
 
+def test_planner_counts_zero_2_gradients_as_a_share_plus_the_bucket_in_flight() -> None:
+    """zero=2 reduces gradient buckets onto their owners during backward: a rank holds its share
+    (1/dp), the bucket being reduced and the next layer's gradient, not the whole model's."""
+    from mxtorch.gluon import nn
+    from mxtorch.parallel.planner import LayerCost
+
+    net = nn.HybridSequential()
+    for _ in range(8):
+        net.add(nn.Dense(7, in_units=7))
+    net.initialize()
+    x = torch.randn(4, 7)
+    mib = 2**20
+    costs = [LayerCost(str(i), 1e-4, 2e-4, 1024.0, 1024.0, 64 * mib, 0.0) for i in range(8)]
+    kw = {"world_size": 2, "batch_size": 8, "bandwidth": "10Gbit", "optimizer_states": 2, "costs": costs,
+          "overheads": False, "micro_batches": (1,)}
+    dp2 = {p.config.zero: p for p in parallel.plan(net, x, memory_per_device="8GiB", **kw)
+           if p.config.dp == 2 and not p.checkpointing}
+    assert dp2[1].memory["gradients"] == 512 * mib
+    # 256 MiB owned + a 25 MiB bucket + one 64 MiB layer
+    assert dp2[2].memory["gradients"] == 256 * mib + parallel.zero.DEFAULT_BUCKET_BYTES + 64 * mib
+    assert dp2[2].predicted_memory_bytes < dp2[1].predicted_memory_bytes
+
+
 @pytest.mark.slow  # slow tier (scripts/test.sh -m slow): a faster test of this path stays in the default run
 def test_mxtorch_train_plan_auto_runs_a_zero_stage_when_a_replica_does_not_fit(tmp_path):
     """The mlp on 2 workers, global batch 4096 (the plan's count, per device): a replica needs

@@ -9,6 +9,7 @@ The cost model, and where its numbers come from:
   backward (activations), the output bytes (what crosses a stage boundary), the parameter bytes.
 * **memory per device** = the stage's parameters, gradients and optimizer states (divided by tp for
   the layers tensor parallelism splits; the states by dp for a ZeRO stage, :mod:`.zero`; with
+  ``zero=2`` the gradients too, plus the bucket in flight and the next layer's gradient; with
   ``zero=3`` also the parameters, plus the two largest layers gathered whole) + the
   activations of the micro-batches in flight: all m for GPipe, at most pp for 1F1B; with
   activation checkpointing only each micro-batch's stage input stays, plus one micro-batch's
@@ -84,7 +85,7 @@ from .probe import Layout, Overheads, probe_link
 from .split import Unit, chain_units, checkpointed, partition
 from .tensor import auto_plan
 from .tp_rnn import collectives_per_step, is_recurrent, step_collectives
-from .zero import check_zero_stage
+from .zero import DEFAULT_BUCKET_BYTES, check_zero_stage
 
 __all__ = ["Plan", "LayerCost", "Overheads", "plan", "profile_layers", "parse_bytes", "parse_bandwidth",
            "usable_cores"]
@@ -531,10 +532,13 @@ def _predict(units: Sequence[Unit], costs: Sequence[LayerCost], pairs: dict[str,
         held = params  # zero=3: this rank's slices and (at most) two layers gathered whole at once
         if cfg.zero == 3:
             held = min(params, params / dp + sum(sorted(layers[i])[-2:]))
-        total = held + params + states + act_mem
+        grads = params  # zero=2: its owned share, the bucket being reduced and the next one's first layer
+        if cfg.zero == 2:
+            grads = min(params, params / dp + DEFAULT_BUCKET_BYTES + max(layers[i], default=0.0))
+        total = held + grads + states + act_mem
         if total > mem_best:
             mem_best = total
-            memory = {"parameters": held, "gradients": params, "optimizer state": states,
+            memory = {"parameters": held, "gradients": grads, "optimizer state": states,
                       "activations": act_mem}
     notes = []
     for i, u in enumerate(units):

@@ -2,6 +2,7 @@
 ``Mesh(cfg).trainer(...)``.  The trainer lives in :mod:`mxtorch.gluon.zero_trainer`, beside the
 Trainer whose internals it extends."""
 
+from ..gluon.zero_grads import DEFAULT_BUCKET_BYTES
 from ..gluon.zero_trainer import (
     ZERO_STAGES,
     ZeroTrainer,
@@ -11,5 +12,5 @@ from ..gluon.zero_trainer import (
     shard_owners,
 )
 
-__all__ = ["ZeroTrainer", "ZERO_STAGES", "check_zero_stage", "shard_owners", "optimizer_state_bytes",
+__all__ = ["ZeroTrainer", "DEFAULT_BUCKET_BYTES", "ZERO_STAGES", "check_zero_stage", "shard_owners", "optimizer_state_bytes",
            "parameter_bytes"]
