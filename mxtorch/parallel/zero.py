@@ -12,5 +12,5 @@ from ..gluon.zero_trainer import (
     shard_owners,
 )
 
-__all__ = ["ZeroTrainer", "DEFAULT_BUCKET_BYTES", "ZERO_STAGES", "check_zero_stage", "shard_owners", "optimizer_state_bytes",
-           "parameter_bytes"]
+__all__ = ["ZeroTrainer", "DEFAULT_BUCKET_BYTES", "ZERO_STAGES", "check_zero_stage", "shard_owners",
+           "optimizer_state_bytes", "parameter_bytes"]
