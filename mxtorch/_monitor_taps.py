@@ -47,7 +47,8 @@ class MonitorTaps:
         self._inputs: dict[int, list[Any]] = {}
         self._grads: dict[tuple[int, int], torch.Tensor] = {}
         for k, st in enumerate(steps):  # the bound plan's steps, one per operator node, in order
-            st.call = self._tapped(k, st.call)
+            # a new callback replaces the last one: wrap the operator itself, not the last taps
+            st.call = self._tapped(k, getattr(st.call, "untapped", st.call))
             st.head_loss = False  # the loss head's own backward node runs, so the monitor sees it
 
     def _tapped(self, k: int, call: Callable[[list[Any], bool], Any]) -> Callable[[list[Any], bool], Any]:
@@ -58,6 +59,7 @@ class MonitorTaps:
             self.after(k, list(out) if isinstance(out, (list, tuple)) else [out])
             return out
 
+        run.untapped = call  # type: ignore[attr-defined]
         return run
 
     def start(self) -> None:

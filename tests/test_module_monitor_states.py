@@ -63,6 +63,14 @@ def test_monitor_interval_pattern_sort_and_default_stat() -> None:
     assert mon.toc() == []
     with pytest.raises(ValueError, match="interval"):
         mx.mon.Monitor(0)
+    first, second = mx.mon.Monitor(1, pattern="fc_output"), mx.mon.Monitor(1, pattern="fc_output")
+    mod.install_monitor(first)
+    mod.install_monitor(second)  # replaces the first's callback
+    first.tic()
+    second.tic()
+    mod.forward(_batch(), is_train=False)
+    assert [name for _, name, _ in second.toc()] == ["fc_output"]
+    assert first.toc() == []
 
 
 def _state_module() -> mx.mod.Module:
