@@ -13,7 +13,7 @@ __all__ = [
     "MXNetError", "DeferredInitializationError", "NotImplementedForSymbol", "NotSupportedForSparseNDArray",
     "py_str", "string_types", "numeric_types", "integer_types", "classproperty", "ClassPropertyType",
     "mx_real_t", "mx_uint",
-    "mx_int", "mx_float", "data_dir", "data_dir_default", "attr_string",
+    "mx_int", "mx_float", "data_dir", "data_dir_default", "attr_string", "c_str", "check_call",
 ]
 
 string_types = (str,)
@@ -146,3 +146,25 @@ class ClassPropertyType(type):
             prop.fset(cls, value)
             return
         super().__setattr__(key, value)
+
+
+def c_str(string: str) -> ctypes.c_char_p:
+    """``string`` as a C string (UTF-8), as MXNet's ctypes calls pass names."""
+    return ctypes.c_char_p(string.encode("utf-8"))
+
+
+def check_call(ret: int) -> None:
+    """Raise MXNetError with the last C-API error when a ``_LIB`` call returned non-zero."""
+    if ret != 0:
+        from ._capi import last_error
+
+        raise MXNetError(last_error() or f"C-API call failed with return code {ret}")
+
+
+def __getattr__(name: str) -> Any:
+    # MXNet's C-API names load on first use (mxtorch._capi sets ctypes signatures as MXNet did)
+    if name in ("_LIB", "NDArrayHandle"):
+        from . import _capi
+
+        return _capi.LIB if name == "_LIB" else _capi.NDArrayHandle
+    raise AttributeError(f"module 'mxtorch.base' has no attribute {name!r}")

@@ -22,7 +22,7 @@ DOC = ROOT.parent / "docs" / "architecture.md"
 LAYERS: list[tuple[str, list[str]]] = [
     ("foundation", ["base", "registry", "checkpoint_io", "context", "_dtype", "_aliases", "_forward",
                     "_closing", "bounded_json", "util", "progress", "_version", "stateful", "_logging",
-                    "numpy_dtypes", "engine"]),
+                    "numpy_dtypes", "engine", "_capi"]),
     ("arrays", ["nd", "numpy", "ndarray_methods", "_tensor_overrides", "_mxnet_methods", "_array_exchange",
                 "autograd", "_recording", "contrib.autograd", "contrib.text", "runtime", "random", "operator",
                 "image", "recordio"]),

@@ -68,6 +68,13 @@ class NDArray(torch.Tensor, metaclass=_NDArrayMeta):
     the call, such as ``plain.copy_(x)``'s ``plain``, are returned as they are).
     ``plain(x)`` gives a torch.Tensor view for code that wants torch's methods."""
 
+    def __new__(cls, *args: Any, handle: Any = None, **kwargs: Any) -> Any:
+        if handle is not None:  # MXNet's NDArray(handle=...) of an array a C-API call stored
+            from .._capi import take_array
+
+            return as_ndarray(take_array(handle))
+        return super().__new__(cls, *args, **kwargs)
+
     @classmethod
     def __torch_function__(cls, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         if len(types) > 1 and not all(issubclass(cls, t) or t is _Tensor for t in types):
