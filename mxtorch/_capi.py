@@ -35,16 +35,11 @@ _last_error = threading.local()
 
 
 def take_array(handle: Any) -> Any:
-    """The array a C-API call stored under ``handle`` (a c_void_p or int), removed from the table."""
+    """The array a C-API call stored under ``handle`` (a c_void_p or int), removed from the table;
+    None when there is none."""
     key = handle.value if isinstance(handle, ctypes.c_void_p) else handle
     with _lock:
-        array = _arrays.pop(key, None) if isinstance(key, int) else None
-    if array is None:
-        from .base import MXNetError
-
-        raise MXNetError(f"NDArray(handle={key!r}): no array is stored under this handle (a handle "
-                         "is made by a C-API call such as MXNDArrayFromDLPack and taken once)")
-    return array
+        return _arrays.pop(key, None) if isinstance(key, int) else None
 
 
 def last_error() -> str:

@@ -72,7 +72,13 @@ class NDArray(torch.Tensor, metaclass=_NDArrayMeta):
         if handle is not None:  # MXNet's NDArray(handle=...) of an array a C-API call stored
             from .._capi import take_array
 
-            return as_ndarray(take_array(handle))
+            array = take_array(handle)
+            if array is None:
+                from ..base import MXNetError
+
+                raise MXNetError(f"NDArray(handle={handle!r}): no array is stored under this handle (a "
+                                 "handle is made by a C-API call such as MXNDArrayFromDLPack and taken once)")
+            return as_ndarray(array)
         return super().__new__(cls, *args, **kwargs)
 
     @classmethod
