@@ -382,8 +382,10 @@ class Executor:
         """Gradients of the arguments bound with a gradient array, from the head gradients
         ``out_grads``: loss outputs make their own gradient (and ignore a given one); every other
         output that the gradient depends on needs one, as in MXNet."""
-        if not self._recorded and self._unrecorded is not None and any(r != "null" for r in self._reqs):
-            self._run(self._unrecorded, True)  # the last forward was not recorded: run it again, recording
+        if not self._recorded and any(r != "null" for r in self._reqs):
+            # nothing recorded (a forward without is_train, a second backward, or no forward yet, which
+            # MXNet also differentiates at the bound arrays): run the forward again, recording
+            self._run(True if self._unrecorded is None else self._unrecorded, True)
         if not self._recorded:
             return
         if out_grads is None:

@@ -188,14 +188,15 @@ def test_backward_after_inference_forward_computes_gradients() -> None:
     x = S.Variable("x")
     g = torch.full((2,), 3.0)
     ex = (x * 2).bind(mx.cpu(), {"x": torch.ones(2)}, args_grad={"x": g})
-    ex.backward(torch.ones(2))  # no forward yet: nothing to differentiate, nothing changes
-    _close(g, [3.0, 3.0])
+    ex.backward(torch.ones(2))  # no forward yet: MXNet 1.9.1 differentiates at the bound arrays
+    _close(g, [2.0, 2.0])
+    g.fill_(3.0)
     ex.forward(is_train=False)
     ex.backward(torch.ones(2))
     _close(g, [2.0, 2.0])
     g.fill_(3.0)
-    ex.backward(torch.ones(2))  # one backward per forward
-    _close(g, [3.0, 3.0])
+    ex.backward(torch.ones(2))  # a second backward computes again (grad_req 'write': the same)
+    _close(g, [2.0, 2.0])
     ex.forward(is_train=True)
     with pytest.raises(MXNetError, match="2 head gradients for 1 outputs"):
         ex.backward([torch.ones(2), torch.ones(2)])

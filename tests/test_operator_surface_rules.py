@@ -129,3 +129,22 @@ def test_operator_argument_errors_are_mxnet_errors_and_value_errors():
     assert mx.nd.diag(a, k=3).shape == (0,) and mx.nd.diag(a, k=-2).shape == (0,)
     assert mx.nd.diag(a, k=2).asnumpy().tolist() == [1.0]
     assert mx.nd.one_hot(mx.nd.array([1, 2]), 0).shape == (2, 0)
+
+
+def test_executor_backward_without_a_forward_differentiates_at_the_bound_arrays():
+    data = mx.sym.Variable("data")
+    exe = mx.sym.repeat(data, repeats=2, axis=0).bind(
+        mx.cpu(), args=[mx.nd.array([[1.0, 2.0]])], args_grad=[mx.nd.full((1, 2), 7.0)])
+    exe.backward(mx.nd.array([[1.0, 2.0], [3.0, 4.0]]))  # no forward first, as MXNet allows
+    assert exe.grad_arrays[0].asnumpy().tolist() == [[4.0, 6.0]]  # each row's two copies summed
+    exe.backward(mx.nd.array([[1.0, 1.0], [1.0, 1.0]]))  # a second backward recomputes too
+    assert exe.grad_arrays[0].asnumpy().tolist() == [[2.0, 2.0]]
+
+
+def test_symbol_keeps_an_explicit_none_that_is_not_the_default():
+    a = mx.sym.Variable("a")
+    flat = mx.sym.sort(a, axis=None, is_ascend=False)
+    out = flat.bind(mx.cpu(), {"a": mx.nd.array([[3, 1], [2, 4]])}).forward()[0]
+    assert out.asnumpy().tolist() == [4, 3, 2, 1]  # MXNet's axis=None: the flattened array
+    with pytest.raises(mx.base.MXNetError):
+        mx.nd.tile(mx.nd.ones((2, 2)), (1, 0))  # MXNet refuses a zero (or negative) repetition

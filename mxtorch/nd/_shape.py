@@ -316,8 +316,11 @@ def split_v2(ary: Tensor, indices_or_sections: Any, axis: int = 0, squeeze_axis:
 
 
 def tile(data: Tensor, reps: Any) -> Tensor:
-    """Repeat the whole array ``reps`` times along each axis."""
-    return torch.tile(data, as_shape(reps, "reps"))
+    """Repeat the whole array ``reps`` times along each axis (each at least once, as MXNet checks)."""
+    shape = as_shape(reps, "reps")
+    if any(r < 1 for r in shape):
+        raise ValueError(f"tile: every entry of reps must be positive, got {shape}")
+    return torch.tile(data, shape)
 
 
 def repeat(data: Tensor, repeats: int, axis: int | None = None) -> Tensor:

@@ -34,7 +34,7 @@ from ._opdef import one_output as _one
 Tensor = torch.Tensor
 Shape = tuple[int, ...]
 
-__all__ = ["OpDef", "get_op", "has_op", "canonical_name", "op_names", "required_inputs"]
+__all__ = ["OpDef", "get_op", "has_op", "canonical_name", "op_names", "required_inputs", "defaults_not_none"]
 
 
 def _always(names: Sequence[str]) -> Callable[[dict[str, Any]], list[str]]:
@@ -665,3 +665,15 @@ def required_inputs(name: str) -> frozenset[str]:
     params = inspect.signature(fn).parameters.values()
     return frozenset(p.name for p in params
                      if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty)
+
+
+@functools.cache
+def defaults_not_none(name: str) -> frozenset[str]:
+    """The keyword parameters of the mx.nd function behind operator ``name`` whose default is not
+    None (given as None, such a parameter means something: ``sort(axis=None)`` sorts the flat array)."""
+    fn = _nd_function(name)
+    if fn is None:
+        return frozenset()
+    params = inspect.signature(fn).parameters.values()
+    return frozenset(p.name for p in params if p.default is not p.empty and p.default is not None
+                     and p.name not in ("out", "name"))

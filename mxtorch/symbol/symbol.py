@@ -373,8 +373,8 @@ def create(
     for key, v in kwargs.items():
         if isinstance(v, Symbol):
             named[key] = _single(v, f"{op_name} input {key!r}")
-        elif v is not None:
-            params[key] = v
+        elif v is not None or key in _ops.defaults_not_none(op_name):
+            params[key] = v  # an explicit None that is not the default (sort's axis=None) is kept
     attrs: dict[str, str] = {}
     for pk, pv in params.items():
         attrs[f"__{pk}__" if pk in HIDDEN_KEYS else pk] = attr_string(pv)
