@@ -148,3 +148,14 @@ def test_symbol_keeps_an_explicit_none_that_is_not_the_default():
     assert out.asnumpy().tolist() == [4, 3, 2, 1]  # MXNet's axis=None: the flattened array
     with pytest.raises(mx.base.MXNetError):
         mx.nd.tile(mx.nd.ones((2, 2)), (1, 0))  # MXNet refuses a zero (or negative) repetition
+
+
+def test_max_pooling_same_convention_gives_ceil_width_over_stride_windows():
+    x = mx.nd.array([[[1, 5, 2, 0, 3, 4]]])
+    out = mx.nd.Pooling(x, kernel=2, stride=2, pool_type="max", pooling_convention="same")
+    assert out.asnumpy().tolist() == [[[5, 2, 4]]]
+    # width 5, kernel 3, stride 1: five windows, the last ones clipped at the end
+    out = mx.nd.Pooling(x[:, :, :5], kernel=3, stride=1, pool_type="max", pooling_convention="same")
+    assert out.asnumpy().tolist() == [[[5, 5, 3, 3, 3]]]
+    with pytest.raises(mx.base.MXNetError, match="takes no pad"):
+        mx.nd.Pooling(x, kernel=2, stride=2, pad=1, pool_type="max", pooling_convention="same")

@@ -451,8 +451,9 @@ def Pooling(
     rounds it up; ``global_pool`` pools the whole spatial extent (output size 1)."""
     if pool_type not in ("max", "avg", "sum", "lp"):
         raise ValueError(f"Pooling: pool_type must be 'max', 'avg', 'sum' or 'lp', got {pool_type!r}")
-    if pooling_convention not in ("valid", "full"):
-        raise ValueError(f"Pooling: pooling_convention must be 'valid' or 'full', got {pooling_convention!r}")
+    if pooling_convention not in ("valid", "full", "same"):
+        raise ValueError(f"Pooling: pooling_convention must be 'valid', 'full' or 'same', "
+                         f"got {pooling_convention!r}")
     x, last = _to_channels_first(data, layout)
     n = _spatial(x, "Pooling")
     pv = 2 if p_value is None else p_value
@@ -471,7 +472,13 @@ def Pooling(
         raise ValueError("Pooling: kernel is required unless global_pool=True")
     k = _tuple(kernel, n, 1, "kernel")
     s = _tuple(stride, n, 1, "stride")
-    p = _tuple(pad, n, 0, "pad")
+    # 'same' takes no padding; MXNet checks three zero entries whatever the data's dimensions
+    same_pad = pooling_convention == "same" and _given(pad)
+    if same_pad and any(int(v) for v in ((pad,) if isinstance(pad, int) else pad)):
+        raise ValueError(f"Pooling: pooling_convention='same' takes no pad, got pad={pad!r}")
+    p = _tuple(None if same_pad else pad, n, 0, "pad")
+    if pooling_convention == "same":
+        x = _same_pad(x, k, s, pool_type)
     ceil_mode = pooling_convention == "full"
     cip = True if count_include_pad is None else bool(count_include_pad)
     if pool_type == "max":
@@ -491,6 +498,17 @@ def Pooling(
         out = _sum_pool(torch.abs(x) ** pv, n, k, s, p, ceil_mode, False, True) ** (1.0 / pv)
     return out.movedim(1, -1) if last else out
 
+
+
+def _same_pad(x: Tensor, k: tuple[int, ...], s: tuple[int, ...], pool_type: str) -> Tensor:
+    # MXNet's 'same' (1-d max pooling): ceil(width / stride) windows, the last ones clipped at the
+    # end, i.e. the input padded at its end with -inf
+    if x.dim() != 3 or pool_type != "max":
+        raise ValueError("Pooling: pooling_convention='same' supports 1-d max pooling, got "
+                         f"data of {x.dim()} dimensions, pool_type {pool_type!r}")
+    width = int(x.shape[2])
+    extra = max((-(-width // s[0]) - 1) * s[0] + k[0] - width, 0)
+    return F.pad(x, [0, extra], value=float("-inf"))
 
 
 def LRN(data: Tensor, alpha: float = 1e-4, beta: float = 0.75, knorm: float = 2.0, nsize: int = 5) -> Tensor:
