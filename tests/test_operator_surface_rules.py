@@ -159,3 +159,20 @@ def test_max_pooling_same_convention_gives_ceil_width_over_stride_windows():
     assert out.asnumpy().tolist() == [[[5, 5, 3, 3, 3]]]
     with pytest.raises(mx.base.MXNetError, match="takes no pad"):
         mx.nd.Pooling(x, kernel=2, stride=2, pad=1, pool_type="max", pooling_convention="same")
+
+
+def test_operator_failures_are_mxnet_errors_keeping_their_python_base():
+    empty = mx.nd.zeros((5, 0))
+    with pytest.raises(mx.base.MXNetError):
+        empty.min()  # torch refuses the empty reduction with an IndexError
+    with pytest.raises(IndexError):
+        empty.max()
+    with pytest.raises(mx.base.MXNetError):
+        mx.nd.take(mx.nd.ones(2), mx.nd.array([5]), mode="raise")
+
+
+def test_simple_bind_reads_only_tuple_keywords_as_shapes():
+    a = mx.sym.Variable("a")
+    exe = mx.sym.take(a, mx.sym.Variable("i"), axis=0).simple_bind(mx.cpu(), a=(3, 2), i=(1,), axis=0,
+                                                                   mode="clip")
+    assert exe.outputs[0].shape == (1, 2)

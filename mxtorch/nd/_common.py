@@ -174,14 +174,31 @@ class OperatorArgumentError(MXNetError, ValueError):
     base keeps ``except ValueError`` working)."""
 
 
+class OperatorIndexError(MXNetError, IndexError):
+    """An ``mx.nd`` operator's index out of range (an MXNetError, as in MXNet; still an IndexError)."""
+
+
+def _as_mxnet_error(e: Exception) -> Exception:
+    # what an operator raised, as MXNet's error class with the same Python base (torch's own
+    # RuntimeError subclasses, such as out-of-memory, pass unchanged)
+    if isinstance(e, MXNetError):
+        return e
+    if isinstance(e, ValueError):
+        return OperatorArgumentError(str(e))
+    if isinstance(e, IndexError):
+        return OperatorIndexError(str(e))
+    return MXNetError(str(e)) if type(e) is RuntimeError else e
+
+
 def mx_operator(fn: Callable[..., Any], parameterless: bool = False) -> Callable[..., Any]:
     """``fn`` taking MXNet's operator keywords too: ``out=`` (write the result there) and ``name=``.
 
     Every MXNet ``mx.nd`` operator accepts both; ``name`` only names a symbol node, so it is
     ignored here.  Functions that already take ``out`` are returned unchanged.  A
     ``parameterless`` operator also ignores keywords that are not its inputs, as MXNet's
-    operators without parameters do (``broadcast_maximum(a, b, axis=1)``).  Arguments the
-    operator refuses (a ValueError) raise :class:`OperatorArgumentError`, an MXNetError as in MXNet.
+    operators without parameters do (``broadcast_maximum(a, b, axis=1)``).  What the operator
+    raises (a ValueError, IndexError or torch's RuntimeError) becomes an MXNetError of the same
+    Python base, as MXNet raises MXNetError there.
     """
     sig = inspect.signature(fn)
     if "out" in sig.parameters:
@@ -195,10 +212,8 @@ def mx_operator(fn: Callable[..., Any], parameterless: bool = False) -> Callable
             kwargs = {k: v for k, v in kwargs.items() if k in inputs}
         try:
             result = fn(*args, **kwargs)
-        except ValueError as e:
-            if isinstance(e, MXNetError):
-                raise
-            raise OperatorArgumentError(str(e)) from e
+        except (ValueError, IndexError, RuntimeError) as e:
+            raise _as_mxnet_error(e) from e
         return result if out is None else write_out(result, out, op)
 
     params = list(sig.parameters.values())

@@ -307,10 +307,12 @@ class Symbol(Graph):
         shared_buffer: Any = None,
         **kwargs: Any,
     ) -> Any:
-        """Bind with arrays allocated from the shapes in ``kwargs`` (zeros; gradients too)."""
+        """Bind with arrays allocated from the shapes in ``kwargs`` (zeros; gradients too).  As in
+        MXNet, only tuple (or list) values are shapes; other keywords are ignored."""
         from ..executor import simple_bind
 
-        return simple_bind(self, ctx, grad_req, type_dict, group2ctx, shared_exec, kwargs, stype_dict)
+        shapes = {k: v for k, v in kwargs.items() if isinstance(v, (tuple, list))}
+        return simple_bind(self, ctx, grad_req, type_dict, group2ctx, shared_exec, shapes, stype_dict)
 
     def eval(self, ctx: Any = None, **kwargs: Any) -> list[Any]:
         """Run the graph once on ``kwargs`` (name -> array) and return its outputs."""
