@@ -57,3 +57,18 @@ def test_moments_symbol_has_mean_and_variance_outputs():
     assert mean.asnumpy().tolist() == [2, 2] and var.asnumpy().tolist() == [1, 0]
     np.testing.assert_allclose((m[0] + m[1]).bind(mx.cpu(), {"data": mx.nd.array([[1, 3]])}).forward()[0]
                                .asnumpy(), [3.0])
+
+
+def test_multibox_prior_anchors_by_hand():
+    data = mx.nd.zeros((1, 3, 2, 3))  # H=2, W=3: centres at ((c + .5) / 3, (r + .5) / 2)
+    boxes = mx.contrib.nd.MultiBoxPrior(data, sizes=[0.5, 0.25], ratios=[1, 4])
+    assert boxes.shape == (1, 2 * 3 * 3, 4)
+    b = boxes.asnumpy()[0]
+    # size .5, ratio 1: half width .5 * 2/3 / 2, half height .25, around (1/6, 1/4)
+    np.testing.assert_allclose(b[0], [0.0, 0.0, 1 / 3, 0.5], atol=1e-6)
+    # size .5, ratio 4: twice as wide (sqrt 4), half as high
+    np.testing.assert_allclose(b[2], [1 / 6 - 1 / 3, 0.25 - 0.125, 1 / 6 + 1 / 3, 0.25 + 0.125], atol=1e-6)
+    # the next cell along the row (column 1), same anchors shifted by 1/3
+    np.testing.assert_allclose(b[3], b[0] + [1 / 3, 0, 1 / 3, 0], atol=1e-6)
+    clipped = mx.nd.contrib.MultiBoxPrior(data, sizes=[0.5], ratios=[4], clip=True).asnumpy()
+    assert clipped.min() >= 0.0 and clipped.max() <= 1.0

@@ -15,7 +15,16 @@ from typing import Any
 __all__ = ["pruning", "autograd", "tensorboard", "amp", "text", "svrg_optimization"]
 
 
+# MXNet's mx.contrib.nd / ndarray / sym / symbol: the contrib operators of mx.nd and mx.sym
+_OPERATOR_NAMESPACES = {"nd": "..nd.contrib", "ndarray": "..nd.contrib", "sym": "..symbol.contrib",
+                        "symbol": "..symbol.contrib"}
+
+
 def __getattr__(name: str) -> Any:
+    if name in _OPERATOR_NAMESPACES:
+        mod = importlib.import_module(_OPERATOR_NAMESPACES[name], __name__)
+        globals()[name] = mod
+        return mod
     if name in __all__:
         mod = importlib.import_module(f"{__name__}.{name}")
         globals()[name] = mod

@@ -9,11 +9,12 @@ import torch.nn.functional as F
 
 from ..base import MXNetError
 from ._common import mx_operator
+from ._ndarray_type import is_ndarray, new_ndarray
 
 Tensor = torch.Tensor
 
 __all__ = ["gradientmultiplier", "div_sqrt_dim", "index_array", "index_copy",
-           "AdaptiveAvgPooling2D"]
+           "AdaptiveAvgPooling2D", "MultiBoxPrior"]
 
 
 @mx_operator
@@ -67,3 +68,31 @@ def AdaptiveAvgPooling2D(data: Tensor, output_size: int | tuple[int, ...] = ()) 
         raise MXNetError(f"AdaptiveAvgPooling2D: output_size has at most 2 entries, got {output_size!r}")
     hw = (1, 1) if not size else (size[0], size[-1])
     return F.adaptive_avg_pool2d(data, hw)
+
+
+@mx_operator
+def MultiBoxPrior(data: Tensor, sizes: tuple[float, ...] = (1.0,), ratios: tuple[float, ...] = (1.0,),  # noqa: N802
+                  clip: bool = False, steps: tuple[float, ...] = (-1.0, -1.0),
+                  offsets: tuple[float, ...] = (0.5, 0.5)) -> Tensor:
+    """SSD anchor boxes for the (H, W) grid of NCHW ``data``: (1, H * W * A, 4) float32 corners
+    (xmin, ymin, xmax, ymax), A = len(sizes) + len(ratios) - 1 per cell, in row-major cell order:
+    every size with ratios[0], then sizes[0] with each other ratio.  A box of size s and ratio r is
+    s * sqrt(r) * H / W wide and s / sqrt(r) high, centred at ((col + offset_x) * step_x,
+    (row + offset_y) * step_y); steps of -1 are 1/W and 1/H; ``clip`` clamps to [0, 1]."""
+    sizes_t, ratios_t = tuple(float(v) for v in sizes), tuple(float(v) for v in ratios)
+    if data.dim() != 4 or not sizes_t or not ratios_t or len(steps) != 2 or len(offsets) != 2:
+        raise MXNetError(f"MultiBoxPrior: needs NCHW data, sizes, ratios and two steps/offsets; got data "
+                         f"{tuple(data.shape)}, sizes {sizes}, ratios {ratios}, steps {steps}, "
+                         f"offsets {offsets}")
+    h, w = int(data.shape[2]), int(data.shape[3])
+    step_y = float(steps[0]) if float(steps[0]) > 0 else 1.0 / h
+    step_x = float(steps[1]) if float(steps[1]) > 0 else 1.0 / w
+    shapes = [(s, ratios_t[0]) for s in sizes_t] + [(sizes_t[0], r) for r in ratios_t[1:]]
+    half = torch.tensor([[s * h / w * r ** 0.5 / 2, s / r ** 0.5 / 2] for s, r in shapes],
+                        dtype=torch.float64, device=data.device)  # (A, 2): half width, half height
+    cy = (torch.arange(h, dtype=torch.float64, device=data.device) + float(offsets[0])) * step_y
+    cx = (torch.arange(w, dtype=torch.float64, device=data.device) + float(offsets[1])) * step_x
+    centre = torch.stack(torch.meshgrid(cx, cy, indexing="xy"), dim=-1).reshape(-1, 1, 2)  # (H*W, 1, [x, y])
+    boxes = torch.cat([centre - half, centre + half], dim=-1).reshape(1, -1, 4).to(torch.float32)
+    boxes = boxes.clamp(0.0, 1.0) if clip else boxes
+    return new_ndarray(boxes) if is_ndarray(data) else boxes  # made here: an NDArray for NDArray data
