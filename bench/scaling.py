@@ -85,23 +85,23 @@ class Schedule:
     @property
     def cpu_bound(self) -> bool:
         """Whether the model adds the schedule's CPU work (it runs between its transfers, not under
-        them): compressed stores, servers, and zero 3's hundreds of small blocking all-gathers."""
-        return self.kind in ("compressed", "ps") or (self.kind == "zero" and self.stage == 3)
+        them): compressed stores and servers."""
+        return self.kind in ("compressed", "ps")
 
     def predict(self, replay: M.Replay, n: int, alpha: float, beta: float, scale: int,
                 busiest_share: float | None, cpu_s: float = 0.0, skew: float = 0.0) -> float:
         """The alpha-beta model's step (real seconds); ``cpu_s``: the CPU work added (see
         cpu_work_s); ``skew``: the arrival skew of a blocking collective (ZeRO's)."""
-        return self._network(replay, n, alpha, beta, scale, busiest_share, skew) + cpu_s
+        if self.kind == "zero":  # each blocking collective: + the ranks' arrival skew
+            return M.predict_zero(replay, n, self.stage, alpha, beta, scale, skew)
+        return self._network(replay, n, alpha, beta, scale, busiest_share) + cpu_s  # work between transfers
 
     def _network(self, replay: M.Replay, n: int, alpha: float, beta: float, scale: int,
-                 busiest_share: float | None, skew: float) -> float:
+                 busiest_share: float | None) -> float:
         if self.kind == "none":
             return replay.compute_s
         if self.kind == "ps":
             return M.predict_ps(replay, n, self.servers, alpha, beta, busiest_share)
-        if self.kind == "zero":
-            return M.predict_zero(replay, n, self.stage, alpha, beta, scale, skew)
         if self.kind == "pipeline":
             return M.predict_pipeline(replay, self.pp, n // self.pp, self.micro, self.pipe, alpha, beta,
                                       int(self.bucket_mib * MIB))
@@ -221,13 +221,14 @@ def cpu_work_s(s: Schedule, per_rank: list[dict[str, Any]], steps: int, cores: i
     """The CPU work of a step that no sleep or link time covers (real seconds: measured ÷ k).
 
     Compressed stores: the median worker's CPU time per step beyond the no-comm step's
-    (compressing, decoding, summing: between the transfers, not under them; zero 3: issuing and
-    finishing two blocking all-gathers per layer, each waited for).  Parameter servers:
-    the busiest server's CPU time per step (a server handles its messages one at a time: it
-    parses, sums and answers each).  Either times the stretch measured right after the timed
-    window (wall ÷ CPU seconds of busy work all ranks ran at once: the job's ranks and the
-    machine's other processes share its cores); without one (an older worker), the ranks' CPU
-    spread over the cores.  Other schedules: 0 (gloo's work runs under the wire).
+    (compressing, decoding, summing: between the transfers, not under them), times the stretch
+    measured right after the timed window (wall ÷ CPU seconds of busy work all ranks ran at
+    once: the job's ranks and the machine's other processes share its cores; without one, the
+    ranks spread over the cores).  Parameter servers: the busiest server's CPU seconds per step
+    (it parses, sums and answers every message itself), not stretched: a server's work comes
+    in small pieces as messages arrive, which the scheduler serves promptly, and stretched it
+    overshoots (1.2-1.5x the measured step with one server).  Other schedules: 0 (gloo's work
+    runs under the wire).
     """
     if not s.cpu_bound:
         return 0.0
@@ -236,7 +237,7 @@ def cpu_work_s(s: Schedule, per_rank: list[dict[str, Any]], steps: int, cores: i
     stretch = statistics.median(stretches) if stretches else max(1.0, len(rows) / cores)
     if s.kind == "ps":
         server = rows[0]["server_cpu_s"] / steps
-        return server * (share if share is not None and s.servers > 1 else 1.0) * stretch / k
+        return server * (share if share is not None and s.servers > 1 else 1.0) / k
     extra = [max(0.0, x["cpu_s"] - r["schedules"]["none"]["cpu_s"]) / steps for x, r in zip(rows, per_rank)]
     return statistics.median(extra) * stretch / k
 
@@ -383,6 +384,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--json", default="", help="write every point to this JSON file (as the run goes)")
     ap.add_argument("--replot", default="", help="measure nothing: print the table of a --json file (and "
                     "--plot it)")
+    ap.add_argument("--rescore", default="", help="measure nothing: recompute the models of a run from its "
+                    "--json FILE's FILE.ranks (give the run's options too) and print the table")
     ap.add_argument("--dist-timeout", type=float, default=600.0, help="MXTORCH_DIST_TIMEOUT of the ranks")
     ap.add_argument("--job-timeout", type=float, default=1800.0, help="seconds one job may take")
     ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
@@ -463,6 +466,10 @@ def main(argv: list[str] | None = None) -> list[Point]:
             draw(args.plot, points, f"bench/scaling.py: {args.rate} links, {args.flops / 1e12:.0f} TFLOP/s "
                  "per worker")
         return points
+    if args.rescore:
+        points = rescore(args)
+        report(args, points, 0.0, os.cpu_count() or 1)
+        return points
     if not args.local:
         from mxtorch.cluster import support_problem
 
@@ -513,6 +520,22 @@ def main(argv: list[str] | None = None) -> list[Point]:
                         with open(args.json + ".ranks", "w") as f:
                             json.dump(raw, f)
     report(args, points, time.monotonic() - started, cores)
+    return points
+
+
+def rescore(args: argparse.Namespace) -> list[Point]:
+    """The points of a run's saved per-rank results, with the models as they are now."""
+    with open(args.rescore) as f:
+        jobs = json.load(f)
+    coll, ps = schedules(args)
+    replays = {replay.name: replay for replay, _, _ in build_replays(args)}
+    beta, cores = M.link_beta(args.rate_bits), os.cpu_count() or 1
+    points: list[Point] = []
+    for job in jobs:
+        ran = job["per_rank"][0]["schedules"]
+        scheds = [s for s in coll + ps if s.name in ran]
+        points += points_of(replays[job["model"]], job["n"], job["per_rank"], scheds, job["k"], job["scale"],
+                            beta, cores, args.steps)
     return points
 
 

@@ -192,9 +192,13 @@ def test_the_models_cpu_term_by_hand():
         del r["schedules"]["2bit"]["stretch"]
     assert scaling.cpu_work_s(two, ranks, 2, 1, 10.0, None) == pytest.approx(1.5 * 2 / 10)
     assert scaling.cpu_work_s(two, ranks, 2, 2, 10.0, None) == pytest.approx(1.5 / 10)
-    # 4 servers, the busiest with half the bytes: half of the servers' 4 s per step, stretched 4x
+    # 4 servers, the busiest with half the bytes: half of the servers' 4 s per step (not stretched)
     ps = scaling.Schedule("ps", "ps", servers=4, mode="dist_sync")
-    assert scaling.cpu_work_s(ps, ranks, 2, 2, 10.0, 0.5) == pytest.approx(4 * 0.5 * 4 / 10)
+    assert scaling.cpu_work_s(ps, ranks, 2, 2, 10.0, 0.5) == pytest.approx(4 * 0.5 / 10)
+    # the model adds it to the servers' wire time
+    r = _two_layers()
+    wire = M.predict_ps(r, 2, 4, 0.1, 1000.0)
+    assert ps.predict(r, 2, 0.1, 1000.0, 1, None, cpu_s=0.5) == pytest.approx(wire + 0.5)
     assert scaling.cpu_work_s(scaling.Schedule("a", "allreduce"), ranks, 2, 2, 10.0, None) == 0.0
 
 
