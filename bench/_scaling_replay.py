@@ -318,7 +318,7 @@ def worker(cfg: dict[str, Any]) -> dict[str, Any]:
         s0 = server_cpu_s(servers)
         res = _timed(one, barrier, int(cfg["steps"]), int(cfg["warmup"]))
         res["server_cpu_s"] = server_cpu_s(servers) - s0
-        if kind in ("compressed", "ps", "zero"):  # the model adds their CPU work at this stretch
+        if kind in ("compressed", "ps"):  # the model adds their CPU work at this stretch
             res["stretch"] = cpu_stretch(barrier)
         out["schedules"][sched["name"]] = res
         del one
