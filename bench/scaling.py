@@ -302,14 +302,15 @@ def draw(path: str, points: list[Point], title: str) -> None:
         return
     models = list(dict.fromkeys(p.model for p in points))
     fig, axes = plt.subplots(1, len(models), figsize=(7.5 * len(models), 5.5), squeeze=False)
-    colors = plt.get_cmap("tab10")
     for ax, model in zip(axes[0], models):
         mine = [p for p in points if p.model == model and not p.refused]
-        for i, name in enumerate(dict.fromkeys(p.schedule for p in mine)):
+        names = list(dict.fromkeys(p.schedule for p in mine))
+        colors = plt.get_cmap("tab10" if len(names) <= 10 else "tab20")  # one colour per schedule
+        for i, name in enumerate(names):
             pts = sorted((p for p in mine if p.schedule == name), key=lambda p: p.n)
             xs = [p.n for p in pts]
-            ax.plot(xs, [p.efficiency for p in pts], "o-", color=colors(i % 10), label=name)
-            ax.plot(xs, [p.model_efficiency for p in pts], "--", color=colors(i % 10), alpha=0.6)
+            ax.plot(xs, [p.efficiency for p in pts], "o-", color=colors(i % colors.N), label=name)
+            ax.plot(xs, [p.model_efficiency for p in pts], "--", color=colors(i % colors.N), alpha=0.6)
         ax.set_xscale("log", base=2)
         ax.set_xticks(sorted({p.n for p in points}), [str(n) for n in sorted({p.n for p in points})])
         ax.set_ylim(0, 1.05)
