@@ -55,23 +55,13 @@ def sample_normal(mu: Any = 0.0, sigma: Any = 1.0, shape: Any = None, dtype: Any
     return _random.normal(mu, sigma, shape, dtype, ctx, out, **kwargs)
 
 
-def exponential_by_rate(lam: Any = 1.0, shape: Any = None, dtype: Any = None, ctx: Any = None,
-                        out: Any = None, **kwargs: Any) -> Tensor:
-    """MXNet's _random_exponential/_sample_exponential: parameterised by the rate ``lam`` (mean
-    1/lam), where ``mx.nd.random.exponential`` takes the mean (``scale``)."""
-    scale = 1.0 / lam if isinstance(lam, Tensor) else (1.0 / lam if lam else float("inf"))
-    return _random.exponential(scale, shape, dtype, ctx, out, **kwargs)
-
-
 # MXNet registers each sampler as _random_<d> (number parameters) and _sample_<d> (array
-# parameters) with the aliases random_<d> and sample_<d>; mx.nd.random.<d> handles both forms, with
-# the names of the registered operators' parameters (sample_normal: mu/sigma, *_exponential: lam)
+# parameters) with the aliases random_<d> and sample_<d>; mx.nd.random.<d> handles both forms
+# (sample_normal with the registered operator's parameter names mu/sigma)
 SAMPLER_ALIASES: dict[str, Any] = {
     **{f"random_{d}": getattr(_random, d) for d in _DISTRIBUTIONS},
     **{f"sample_{d}": getattr(_random, d) for d in _DISTRIBUTIONS},
     "sample_normal": sample_normal,
-    "sample_exponential": exponential_by_rate,
-    "random_exponential": exponential_by_rate,
     "uniform": _random.uniform,
     "normal": _random.normal,
     "random_randint": _random.randint,
