@@ -580,3 +580,18 @@ def test_store_init_with_a_row_sparse_value():
     out = torch.empty(4, 2)
     store.pull(0, out=out)
     assert torch.equal(out, dense(value))
+
+
+def test_row_sparse_data_in_the_graph_is_a_row_sparse_array_with_mxnet_arithmetic():
+    """MXNet: row_sparse_data(rows) is a RowSparseNDArray even while it carries the gradient;
+    w + 1 falls back to dense storage and its backward fills the parameter's row-sparse gradient."""
+    x = gluon.Parameter("x", shape=(4, 1), stype="row_sparse", grad_stype="row_sparse")
+    x.initialize(ctx=[mx.cpu(0)], init="zeros")
+    trainer = gluon.Trainer([x], "sgd", {"learning_rate": 0.1})  # noqa: F841 (the rows live in its store)
+    w = x.row_sparse_data(mx.nd.array([1, 3]))
+    assert isinstance(w, mx.nd.sparse.RowSparseNDArray) and w.stype == "row_sparse"
+    with mx.autograd.record():
+        y = w + 1
+    assert y.stype == "default"
+    y.backward()
+    np.testing.assert_array_equal(x.grad().asnumpy(), [[0], [1], [0], [1]])

@@ -65,6 +65,4 @@ def rows_of(copy: torch.Tensor, ids: torch.Tensor, sparse_grad: bool) -> torch.T
     values = F.embedding(ids, copy, sparse=sparse_grad)
     out = torch.sparse_coo_tensor(ids.unsqueeze(0), values, tuple(copy.shape), is_coalesced=True,
                                   check_invariants=False)
-    if out.grad_fn is None:  # not in a graph: MXNet's class (a graph node stays torch's tensor)
-        out = as_sparse_ndarray(out)
-    return tag(out, context_of(copy))
+    return tag(as_sparse_ndarray(out), context_of(copy))

@@ -158,9 +158,7 @@ def _result(out: Any, args: Any, kwargs: Any) -> Any:
     tensor an ``mx.nd.NDArray``; a tensor the call was given (``x.add_(y)``) is returned as it is."""
     if type(out) is torch.Tensor:
         if out.layout != torch.strided:
-            # _make_subclass makes a new leaf: a result in the autograd graph stays torch's sparse
-            # tensor (as_subclass cannot wrap sparse storage)
-            return as_sparse_ndarray(out) if out.grad_fn is None else out
+            return as_sparse_ndarray(out)
         if any(out is a for a in (*args, *kwargs.values())):
             return out
         return new_ndarray(out)
@@ -459,11 +457,29 @@ SparseNDArray = BaseSparseNDArray
 
 
 def as_sparse_ndarray(t: torch.Tensor) -> torch.Tensor:
-    """``t`` in its MXNet sparse class (the same storage) when it is sparse, else ``t``."""
+    """``t`` in its MXNet sparse class (the same storage) when it is sparse, else ``t``.  A tensor in
+    the autograd graph stays in it (its class changed by an identity node)."""
     if t.layout == torch.strided or issubclass(type(t), BaseSparseNDArray):
         return t
+    if t.grad_fn is not None:
+        out: torch.Tensor = _InSparseClass.apply(t)
+        return out
     cls = _CLASS_OF.get(_kind(t) or "", BaseSparseNDArray)
     return torch.Tensor._make_subclass(cls, t, t.requires_grad)
+
+
+class _InSparseClass(torch.autograd.Function):
+    """Identity that hands back its sparse input in MXNet's sparse class: ``_make_subclass`` makes a
+    new leaf and ``as_subclass`` refuses sparse storage, so a graph node gets its class here."""
+
+    @staticmethod
+    def forward(ctx: Any, t: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+        cls = _CLASS_OF.get(_kind(t) or "", BaseSparseNDArray)
+        return torch.Tensor._make_subclass(cls, t.detach(), False)
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+        return grad
 
 
 def assign(target: torch.Tensor, value: torch.Tensor) -> torch.Tensor:

@@ -348,7 +348,7 @@ def embedding_rows(idx: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
     Differentiable in the stored rows, so a ``row_sparse_data`` result passes its gradient on."""
     w = weight if weight.is_coalesced() else weight.coalesce()
     with torch._C.DisableTorchFunctionSubclass():
-        ids, rows = w.indices()[0], w.values()
+        ids, rows = torch.Tensor.indices(w)[0], torch.Tensor.values(w)
         pos = torch.searchsorted(ids, idx).clamp_(max=max(ids.numel() - 1, 0))
         if ids.numel() == 0:
             return rows.new_zeros((*idx.shape, *rows.shape[1:]))
