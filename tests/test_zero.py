@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import Any
 
 import pytest
 import torch
@@ -174,10 +175,9 @@ def test_planner_picks_a_zero_stage_when_a_replica_does_not_fit() -> None:
         parallel.plan(net, x, memory_per_device="200MiB", zero_stages=(0,), **kw)
 
 
-def test_planner_counts_zero_3_slices_and_picks_it_when_only_slices_fit() -> None:
-    """Eight equal layers (8 MiB each, costs given): zero=3 on 2 ranks holds half the parameters
-    plus two gathered layers; with memory only that fits, a zero=3 layout is planned and no plain
-    or zero 1/2 data-parallel one is."""
+def _eight_equal_layers(layer_mib: int) -> tuple[Any, torch.Tensor, dict[str, Any]]:
+    """A net of eight Dense layers and plan() keywords giving each layer ``layer_mib`` MiB of
+    parameters (costs given: nothing is measured), on 2 ranks with Adam's two states."""
     from mxtorch.gluon import nn
     from mxtorch.parallel.planner import LayerCost
 
@@ -185,11 +185,18 @@ def test_planner_counts_zero_3_slices_and_picks_it_when_only_slices_fit() -> Non
     for _ in range(8):
         net.add(nn.Dense(7, in_units=7))
     net.initialize()
-    x = torch.randn(4, 7)
-    mib = 2**20
-    costs = [LayerCost(str(i), 1e-4, 2e-4, 1024.0, 1024.0, 8 * mib, 0.0) for i in range(8)]
+    costs = [LayerCost(str(i), 1e-4, 2e-4, 1024.0, 1024.0, layer_mib * 2**20, 0.0) for i in range(8)]
     kw = {"world_size": 2, "batch_size": 8, "bandwidth": "10Gbit", "optimizer_states": 2, "costs": costs,
           "overheads": False, "micro_batches": (1,)}
+    return net, torch.randn(4, 7), kw
+
+
+def test_planner_counts_zero_3_slices_and_picks_it_when_only_slices_fit() -> None:
+    """Eight equal layers (8 MiB each, costs given): zero=3 on 2 ranks holds half the parameters
+    plus two gathered layers; with memory only that fits, a zero=3 layout is planned and no plain
+    or zero 1/2 data-parallel one is."""
+    net, x, kw = _eight_equal_layers(8)
+    mib = 2**20
     every = parallel.plan(net, x, memory_per_device="1GiB", **kw)
     dp2 = {p.config.zero: p for p in every if p.config.dp == 2 and not p.checkpointing}
     assert set(dp2) == {0, 1, 2, 3}
@@ -206,18 +213,8 @@ def test_planner_counts_zero_3_slices_and_picks_it_when_only_slices_fit() -> Non
 def test_planner_counts_zero_2_gradients_as_a_share_plus_the_bucket_in_flight() -> None:
     """zero=2 reduces gradient buckets onto their owners during backward: a rank holds its share
     (1/dp), the bucket being reduced and the next layer's gradient, not the whole model's."""
-    from mxtorch.gluon import nn
-    from mxtorch.parallel.planner import LayerCost
-
-    net = nn.HybridSequential()
-    for _ in range(8):
-        net.add(nn.Dense(7, in_units=7))
-    net.initialize()
-    x = torch.randn(4, 7)
+    net, x, kw = _eight_equal_layers(64)
     mib = 2**20
-    costs = [LayerCost(str(i), 1e-4, 2e-4, 1024.0, 1024.0, 64 * mib, 0.0) for i in range(8)]
-    kw = {"world_size": 2, "batch_size": 8, "bandwidth": "10Gbit", "optimizer_states": 2, "costs": costs,
-          "overheads": False, "micro_batches": (1,)}
     dp2 = {p.config.zero: p for p in parallel.plan(net, x, memory_per_device="8GiB", **kw)
            if p.config.dp == 2 and not p.checkpointing}
     assert dp2[1].memory["gradients"] == 512 * mib
