@@ -35,6 +35,7 @@ import torch.distributed as dist
 
 from ..base import MXNetError
 from ..distributed import group as dgroup
+from ..distributed.buckets import backward_order_groups
 from ..profiler import span
 from .parameter import Parameter
 
@@ -112,7 +113,6 @@ class GradientBuckets:
 
     def _layout(self, bucket_bytes: int) -> list[_Bucket]:
         buckets: list[_Bucket] = []
-        open_: dict[tuple[torch.dtype, torch.device], tuple[list[int], int]] = {}
 
         def close(members: list[int]) -> None:
             first = self._tensor(members[0])
@@ -128,18 +128,10 @@ class GradientBuckets:
             b.reset()
             buckets.append(b)
 
-        for i in sorted(self._params, reverse=True):  # backward produces the last parameters first
-            t = self._tensor(i)
-            key = (t.dtype, t.device)
-            nbytes = t.numel() * t.element_size()
-            members, size = open_.get(key, ([], 0))
-            if members and size + nbytes > bucket_bytes:
-                close(members)
-                members, size = [], 0
-            open_[key] = (members + [i], size + nbytes)
-        for members, _ in open_.values():
-            if members:
-                close(members)
+        # backward produces the last parameters first
+        order = ((i, self._tensor(i)) for i in sorted(self._params, reverse=True))
+        for members in backward_order_groups(order, bucket_bytes):
+            close(members)
         return buckets
 
     # ---- during backward ---------------------------------------------------------------

@@ -18,6 +18,7 @@ import torch
 import torch.distributed as dist
 
 from ...distributed import group
+from ...distributed.buckets import backward_order_groups
 from ...profiler import horovod_timeline, span
 from ..base import Key, KVStoreError
 from .collectives import _agree, _Comm, _meta_device
@@ -105,7 +106,6 @@ class GradientSync:
     # -- layout --
     def _layout(self) -> list[_Bucket]:
         buckets: list[_Bucket] = []
-        open_: dict[tuple[torch.dtype, torch.device], tuple[list[int], int]] = {}
 
         def close(members: list[int]) -> None:
             first = self.copies[members[0]][0]
@@ -118,18 +118,10 @@ class GradientSync:
             b.reset()
             buckets.append(b)
 
-        for i in reversed(range(len(self.copies))):  # backward produces the last parameters first
-            t = self.copies[i][0]
-            k = (t.dtype, t.device)
-            nbytes = t.numel() * t.element_size()
-            members, size = open_.get(k, ([], 0))
-            if members and size + nbytes > self.bucket_bytes:
-                close(members)
-                members, size = [], 0
-            open_[k] = (members + [i], size + nbytes)
-        for members, _ in open_.values():
-            if members:
-                close(members)
+        # backward produces the last parameters first
+        order = ((i, self.copies[i][0]) for i in reversed(range(len(self.copies))))
+        for members in backward_order_groups(order, self.bucket_bytes):
+            close(members)
         return buckets
 
     def matches(self, params: list[GradientSource]) -> bool:
