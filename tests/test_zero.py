@@ -80,6 +80,24 @@ def test_zero_2_reduces_gradient_buckets_during_backward() -> None:
             assert held[0] <= got["after"] <= held[1], (passes, rank, got["after"])
 
 
+def test_zero_1_and_2_gather_uneven_shares_of_two_dtypes() -> None:
+    """3 ranks own unequal shares (whole parameters of 128, 48, 16+3 float32 elements) and the
+    float64 scale: the updated parameters come back through one padded all-gather per dtype, and
+    5 SGD-with-momentum steps equal one process on the global batch."""
+    ref = zero_workers.uneven_reference()
+    results = run_workers(zero_workers.zero_uneven, 3, timeout=120)
+    for zero in (1, 2):
+        owners = results[0][zero]["owners"]
+        assert len(set(owners)) == 3, owners  # every rank owns something, unequal amounts
+        for rank, res in enumerate(results):
+            assert res[zero]["owners"] == owners
+            for k, w in enumerate(ref):
+                got = res[zero]["weights"][k]
+                assert got.dtype == w.dtype
+                torch.testing.assert_close(got, w, atol=1e-6, rtol=0, msg=lambda m, k=k, z=zero, r=rank:
+                                           f"zero={z} rank {r} #{k}: {m}")
+
+
 @pytest.mark.parametrize("world", [2, pytest.param(4, marks=pytest.mark.slow)])
 def test_zero_3_matches_one_process_and_holds_a_slice(world: int, tmp_path) -> None:
     """Parameters sliced over the ranks between steps, gathered per layer (the next layer's gather

@@ -249,3 +249,65 @@ def zero_pipeline(zero: int, with_amp: bool, path: str, dp: int = 2, pp: int = 2
     again.save_parameters(path + ".again")
     return {"held": held, "whole": whole, "pp_rank": pnet.pp_rank,
             "state_bytes": optimizer_state_bytes(trainer)}
+
+
+class _Uneven(gluon.HybridBlock):
+    """Dense 8 -> 16 -> 3, then a float64 scale: parameters of 128, 16, 48, 3 float32 elements and
+    3 float64 ones, which whole-parameter shards split unevenly over 3 ranks, in two dtypes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.hidden = nn.Dense(16, in_units=8, activation="tanh")
+        self.out = nn.Dense(3, in_units=16)
+        self.scale = gluon.Parameter("scale", shape=(3,), dtype="float64", init=mx.init.One())
+
+    def forward(self, x: Any) -> Any:
+        return (self.out(self.hidden(x)).double() * self.scale.data()).float()
+
+
+def uneven_net() -> _Uneven:
+    torch.manual_seed(1)
+    net = _Uneven()
+    net.initialize(mx.init.Xavier())
+    return net
+
+
+def train_uneven(trainer_of: Any, rank: int, world: int) -> list[torch.Tensor]:
+    """``STEPS`` SGD-with-momentum steps of this rank's slice of a global batch of 6 (3 outputs)."""
+    net = uneven_net()
+    trainer = trainer_of(net)
+    per = 6 // world
+    for step in range(STEPS):
+        g = torch.Generator().manual_seed(200 + step)
+        x, y = torch.randn(6, 8, generator=g), torch.randn(6, 3, generator=g)
+        with autograd.record():
+            loss = gluon.loss.L2Loss()(net(x[rank * per:(rank + 1) * per]), y[rank * per:(rank + 1) * per])
+        loss.backward()
+        trainer.step(6)
+    return [p.data().detach().clone() for p in net.collect_params().values()]
+
+
+SGD = {"learning_rate": 0.1, "momentum": 0.9}
+
+
+def uneven_reference() -> list[torch.Tensor]:
+    return train_uneven(lambda net: gluon.Trainer(net.collect_params(), "sgd", SGD, kvstore=None), 0, 1)
+
+
+def zero_uneven() -> dict[int, Any]:
+    """zero=1 and zero=2 on uneven shares of two dtypes: the weights after ``STEPS`` steps and
+    which rank owns each parameter."""
+    torch.set_num_threads(1)
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    out: dict[int, Any] = {}
+    for zero in (1, 2):
+        trainers: list[Any] = []
+
+        def make(net: Any, zero: int = zero, trainers: list[Any] = trainers) -> Any:
+            trainers.append(parallel.ZeroTrainer(net.collect_params(), "sgd", SGD, zero=zero))
+            return trainers[-1]
+
+        weights = train_uneven(make, rank, world)
+        owners = [trainers[0].owner(p) for p in trainers[0]._params]
+        out[zero] = {"weights": weights, "owners": owners}
+    return out

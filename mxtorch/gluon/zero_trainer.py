@@ -4,7 +4,8 @@
 Stages 1 and 2: each data-parallel rank *owns* a share of the trainable parameters (whole
 parameters, balanced by size: largest first to the least-loaded rank, the same on every rank).  A
 rank keeps optimizer states only for the parameters it owns and updates only those; after the
-update each owner broadcasts its parameters, so every rank holds the whole model between steps
+update the ranks all-gather their updated parameters (one all-gather per dtype of each rank's
+share, flat and padded to the largest share), so every rank holds the whole model between steps
 (the model's file is saved and loaded as usual).
 
 * ``zero=1``: gradients are summed over the ranks (all-reduce), optimizer states are sharded;
@@ -45,6 +46,9 @@ from .parameter import Parameter
 from .trainer import StaleGradientError, Trainer
 from .zero_grads import DEFAULT_BUCKET_BYTES, GradientBuckets, unhook
 from .zero_shards import ParameterShards, unshard
+
+# torch 2.13 renamed the flat collective (and warns on the old name); older torch has only that
+_all_gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
 
 __all__ = ["ZeroTrainer", "ZERO_STAGES", "shard_owners", "optimizer_state_bytes", "parameter_bytes"]
 
@@ -231,6 +235,29 @@ class ZeroTrainer(Trainer):
             if r != self._dp_rank:
                 _unflatten_into(flat, ws)
 
+    def _gather_updated(self) -> None:
+        """Give every rank every owner's updated parameters: per dtype, one all-gather of each
+        rank's parameters (flat, in index order) padded to the largest rank's share.  (One
+        broadcast per owner would send each share ceil(log2 dp) times from its owner; the ring
+        all-gather sends each rank's padded share once per link.)"""
+        per_dtype: dict[torch.dtype, list[list[torch.Tensor]]] = {}
+        for i, r in sorted(self._plan().items()):
+            w = self._params[i]._data[0]  # type: ignore[index]
+            per_dtype.setdefault(w.dtype, [[] for _ in range(self._dp)])[r].append(w)
+        for dtype, per_rank in per_dtype.items():  # the same order on every rank
+            sizes = [sum(w.numel() for w in ws) for ws in per_rank]
+            width = max(sizes)
+            mine = per_rank[self._dp_rank]
+            device = next(w.device for ws in per_rank for w in ws)
+            send = torch.zeros(width, dtype=dtype, device=device)
+            if mine:
+                torch.cat([w.detach().reshape(-1) for w in mine], out=send[:sizes[self._dp_rank]])
+            table = torch.empty(width * self._dp, dtype=dtype, device=device)
+            _all_gather(table, send, group=self._pg)
+            for r, ws in enumerate(per_rank):
+                if r != self._dp_rank and ws:
+                    _unflatten_into(table[r * width:r * width + sizes[r]], ws)
+
     # ---- the step --------------------------------------------------------------------
     def reduce_gradients(self) -> None:
         owners = self._plan()
@@ -308,8 +335,8 @@ class ZeroTrainer(Trainer):
             self._grad_shards = {}
             return
         super()._update(ignore_stale_grad)
-        with torch.no_grad(), span("zero.broadcast_parameters", stage=self._zero):
-            self._broadcast(self._plan())
+        with torch.no_grad(), span("zero.gather_parameters", stage=self._zero):
+            self._gather_updated()
         self._drop_others_grads(zero_add=False)  # 'write': used up by this step
 
     def _drop_others_grads(self, zero_add: bool) -> None:

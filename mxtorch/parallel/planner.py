@@ -22,7 +22,7 @@ The cost model, and where its numbers come from:
   reduce-scatter backward per layer, each of latency half a measured pair, plus its input
   gradient's all-reduce) + stage-boundary transfers + the data-parallel all-reduce of the stage's
   gradients (``2 (dp-1)/dp`` of them), at ``bandwidth`` bytes/s (given, or measured by a short
-  all-reduce probe with the job's process count); ZeRO 1 and 2 add the broadcast of the updated
+  all-reduce probe with the job's process count); ZeRO 1 and 2 add the all-gather of the updated
   parameters (``(dp-1)/dp``), ZeRO 3 instead all-gathers the stage's parameters before every
   micro-batch's forward and backward and reduce-scatters the gradients once (``(2m + 1)(dp-1)/dp``
   of them, a latency per layer and gather).
