@@ -18,11 +18,11 @@ GLOBAL_BATCH = 8
 ADAM = {"learning_rate": 0.05, "wd": 0.01}
 
 
-def tiny_net() -> nn.HybridSequential:
-    """Four equal Dense layers (8 -> 8): whole-parameter shards split evenly over 2 and 4 ranks."""
+def tiny_net(layers: int = 4) -> nn.HybridSequential:
+    """``layers`` equal Dense layers (8 -> 8): whole-parameter shards split evenly over 2 and 4 ranks."""
     torch.manual_seed(0)
     net = nn.HybridSequential()
-    for _ in range(4):
+    for _ in range(layers):
         net.add(nn.Dense(8, in_units=8, activation="tanh"))
     net.initialize(mx.init.Xavier())
     return net
@@ -38,13 +38,13 @@ OVERFLOW_STEP = 2
 
 
 def train(trainer_of: Any, rank: int, world: int, with_amp: bool = False,
-          passes: int = 1) -> tuple[list[torch.Tensor], int, int]:
+          passes: int = 1, layers: int = 4) -> tuple[list[torch.Tensor], int, int]:
     """``STEPS`` Adam steps of this rank's slice of each global batch; the weights, the
     optimizer-state bytes and the most parameter bytes held (measured between steps, the states
     after the last).  ``with_amp``: dynamic loss scaling, and an overflow in one gradient of rank
     0 at ``OVERFLOW_STEP`` (made by a hook on that gradient, before any reduction sees it).
     ``passes`` > 1: ``grad_req='add'``, the slice in that many backward passes per step."""
-    net = tiny_net()
+    net = tiny_net(layers)
     if passes > 1:
         net.collect_params().setattr("grad_req", "add")
     trainer = trainer_of(net)
@@ -79,9 +79,10 @@ def train(trainer_of: Any, rank: int, world: int, with_amp: bool = False,
     return weights, optimizer_state_bytes(trainer), param_bytes
 
 
-def reference(with_amp: bool = False) -> tuple[list[torch.Tensor], int, int]:
+def reference(with_amp: bool = False, layers: int = 4) -> tuple[list[torch.Tensor], int, int]:
     """One process on the whole global batch with a plain Trainer."""
-    return train(lambda net: gluon.Trainer(net.collect_params(), "adam", ADAM, kvstore=None), 0, 1, with_amp)
+    return train(lambda net: gluon.Trainer(net.collect_params(), "adam", ADAM, kvstore=None), 0, 1, with_amp,
+                 layers=layers)
 
 
 def zero_stages(save_to: str) -> dict[str, Any]:
@@ -120,7 +121,8 @@ def _reload_states(trainer: Any, mesh: Any, fname: str) -> bool:
 
 
 BUCKET_BYTES = 288
-"""One Dense(8, 8) layer's weight and bias (float32): tiny_net's gradients make four buckets."""
+"""One Dense(8, 8) layer's weight and bias (float32): tiny_net(BUCKET_LAYERS) makes that many buckets."""
+BUCKET_LAYERS = 8
 
 
 def zero_two_buckets() -> dict[str, Any]:
@@ -138,9 +140,9 @@ def zero_two_buckets() -> dict[str, Any]:
                                                  bucket_bytes=BUCKET_BYTES, measure_gradient_bytes=True))
             return trainers[-1]
 
-        weights, _, _ = train(make, rank, world, passes=passes)
+        weights, _, _ = train(make, rank, world, passes=passes, layers=BUCKET_LAYERS)
         out[passes] = {"weights": weights, "peak": trainers[0].peak_gradient_bytes,
-                       "after": trainers[0].gradient_bytes()}
+                       "after": trainers[0].gradient_bytes(), "stats": trainers[0].reduce_stats()}
     return out
 
 

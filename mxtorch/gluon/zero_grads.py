@@ -6,12 +6,12 @@ order: backward produces the last parameters' gradients first).  A hook on each 
 per owning rank (the gradients, then one presence flag per parameter), and drops the parameter's
 ``.grad``.  When every gradient of a bucket has arrived, the bucket is started: one asynchronous
 ``reduce`` onto each owner of its parameters (the sum, MXNet's rule).  Before a new bucket's
-buffers are made, the buckets started earlier are waited for; then the non-owners free their
-buffers and each owner's parameters take views of the reduced sums as their ``.grad``.  So besides
-its own reduced gradients a rank holds one bucket (being filled, or being reduced) and the first
-gradient of that bucket (the others' ``.grad`` are set to views of the buffers when it is made, so
-autograd adds them there in place); a bucket's reduction runs while backward computes the gradients
-up to the next bucket's first one.
+buffers are made, the buckets started before the latest one are waited for; then the non-owners
+free their buffers and each owner's parameters take views of the reduced sums as their ``.grad``.
+So besides its own reduced gradients a rank holds at most two buckets, one being reduced and one
+being filled (its members' ``.grad`` are set to views of its buffers when it is made, so autograd
+adds them there in place); a bucket's reduction runs while backward computes the whole next bucket,
+as DDP's and the 'allreduce' store's buckets overlap the backward.
 
 When backward ends (a callback queued on autograd's engine) every bucket not started yet is
 started, those of parameters that took no part with zeros and a zero flag, so every rank runs the
@@ -44,6 +44,11 @@ __all__ = ["GradientBuckets", "DEFAULT_BUCKET_BYTES", "unhook"]
 DEFAULT_BUCKET_BYTES = 25 << 20
 """The default bucket size (as the 'allreduce' store's and DDP's): fewer, larger reductions hold more
 memory outside a rank's shard (one bucket) and start later."""
+
+
+IN_FLIGHT = 1
+"""Buckets whose reduction may still run while the next bucket fills: with 1 a rank holds at most
+two buckets beside its own gradients, and each reduction overlaps the next bucket's backward."""
 
 
 _HOOKED: weakref.WeakKeyDictionary[Parameter, GradientBuckets] = weakref.WeakKeyDictionary()
@@ -103,6 +108,8 @@ class GradientBuckets:
         self._lock = threading.Lock()
         self.measure = measure
         self.peak_bytes = 0
+        # reduced: buckets started; overlapped: buckets left reducing while the next one filled
+        self.stats = {"reduced": 0, "overlapped": 0}
         self._handles = [self._tensor(i).register_post_accumulate_grad_hook(
             lambda _t, i=i: self._on_grad(i)) for i in params]
         for p in params.values():
@@ -162,8 +169,9 @@ class GradientBuckets:
 
     def _copy_in(self, b: _Bucket, m: int, grad: torch.Tensor | None) -> None:
         """Member ``m``'s gradient (None: zeros, flag 0) into its owner's buffer; its .grad dropped."""
-        if not b.flats:  # a new bucket's buffers: what was started before is reduced first
-            self._wait_started()
+        if not b.flats:  # a new bucket's buffers: what was started before the latest is reduced first
+            self._wait_started(keep=IN_FLIGHT)
+            self.stats["overlapped"] += self._next - self._waited
             reused = self._reused(b) if self._rank in b.totals else None
             b.flats = {r: torch.zeros(n + b.owner_of.count(r), dtype=b.dtype, device=b.device)
                        if reused is None or r != self._rank else reused for r, n in b.totals.items()}
@@ -230,10 +238,12 @@ class GradientBuckets:
                 b.works.append(dist.reduce(b.flats[r], dst=dst, group=self._group, async_op=True))
         b.started = True
         self._next = b.index + 1
+        self.stats["reduced"] += 1
 
-    def _wait_started(self) -> None:
-        """Wait for the started buckets; owners take views of the sums, the others free theirs."""
-        while self._waited < self._next:
+    def _wait_started(self, keep: int = 0) -> None:
+        """Wait for the started buckets but the latest ``keep``; owners take views of the sums, the
+        others free theirs."""
+        while self._waited < self._next - keep:
             b = self.buckets[self._waited]
             try:
                 for w in b.works:

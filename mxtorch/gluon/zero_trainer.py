@@ -163,6 +163,11 @@ class ZeroTrainer(Trainer):
         (prefetched for a block that did not run; freed at the step); None for the other stages."""
         return dict(self._shards.stats) if self._shards is not None else None
 
+    def reduce_stats(self) -> dict[str, int] | None:
+        """zero=2: the gradient buckets ``reduced`` so far, and how many of them were ``overlapped``
+        (still reducing while backward filled the next bucket); None for the other stages."""
+        return dict(self._grad_buckets.stats) if self._grad_buckets is not None else None
+
     @property
     def peak_gradient_bytes(self) -> int | None:
         """The most :meth:`gradient_bytes` seen inside the gradient hooks (zero=2 created with

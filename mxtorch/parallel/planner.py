@@ -9,7 +9,7 @@ The cost model, and where its numbers come from:
   backward (activations), the output bytes (what crosses a stage boundary), the parameter bytes.
 * **memory per device** = the stage's parameters, gradients and optimizer states (divided by tp for
   the layers tensor parallelism splits; the states by dp for a ZeRO stage, :mod:`.zero`; with
-  ``zero=2`` the gradients too, plus the bucket in flight and the next layer's gradient; with
+  ``zero=2`` the gradients too, plus two buckets (one being reduced, one being filled); with
   ``zero=3`` also the parameters, plus the two largest layers gathered whole) + the
   activations of the micro-batches in flight: all m for GPipe, at most pp for 1F1B; with
   activation checkpointing only each micro-batch's stage input stays, plus one micro-batch's
@@ -532,9 +532,9 @@ def _predict(units: Sequence[Unit], costs: Sequence[LayerCost], pairs: dict[str,
         held = params  # zero=3: this rank's slices and (at most) two layers gathered whole at once
         if cfg.zero == 3:
             held = min(params, params / dp + sum(sorted(layers[i])[-2:]))
-        grads = params  # zero=2: its owned share, the bucket being reduced and the next one's first layer
-        if cfg.zero == 2:
-            grads = min(params, params / dp + DEFAULT_BUCKET_BYTES + max(layers[i], default=0.0))
+        grads = params  # zero=2: its owned share, the bucket being reduced and the one being filled
+        if cfg.zero == 2:  # (a bucket closes at the first gradient past the size: up to a layer more)
+            grads = min(params, params / dp + 2 * (DEFAULT_BUCKET_BYTES + max(layers[i], default=0.0)))
         total = held + grads + states + act_mem
         if total > mem_best:
             mem_best = total
