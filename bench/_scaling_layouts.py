@@ -5,12 +5,14 @@ pipelines (GPipe / 1F1B microbatches, ``pp`` stages x ``dp`` replicas).
 Compute is a sleep of each layer's accelerator seconds x the dilation ``k`` (as in
 :mod:`_scaling_replay`); what crosses the links is real, sized by the model's layers ÷ ``scale``:
 
-* ZeRO 1: after the backward, one all-reduce of every gradient, then each owner broadcasts its
-  parameters (owners from ZeroTrainer's own rule, ``shard_owners``); ZeRO 2: a reduce onto each
-  owner instead of the all-reduce; ZeRO 3: each layer all-gathers its parameters' slices before
-  its forward and again before its backward (blocking, as the trainer's hooks do), then the
-  trainer's small all-reduce (which parameters have gradients) and one reduce-scatter of all
-  the gradients.
+* ZeRO 1: after the backward, one all-reduce of every gradient, then one all-gather of each
+  rank's updated parameters padded to the largest share (owners from ZeroTrainer's own rule,
+  ``shard_owners``); ZeRO 2: the trainer's gradient buckets, each reduced onto its owners (one
+  reduce per owner) once filled, the backward waiting at a bucket's first gradient for every
+  bucket started before the latest (one left in flight), then the all-gather; ZeRO 3: each layer
+  all-gathers its parameters' slices before its forward and again before its backward, the next
+  layer's gather started (prefetched) once the current one is done, then the trainer's small
+  all-reduce (which parameters have gradients) and one reduce-scatter of all the gradients.
 * PowerSGD: the gradients with their matrix shapes (each side ÷ sqrt(scale)), pushpulled through
   the store with ``{'type': 'powersgd'}`` after the backward.
 * Pipelines: rank ``r`` is stage ``r % pp`` of replica ``r // pp``; every receive of the step is
@@ -35,6 +37,8 @@ from _scaling_models import (
     pipeline_stages,
     powersgd_shape,
     scaled_sizes,
+    zero2_buckets,
+    zero_owners,
 )
 
 # torch 2.13 renamed the flat collectives (and warns on the old names); older torch has only those
@@ -55,63 +59,112 @@ def powersgd_grads(replay: Replay, scale: int) -> list[list[torch.Tensor]]:
 
 
 # ---- ZeRO ----------------------------------------------------------------------------------------------
-def zero_step(replay: Replay, dilation: float, scale: int, stage: int, run_backward: Callable[[], None]
-              ) -> Callable[[], None]:
-    """One ZeroTrainer step of ``stage`` (1, 2, 3) on the default group; ``run_backward`` is the
-    replay's forward and backward (stages 1 and 2: the trainer communicates after it)."""
-    from mxtorch.gluon.zero_trainer import shard_owners
-
+def zero_step(replay: Replay, dilation: float, scale: int, stage: int, step: Any) -> Callable[[], None]:
+    """One ZeroTrainer step of ``stage`` (1, 2, 3) on the default group; ``step`` runs the replay's
+    forward and backward (``step.run(on_layer, hooks_block)``, :class:`_scaling_replay.Step`)."""
     n = dist.get_world_size()
     sizes = scaled_sizes(replay, scale)
     if stage in (1, 2):
-        flat = [s for gs in sizes for s in gs]
-        owners = shard_owners(flat, n)
-        per_owner = [sum(s for s, o in zip(flat, owners) if o == r) for r in range(n)]
-        whole = torch.randn(sum(flat))
-        mine = [torch.randn(c) for c in per_owner]
+        owner = zero_owners(replay, n, scale)
+        per_owner = [0] * n
+        for (li, gi), r in owner.items():
+            per_owner[r] += sizes[li][gi]
+        width = max(per_owner)
+        send, table = torch.randn(width), torch.empty(width * n)
 
-        def one() -> None:
-            run_backward()
-            with torch.profiler.record_function("mxtorch/bench.scaling.zero_reduce"):
-                if stage == 1:
+        def gather_updated() -> None:
+            with torch.profiler.record_function("mxtorch/bench.scaling.zero_gather_parameters"):
+                _all_gather(table, send)
+
+        if stage == 1:
+            whole = torch.randn(sum(per_owner))
+
+            def one() -> None:
+                step.run(lambda i: None)
+                with torch.profiler.record_function("mxtorch/bench.scaling.zero_allreduce"):
                     dist.all_reduce(whole)
-                else:
-                    for r, t in enumerate(mine):
-                        if t.numel():
-                            dist.reduce(t, dst=r)
-            with torch.profiler.record_function("mxtorch/bench.scaling.zero_broadcast"):
-                for r, t in enumerate(mine):
-                    if t.numel():
-                        dist.broadcast(t, src=r)
+                gather_updated()
 
-        return one
+            return one
+        return _Zero2(step, replay, scale, owner, gather_updated)
     chunks = [sum(-(-g // n) for g in gs) for gs in sizes]  # this rank's slice of each layer
     slices = [torch.randn(c) if c else None for c in chunks]
     gathered = [torch.empty(c * n) if c else None for c in chunks]
     total = sum(chunks)
-    table, reduced = torch.randn(total * n), torch.empty(total)
+    table3, reduced = torch.randn(total * n), torch.empty(total)
     have = torch.ones(sum(len(gs) for gs in sizes), dtype=torch.int64)
     fwd = [la.seconds / 2 * dilation for la in replay.layers]
     bwd = [la.seconds * dilation for la in replay.layers]
 
-    def gather(li: int) -> None:
+    def start(li: int) -> Any:
         out, mine_ = gathered[li], slices[li]
-        if out is not None and mine_ is not None:
-            with torch.profiler.record_function("mxtorch/bench.scaling.zero_gather"):
-                _all_gather(out, mine_)
+        if out is None or mine_ is None:
+            return None
+        with torch.profiler.record_function("mxtorch/bench.scaling.zero_gather"):
+            return _all_gather(out, mine_, async_op=True)
+
+    def run_pass(order: list[int], seconds: list[float]) -> None:
+        """The trainer's block hooks: wait for this block's gather (or start it), start the next
+        block's (the prefetch), compute."""
+        pending = {order[0]: start(order[0])}
+        for j, li in enumerate(order):
+            work = pending.pop(li)
+            if work is not None:
+                work.wait()
+            if j + 1 < len(order):
+                pending[order[j + 1]] = start(order[j + 1])
+            _sleep(seconds[li])
 
     def one3() -> None:
-        for li in reversed(range(len(replay.layers))):  # forward order
-            gather(li)
-            _sleep(fwd[li])
-        for li in range(len(replay.layers)):
-            gather(li)
-            _sleep(bwd[li])
+        run_pass(list(reversed(range(len(replay.layers)))), fwd)  # forward order
+        run_pass(list(range(len(replay.layers))), bwd)
         with torch.profiler.record_function("mxtorch/bench.scaling.zero_reduce_scatter"):
             dist.all_reduce(have, op=dist.ReduceOp.MAX)
-            _reduce_scatter(reduced, table)
+            _reduce_scatter(reduced, table3)
 
     return one3
+
+
+class _Zero2:
+    """zero=2 as ZeroTrainer's gradient hooks send it (:mod:`mxtorch.gluon.zero_grads`): a bucket's
+    reduces (one per owner) start when it is filled; when a bucket's first gradient arrives, every
+    bucket started before the latest is waited for, on the backward's thread."""
+
+    def __init__(self, step: Any, replay: Replay, scale: int, owner: dict[tuple[int, int], int],
+                 gather_updated: Callable[[], None]) -> None:
+        from mxtorch.gluon.zero_grads import DEFAULT_BUCKET_BYTES, IN_FLIGHT
+
+        self.step, self.gather_updated, self.keep = step, gather_updated, IN_FLIGHT
+        sizes = scaled_sizes(replay, scale)
+        self.buckets = zero2_buckets(replay, scale, DEFAULT_BUCKET_BYTES)
+        self.where = {m: (b, k) for b, members in enumerate(self.buckets) for k, m in enumerate(members)}
+        self.flats: list[list[tuple[int, torch.Tensor]]] = []
+        for members in self.buckets:
+            per: dict[int, int] = {}
+            for m in members:
+                per[owner[m]] = per.get(owner[m], 0) + sizes[m[0]][m[1]]
+            self.flats.append([(r, torch.randn(c + 1)) for r, c in sorted(per.items())])
+        self.grads_of = [len(la.grads) for la in replay.layers]
+        self.works: list[list[Any]] = []
+
+    def _wait(self, keep: int) -> None:
+        while len(self.works) > keep:
+            for w in self.works.pop(0):
+                w.wait()
+
+    def _on_layer(self, li: int) -> None:
+        for gi in range(self.grads_of[li]):
+            b, k = self.where[(li, gi)]
+            if k == 0:  # the bucket's buffers are made: what was started before the latest is done
+                self._wait(self.keep)
+            if k == len(self.buckets[b]) - 1:
+                with torch.profiler.record_function("mxtorch/bench.scaling.zero_reduce_bucket"):
+                    self.works.append([dist.reduce(f, dst=r, async_op=True) for r, f in self.flats[b]])
+
+    def __call__(self) -> None:
+        self.step.run(self._on_layer, hooks_block=True)
+        self._wait(0)
+        self.gather_updated()
 
 
 def _buffers(nbytes: int, count: int) -> list[torch.Tensor]:
@@ -179,11 +232,11 @@ class PipelineStep:
                     w.wait()
 
 
-def layout_schedule(sched: dict[str, Any], replay: Replay, dilation: float, scale: int,
-                    run_backward: Callable[[], None]) -> Callable[[], None]:
-    """The step of a 'zero' or 'pipeline' schedule config."""
+def layout_schedule(sched: dict[str, Any], replay: Replay, dilation: float, scale: int, step: Any
+                    ) -> Callable[[], None]:
+    """The step of a 'zero' or 'pipeline' schedule config (``step``: the replay's compute)."""
     if sched["kind"] == "zero":
-        return zero_step(replay, dilation, scale, int(sched["stage"]), run_backward)
+        return zero_step(replay, dilation, scale, int(sched["stage"]), step)
     return PipelineStep(replay, dilation, scale, int(sched["pp"]), int(sched["micro"]), sched["pipe"],
                         int(sched["bucket_bytes"]))
 

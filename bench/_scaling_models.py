@@ -275,38 +275,118 @@ def zero_layer_bytes(replay: Replay, n: int, scale: int) -> list[int]:
     return [sum(-(-g // n) * n for g in gs) * FP32 * scale for gs in scaled_sizes(replay, scale)]
 
 
-def zero_collectives(replay: Replay, n: int, stage: int) -> int:
-    """How many blocking collectives a ZeroTrainer step runs (each waits for every rank)."""
-    if stage in (1, 2):
-        return (1 if stage == 1 else n) + n
-    return 2 * sum(1 for la in replay.layers if la.grads) + 2
+def zero_grad_order(replay: Replay, scale: int) -> list[tuple[int, int]]:
+    """(layer, gradient) in the order ZeroTrainer's gradient hooks see them: backward order."""
+    return [(li, gi) for li, la in enumerate(replay.layers) for gi in range(len(la.grads))]
+
+
+def zero_owners(replay: Replay, n: int, scale: int) -> dict[tuple[int, int], int]:
+    """The owning rank of each (layer, gradient): ZeroTrainer's ``shard_owners`` of the scaled sizes."""
+    from mxtorch.gluon.zero_trainer import shard_owners
+
+    order = zero_grad_order(replay, scale)
+    sizes = scaled_sizes(replay, scale)
+    return dict(zip(order, shard_owners([sizes[li][gi] for li, gi in order], n)))
+
+
+def zero2_buckets(replay: Replay, scale: int, bucket_bytes: int) -> list[list[tuple[int, int]]]:
+    """zero=2's gradient buckets as ZeroTrainer lays them out (``backward_order_groups`` of the
+    gradients in backward order, ``bucket_bytes`` real bytes: ÷ ``scale`` of the scaled ones)."""
+    import torch
+
+    from mxtorch.distributed.buckets import backward_order_groups
+
+    order = zero_grad_order(replay, scale)
+    sizes = scaled_sizes(replay, scale)
+    metas = ((k, torch.empty(sizes[li][gi], device="meta")) for k, (li, gi) in enumerate(order))
+    groups = backward_order_groups(metas, max(1, bucket_bytes // scale))
+    return [[order[k] for k in group] for group in groups]
+
+
+def zero_gather_width(replay: Replay, n: int, scale: int) -> int:
+    """zero 1/2: the bytes each rank sends in the all-gather of the updated parameters (the largest
+    rank's share: the others pad to it), real bytes."""
+    return max(zero_owner_bytes(replay, n, scale))
+
+
+def zero3_pass(costs: Sequence[float], compute: Sequence[float], start: float, skew: float
+               ) -> tuple[float, float]:
+    """One pass (forward or backward) of zero=3's blocks: block j waits for its gather (started
+    as a prefetch when block j-1's gather was done, or now), starts block j+1's, then computes.
+    The gathers share the link one at a time; each ends ``skew`` after its alpha-beta time (it
+    needs every rank); the first block of a pass waits for its own (nothing prefetched it).
+    Returns (end, link free at)."""
+    t, link = start, start
+    ends: dict[int, float] = {}
+
+    def launch(j: int) -> None:
+        nonlocal link
+        if costs[j] > 0:  # a block without parameters gathers nothing
+            ends[j] = link = max(t, link) + skew + costs[j]
+        else:
+            ends[j] = t
+
+    for j, c in enumerate(compute):
+        if j not in ends:
+            launch(j)
+        t = max(t, ends[j])
+        if j + 1 < len(costs):
+            launch(j + 1)
+        t += c
+    return t, link
 
 
 def predict_zero(replay: Replay, n: int, stage: int, alpha: float, beta: float, scale: int = 1,
-                 skew: float = 0.0) -> float:
-    """Step time of ZeroTrainer(zero=stage): everything after the backward, as the trainer sends it.
+                 skew: float = 0.0, bucket_bytes: int = 25 << 20) -> float:
+    """Step time of ZeroTrainer(zero=stage), as the trainer sends it.
 
-    1: one all-reduce of every gradient, then each owner broadcasts its parameters (one
-    broadcast per owner, one after another); 2: a reduce onto each owner, then the broadcasts;
-    3: every layer all-gathers its parameters before its forward and again before its backward
-    (blocking; gloo's ring all-gather), then a tiny all-reduce (who has gradients) and one
-    reduce-scatter of them all, which torch's gloo backend runs as an all-reduce of the whole
-    input (``ProcessGroupGloo::reduce_scatter_tensor_coalesced``: all-reduce, then keep a chunk):
-    twice a ring reduce-scatter's bytes.  ``skew``: what each blocking collective started
-    after compute costs beyond its alpha-beta time (the ranks arrive at different moments).
+    1: one all-reduce of every gradient after the backward, then one all-gather of each rank's
+    updated parameters, padded to the largest rank's share; 2: each gradient bucket
+    (:func:`zero2_buckets`) is reduced onto the owners of its members as soon as it is filled
+    (one reduce per owner, one after another on the link), and before a new bucket's buffers are
+    made (at its first gradient) every bucket but the latest started must be done, which blocks
+    the backward; after the backward the rest is waited for, then the all-gather; 3: every layer
+    all-gathers its parameters before its forward and again before its backward, the next
+    layer's gather prefetched (:func:`zero3_pass`), then a tiny all-reduce (who has gradients)
+    and one reduce-scatter of them all, which torch's gloo backend runs as an all-reduce of the
+    whole input (``ProcessGroupGloo::reduce_scatter_tensor_coalesced``: all-reduce, then keep a
+    chunk): twice a ring reduce-scatter's bytes.  ``skew``: what a collective costs beyond its
+    alpha-beta time for the ranks' different arrival moments: once per blocking collective
+    (stages 1 and 2: the all-reduce or the last reduce, and the all-gather; 3: the tiny
+    all-reduce, the reduce-scatter, and each gather, where a prefetch hides it under compute).
     """
-    sync = skew * zero_collectives(replay, n, stage)
     if stage in (1, 2):
-        owners = zero_owner_bytes(replay, n, scale)
+        gather = allgather_s(zero_gather_width(replay, n, scale), n, alpha, beta) + skew
         if stage == 1:
-            comm = ring_allreduce_s(sum(owners), n, alpha, beta)
-        else:
-            comm = sum(reduce_s(b, n, alpha, beta, scale) for b in owners if b)
-        return replay.compute_s + comm + sum(broadcast_s(b, n, alpha, beta) for b in owners if b) + sync
+            owners = zero_owner_bytes(replay, n, scale)
+            return replay.compute_s + ring_allreduce_s(sum(owners), n, alpha, beta) + skew + gather
+        owner = zero_owners(replay, n, scale)
+        sizes = scaled_sizes(replay, scale)
+        bs = zero2_buckets(replay, scale, bucket_bytes)
+        where = {m: (b, k) for b, members in enumerate(bs) for k, m in enumerate(members)}
+        t, link = replay.forward_s, 0.0
+        ends: list[float] = []  # of each started bucket
+        for li, la in enumerate(replay.layers):
+            t += la.seconds
+            for gi in range(len(la.grads)):
+                b, k = where[(li, gi)]
+                if k == 0:  # the bucket's buffers: what was started before the latest is waited for
+                    t = max([t] + ends[:-1])
+                if k == len(bs[b]) - 1:  # filled: one reduce per owner, on the link in turn
+                    per: dict[int, int] = {}
+                    for m in bs[b]:
+                        per[owner[m]] = per.get(owner[m], 0) + sizes[m[0]][m[1]] * FP32 * scale
+                    for r in sorted(per):
+                        link = max(t, link) + reduce_s(per[r], n, alpha, beta, scale)
+                    ends.append(link)
+        return max([t] + ends) + skew + gather
     gathered = zero_layer_bytes(replay, n, scale)
-    gather = sum(allgather_s(b / n, n, alpha, beta) for b in gathered if b)
-    return (replay.compute_s + 2 * gather + 2 * (n - 1) * alpha
-            + ring_allreduce_s(sum(gathered), n, alpha, beta) + sync)
+    costs = [allgather_s(b / n, n, alpha, beta) if b else 0.0 for b in gathered]
+    fwd_order = list(range(len(replay.layers)))[::-1]
+    t, _ = zero3_pass([costs[li] for li in fwd_order], [replay.layers[li].seconds / 2 for li in fwd_order],
+                      0.0, skew)
+    t, _ = zero3_pass(costs, [la.seconds for la in replay.layers], t, skew)
+    return t + 2 * (n - 1) * alpha + ring_allreduce_s(sum(gathered), n, alpha, beta) + 2 * skew
 
 
 # ---- PowerSGD (mxtorch's compressor through the allreduce store) ------------------------------------

@@ -56,13 +56,19 @@ class Step:
         self.forward = replay.forward_s * dilation
         self.layer_s = [la.seconds * dilation for la in replay.layers]
 
-    def run(self, on_layer: Callable[[int], None]) -> None:
+    def run(self, on_layer: Callable[[int], None], hooks_block: bool = False) -> None:
+        """``hooks_block``: ``on_layer`` runs on the backward's thread (a gradient hook), so the time
+        it takes delays every later layer (otherwise the deadlines absorb it, as a separate thread's
+        work would be)."""
         deadline = time.perf_counter() + self.forward
         _sleep_until(deadline)
         for i, s in enumerate(self.layer_s):
             deadline += s
             _sleep_until(deadline)
+            t0 = time.perf_counter()
             on_layer(i)
+            if hooks_block:
+                deadline += time.perf_counter() - max(t0, deadline)
 
 
 def scaled_grads(replay: Replay, scale: int) -> list[list[torch.Tensor]]:
@@ -310,7 +316,7 @@ def worker(cfg: dict[str, Any]) -> dict[str, Any]:
         elif kind == "compressed":
             one = compressed_store(step, grads, sched["compression"])
         elif kind in ("zero", "pipeline"):
-            one = layout_schedule(sched, replay, k, scale, no_comm(step))
+            one = layout_schedule(sched, replay, k, scale, step)
         elif kind == "ps":
             one = ps
         else:

@@ -116,20 +116,41 @@ def test_zero_stages_by_hand():
     r = _two_layers()  # compute 4 s; gradients of 250 and 500 floats
     # ZeroTrainer's owners: the 500-float gradient to rank 0, the 250 one to rank 1
     assert M.zero_owner_bytes(r, 2, 1) == [2000, 1000]
-    # zero 1: all-reduce 3000 B (3.0 + 0.2), broadcasts of 2000 and 1000 B (one round each: 2.1 + 1.1)
-    assert M.predict_zero(r, 2, 1, 0.1, 1000.0) == pytest.approx(4.0 + 3.2 + 3.2)
-    # zero 2: reduces of 2000 B (1000 in the ring + 1000 to the root, 2.2) and 1000 B (1.2)
-    assert M.predict_zero(r, 2, 2, 0.1, 1000.0) == pytest.approx(4.0 + 3.4 + 3.2)
-    # zero 3: each layer all-gathers its halves (500 B: 0.6, 1000 B: 1.1) in the forward and the
-    # backward, then the tiny all-reduce (0.2) and the reduce-scatter of 3000 B, which gloo runs as
-    # an all-reduce (3.0 + 0.2)
+    assert M.zero_gather_width(r, 2, 1) == 2000
+    # zero 1: all-reduce 3000 B after the backward (3.0 + 0.2), then the all-gather of the updated
+    # parameters, each rank's share padded to 2000 B (2.0 + 0.1)
+    assert M.predict_zero(r, 2, 1, 0.1, 1000.0) == pytest.approx(4.0 + 3.2 + 2.1)
+    assert M.predict_zero(r, 2, 1, 0.1, 1000.0, skew=0.5) == pytest.approx(9.3 + 2 * 0.5)
+    # zero 2, a bucket per gradient: b's 1000 B reduced onto rank 1 when b is done (t = 3; 500 B in
+    # the ring + 500 to the root: 1.2, until 4.2), a's 2000 B onto rank 0 (2.2) after it, from 4.2:
+    # 6.4, then the all-gather (2.1)
+    assert M.zero2_buckets(r, 1, 1000) == [[(0, 0)], [(1, 0)]]
+    assert M.predict_zero(r, 2, 2, 0.1, 1000.0, bucket_bytes=1000) == pytest.approx(6.4 + 2.1)
+    # one bucket of both: filled when a is done (t = 4): rank 0's reduce (2.2), then rank 1's (1.2)
+    assert M.zero2_buckets(r, 1, 1 << 20) == [[(0, 0), (1, 0)]]
+    assert M.predict_zero(r, 2, 2, 0.1, 1000.0, bucket_bytes=1 << 20) == pytest.approx(4.0 + 3.4 + 2.1)
+    # zero 3: the layers' halves are 500 B (b: 0.6 to gather) and 1000 B (a: 1.1).  Forward (a, then
+    # b; forward = half the backward): a's gather 0-1.1, b's prefetched 1.1-1.7 while a computes
+    # (1.1-1.6), b computes 1.7-2.7.  Backward: b's gather 2.7-3.3 (the first block waits), a's
+    # prefetched 3.3-4.4 while b computes (3.3-5.3), a 5.3-6.3.  Then the tiny all-reduce (0.2) and
+    # the reduce-scatter of 3000 B, which gloo runs as an all-reduce (3.2)
     assert M.zero_layer_bytes(r, 2, 1) == [1000, 2000]
-    assert M.predict_zero(r, 2, 3, 0.1, 1000.0) == pytest.approx(4.0 + 2 * 1.7 + 0.2 + 3.2)
-    # each blocking collective's arrival skew: zero 1 runs 1 + 2 (the broadcasts), zero 2 2 + 2,
-    # zero 3 2 per layer + 2
-    assert M.predict_zero(r, 2, 1, 0.1, 1000.0, skew=0.5) == pytest.approx(10.4 + 3 * 0.5)
-    assert M.predict_zero(r, 2, 2, 0.1, 1000.0, skew=0.5) == pytest.approx(10.6 + 4 * 0.5)
-    assert M.predict_zero(r, 2, 3, 0.1, 1000.0, skew=0.5) == pytest.approx(10.8 + 6 * 0.5)
+    assert M.predict_zero(r, 2, 3, 0.1, 1000.0) == pytest.approx(6.3 + 0.2 + 3.2)
+    # each gather ends 0.5 later (skew): forward 1.6, 2.7 (b computes 2.7-3.7); backward 4.8, b until
+    # 6.8, a's (4.8-6.4) is there: 7.8; the tiny all-reduce and the reduce-scatter + 0.5 each
+    assert M.predict_zero(r, 2, 3, 0.1, 1000.0, skew=0.5) == pytest.approx(7.8 + 0.2 + 3.2 + 1.0)
+
+
+def test_zero_2_waits_for_all_but_the_latest_bucket_at_a_new_bucket():
+    # four layers of 250 floats (1000 B each, a bucket each, owners 0, 1, 0, 1; each reduce 1.2 s):
+    # c, b, a compute 0.1 s each, z 5 s, forward 1 s
+    r = M.Replay("four", 1.0, (M.Layer("c", 0.1, (250,)), M.Layer("b", 0.1, (250,)),
+                               M.Layer("a", 0.1, (250,)), M.Layer("z", 5.0, (250,))), "1")
+    # c done at 1.1: its reduce 1.1-2.3; b at 1.2: 2.3-3.5; a at 1.3 must wait for c's (2.3): its
+    # reduce 3.5-4.7; z computes 2.3-7.3, waits for b's (done), reduces 7.3-8.5; all-gather of
+    # rank 0's 2000 B (2.1).  Without the wait z would end at 6.3 and the step at 7.5 + 2.1.
+    assert len(M.zero2_buckets(r, 1, 1000)) == 4
+    assert M.predict_zero(r, 2, 2, 0.1, 1000.0, bucket_bytes=1000) == pytest.approx(8.5 + 2.1)
 
 
 def _pipeline_toy():
