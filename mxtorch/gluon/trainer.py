@@ -587,11 +587,10 @@ class Trainer:
         else:
             blob = self._updaters[0].get_states(dump_optimizer=True)
         compressor = self._compressor()
-        kv = self._kvstore
         return states_io.TrainerStates(
             optimizer=blob,
             compression=None if compressor is None else states_io.compression_section(
-                compressor, kv.rank if kv is not None else 0, kv.num_workers if kv is not None else 1),
+                compressor, *self._compression_worker()),
             hooks=self._update_hooks.state_dicts())
 
     def load_states(self, fname: str, strict: bool = True) -> None:
@@ -627,7 +626,7 @@ class Trainer:
         hooks = self._update_hooks.by_name()
         kv = self._kvstore
         restore_comp, restore_hooks = states_io.check_restorable(
-            states, compressor, hooks, kv.rank if kv is not None else 0, strict, source)
+            states, compressor, hooks, self._compression_worker()[0], strict, source)
         if self._update_on_kvstore:
             assert kv is not None
             self._store_optimizer_states(kv, states.optimizer)  # into the optimizer the store was given
@@ -647,6 +646,11 @@ class Trainer:
     def _compressor(self) -> Any:
         """The gradient compressor of this trainer's KVStore, or None."""
         return self._kvstore.compressor if self._kvstore is not None else None
+
+    def _compression_worker(self) -> tuple[int, int]:
+        """(rank, workers) of the compressing worker: whose residuals this trainer's states hold."""
+        kv = self._kvstore
+        return (kv.rank, kv.num_workers) if kv is not None else (0, 1)
 
     @staticmethod
     def _store_optimizer_states(kv: kvs.KVStoreBase, blob: bytes | None = None) -> bytes:

@@ -20,6 +20,12 @@ same reductions in the same order.  A second backward before the step (accumulat
 reduction is linear, so the owner's gradient, which autograd accumulates into, carries the earlier
 rounds' sum and the non-owners start again from none.  ``finish()`` (at the step) starts what is
 left and waits for everything.
+
+With a cast compressor (``wire``: 'fp16', 'bf16') each owner's buffer is encoded by it when its
+bucket starts and reduced in the narrow dtype, as the 'allreduce' store sums such payloads (summed in
+that dtype on the wire); the non-owners keep only that copy, the owner casts the sum back into its
+buffer.  The presence flags (0 or 1, summed over at most a few thousand ranks) stay exact in either
+dtype.
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ import torch
 import torch.distributed as dist
 
 from ..base import MXNetError
+from ..compression import CastCompressor
 from ..distributed import group as dgroup
 from ..distributed.buckets import backward_order_groups
 from ..profiler import span
@@ -76,6 +83,7 @@ class _Bucket:
     preset: list[bool] = field(default_factory=list)  # .grad set to a zero view of the buffer
     n_ready: int = 0
     flats: dict[int, torch.Tensor] = field(default_factory=dict)  # owner -> [grads..., flags]
+    wire: torch.Tensor | None = None  # this rank's buffer as reduced (in a cast compressor's dtype)
     works: list[Any] = field(default_factory=list)
     started: bool = False
 
@@ -84,6 +92,7 @@ class _Bucket:
         self.preset = [False] * len(self.members)
         self.n_ready = 0
         self.flats = {}
+        self.wire = None
         self.works = []
         self.started = False
 
@@ -91,11 +100,14 @@ class _Bucket:
 class GradientBuckets:
     """Buckets of ``params`` (index -> Parameter, one context each) reduced onto ``owners`` (index
     -> rank in ``group``, ``rank`` this one) during backward; ``to_global`` maps a group rank to
-    the job's.  ``measure``: record the most gradient bytes held, inside the hooks."""
+    the job's.  ``measure``: record the most gradient bytes held, inside the hooks.  ``wire``: the
+    cast compressor the buckets are reduced in (None: their own dtype)."""
 
     def __init__(self, params: dict[int, Parameter], owners: dict[int, int], group: Any, rank: int,
-                 to_global: Callable[[int], int], bucket_bytes: int, measure: bool = False) -> None:
+                 to_global: Callable[[int], int], bucket_bytes: int, measure: bool = False,
+                 wire: CastCompressor | None = None) -> None:
         self._params = params
+        self._wire = wire
         self._owners = owners
         self._group = group
         self._rank = rank
@@ -234,8 +246,16 @@ class GradientBuckets:
         with span("zero.reduce_bucket", bucket=b.index,
                   bytes=sum(f.numel() * f.element_size() for f in b.flats.values())):
             for r in sorted(b.flats):
+                flat = b.flats[r]
+                if self._wire is not None:  # this rank's part of the sum, in the narrow dtype
+                    payload, _ = self._wire.compress(flat, key=f"zero2.bucket{b.index}.rank{r}")
+                    flat = payload if isinstance(payload, torch.Tensor) else payload[0]
+                    if r == self._rank:
+                        b.wire = flat  # the owner casts the sum back into its buffer
+                    else:
+                        b.flats[r] = flat  # the full-width copy is not needed any more
                 dst = self._to_global(r)
-                b.works.append(dist.reduce(b.flats[r], dst=dst, group=self._group, async_op=True))
+                b.works.append(dist.reduce(flat, dst=dst, group=self._group, async_op=True))
         b.started = True
         self._next = b.index + 1
         self.stats["reduced"] += 1
@@ -256,6 +276,8 @@ class GradientBuckets:
                     "hangs, or trains different parameters; check the other ranks' logs") from e
             mine = b.flats.get(self._rank)
             if mine is not None:
+                if b.wire is not None:
+                    mine.copy_(b.wire)  # the cast compressor's decompression, into the buffer itself
                 flags = mine[b.totals[self._rank]:].tolist()
                 k = 0
                 for m, i in enumerate(b.members):
@@ -269,6 +291,7 @@ class GradientBuckets:
                         t.grad = total
                     k += 1
             b.flats = {}
+            b.wire = None
             b.works = []
             self._waited += 1
 
@@ -292,7 +315,7 @@ class GradientBuckets:
         one is a view of its bucket's buffer, counted once) and the buffers of the buckets."""
         seen: dict[int, int] = {}
         tensors = [g for i in self._params for g in [self._tensor(i).grad] if g is not None]
-        tensors += [f for b in self.buckets for f in b.flats.values()]
+        tensors += [f for b in self.buckets for f in [*b.flats.values(), b.wire] if f is not None]
         for t in tensors:
             s = t.untyped_storage()
             seen[s.data_ptr()] = s.nbytes()

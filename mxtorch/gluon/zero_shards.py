@@ -12,7 +12,8 @@ sees a 0-element tensor, not freed memory).  The blocks that own parameters gath
   gathered again for the block's backward, and each is freed once its gradient has accumulated
   (``register_post_accumulate_grad_hook``);
 * at the step the whole gradients are reduce-scattered (summed, MXNet's rule) into each rank's
-  shard of them, and the optimizer updates the shards (elementwise optimizers only).
+  shard of them, and the optimizer updates the shards (elementwise optimizers only); with a cast
+  compressor ('fp16', 'bf16') the gradients travel and are summed in its dtype.
 
 The gathers are prefetched: the blocks' order in the first forward pass is recorded, and from then
 on gathering a block for its forward starts the next block's all-gather (``async_op=True``), and
@@ -37,6 +38,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from ..compression import CastCompressor
 from ..profiler import span
 from .parameter import Parameter
 
@@ -62,10 +64,13 @@ _reduce_scatter = getattr(dist, "reduce_scatter_single", None) or dist.reduce_sc
 
 class ParameterShards:
     """This rank's shards of ``params`` (index -> Parameter, one context each) over ``group``
-    (``dp`` ranks, this one ``rank``); hooks on the blocks that own them gather them per layer."""
+    (``dp`` ranks, this one ``rank``); hooks on the blocks that own them gather them per layer.
+    ``wire``: the cast compressor the gradients are reduce-scattered in (None: their own dtype)."""
 
-    def __init__(self, params: dict[int, Parameter], group: Any, dp: int, rank: int) -> None:
+    def __init__(self, params: dict[int, Parameter], group: Any, dp: int, rank: int,
+                 wire: CastCompressor | None = None) -> None:
         self._params = params
+        self._wire = wire
         self._group = group
         self._dp = dp
         self._rank = rank
@@ -235,8 +240,15 @@ class ParameterShards:
                     cols.append(self._padded(g, i))
                     w.grad = None
                 table = torch.cat(cols, dim=1).contiguous()
-                mine = table.new_empty(table.shape[1])
-                _reduce_scatter(mine, table.view(-1), group=self._group)
+                if self._wire is None:
+                    mine = table.new_empty(table.shape[1])
+                    _reduce_scatter(mine, table.view(-1), group=self._group)
+                else:  # summed in the cast compressor's dtype (as the store sums its payloads), cast back
+                    payload, _ = self._wire.compress(table.view(-1), key=f"zero3.{table.dtype}")
+                    sent = payload if isinstance(payload, torch.Tensor) else payload[0]
+                    got = sent.new_empty(table.shape[1])
+                    _reduce_scatter(got, sent, group=self._group)
+                    mine = got.to(cols[0].dtype)
                 col = 0
                 for i in group:
                     out[i] = mine[col:col + self._chunk[i]]

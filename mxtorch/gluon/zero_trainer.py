@@ -27,6 +27,14 @@ does, so every optimizer works with stages 1 and 2 (LAMB/LARS norms are per para
 whole-parameter shards keep intact).  Update hooks (AMP's loss scaling) see this rank's share of
 the reduced gradients; an inf or nan on any rank's share skips the step on every rank.
 ``save_states``/``load_states`` hold this rank's shard: save one file per rank.
+
+Gradient compression (``compression_params``, as a Trainer's): with ``zero=1`` the gradients are
+summed through an internal 'allreduce' store on the data-parallel group with that compressor (its
+pushpull: the same payload exchange, error feedback and values as a plain Trainer with
+``kvstore='allreduce'``); with ``zero=2`` and ``zero=3`` the cast compressors ('fp16', 'bf16') apply:
+the gradient buckets (the reduce-scatter) travel and are summed in the narrow dtype.  Other
+compressors' payloads (packed bits, indices, factors) do not add up on the way to an owner and are
+refused there.
 """
 
 from __future__ import annotations
@@ -38,9 +46,12 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from .. import compression
 from .. import optimizer as opt
 from ..base import MXNetError
+from ..compression import CastCompressor, Compressor
 from ..distributed import group
+from ..kvstore.allreduce import AllreduceKVStore
 from ..profiler import span
 from .parameter import Parameter
 from .trainer import StaleGradientError, Trainer
@@ -64,6 +75,19 @@ def check_zero_stage(zero: Any, where: str) -> int:
     if isinstance(zero, bool) or not isinstance(zero, int) or zero not in ZERO_STAGES:
         raise ValueError(f"{where}: zero must be one of {ZERO_STAGES}, got {zero!r}")
     return zero
+
+
+def check_compression(params: Any, zero: int, where: str) -> Compressor | None:
+    """The compressor of ``params`` (None: no compression), refused where stage ``zero`` cannot
+    apply it; the errors of :func:`mxtorch.compression.create` (the store's) for bad params."""
+    if params is None or (not isinstance(params, Compressor) and isinstance(params, dict) and not params):
+        return None  # as a Trainer's: no (or empty) compression_params, no compression
+    comp = compression.create(params)
+    if zero >= 2 and not isinstance(comp, CastCompressor):
+        raise MXNetError(f"{where}: compression {comp.name!r} sends payloads (packed bits, indices or "
+                         f"factors) that do not add up on the way to a gradient's owner; with zero={zero} "
+                         "use 'fp16' or 'bf16', or zero=1 for any compressor")
+    return comp
 
 
 def shard_owners(sizes: list[int], ranks: int) -> list[int]:
@@ -111,15 +135,19 @@ class ZeroTrainer(Trainer):
     first rank's initial values.  One context per process.  ``bucket_bytes`` (zero=2): the size of
     the gradient buckets reduced during backward.  ``measure_gradient_bytes`` (zero=2): record the
     most gradient bytes held during backward (:attr:`peak_gradient_bytes`; costs a scan per hook).
+    ``compression_params``: gradient compression (see the module docstring): any compressor with
+    zero=1, 'fp16'/'bf16' with zero 2 and 3.
     """
 
     def __init__(self, params: Any, optimizer: str | opt.Optimizer,
                  optimizer_params: dict[str, Any] | None = None, zero: int = 1,
                  process_group: Any = None, bucket_bytes: int = DEFAULT_BUCKET_BYTES,
-                 measure_gradient_bytes: bool = False) -> None:
+                 measure_gradient_bytes: bool = False,
+                 compression_params: dict[str, Any] | Compressor | None = None) -> None:
         self._zero = check_zero_stage(zero, "ZeroTrainer")
         if isinstance(bucket_bytes, bool) or not isinstance(bucket_bytes, int) or bucket_bytes <= 0:
             raise ValueError(f"ZeroTrainer: bucket_bytes must be a positive int, got {bucket_bytes!r}")
+        self._compression = check_compression(compression_params, self._zero, f"ZeroTrainer(zero={zero})")
         self._bucket_bytes = bucket_bytes
         self._measure = measure_gradient_bytes
         self._grad_buckets: GradientBuckets | None = None  # zero=2: reduced during backward
@@ -130,6 +158,11 @@ class ZeroTrainer(Trainer):
         self._owners: dict[int, int] | None = None  # parameter index -> owning rank in the group
         self._shards: ParameterShards | None = None  # zero=3: this rank's slices
         self._grad_shards: dict[int, torch.Tensor] = {}  # zero=3: reduced slices of the gradients
+        # zero=1 with compression: the gradients are summed by the allreduce store's compressed pushpull
+        self._grad_store: AllreduceKVStore | None = None
+        if self._compression is not None and self._zero == 1:
+            self._grad_store = AllreduceKVStore(process_group=process_group)
+            self._grad_store.set_gradient_compression(self._compression)
         super().__init__(params, optimizer, optimizer_params, kvstore=None, update_on_kvstore=False)
         name = type(self._optimizer).__name__.lower()
         if self._zero == 3 and name in LAYERWISE_OPTIMIZERS:
@@ -138,6 +171,11 @@ class ZeroTrainer(Trainer):
                              "elementwise optimizer (sgd, adam, ...)")
         if all(p._data is not None for p in self._params):
             self._plan()  # now, before the first forward: every rank starts from the same weights
+
+    @property
+    def compression(self) -> Compressor | None:
+        """The gradient compressor (None: the gradients are reduced uncompressed)."""
+        return self._compression
 
     @property
     def zero(self) -> int:
@@ -217,11 +255,14 @@ class ZeroTrainer(Trainer):
             self._owners = {i: r for (i, _), r in zip(trainable, owners)}
             with torch.no_grad(), span("zero.broadcast_initial"):
                 self._broadcast({i: 0 for i in range(len(self._params)) if self._params[i]._data is not None})
+            wire = self._compression if isinstance(self._compression, CastCompressor) else None
             if self._zero == 3:
-                self._shards = ParameterShards(dict(trainable), self._pg, self._dp, self._dp_rank)
+                self._shards = ParameterShards(dict(trainable), self._pg, self._dp, self._dp_rank,
+                                               wire=wire)
             elif self._zero == 2 and trainable:
                 self._grad_buckets = GradientBuckets(dict(trainable), self._owners, self._pg, self._dp_rank,
-                                                     self._global, self._bucket_bytes, self._measure)
+                                                     self._global, self._bucket_bytes, self._measure,
+                                                     wire=wire)
         return self._owners
 
     def _buckets(self, indices: dict[int, int]) -> list[tuple[int, list[torch.Tensor]]]:
@@ -276,17 +317,41 @@ class ZeroTrainer(Trainer):
             self._grad_buckets.finish()
         else:
             grads = [(i, g) for i in sorted(owners) for g in [self._params[i]._data[0].grad] if g is not None]  # type: ignore[index]
-            with torch.no_grad(), span("zero.reduce_gradients", stage=self._zero):
-                by_dtype: dict[torch.dtype, list[torch.Tensor]] = {}
-                for _, g in grads:
-                    by_dtype.setdefault(g.dtype, []).append(g)
-                for same in by_dtype.values():  # zero=1: every rank gets the sums
-                    flat = torch.cat([g.reshape(-1) for g in same])
-                    dist.all_reduce(flat, group=self._pg)
-                    _unflatten_into(flat, same)
+            if self._grad_store is not None:
+                self._reduce_compressed(grads)
+            else:
+                self._all_reduce(grads)
         if self._update_hooks:  # the hooks see this rank's own gradients only
             self._agree_on_overflow([g for i, r in owners.items() if r == self._dp_rank
                                      for g in [self._params[i]._data[0].grad] if g is not None])  # type: ignore[index]
+
+    def _all_reduce(self, grads: list[tuple[int, torch.Tensor]]) -> None:
+        """zero=1: every rank gets the sums (one flat all-reduce per dtype)."""
+        with torch.no_grad(), span("zero.reduce_gradients", stage=self._zero):
+            by_dtype: dict[torch.dtype, list[torch.Tensor]] = {}
+            for _, g in grads:
+                by_dtype.setdefault(g.dtype, []).append(g)
+            for same in by_dtype.values():
+                flat = torch.cat([g.reshape(-1) for g in same])
+                dist.all_reduce(flat, group=self._pg)
+                _unflatten_into(flat, same)
+
+    def _reduce_compressed(self, grads: list[tuple[int, torch.Tensor]]) -> None:
+        """zero=1 with compression: every rank gets the sums through the store's compressed pushpull
+        (keys: the parameters' indices, as a Trainer's; the residuals are kept per key)."""
+        assert self._grad_store is not None and self._compression is not None
+        keys = [i for i, _ in grads]
+        values = [[g] for _, g in grads]
+        with torch.no_grad(), span("zero.reduce_gradients", stage=self._zero,
+                                   compressor=self._compression.name):
+            if keys:
+                self._grad_store.pushpull(keys, values, out=values)
+
+    def _compressor(self) -> Any:
+        return self._compression
+
+    def _compression_worker(self) -> tuple[int, int]:
+        return self._dp_rank, self._dp
 
     def _agree_on_overflow(self, mine: list[torch.Tensor]) -> None:
         """Update hooks (AMP's loss scaling) see only this rank's share of the gradients, but every

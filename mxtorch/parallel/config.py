@@ -107,19 +107,22 @@ class Mesh:
         assert mine is not None
         return mine
 
-    def trainer(self, params: Any, optimizer: Any, optimizer_params: dict[str, Any] | None = None) -> Any:
+    def trainer(self, params: Any, optimizer: Any, optimizer_params: dict[str, Any] | None = None,
+                compression_params: dict[str, Any] | None = None) -> Any:
         """A Trainer for this rank's parameters over its data-parallel group: a
         :class:`~.zero.ZeroTrainer` of stage ``cfg.zero``, or a plain Trainer summing over
-        ``dp_group`` through the 'allreduce' store (``zero=0``)."""
+        ``dp_group`` through the 'allreduce' store (``zero=0``); ``compression_params`` go to
+        either (a ZeroTrainer takes any compressor with zero=1, 'fp16'/'bf16' with zero 2 and 3)."""
         from ..gluon.trainer import Trainer
         from ..kvstore.allreduce import AllreduceKVStore
         from .zero import ZeroTrainer
 
         if self.cfg.zero:
             return ZeroTrainer(params, optimizer, optimizer_params, zero=self.cfg.zero,
-                               process_group=self.dp_group)
+                               process_group=self.dp_group, compression_params=compression_params)
         store = AllreduceKVStore(process_group=self.dp_group) if self.cfg.dp > 1 else None
-        return Trainer(params, optimizer, optimizer_params, kvstore=store)
+        return Trainer(params, optimizer, optimizer_params, kvstore=store,
+                       compression_params=compression_params)
 
     def tp_mesh(self, device_type: str) -> Any:
         """The tensor-parallel group as a 1-D ``DeviceMesh`` (made once)."""

@@ -252,16 +252,19 @@ class PipelineNet:
         slices = getattr(self._stage_trainer, "slice_bytes", None)  # a ZeroTrainer's (zero=3)
         return held + (slices() if slices is not None else 0)
 
-    def trainer(self, optimizer: Any, optimizer_params: dict[str, Any] | None = None) -> Any:
+    def trainer(self, optimizer: Any, optimizer_params: dict[str, Any] | None = None,
+                compression_params: dict[str, Any] | None = None) -> Any:
         """The Trainer of this rank's parameters: with ``cfg.zero`` a ZeroTrainer sharding them over
-        the stage's data-parallel ranks (:meth:`Mesh.trainer`), else a Trainer on :attr:`kvstore`."""
+        the stage's data-parallel ranks (:meth:`Mesh.trainer`), else a Trainer on :attr:`kvstore`;
+        ``compression_params`` go to either."""
         from ..gluon.trainer import Trainer
 
         if self.cfg.zero:
-            self._stage_trainer = self.mesh.trainer(self.collect_params(), optimizer, optimizer_params)
+            self._stage_trainer = self.mesh.trainer(self.collect_params(), optimizer, optimizer_params,
+                                                    compression_params)
         else:
             self._stage_trainer = Trainer(self.collect_params(), optimizer, optimizer_params,
-                                          kvstore=self._kvstore)
+                                          kvstore=self._kvstore, compression_params=compression_params)
         return self._stage_trainer
 
     def _whole(self, writeback: bool) -> Any:

@@ -1,0 +1,63 @@
+"""Rank function for the ZeroTrainer gradient-compression tests (run through mxtorch.distributed.testing)."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import torch
+from zero_workers import ADAM, GLOBAL_BATCH, global_batch, tiny_net, train
+
+from mxtorch import autograd, gluon, parallel
+
+FP16 = {"type": "fp16"}
+TWO_BIT = {"type": "2bit", "threshold": 0.5}
+COMPRESSIONS = {"fp16": FP16, "2bit": TWO_BIT}
+CASES = ((1, "fp16"), (1, "2bit"), (2, "fp16"), (3, "fp16"))
+"""(zero stage, compression) trained against a plain Trainer on the 'allreduce' store."""
+
+
+def compressed_stages() -> dict[Any, Any]:
+    """In one job: ``zero_workers.train`` (5 Adam steps of this rank's slice of each global batch)
+    with a plain Trainer on the 'allreduce' store per compression (the reference), with a
+    ZeroTrainer per case of :data:`CASES`, and with an uncompressed zero=1 ZeroTrainer; the
+    weights of each, and the compression section of the 2-bit zero=1 trainer's states."""
+    torch.set_num_threads(1)
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    out: dict[Any, Any] = {}
+    for name, params in COMPRESSIONS.items():
+        out["store", name] = train(lambda net, params=params: gluon.Trainer(
+            net.collect_params(), "adam", ADAM, kvstore="allreduce", compression_params=dict(params)),
+            rank, world)[0]
+    holder: dict[str, Any] = {}
+    for zero, name in (*CASES, (1, None)):
+        mesh = parallel.Mesh(parallel.ParallelConfig(dp=world, zero=zero))
+
+        def make(net: Any, mesh: Any = mesh, zero: int = zero, name: str | None = name) -> Any:
+            params = dict(COMPRESSIONS[name]) if name is not None else None
+            holder[zero, name] = trainer = mesh.trainer(net.collect_params(), "adam", ADAM,
+                                                        compression_params=params)
+            return trainer
+
+        out[zero, name] = train(make, rank, world)[0]
+    section = holder[1, "2bit"].state_dict()["compression"]
+    out["2bit states"] = {"type": section["type"], "rank": section["rank"],
+                          "num_workers": section["num_workers"],
+                          "residuals": len(section["state"]["residuals"])}
+    out["compressors"] = {f"{z} {n}": getattr(holder[z, n].compression, "name", None) for z, n in CASES}
+    out["spans"] = {(z, n): _step_spans(z, n, rank, world) for z, n in CASES if (z, n) != (1, "fp16")}
+    return out
+
+
+def _step_spans(zero: int, name: str, rank: int, world: int) -> set[str]:
+    """The ``mxtorch/`` spans of one compressed step (backward included) under the profiler."""
+    net = tiny_net(2)
+    mesh = parallel.Mesh(parallel.ParallelConfig(dp=world, zero=zero))
+    trainer = mesh.trainer(net.collect_params(), "adam", ADAM, compression_params=dict(COMPRESSIONS[name]))
+    x, y = global_batch(0)
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        with autograd.record():
+            loss = gluon.loss.L2Loss()(net(x[rank::world]), y[rank::world])
+        loss.backward()
+        trainer.step(GLOBAL_BATCH)
+    return {e.name for e in prof.events() if e.name.startswith("mxtorch/")}
