@@ -22,19 +22,24 @@ import zero_workers  # noqa: E402
 
 
 def test_zero_compression_matches_the_allreduce_store() -> None:
-    """2 ranks, 5 Adam steps: zero=1 with fp16 and with 2-bit (threshold 0.5, error feedback), zero=2
-    and zero=3 with fp16 end with the parameters of a plain Trainer(kvstore='allreduce') with the same
-    compression_params; the uncompressed ZeroTrainer does not (so the comparison sees compression);
-    the 2-bit trainer's states hold this rank's residuals under its rank in the data-parallel group."""
-    results = run_workers(zero_compression_workers.compressed_stages, 2, timeout=120)
+    """2 ranks, 5 Adam steps: zero=1 with fp16 and with 2-bit (threshold 0.5, error feedback; also with
+    AMP and an overflow on one rank, which must skip the step before anything is compressed), zero=2
+    and zero=3 with fp16 (also with AMP: the scaled gradients reduced in fp16, 2**16 times ~0.1 stays
+    in range and a power-of-two scale rounds alike) end with the parameters of a plain
+    Trainer(kvstore='allreduce') with the same compression_params; the uncompressed ZeroTrainer does
+    not (so the comparison sees compression); the reductions and their compression show as spans; the
+    2-bit trainer's states hold this rank's residuals under its rank in the data-parallel group."""
+    w = zero_compression_workers
+    results = run_workers(w.compressed_stages, 2, timeout=120)
     for rank, res in enumerate(results):
-        for zero, name in zero_compression_workers.CASES:
-            for k, (got, want) in enumerate(zip(res[zero, name], res["store", name])):
-                torch.testing.assert_close(got, want, atol=1e-5, rtol=0, msg=lambda m, z=zero, n=name, k=k,
-                                           r=rank: f"zero={z} {n} rank {r} #{k}: {m}")
-        assert res["compressors"] == {f"{z} {n}": n for z, n in zero_compression_workers.CASES}
+        for zero, name, amp in (*((z, n, False) for z, n in w.CASES), *w.AMP_CASES):
+            for k, (got, want) in enumerate(zip(res[zero, name, amp], res["store", name, amp])):
+                torch.testing.assert_close(got, want, atol=1e-5, rtol=0, msg=lambda m, z=zero, n=name, a=amp,
+                                           k=k, r=rank: f"zero={z} {n} amp={a} rank {r} #{k}: {m}")
+        assert res["compressors"] == {f"{z} {n}": n for z, n in w.CASES}
         for name, least in (("fp16", 5e-5), ("2bit", 0.05)):  # fp16 moves them ~1.5e-4, 2-bit ~0.4
-            apart = max(float((a - b).abs().max()) for a, b in zip(res[1, None], res["store", name]))
+            plain, store = res[1, None, False], res["store", name, False]
+            apart = max(float((a - b).abs().max()) for a, b in zip(plain, store))
             assert apart > least, (rank, name, apart)
         spans = res["spans"]  # every reduction, its compression inside it
         assert {"mxtorch/zero.reduce_gradients", "mxtorch/compression.encode",
@@ -42,7 +47,7 @@ def test_zero_compression_matches_the_allreduce_store() -> None:
         for zero, phase in ((2, "reduce_bucket"), (3, "reduce_scatter_gradients")):
             assert {f"mxtorch/zero.{phase}", "mxtorch/compression.encode"} <= spans[zero, "fp16"], spans
         assert res["2bit states"] == {"type": "2bit", "rank": rank, "num_workers": 2, "residuals": 8}
-    for k, (a, b) in enumerate(zip(results[0][2, "fp16"], results[1][2, "fp16"])):
+    for k, (a, b) in enumerate(zip(results[0][2, "fp16", False], results[1][2, "fp16", False])):
         assert torch.equal(a, b), k  # the replicas agree
 
 

@@ -15,22 +15,25 @@ TWO_BIT = {"type": "2bit", "threshold": 0.5}
 COMPRESSIONS = {"fp16": FP16, "2bit": TWO_BIT}
 CASES = ((1, "fp16"), (1, "2bit"), (2, "fp16"), (3, "fp16"))
 """(zero stage, compression) trained against a plain Trainer on the 'allreduce' store."""
+AMP_CASES = ((1, "2bit", True), (2, "fp16", True), (3, "fp16", True))
+"""(zero stage, compression, AMP) trained with AMP (an overflow on rank 0) against the store's."""
 
 
 def compressed_stages() -> dict[Any, Any]:
     """In one job: ``zero_workers.train`` (5 Adam steps of this rank's slice of each global batch)
     with a plain Trainer on the 'allreduce' store per compression (the reference), with a
     ZeroTrainer per case of :data:`CASES`, and with an uncompressed zero=1 ZeroTrainer; the
-    weights of each, and the compression section of the 2-bit zero=1 trainer's states."""
+    weights of each (also with AMP and an overflow on rank 0, zero=1 with 2-bit against the
+    store's), and the compression section of the 2-bit zero=1 trainer's states."""
     torch.set_num_threads(1)
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     out: dict[Any, Any] = {}
-    for name, params in COMPRESSIONS.items():
-        out["store", name] = train(lambda net, params=params: gluon.Trainer(
+    for name, with_amp in (("fp16", False), ("2bit", False), ("2bit", True), ("fp16", True)):
+        out["store", name, with_amp] = train(lambda net, params=COMPRESSIONS[name]: gluon.Trainer(
             net.collect_params(), "adam", ADAM, kvstore="allreduce", compression_params=dict(params)),
-            rank, world)[0]
-    holder: dict[str, Any] = {}
-    for zero, name in (*CASES, (1, None)):
+            rank, world, with_amp)[0]
+    holder: dict[Any, Any] = {}
+    for zero, name, with_amp in (*((z, n, False) for z, n in CASES), *AMP_CASES, (1, None, False)):
         mesh = parallel.Mesh(parallel.ParallelConfig(dp=world, zero=zero))
 
         def make(net: Any, mesh: Any = mesh, zero: int = zero, name: str | None = name) -> Any:
@@ -39,8 +42,8 @@ def compressed_stages() -> dict[Any, Any]:
                                                         compression_params=params)
             return trainer
 
-        out[zero, name] = train(make, rank, world)[0]
-    section = holder[1, "2bit"].state_dict()["compression"]
+        out[zero, name, with_amp] = train(make, rank, world, with_amp)[0]
+    section = holder[1, "2bit"].state_dict()["compression"]  # the AMP run's: the same residual keys
     out["2bit states"] = {"type": section["type"], "rank": section["rank"],
                           "num_workers": section["num_workers"],
                           "residuals": len(section["state"]["residuals"])}

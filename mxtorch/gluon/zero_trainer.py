@@ -178,6 +178,13 @@ class ZeroTrainer(Trainer):
         return self._compression
 
     @property
+    def kvstore(self) -> AllreduceKVStore | None:  # type: ignore[override]
+        """None (the ranks reduce with their own collectives), or with zero=1 and compression the
+        'allreduce' store on the data-parallel group that sums the gradients: AMP's loss scaling
+        finds its compressor there and unscales and checks the gradients before they are compressed."""
+        return self._grad_store
+
+    @property
     def zero(self) -> int:
         """The ZeRO stage (1: optimizer states sharded; 2: + gradients; 3: + parameters)."""
         return self._zero
