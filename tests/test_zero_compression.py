@@ -21,16 +21,17 @@ import zero_compression_workers  # noqa: E402
 import zero_workers  # noqa: E402
 
 
-def test_zero_compression_matches_the_allreduce_store() -> None:
+def test_zero_compression_matches_the_allreduce_store(tmp_path) -> None:
     """2 ranks, 5 Adam steps: zero=1 with fp16 and with 2-bit (threshold 0.5, error feedback; also with
     AMP and an overflow on one rank, which must skip the step before anything is compressed), zero=2
     and zero=3 with fp16 (also with AMP: the scaled gradients reduced in fp16, 2**16 times ~0.1 stays
     in range and a power-of-two scale rounds alike) end with the parameters of a plain
     Trainer(kvstore='allreduce') with the same compression_params; the uncompressed ZeroTrainer does
     not (so the comparison sees compression); the reductions and their compression show as spans; the
-    2-bit trainer's states hold this rank's residuals under its rank in the data-parallel group."""
+    2-bit trainer's states hold this rank's residuals under its rank in the data-parallel group, load
+    into a new trainer on that rank and are refused on the other."""
     w = zero_compression_workers
-    results = run_workers(w.compressed_stages, 2, timeout=120)
+    results = run_workers(w.compressed_stages, 2, str(tmp_path), timeout=120)
     for rank, res in enumerate(results):
         for zero, name, amp in (*((z, n, False) for z, n in w.CASES), *w.AMP_CASES):
             for k, (got, want) in enumerate(zip(res[zero, name, amp], res["store", name, amp])):
@@ -46,6 +47,8 @@ def test_zero_compression_matches_the_allreduce_store() -> None:
                 "mxtorch/compression.decode"} <= spans[1, "2bit"], spans[1, "2bit"]
         for zero, phase in ((2, "reduce_bucket"), (3, "reduce_scatter_gradients")):
             assert {f"mxtorch/zero.{phase}", "mxtorch/compression.encode"} <= spans[zero, "fp16"], spans
+        assert res["reload"]["same"], rank  # save_states / load_states carry this rank's residuals
+        assert "rank" in res["reload"]["refused"] and "\n" not in res["reload"]["refused"], res["reload"]
         assert res["2bit states"] == {"type": "2bit", "rank": rank, "num_workers": 2, "residuals": 8}
     for k, (a, b) in enumerate(zip(results[0][2, "fp16", False], results[1][2, "fp16", False])):
         assert torch.equal(a, b), k  # the replicas agree
