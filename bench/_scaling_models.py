@@ -12,11 +12,11 @@ The models (``alpha`` seconds per message step, ``beta`` bytes/s of one link, ea
   buckets go on the wire one after another, each when its last gradient is ready (overlap) or
   all after the backward (no overlap); the step ends with the backward or the last bucket;
 * all-gather of a ``p``-byte payload per worker (2bit): ``(n-1) p / beta + (n-1) alpha``;
-* parameter servers: every worker pushes and pulls each gradient; the busiest server's link
-  carries ``n`` workers' share of it, so a worker's push of ``b`` bytes takes
-  ``b * max(1, n * share) / beta`` (``share``: the busiest server's fraction of the bytes);
-  pushes are pipelined (one after another on the link, no latency between them); the pull of
-  the last layer follows the last push, plus a round trip (``alpha``) for each.
+* parameter servers: the bench's thread pushpulls, in one synchronous call, every layer whose
+  gradients are ready when it comes round; each server's link carries ``n`` workers' share of a
+  call's bytes (placed as mxtorch places the keys); a call ends with its last layer's reply plus a
+  round trip (``alpha``: a one-element pushpull), and the next starts after it
+  (:func:`predict_ps_calls`).
 """
 
 from __future__ import annotations
@@ -216,19 +216,52 @@ def predict_allreduce(replay: Replay, n: int, alpha: float, beta: float, bucket_
     return max(end_backward, serial_channel(starts, costs))
 
 
-def predict_ps(replay: Replay, n: int, servers: int, alpha: float, beta: float,
-               busiest_share: float | None = None) -> float:
-    """Step time with parameter servers, every layer pushed when ready and pulled after.
+def ps_layer_server_bytes(replay: Replay, servers: int, scale: int) -> list[list[int]]:
+    """Real bytes of each layer's gradients on each server, placed as mxtorch's workers place the
+    bench's keys (``kv.init`` in backward order; the big-array bound and the slice size ÷ ``scale``,
+    as ``bench/scaling.py``'s ``ps_env`` sets them for the scaled-down gradients)."""
+    from mxtorch.kvstore.ps.config import DEFAULT_BIGARRAY_BOUND, DEFAULT_PIECE_BYTES
+    from mxtorch.kvstore.ps.placement import place
 
-    ``busiest_share``: the fraction of the gradient bytes the busiest server holds (None: 1/servers).
-    """
-    share = 1.0 / servers if busiest_share is None else busiest_share
-    slow = max(1.0, n * share)  # a worker's push shares the busiest server's link with n - 1 others
-    costs = [sum(layer.grads) * FP32 * slow / beta for layer in replay.layers]
-    pushed = serial_channel(ready_times(replay), costs)  # messages pipelined: no latency between them
-    last = replay.layers[-1]  # its pull follows its push: one round trip (alpha) for each
-    pulled = pushed + sum(last.grads) * FP32 * slow / beta + 2 * alpha
-    return max(replay.compute_s, pulled)
+    bound = max(1, DEFAULT_BIGARRAY_BOUND // scale)
+    piece = max(1, max(4096, DEFAULT_PIECE_BYTES // scale) // FP32)
+    loads = [0] * servers
+    out = []
+    for gs in scaled_sizes(replay, scale):
+        per = [0] * servers
+        for numel in gs:
+            for server, _, size in place(numel, FP32, loads, bound, 1, piece=piece):
+                per[server] += size * FP32 * scale
+        out.append(per)
+    return out
+
+
+def predict_ps_calls(replay: Replay, n: int, alpha: float, beta: float, per_server: Sequence[Sequence[int]]
+                     ) -> float:
+    """Step time of the bench's parameter-server replay, call by call: one thread pushpulls, in
+    one call, every layer whose gradients are ready when it comes round, and waits for the call to
+    return before the next.  A call's pushes go out back to back: the worker's link carries its
+    bytes, each server's link ``n`` workers' share of them (``per_server``: each layer's real bytes
+    on each server), whichever is slower; each key's reply (the sum, once every worker's push is
+    in) follows its push on the way back, so the call ends with its last layer's reply, plus one
+    round trip (``alpha``: a one-element pushpull).  The step ends with the backward or the last
+    call."""
+    ready = ready_times(replay)
+    free, i, layers = 0.0, 0, len(replay.layers)
+
+    def wire(ls: Sequence[int]) -> float:
+        mine = sum(sum(per_server[j]) for j in ls)
+        busiest = max(sum(per_server[j][s] for j in ls) for s in range(len(per_server[0])))
+        return max(mine, n * busiest) / beta
+
+    while i < layers:
+        start = max(free, ready[i])
+        j = i
+        while j < layers and ready[j] <= start + 1e-12:
+            j += 1
+        free = start + wire(range(i, j)) + wire([j - 1]) + alpha
+        i = j
+    return max(replay.compute_s, free)
 
 
 # ---- more of gloo's collectives (its algorithms, read from gloo's source) ----------------------------

@@ -101,7 +101,8 @@ class Schedule:
         if self.kind == "none":
             return replay.compute_s
         if self.kind == "ps":
-            return M.predict_ps(replay, n, self.servers, alpha, beta, busiest_share)
+            per_server = M.ps_layer_server_bytes(replay, self.servers, scale)
+            return M.predict_ps_calls(replay, n, alpha, beta, per_server)
         if self.kind == "pipeline":
             return M.predict_pipeline(replay, self.pp, n // self.pp, self.micro, self.pipe, alpha, beta,
                                       int(self.bucket_mib * MIB))

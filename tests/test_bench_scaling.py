@@ -72,15 +72,25 @@ def test_allreduce_overlap_and_no_overlap_by_hand():
     assert M.predict_allreduce(r, 2, 0.0, 1e12, 1000, True) == pytest.approx(r.compute_s)
 
 
-def test_parameter_server_by_hand():
-    r = _two_layers()
-    # 2 workers share one server's link: each byte takes 2/beta; pushes of 2 s and 4 s from 3.0 -> 5.0,
-    # then 9.0; the last layer's pull 4 s more, and a round trip (0.1 s) for its push and its pull
-    assert M.predict_ps(r, 2, 1, 0.1, 1000.0) == pytest.approx(13.2)
-    # 4 servers for 2 workers: no sharing; 1 s and 2 s pushes, 3.0 -> 4.0 -> 6.0, pull 2 s, 0.2 s
-    assert M.predict_ps(r, 2, 4, 0.1, 1000.0) == pytest.approx(8.2)
-    # an unbalanced placement: the busiest server holds 3/4 of the bytes: 2 * 3/4 = 1.5 x slower
-    assert M.predict_ps(r, 2, 2, 0.0, 1000.0, busiest_share=0.75) == pytest.approx(3.0 + 1.5 + 3.0 + 3.0)
+def test_parameter_server_calls_by_hand():
+    r = _two_layers()  # b's 1000 B ready at 3.0, a's 2000 B at 4.0
+    one = M.ps_layer_server_bytes(r, 1, 1)
+    assert one == [[1000], [2000]]
+    # 2 workers share the server's link: b's call 3.0 + 2.0 (pushes) + 2.0 (its reply) + 0.1 = 7.1;
+    # a's call from 7.1: 4.0 + 4.0 + 0.1
+    assert M.predict_ps_calls(r, 2, 0.1, 1000.0, one) == pytest.approx(15.2)
+    # 4 servers: each small key on the least loaded one, so each call still uses one server's link
+    four = M.ps_layer_server_bytes(r, 4, 1)
+    assert four == [[1000, 0, 0, 0], [0, 2000, 0, 0]]
+    assert M.predict_ps_calls(r, 2, 0.1, 1000.0, four) == pytest.approx(15.2)
+    # a key above the big-array bound: 4 MiB slices (3 of them), rounded up to 4, one per server
+    big = M.Replay("big", 1.0, (M.Layer("w", 1.0, (3_000_000,)),), "1")
+    assert M.ps_layer_server_bytes(big, 4, 1) == [[3_000_000] * 4]
+    # what is ready when the thread comes round goes in one call: x alone (2.0 -> 6.1), then y and
+    # z together (4.0 of pushes, z's reply 2.0)
+    r3 = M.Replay("three", 1.0, (M.Layer("x", 1.0, (250,)), M.Layer("y", 0.5, (250,)),
+                                 M.Layer("z", 0.5, (250,))), "1")
+    assert M.predict_ps_calls(r3, 2, 0.1, 1000.0, M.ps_layer_server_bytes(r3, 1, 1)) == pytest.approx(12.2)
 
 
 def test_transformer_sizes_and_flops_by_hand():
@@ -218,7 +228,7 @@ def test_the_models_cpu_term_by_hand():
     assert scaling.cpu_work_s(ps, ranks, 2, 2, 10.0, 0.5) == pytest.approx(4 * 0.5 / 10)
     # the model adds it to the servers' wire time
     r = _two_layers()
-    wire = M.predict_ps(r, 2, 4, 0.1, 1000.0)
+    wire = M.predict_ps_calls(r, 2, 0.1, 1000.0, M.ps_layer_server_bytes(r, 4, 1))
     assert ps.predict(r, 2, 0.1, 1000.0, 1, None, cpu_s=0.5) == pytest.approx(wire + 0.5)
     assert scaling.cpu_work_s(scaling.Schedule("a", "allreduce"), ranks, 2, 2, 10.0, None) == 0.0
 
