@@ -98,3 +98,14 @@ def test_compression_params_from_config():
     assert train_cli.compression_params(two_bit) == {"type": "2bit", "threshold": 0.5, "residual_limit": 1.0}
     two_bit.compression_residual_limit = 0
     assert train_cli.compression_params(two_bit) == {"type": "2bit", "threshold": 0.5}
+
+
+def test_the_plan_offers_zero_stages_that_can_apply_the_compressor():
+    """A compressor whose payloads do not add up on the way to an owner (2bit, topk, ...) leaves the
+    planner zero 0 and 1 only; a cast (fp16) every stage; no compressor every stage."""
+    from mxtorch.cli.train_parallel import _zero_stages
+
+    assert _zero_stages(train_cli.TrainConfig(compression="2bit")) == (0, 1)
+    assert _zero_stages(train_cli.TrainConfig(compression="topk")) == (0, 1)
+    assert _zero_stages(train_cli.TrainConfig(compression="fp16")) == (0, 1, 2, 3)
+    assert _zero_stages(train_cli.TrainConfig()) == (0, 1, 2, 3)

@@ -81,12 +81,15 @@ def _agreed_plan(cfg: TrainConfig, info: Any) -> dict[str, Any]:
 
 def _zero_stages(cfg: TrainConfig) -> tuple[int, ...]:
     """The ZeRO stages the plan may choose: none over parameter servers (the store reduces there);
-    no stage 3 for an optimizer that needs whole parameters (its norms)."""
+    no stage 3 for an optimizer that needs whole parameters (its norms); only stage 1 beside a
+    compressor whose payloads do not add up on the way to an owner (all but fp16/bf16)."""
     from ..gluon.zero_trainer import LAYERWISE_OPTIMIZERS
     from ..kvstore.ps import STORE_NAMES
 
     if cfg.kvstore.lower() in STORE_NAMES:
         return (0,)
+    if cfg.compression is not None and cfg.compression not in ("fp16", "bf16"):
+        return (0, 1)
     return (0, 1, 2) if cfg.optimizer.lower() in LAYERWISE_OPTIMIZERS else (0, 1, 2, 3)
 
 
@@ -197,7 +200,8 @@ class PipelinedRun:
             self.opt_params["momentum"] = cfg.momentum
         self.stage_params = pnet.collect_params()
         if self.zero:  # a ZeroTrainer over each stage's dp ranks (no store: it reduces itself)
-            self.trainer = pnet.trainer(cfg.optimizer, self.opt_params)
+            self.trainer = pnet.trainer(cfg.optimizer, self.opt_params,
+                                        compression_params=compression_params(cfg))
         else:
             comp = compression_params(cfg) if pnet.kvstore is not None else None
             self.trainer = Trainer(self.stage_params, cfg.optimizer, self.opt_params,
