@@ -88,7 +88,8 @@ def test_zero_2_reduces_gradient_buckets_during_backward() -> None:
 def test_zero_1_and_2_gather_uneven_shares_of_two_dtypes() -> None:
     """3 ranks own unequal shares (whole parameters of 128, 48, 16+3 float32 elements) and the
     float64 scale: the updated parameters come back through one padded all-gather per dtype, and
-    5 SGD-with-momentum steps equal one process on the global batch."""
+    5 SGD-with-momentum steps equal one process on the global batch.  zero=1 reduces in the store's
+    buckets (one per dtype here), every one started during backward, none left for the step."""
     ref = zero_workers.uneven_reference()
     results = run_workers(zero_workers.zero_uneven, 3, timeout=120)
     for zero in (1, 2):
@@ -96,6 +97,9 @@ def test_zero_1_and_2_gather_uneven_shares_of_two_dtypes() -> None:
         assert len(set(owners)) == 3, owners  # every rank owns something, unequal amounts
         for rank, res in enumerate(results):
             assert res[zero]["owners"] == owners
+            if zero == 1:
+                both = 2 * zero_workers.STEPS
+                assert res[zero]["stats"] == {"reduced": both, "overlapped": both}, res[zero]["stats"]
             for k, w in enumerate(ref):
                 got = res[zero]["weights"][k]
                 assert got.dtype == w.dtype
@@ -148,7 +152,8 @@ def test_zero_3_matches_one_process_and_holds_a_slice(world: int, tmp_path) -> N
 def test_zero_with_pipeline_and_tensor_parallelism(zero: int, with_amp: bool, pp: int, tp: int,
                                                    schedule: str, tmp_path) -> None:
     """dp=2 x pp=2 (or x tp=2) through parallelize: each stage's (tensor-parallel shard's) two
-    data-parallel ranks shard it; 5 Adam steps equal one process on the global batch; zero=3
+    data-parallel ranks shard it; 5 Adam steps equal one process on the global batch; zero=1 reduces
+    each bucket once per step, started after the last micro-batch's backward; zero=3
     holds half of each rank's stage between steps; the model's file is whole and loads into
     another network's stages."""
     import pipeline_workers
@@ -161,6 +166,9 @@ def test_zero_with_pipeline_and_tensor_parallelism(zero: int, with_amp: bool, pp
     for r in results:
         share = 1 / 2 + 0.10 if zero == 3 else 1.0
         assert 0 < r["held"] <= share * r["whole"], r
+        if zero == 1:  # the store's buckets start after the last micro-batch's backward, once a step
+            reduced, overlapped = r["stats"]["reduced"], r["stats"]["overlapped"]
+            assert reduced == overlapped > 0 and reduced % zero_workers.STEPS == 0, r
     for saved in (path, path + ".again"):  # the trained file; it loaded into new stages, saved again
         net = pipeline_workers.build_mlp()
         net.load_parameters(saved)

@@ -250,7 +250,7 @@ def zero_pipeline(zero: int, with_amp: bool, path: str, dp: int = 2, pp: int = 2
     again.load_parameters(path)
     again.save_parameters(path + ".again")
     return {"held": held, "whole": whole, "pp_rank": pnet.pp_rank,
-            "state_bytes": optimizer_state_bytes(trainer)}
+            "state_bytes": optimizer_state_bytes(trainer), "stats": trainer.reduce_stats()}
 
 
 class _Uneven(gluon.HybridBlock):
@@ -311,5 +311,5 @@ def zero_uneven() -> dict[int, Any]:
 
         weights = train_uneven(make, rank, world)
         owners = [trainers[0].owner(p) for p in trainers[0]._params]
-        out[zero] = {"weights": weights, "owners": owners}
+        out[zero] = {"weights": weights, "owners": owners, "stats": trainers[0].reduce_stats()}
     return out

@@ -8,11 +8,13 @@ update the ranks all-gather their updated parameters (one all-gather per dtype o
 share, flat and padded to the largest share), so every rank holds the whole model between steps
 (the model's file is saved and loaded as usual).
 
-* ``zero=1``: gradients are summed over the ranks (all-reduce), optimizer states are sharded;
+* ``zero=1``: gradients are summed over the ranks by an 'allreduce' store on the group, in buckets
+  all-reduced while backward runs (the store's hooks, as a plain Trainer's), optimizer states are
+  sharded;
 * ``zero=2``: each parameter's gradient is summed onto its owner only (a reduce per owner: a
   reduce-scatter of whole parameters) while backward runs, bucket by bucket, and the other ranks
   drop theirs as soon as it is reduced (:mod:`.zero_grads`): a rank holds its own reduced
-  gradients plus about one bucket, not the whole gradients.
+  gradients plus about two buckets, not the whole gradients.
 * ``zero=3``: every rank keeps ``1/dp`` of each parameter's flat data (and its optimizer states
   for that slice) between steps; the blocks gather their parameters for forward and backward
   (the next block's gather started while one computes) and free them after
@@ -40,6 +42,7 @@ refused there.
 from __future__ import annotations
 
 import contextlib
+import weakref
 from collections.abc import Iterator
 from typing import Any
 
@@ -126,15 +129,22 @@ def parameter_bytes(trainer: Trainer) -> int:
     return held + (shards.held_bytes() + shards.in_flight_bytes() if shards is not None else 0)
 
 
+_STORE_HOOKED: weakref.WeakKeyDictionary[Parameter, AllreduceKVStore] = weakref.WeakKeyDictionary()
+"""The zero=1 store whose gradient hooks are on each parameter (a new trainer of it removes them)."""
+
+
 class ZeroTrainer(Trainer):
     """A Trainer whose data-parallel ranks shard the optimizer states (``zero=1``), the reduced
     gradients (``zero=2``) and the parameters (``zero=3``); see the module docstring.
 
     ``process_group``: the data-parallel ranks (e.g. ``parallel.Mesh(cfg).dp_group``); None: the whole job.
     Every rank of the group creates it with the same parameters; it gives every rank the group's
-    first rank's initial values.  One context per process.  ``bucket_bytes`` (zero=2): the size of
-    the gradient buckets reduced during backward.  ``measure_gradient_bytes`` (zero=2): record the
-    most gradient bytes held during backward (:attr:`peak_gradient_bytes`; costs a scan per hook).
+    first rank's initial values.  One context per process.  ``bucket_bytes`` (zero 1 and 2): the
+    size of the gradient buckets reduced during backward.  ``backward_passes_per_step`` (zero=1): the
+    backward passes accumulated before each step (a pipeline's micro-batches), so that the buckets
+    are reduced once, after the last (as the allreduce store's).  ``measure_gradient_bytes``
+    (zero=2): record the most gradient bytes held during backward (:attr:`peak_gradient_bytes`;
+    costs a scan per hook).
     ``compression_params``: gradient compression (see the module docstring): any compressor with
     zero=1, 'fp16'/'bf16' with zero 2 and 3.
     """
@@ -143,7 +153,8 @@ class ZeroTrainer(Trainer):
                  optimizer_params: dict[str, Any] | None = None, zero: int = 1,
                  process_group: Any = None, bucket_bytes: int = DEFAULT_BUCKET_BYTES,
                  measure_gradient_bytes: bool = False,
-                 compression_params: dict[str, Any] | Compressor | None = None) -> None:
+                 compression_params: dict[str, Any] | Compressor | None = None,
+                 backward_passes_per_step: int = 1) -> None:
         self._zero = check_zero_stage(zero, "ZeroTrainer")
         if isinstance(bucket_bytes, bool) or not isinstance(bucket_bytes, int) or bucket_bytes <= 0:
             raise ValueError(f"ZeroTrainer: bucket_bytes must be a positive int, got {bucket_bytes!r}")
@@ -158,11 +169,16 @@ class ZeroTrainer(Trainer):
         self._owners: dict[int, int] | None = None  # parameter index -> owning rank in the group
         self._shards: ParameterShards | None = None  # zero=3: this rank's slices
         self._grad_shards: dict[int, torch.Tensor] = {}  # zero=3: reduced slices of the gradients
-        # zero=1 with compression: the gradients are summed by the allreduce store's compressed pushpull
+        # zero=1: the gradients are summed by an allreduce store on the group: uncompressed in buckets
+        # started during backward (its hooks, as a plain Trainer's), compressed by its pushpull
         self._grad_store: AllreduceKVStore | None = None
-        if self._compression is not None and self._zero == 1:
+        self._store_stats = {"reduced": 0, "overlapped": 0}  # zero=1's buckets, as reduce_stats says
+        self._store_seen = 0
+        if self._zero == 1:
             self._grad_store = AllreduceKVStore(process_group=process_group)
-            self._grad_store.set_gradient_compression(self._compression)
+            self._grad_store.backward_passes_per_step = backward_passes_per_step
+            if self._compression is not None:
+                self._grad_store.set_gradient_compression(self._compression)
         super().__init__(params, optimizer, optimizer_params, kvstore=None, update_on_kvstore=False)
         name = type(self._optimizer).__name__.lower()
         if self._zero == 3 and name in LAYERWISE_OPTIMIZERS:
@@ -182,7 +198,7 @@ class ZeroTrainer(Trainer):
         """None (the ranks reduce with their own collectives), or with zero=1 and compression the
         'allreduce' store on the data-parallel group that sums the gradients: AMP's loss scaling
         finds its compressor there and unscales and checks the gradients before they are compressed."""
-        return self._grad_store
+        return self._grad_store if self._compression is not None else None
 
     @property
     def zero(self) -> int:
@@ -209,9 +225,13 @@ class ZeroTrainer(Trainer):
         return dict(self._shards.stats) if self._shards is not None else None
 
     def reduce_stats(self) -> dict[str, int] | None:
-        """zero=2: the gradient buckets ``reduced`` so far, and how many of them were ``overlapped``
-        (still reducing while backward filled the next bucket); None for the other stages."""
-        return dict(self._grad_buckets.stats) if self._grad_buckets is not None else None
+        """The gradient buckets ``reduced`` so far and how many of them ``overlapped`` the backward:
+        zero=2, still reducing while backward filled the next bucket; zero=1 (uncompressed), started
+        before the step (by the store's hooks, or when backward ended).  None for zero=3 and for a
+        compressing zero=1 (its store pushpulls at the step)."""
+        if self._grad_buckets is not None:
+            return dict(self._grad_buckets.stats)
+        return dict(self._store_stats) if self._zero == 1 and self._compression is None else None
 
     @property
     def peak_gradient_bytes(self) -> int | None:
@@ -258,6 +278,8 @@ class ZeroTrainer(Trainer):
                                      "or zero=2 to accumulate gradients over several backward passes")
             unshard([p for _, p in trainable])  # an earlier zero=3 trainer's slices: whole again
             unhook([p for _, p in trainable])  # an earlier zero=2 trainer's gradient hooks
+            for old in dict.fromkeys(_STORE_HOOKED.pop(p) for _, p in trainable if p in _STORE_HOOKED):
+                old.close()  # an earlier zero=1 trainer's store's hooks
             owners = shard_owners([p._data[0].numel() for _, p in trainable], self._dp)  # type: ignore[index]
             self._owners = {i: r for (i, _), r in zip(trainable, owners)}
             with torch.no_grad(), span("zero.broadcast_initial"):
@@ -266,6 +288,11 @@ class ZeroTrainer(Trainer):
             if self._zero == 3:
                 self._shards = ParameterShards(dict(trainable), self._pg, self._dp, self._dp_rank,
                                                wire=wire)
+            elif self._zero == 1 and trainable and self._compression is None:
+                assert self._grad_store is not None
+                self._grad_store.attach_gradient_hooks([p for _, p in trainable], self._bucket_bytes)
+                for _, p in trainable:
+                    _STORE_HOOKED[p] = self._grad_store
             elif self._zero == 2 and trainable:
                 self._grad_buckets = GradientBuckets(dict(trainable), self._owners, self._pg, self._dp_rank,
                                                      self._global, self._bucket_bytes, self._measure,
@@ -324,24 +351,27 @@ class ZeroTrainer(Trainer):
             self._grad_buckets.finish()
         else:
             grads = [(i, g) for i in sorted(owners) for g in [self._params[i]._data[0].grad] if g is not None]  # type: ignore[index]
-            if self._grad_store is not None:
+            if self._compression is not None:
                 self._reduce_compressed(grads)
             else:
-                self._all_reduce(grads)
+                self._reduce_overlapped()
         if self._update_hooks:  # the hooks see this rank's own gradients only
             self._agree_on_overflow([g for i, r in owners.items() if r == self._dp_rank
                                      for g in [self._params[i]._data[0].grad] if g is not None])  # type: ignore[index]
 
-    def _all_reduce(self, grads: list[tuple[int, torch.Tensor]]) -> None:
-        """zero=1: every rank gets the sums (one flat all-reduce per dtype)."""
+    def _reduce_overlapped(self) -> None:
+        """zero=1: every rank gets the sums, from the store's buckets (started during backward)."""
+        store = self._grad_store
+        assert store is not None
         with torch.no_grad(), span("zero.reduce_gradients", stage=self._zero):
-            by_dtype: dict[torch.dtype, list[torch.Tensor]] = {}
-            for _, g in grads:
-                by_dtype.setdefault(g.dtype, []).append(g)
-            for same in by_dtype.values():
-                flat = torch.cat([g.reshape(-1) for g in same])
-                dist.all_reduce(flat, group=self._pg)
-                _unflatten_into(flat, same)
+            during = store.gradient_allreduces
+            store.synchronize_gradients(self._trainable())
+            self._store_stats["overlapped"] += during - self._store_seen
+            self._store_stats["reduced"] += store.gradient_allreduces - self._store_seen
+            self._store_seen = store.gradient_allreduces
+
+    def _trainable(self) -> list[Parameter]:
+        return [self._params[i] for i in sorted(self._plan())]
 
     def _reduce_compressed(self, grads: list[tuple[int, torch.Tensor]]) -> None:
         """zero=1 with compression: every rank gets the sums through the store's compressed pushpull

@@ -108,19 +108,24 @@ class Mesh:
         return mine
 
     def trainer(self, params: Any, optimizer: Any, optimizer_params: dict[str, Any] | None = None,
-                compression_params: dict[str, Any] | None = None) -> Any:
+                compression_params: dict[str, Any] | None = None, backward_passes_per_step: int = 1) -> Any:
         """A Trainer for this rank's parameters over its data-parallel group: a
         :class:`~.zero.ZeroTrainer` of stage ``cfg.zero``, or a plain Trainer summing over
         ``dp_group`` through the 'allreduce' store (``zero=0``); ``compression_params`` go to
-        either (a ZeroTrainer takes any compressor with zero=1, 'fp16'/'bf16' with zero 2 and 3)."""
+        either (a ZeroTrainer takes any compressor with zero=1, 'fp16'/'bf16' with zero 2 and 3).
+        ``backward_passes_per_step``: backward passes before each step (a pipeline's micro-batches):
+        the gradients are reduced once, after the last (zero 0 and 1)."""
         from ..gluon.trainer import Trainer
         from ..kvstore.allreduce import AllreduceKVStore
         from .zero import ZeroTrainer
 
         if self.cfg.zero:
             return ZeroTrainer(params, optimizer, optimizer_params, zero=self.cfg.zero,
-                               process_group=self.dp_group, compression_params=compression_params)
+                               process_group=self.dp_group, compression_params=compression_params,
+                               backward_passes_per_step=backward_passes_per_step)
         store = AllreduceKVStore(process_group=self.dp_group) if self.cfg.dp > 1 else None
+        if store is not None:
+            store.backward_passes_per_step = backward_passes_per_step
         return Trainer(params, optimizer, optimizer_params, kvstore=store,
                        compression_params=compression_params)
 

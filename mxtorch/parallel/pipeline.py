@@ -261,7 +261,7 @@ class PipelineNet:
 
         if self.cfg.zero:
             self._stage_trainer = self.mesh.trainer(self.collect_params(), optimizer, optimizer_params,
-                                                    compression_params)
+                                                    compression_params, self.micro_batches)
         else:
             self._stage_trainer = Trainer(self.collect_params(), optimizer, optimizer_params,
                                           kvstore=self._kvstore, compression_params=compression_params)
