@@ -5,8 +5,9 @@ pipelines (GPipe / 1F1B microbatches, ``pp`` stages x ``dp`` replicas).
 Compute is a sleep of each layer's accelerator seconds x the dilation ``k`` (as in
 :mod:`_scaling_replay`); what crosses the links is real, sized by the model's layers ÷ ``scale``:
 
-* ZeRO 1: after the backward, one all-reduce of every gradient, then one all-gather of each
-  rank's updated parameters padded to the largest share (owners from ZeroTrainer's own rule,
+* ZeRO 1: the trainer's 'allreduce' store: each bucket all-reduced once its last gradient is
+  ready (overlap), then one all-gather of each rank's updated parameters padded to the largest
+  share (owners from ZeroTrainer's own rule,
   ``shard_owners``); ZeRO 2: the trainer's gradient buckets, each reduced onto its owners (one
   reduce per owner) once filled, the backward waiting at a bucket's first gradient for every
   bucket started before the latest (one left in flight), then the all-gather; ZeRO 3: each layer
@@ -76,13 +77,26 @@ def zero_step(replay: Replay, dilation: float, scale: int, stage: int, step: Any
             with torch.profiler.record_function("mxtorch/bench.scaling.zero_gather_parameters"):
                 _all_gather(table, send)
 
-        if stage == 1:
-            whole = torch.randn(sum(per_owner))
+        if stage == 1:  # the 'allreduce' store's hooks: a bucket's all-reduce starts once it is full
+            from mxtorch.gluon.zero_grads import DEFAULT_BUCKET_BYTES
+
+            layout = zero2_buckets(replay, scale, DEFAULT_BUCKET_BYTES)
+            flats = [torch.randn(sum(sizes[li][gi] for li, gi in b) + len(b)) for b in layout]
+            closing: dict[int, list[int]] = {}
+            for j, b in enumerate(layout):
+                closing.setdefault(max(li for li, _ in b), []).append(j)
 
             def one() -> None:
-                step.run(lambda i: None)
-                with torch.profiler.record_function("mxtorch/bench.scaling.zero_allreduce"):
-                    dist.all_reduce(whole)
+                works: list[Any] = []
+
+                def on_layer(li: int) -> None:
+                    for j in closing.get(li, ()):
+                        with torch.profiler.record_function("mxtorch/bench.scaling.zero_allreduce"):
+                            works.append(dist.all_reduce(flats[j], async_op=True))
+
+                step.run(on_layer)
+                for w in works:
+                    w.wait()
                 gather_updated()
 
             return one

@@ -373,7 +373,8 @@ def predict_zero(replay: Replay, n: int, stage: int, alpha: float, beta: float, 
                  skew: float = 0.0, bucket_bytes: int = 25 << 20) -> float:
     """Step time of ZeroTrainer(zero=stage), as the trainer sends it.
 
-    1: one all-reduce of every gradient after the backward, then one all-gather of each rank's
+    1: the 'allreduce' store's buckets (laid out as zero 2's), each all-reduced as soon as its
+    last layer is done, one after another on the link, then one all-gather of each rank's
     updated parameters, padded to the largest rank's share; 2: each gradient bucket
     (:func:`zero2_buckets`) is reduced onto the owners of its members as soon as it is filled
     (one reduce per owner, one after another on the link), and before a new bucket's buffers are
@@ -390,9 +391,14 @@ def predict_zero(replay: Replay, n: int, stage: int, alpha: float, beta: float, 
     """
     if stage in (1, 2):
         gather = allgather_s(zero_gather_width(replay, n, scale), n, alpha, beta) + skew
-        if stage == 1:
-            owners = zero_owner_bytes(replay, n, scale)
-            return replay.compute_s + ring_allreduce_s(sum(owners), n, alpha, beta) + skew + gather
+        if stage == 1:  # the store's buckets (the same layout), each all-reduced when its last layer is done
+            ready = ready_times(replay)
+            sizes = scaled_sizes(replay, scale)
+            bs = zero2_buckets(replay, scale, bucket_bytes)
+            nbytes = [sum(sizes[li][gi] for li, gi in b) * FP32 * scale for b in bs]
+            end = serial_channel([ready[max(li for li, _ in b)] for b in bs],
+                                 [ring_allreduce_s(x, n, alpha, beta) for x in nbytes])
+            return max(replay.compute_s, end) + skew + gather
         owner = zero_owners(replay, n, scale)
         sizes = scaled_sizes(replay, scale)
         bs = zero2_buckets(replay, scale, bucket_bytes)

@@ -127,10 +127,12 @@ def test_zero_stages_by_hand():
     # ZeroTrainer's owners: the 500-float gradient to rank 0, the 250 one to rank 1
     assert M.zero_owner_bytes(r, 2, 1) == [2000, 1000]
     assert M.zero_gather_width(r, 2, 1) == 2000
-    # zero 1: all-reduce 3000 B after the backward (3.0 + 0.2), then the all-gather of the updated
-    # parameters, each rank's share padded to 2000 B (2.0 + 0.1)
+    # zero 1: the store's one 25 MiB bucket all-reduced when a is done (4.0; 3000 B: 3.0 + 0.2), then
+    # the all-gather of the updated parameters, each rank's share padded to 2000 B (2.0 + 0.1)
     assert M.predict_zero(r, 2, 1, 0.1, 1000.0) == pytest.approx(4.0 + 3.2 + 2.1)
     assert M.predict_zero(r, 2, 1, 0.1, 1000.0, skew=0.5) == pytest.approx(9.3 + 2 * 0.5)
+    # a bucket per gradient: b's 1000 B all-reduced from 3.0 (1.2), a's 2000 B from 4.2 (2.2): 6.4
+    assert M.predict_zero(r, 2, 1, 0.1, 1000.0, bucket_bytes=1000) == pytest.approx(6.4 + 2.1)
     # zero 2, a bucket per gradient: b's 1000 B reduced onto rank 1 when b is done (t = 3; 500 B in
     # the ring + 500 to the root: 1.2, until 4.2), a's 2000 B onto rank 0 (2.2) after it, from 4.2:
     # 6.4, then the all-gather (2.1)
