@@ -144,12 +144,29 @@ class PSStep:
         self.kv.init([k for ks in self.keys for k in ks], [t for gs in grads for t in gs])
         total = sum(t.numel() for gs in grads for t in gs)
         per_server: dict[int, int] = {}
-        for ks in self.keys:
-            for k in ks:
+        self.layer_bytes: list[dict[int, int]] = []  # each layer's bytes on each server
+        for ks, gs in zip(self.keys, grads):
+            mine: dict[int, int] = {}
+            for k, t in zip(ks, gs):
                 for server, _, numel in self.kv.placement(k):
                     per_server[server] = per_server.get(server, 0) + numel
+                    mine[server] = mine.get(server, 0) + numel * t.element_size()
+            self.layer_bytes.append(mine)
         self.busiest_share = max(per_server.values()) / total
         self.ready: queue.Queue[int] = queue.Queue()
+        self.t0 = 0.0  # the current step's start (perf_counter)
+        self.calls: list[dict[str, Any]] = []  # the current step's calls (see :meth:`_record`)
+        self.replies: list[tuple[int, float]] = []  # (server, perf_counter) of each reply this call
+        client = self.kv._live()
+        on_reply = client._on_reply
+
+        def timed_reply(msg: Any) -> None:  # which server answered when (the bench's own probe)
+            req = client.pending.get(msg.request_id)
+            on_reply(msg)
+            if req is not None:
+                self.replies.append((req.server, time.perf_counter()))
+
+        client._on_reply = timed_reply  # type: ignore[method-assign]
         self.done = threading.Event()
         self.error: list[BaseException] = []
         self.thread = threading.Thread(target=self._serve, name="ps-comm", daemon=True)
@@ -168,9 +185,12 @@ class PSStep:
                     break
             keys = [k for li in batch for k in self.keys[li]]
             vals = [t for li in batch for t in self.grads[li]]
+            self.replies = []
+            t0 = time.perf_counter()
             try:
                 if keys:
                     self.kv.pushpull(keys, vals, out=vals)
+                self._record(batch, t0, time.perf_counter())
             except BaseException as e:  # reported by the step that waits for it
                 self.error.append(e)
                 self.done.set()
@@ -178,8 +198,27 @@ class PSStep:
             if last in batch:
                 self.done.set()
 
+    def _record(self, batch: list[int], t0: float, t1: float) -> None:
+        """One call of this step: its layers, start and end (dilated seconds from the step's
+        start), when each server's last reply came, and the bytes pushed to each server."""
+        last: dict[int, float] = {}
+        count: dict[int, int] = {}
+        for server, t in self.replies:
+            last[server] = max(last.get(server, 0.0), t)
+            count[server] = count.get(server, 0) + 1
+        per_server: dict[int, int] = {}
+        for li in batch:
+            for server, b in self.layer_bytes[li].items():
+                per_server[server] = per_server.get(server, 0) + b
+        self.calls.append({"layers": [batch[0], batch[-1]], "t0": t0 - self.t0, "t1": t1 - self.t0,
+                           "bytes": {str(s): b for s, b in sorted(per_server.items())},
+                           "replies": {str(s): count[s] for s in sorted(count)},
+                           "last_reply": {str(s): round(t - self.t0, 6) for s, t in sorted(last.items())}})
+
     def __call__(self) -> None:
         self.done.clear()
+        self.calls = []
+        self.t0 = time.perf_counter()
         self.step.run(self.ready.put)
         self.done.wait()
         if self.error:
@@ -324,6 +363,8 @@ def worker(cfg: dict[str, Any]) -> dict[str, Any]:
         s0 = server_cpu_s(servers)
         res = _timed(one, barrier, int(cfg["steps"]), int(cfg["warmup"]))
         res["server_cpu_s"] = server_cpu_s(servers) - s0
+        if kind == "ps":  # the last timed step's calls, as the pushpulls went
+            res["calls"] = ps.calls
         if kind in ("compressed", "ps"):  # the model adds their CPU work at this stretch
             res["stretch"] = cpu_stretch(barrier)
         out["schedules"][sched["name"]] = res

@@ -381,6 +381,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--alpha-rounds", type=int, default=10, help="tiny messages timed for alpha")
     ap.add_argument("--quick", action="store_true", help="a short run: resnet50, 2 and 4 workers, 25 MiB "
                     "buckets, one server, 2 steps")
+    ap.add_argument("--shaper", default="tbf", choices=("tbf", "htb"),
+                    help="the links' tc shaper (mxtorch.cluster; default tbf)")
     ap.add_argument("--local", action="store_true", help="127.0.0.1, no cluster, no shaping (a smoke test)")
     ap.add_argument("--plot", default="", help="write the efficiency curves to this PNG")
     ap.add_argument("--json", default="", help="write every point to this JSON file (as the run goes)")
@@ -490,7 +492,7 @@ def main(argv: list[str] | None = None) -> list[Point]:
             from mxtorch.cluster import Cluster
 
             hosts = max(args.workers) + max(args.ps_servers or [0])
-            cluster = stack.enter_context(Cluster.up(hosts, args.rate_bits, owned=True))
+            cluster = stack.enter_context(Cluster.up(hosts, args.rate_bits, shaper=args.shaper, owned=True))
         port = 29500
         for replay, k, scale in build_replays(args):
             if cluster is not None:

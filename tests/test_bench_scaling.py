@@ -7,6 +7,7 @@ that every schedule ran and reported."""
 from __future__ import annotations
 
 import importlib.util
+import json
 import math
 import os
 import sys
@@ -279,7 +280,27 @@ def test_two_workers_replay_the_collective_schedules_on_loopback(capsys, tmp_pat
 
 
 @pytest.mark.slow  # slow tier (scripts/test.sh -m slow): a faster test of this path stays in the default run
-def test_two_workers_replay_a_parameter_server_job_on_loopback(capsys):
-    points = scaling.main(SMOKE + ["--compression", "", "--ps-servers", "1", "--ps-modes", "dist_sync",
-                                   "--zero", "", "--pipelines", "", "--transformer-schedules", "ps"])
-    _check(points, ["dist_sync 1 server"], capsys.readouterr().out)
+def test_two_workers_replay_a_parameter_server_job_on_loopback(capsys, tmp_path):
+    saved = str(tmp_path / "points.json")
+    points = scaling.main(SMOKE + ["--compression", "", "--ps-servers", "2", "--ps-modes", "dist_sync",
+                                   "--zero", "", "--pipelines", "", "--transformer-schedules", "ps",
+                                   "--json", saved])
+    _check(points, ["dist_sync 2 servers"], capsys.readouterr().out)
+    # each rank reports the last timed step's pushpull calls: together they cover every layer once,
+    # in backward order, one after another, with every server's bytes and replies
+    with open(saved + ".ranks") as f:
+        ranks = json.load(f)[0]["per_rank"]
+    replay = M.transformer(8, M.DEFAULT_MFU * M.H100_BF16_FLOPS)
+    layers = len(replay.layers)
+    sizes = [sum(max(1, g // 4096) * 4 for g in la.grads) for la in replay.layers]
+    for rank in ranks:
+        calls = rank["schedules"]["dist_sync 2 servers"]["calls"]
+        assert calls and calls[0]["layers"][0] == 0 and calls[-1]["layers"][1] == layers - 1
+        for a, b in zip(calls, calls[1:]):
+            assert b["layers"][0] == a["layers"][1] + 1 and b["t0"] >= a["t1"]
+        for c in calls:
+            first, last = c["layers"]
+            assert 0 <= c["t0"] <= c["t1"]
+            assert sum(c["bytes"].values()) == sum(sizes[first:last + 1])
+            assert set(c["replies"]) <= {"0", "1"} and sum(c["replies"].values()) >= last - first + 1
+            assert all(c["t0"] <= t <= c["t1"] for t in c["last_reply"].values())
