@@ -216,9 +216,10 @@ def predict_allreduce(replay: Replay, n: int, alpha: float, beta: float, bucket_
     return max(end_backward, serial_channel(starts, costs))
 
 
-def ps_layer_server_bytes(replay: Replay, servers: int, scale: int) -> list[list[int]]:
-    """Real bytes of each layer's gradients on each server, placed as mxtorch's workers place the
-    bench's keys (``kv.init`` in backward order; the big-array bound and the slice size ÷ ``scale``,
+def ps_layer_messages(replay: Replay, servers: int, scale: int) -> list[list[tuple[int, int]]]:
+    """Each layer's push messages in the order a worker sends them, as (server, real bytes): the
+    bench's keys placed as mxtorch's workers place them (``kv.init`` in backward order, a key above
+    the big-array bound sliced, one message per slice; the bound and the slice size ÷ ``scale``,
     as ``bench/scaling.py``'s ``ps_env`` sets them for the scaled-down gradients)."""
     from mxtorch.kvstore.ps.config import DEFAULT_BIGARRAY_BOUND, DEFAULT_PIECE_BYTES
     from mxtorch.kvstore.ps.placement import place
@@ -226,40 +227,61 @@ def ps_layer_server_bytes(replay: Replay, servers: int, scale: int) -> list[list
     bound = max(1, DEFAULT_BIGARRAY_BOUND // scale)
     piece = max(1, max(4096, DEFAULT_PIECE_BYTES // scale) // FP32)
     loads = [0] * servers
+    return [[(server, size * FP32 * scale) for numel in gs
+             for server, _, size in place(numel, FP32, loads, bound, 1, piece=piece)]
+            for gs in scaled_sizes(replay, scale)]
+
+
+def ps_layer_server_bytes(replay: Replay, servers: int, scale: int) -> list[list[int]]:
+    """Real bytes of each layer's gradients on each server (:func:`ps_layer_messages` summed)."""
     out = []
-    for gs in scaled_sizes(replay, scale):
+    for msgs in ps_layer_messages(replay, servers, scale):
         per = [0] * servers
-        for numel in gs:
-            for server, _, size in place(numel, FP32, loads, bound, 1, piece=piece):
-                per[server] += size * FP32 * scale
+        for server, nbytes in msgs:
+            per[server] += nbytes
         out.append(per)
     return out
 
 
-def predict_ps_calls(replay: Replay, n: int, alpha: float, beta: float, per_server: Sequence[Sequence[int]]
-                     ) -> float:
+def _ps_call_s(n: int, beta: float, msgs: Sequence[tuple[int, int]]) -> float:
+    """One synchronous pushpull of ``msgs`` ((server, bytes) in sending order), from its start to its
+    last reply (alpha not included).  Every worker sends the same messages in the same order: a
+    push is in once the worker's link has carried it and every message before it, and the server's
+    link the ``n`` workers' copies of it and of everything sent to that server before it.  Its
+    reply (the sum) leaves the server then, after the server's earlier replies: ``n`` copies on
+    the server's link, one on the worker's.  So what ends a call is the reply of the last message
+    each server gets, not of the call's last layer (with several servers the last layer's keys may
+    be small and another server's last slice large)."""
+    mine, on = 0, [0] * (max(s for s, _ in msgs) + 1)
+    server_free = [0.0] * len(on)
+    worker_free = end = 0.0
+    for server, nbytes in msgs:
+        mine += nbytes
+        on[server] += nbytes
+        pushed = max(mine, n * on[server]) / beta
+        start = max(pushed, server_free[server])
+        server_free[server] = start + n * nbytes / beta
+        worker_free = max(worker_free, start) + nbytes / beta
+        end = max(end, server_free[server], worker_free)
+    return end
+
+
+def predict_ps_calls(replay: Replay, n: int, alpha: float, beta: float,
+                     messages: Sequence[Sequence[tuple[int, int]]]) -> float:
     """Step time of the bench's parameter-server replay, call by call: one thread pushpulls, in
     one call, every layer whose gradients are ready when it comes round, and waits for the call to
-    return before the next.  A call's pushes go out back to back: the worker's link carries its
-    bytes, each server's link ``n`` workers' share of them (``per_server``: each layer's real bytes
-    on each server), whichever is slower; each key's reply (the sum, once every worker's push is
-    in) follows its push on the way back, so the call ends with its last layer's reply, plus one
-    round trip (``alpha``: a one-element pushpull).  The step ends with the backward or the last
-    call."""
+    return before the next.  ``messages``: each layer's push messages (:func:`ps_layer_messages`);
+    a call costs :func:`_ps_call_s` plus one round trip (``alpha``: a one-element pushpull).  The
+    step ends with the backward or the last call."""
     ready = ready_times(replay)
     free, i, layers = 0.0, 0, len(replay.layers)
-
-    def wire(ls: Sequence[int]) -> float:
-        mine = sum(sum(per_server[j]) for j in ls)
-        busiest = max(sum(per_server[j][s] for j in ls) for s in range(len(per_server[0])))
-        return max(mine, n * busiest) / beta
-
     while i < layers:
         start = max(free, ready[i])
         j = i
         while j < layers and ready[j] <= start + 1e-12:
             j += 1
-        free = start + wire(range(i, j)) + wire([j - 1]) + alpha
+        msgs = [m for li in range(i, j) for m in messages[li]]
+        free = start + (_ps_call_s(n, beta, msgs) if msgs else 0.0) + alpha
         i = j
     return max(replay.compute_s, free)
 

@@ -101,8 +101,8 @@ class Schedule:
         if self.kind == "none":
             return replay.compute_s
         if self.kind == "ps":
-            per_server = M.ps_layer_server_bytes(replay, self.servers, scale)
-            return M.predict_ps_calls(replay, n, alpha, beta, per_server)
+            messages = M.ps_layer_messages(replay, self.servers, scale)
+            return M.predict_ps_calls(replay, n, alpha, beta, messages)
         if self.kind == "pipeline":
             return M.predict_pipeline(replay, self.pp, n // self.pp, self.micro, self.pipe, alpha, beta,
                                       int(self.bucket_mib * MIB))

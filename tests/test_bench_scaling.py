@@ -79,11 +79,11 @@ def test_parameter_server_calls_by_hand():
     assert one == [[1000], [2000]]
     # 2 workers share the server's link: b's call 3.0 + 2.0 (pushes) + 2.0 (its reply) + 0.1 = 7.1;
     # a's call from 7.1: 4.0 + 4.0 + 0.1
-    assert M.predict_ps_calls(r, 2, 0.1, 1000.0, one) == pytest.approx(15.2)
+    assert M.predict_ps_calls(r, 2, 0.1, 1000.0, M.ps_layer_messages(r, 1, 1)) == pytest.approx(15.2)
     # 4 servers: each small key on the least loaded one, so each call still uses one server's link
     four = M.ps_layer_server_bytes(r, 4, 1)
     assert four == [[1000, 0, 0, 0], [0, 2000, 0, 0]]
-    assert M.predict_ps_calls(r, 2, 0.1, 1000.0, four) == pytest.approx(15.2)
+    assert M.predict_ps_calls(r, 2, 0.1, 1000.0, M.ps_layer_messages(r, 4, 1)) == pytest.approx(15.2)
     # a key above the big-array bound: 4 MiB slices (3 of them), rounded up to 4, one per server
     big = M.Replay("big", 1.0, (M.Layer("w", 1.0, (3_000_000,)),), "1")
     assert M.ps_layer_server_bytes(big, 4, 1) == [[3_000_000] * 4]
@@ -91,7 +91,20 @@ def test_parameter_server_calls_by_hand():
     # z together (4.0 of pushes, z's reply 2.0)
     r3 = M.Replay("three", 1.0, (M.Layer("x", 1.0, (250,)), M.Layer("y", 0.5, (250,)),
                                  M.Layer("z", 0.5, (250,))), "1")
-    assert M.predict_ps_calls(r3, 2, 0.1, 1000.0, M.ps_layer_server_bytes(r3, 1, 1)) == pytest.approx(12.2)
+    assert M.predict_ps_calls(r3, 2, 0.1, 1000.0, M.ps_layer_messages(r3, 1, 1)) == pytest.approx(12.2)
+
+
+def test_a_parameter_server_call_ends_with_each_servers_last_reply():
+    # x (1000 B) ready at 2.0 on server 0; w (2000 B) at 2.5 on server 1; b (40 B) at 3.0 on server 2
+    r = M.Replay("fc", 1.0, (M.Layer("x", 1.0, (250,)), M.Layer("w", 0.5, (500,)), M.Layer("b", 0.5, (10,))),
+                 "1")
+    msgs = M.ps_layer_messages(r, 4, 1)
+    assert msgs == [[(0, 1000)], [(1, 2000)], [(2, 40)]]
+    # x alone: 2.0 + 2.0 (2 workers' pushes on server 0's link) + 2.0 (the 2 replies) + 0.1 = 6.1;
+    # then w and b in one call: w is in after 4.0 (2 x 2000 B on server 1's link), its 2 replies
+    # take 4.0 more; b (in at 2.04, replied by 2.12) is long done: 6.1 + 8.0 + 0.1 = 14.2 (ending
+    # with the last layer's reply, as the model did before, gave 6.1 + 4.0 + 0.08 + 0.1 = 10.28)
+    assert M.predict_ps_calls(r, 2, 0.1, 1000.0, msgs) == pytest.approx(14.2)
 
 
 def test_transformer_sizes_and_flops_by_hand():
@@ -231,7 +244,7 @@ def test_the_models_cpu_term_by_hand():
     assert scaling.cpu_work_s(ps, ranks, 2, 2, 10.0, 0.5) == pytest.approx(4 * 0.5 / 10)
     # the model adds it to the servers' wire time
     r = _two_layers()
-    wire = M.predict_ps_calls(r, 2, 0.1, 1000.0, M.ps_layer_server_bytes(r, 4, 1))
+    wire = M.predict_ps_calls(r, 2, 0.1, 1000.0, M.ps_layer_messages(r, 4, 1))
     assert ps.predict(r, 2, 0.1, 1000.0, 1, None, cpu_s=0.5) == pytest.approx(wire + 0.5)
     assert scaling.cpu_work_s(scaling.Schedule("a", "allreduce"), ranks, 2, 2, 10.0, None) == 0.0
 
