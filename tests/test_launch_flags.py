@@ -130,6 +130,7 @@ def _node(port: int, node_rank: int | None, tmp_path: Path) -> subprocess.Popen:
     return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
 
 
+@pytest.mark.slow  # slow tier (scripts/test.sh -m slow): a faster test of this path stays in the default run
 @pytest.mark.timeout(600)
 def test_two_per_node_launchers_form_one_four_worker_job(tmp_path):
     port = free_port()

@@ -61,6 +61,7 @@ def test_imagerecord_trains_in_one_process(tmp_path: Path) -> None:
     net.load_parameters(str(out / "model.params"))
 
 
+@pytest.mark.slow  # slow tier (scripts/test.sh -m slow): a faster test of this path stays in the default run
 @needs_allreduce
 def test_imagerecord_two_workers_read_disjoint_parts(tmp_path: Path) -> None:
     # every record its own label, so the labels a worker trained on name the records it read

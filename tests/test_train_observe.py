@@ -141,6 +141,7 @@ def test_tensorboard_profile_and_steps_of_a_one_process_run(tmp_path, small_data
     assert r0["rank"] == 0 and r0["steps"] == 7 and metrics["slow_ranks"] == []  # the first step warms up
 
 
+@pytest.mark.slow  # slow tier (scripts/test.sh -m slow): a faster test of this path stays in the default run
 def test_two_workers_each_rank_own_tags_and_a_slowed_rank_is_named(tmp_path, small_data):
     """A 2-worker horovod job in which rank 1 waits 0.5 s more for every batch (MXTORCH_TEST_SLOW_DATA),
     far more than a step of this model takes even on a loaded machine."""
