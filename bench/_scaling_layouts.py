@@ -32,13 +32,15 @@ import torch
 import torch.distributed as dist
 from _scaling_models import (
     ACT_BYTES,
+    FP32,
     Replay,
     buckets,
     pipeline_ops,
     pipeline_stages,
     powersgd_shape,
     scaled_sizes,
-    zero2_buckets,
+    zero_buckets,
+    zero_owner_bytes,
     zero_owners,
 )
 
@@ -59,6 +61,33 @@ def powersgd_grads(replay: Replay, scale: int) -> list[list[torch.Tensor]]:
             for la in replay.layers]
 
 
+def bucket_allreduces(step: Any, replay: Replay, scale: int, layout: list[list[tuple[int, int]]],
+                      overlap: bool) -> Callable[[], None]:
+    """gloo all-reduces of flat buckets of ``layout`` ((layer, gradient) members, scaled sizes),
+    each launched as its last layer is done (``overlap``) or all after the backward."""
+    sizes = scaled_sizes(replay, scale)
+    flats = [torch.randn(sum(sizes[li][gi] for li, gi in b)) for b in layout]
+    closing: dict[int, list[int]] = {}
+    for j, b in enumerate(layout):
+        closing.setdefault(max(li for li, _ in b), []).append(j)
+
+    def one() -> None:
+        works: list[Any] = []
+
+        def on_layer(li: int) -> None:
+            for j in closing.get(li, ()) if overlap else ():
+                with torch.profiler.record_function("mxtorch/bench.scaling.bucket"):
+                    works.append(dist.all_reduce(flats[j], async_op=True))
+
+        step.run(on_layer)
+        if not overlap:
+            works.extend(dist.all_reduce(f, async_op=True) for f in flats)
+        for w in works:
+            w.wait()
+
+    return one
+
+
 # ---- ZeRO ----------------------------------------------------------------------------------------------
 def zero_step(replay: Replay, dilation: float, scale: int, stage: int, step: Any) -> Callable[[], None]:
     """One ZeroTrainer step of ``stage`` (1, 2, 3) on the default group; ``step`` runs the replay's
@@ -66,11 +95,7 @@ def zero_step(replay: Replay, dilation: float, scale: int, stage: int, step: Any
     n = dist.get_world_size()
     sizes = scaled_sizes(replay, scale)
     if stage in (1, 2):
-        owner = zero_owners(replay, n, scale)
-        per_owner = [0] * n
-        for (li, gi), r in owner.items():
-            per_owner[r] += sizes[li][gi]
-        width = max(per_owner)
+        width = max(zero_owner_bytes(replay, n, scale)) // (FP32 * scale)  # the padded share
         send, table = torch.randn(width), torch.empty(width * n)
 
         def gather_updated() -> None:
@@ -80,27 +105,15 @@ def zero_step(replay: Replay, dilation: float, scale: int, stage: int, step: Any
         if stage == 1:  # the 'allreduce' store's hooks: a bucket's all-reduce starts once it is full
             from mxtorch.gluon.zero_grads import DEFAULT_BUCKET_BYTES
 
-            layout = zero2_buckets(replay, scale, DEFAULT_BUCKET_BYTES)
-            flats = [torch.randn(sum(sizes[li][gi] for li, gi in b) + len(b)) for b in layout]
-            closing: dict[int, list[int]] = {}
-            for j, b in enumerate(layout):
-                closing.setdefault(max(li for li, _ in b), []).append(j)
+            layout = zero_buckets(replay, scale, DEFAULT_BUCKET_BYTES)
+            reduce = bucket_allreduces(step, replay, scale, layout, True)
 
             def one() -> None:
-                works: list[Any] = []
-
-                def on_layer(li: int) -> None:
-                    for j in closing.get(li, ()):
-                        with torch.profiler.record_function("mxtorch/bench.scaling.zero_allreduce"):
-                            works.append(dist.all_reduce(flats[j], async_op=True))
-
-                step.run(on_layer)
-                for w in works:
-                    w.wait()
+                reduce()
                 gather_updated()
 
             return one
-        return _Zero2(step, replay, scale, owner, gather_updated)
+        return _Zero2(step, replay, scale, zero_owners(replay, n, scale), gather_updated)
     chunks = [sum(-(-g // n) for g in gs) for gs in sizes]  # this rank's slice of each layer
     slices = [torch.randn(c) if c else None for c in chunks]
     gathered = [torch.empty(c * n) if c else None for c in chunks]
@@ -150,7 +163,7 @@ class _Zero2:
 
         self.step, self.gather_updated, self.keep = step, gather_updated, IN_FLIGHT
         sizes = scaled_sizes(replay, scale)
-        self.buckets = zero2_buckets(replay, scale, DEFAULT_BUCKET_BYTES)
+        self.buckets = zero_buckets(replay, scale, DEFAULT_BUCKET_BYTES)
         self.where = {m: (b, k) for b, members in enumerate(self.buckets) for k, m in enumerate(members)}
         self.flats: list[list[tuple[int, torch.Tensor]]] = []
         for members in self.buckets:

@@ -314,14 +314,11 @@ def scaled_sizes(replay: Replay, scale: int) -> list[list[int]]:
 
 
 def zero_owner_bytes(replay: Replay, n: int, scale: int) -> list[int]:
-    """Bytes each rank owns (ZeroTrainer's rule: whole parameters, largest first to the least
-    loaded rank), of the scaled gradients, times ``scale`` (real bytes)."""
-    from mxtorch.gluon.zero_trainer import shard_owners
-
-    sizes = [g for gs in scaled_sizes(replay, scale) for g in gs]
+    """Bytes each rank owns (:func:`zero_owners`) of the scaled gradients, times ``scale`` (real bytes)."""
+    sizes = scaled_sizes(replay, scale)
     load = [0] * n
-    for size, r in zip(sizes, shard_owners(sizes, n)):
-        load[r] += size * FP32 * scale
+    for (li, gi), r in zero_owners(replay, n, scale).items():
+        load[r] += sizes[li][gi] * FP32 * scale
     return load
 
 
@@ -330,28 +327,30 @@ def zero_layer_bytes(replay: Replay, n: int, scale: int) -> list[int]:
     return [sum(-(-g // n) * n for g in gs) * FP32 * scale for gs in scaled_sizes(replay, scale)]
 
 
-def zero_grad_order(replay: Replay, scale: int) -> list[tuple[int, int]]:
+def zero_grad_order(replay: Replay) -> list[tuple[int, int]]:
     """(layer, gradient) in the order ZeroTrainer's gradient hooks see them: backward order."""
     return [(li, gi) for li, la in enumerate(replay.layers) for gi in range(len(la.grads))]
 
 
 def zero_owners(replay: Replay, n: int, scale: int) -> dict[tuple[int, int], int]:
-    """The owning rank of each (layer, gradient): ZeroTrainer's ``shard_owners`` of the scaled sizes."""
+    """The owning rank of each (layer, gradient): ZeroTrainer's ``shard_owners`` (whole parameters,
+    largest first to the least loaded rank) of the scaled sizes."""
     from mxtorch.gluon.zero_trainer import shard_owners
 
-    order = zero_grad_order(replay, scale)
+    order = zero_grad_order(replay)
     sizes = scaled_sizes(replay, scale)
     return dict(zip(order, shard_owners([sizes[li][gi] for li, gi in order], n)))
 
 
-def zero2_buckets(replay: Replay, scale: int, bucket_bytes: int) -> list[list[tuple[int, int]]]:
-    """zero=2's gradient buckets as ZeroTrainer lays them out (``backward_order_groups`` of the
-    gradients in backward order, ``bucket_bytes`` real bytes: ÷ ``scale`` of the scaled ones)."""
+def zero_buckets(replay: Replay, scale: int, bucket_bytes: int) -> list[list[tuple[int, int]]]:
+    """The gradient buckets of zero 1's store and zero 2's hooks (both lay them out with
+    ``backward_order_groups``, the gradients in backward order, ``bucket_bytes`` real bytes: ÷
+    ``scale`` of the scaled ones)."""
     import torch
 
     from mxtorch.distributed.buckets import backward_order_groups
 
-    order = zero_grad_order(replay, scale)
+    order = zero_grad_order(replay)
     sizes = scaled_sizes(replay, scale)
     metas = ((k, torch.empty(sizes[li][gi], device="meta")) for k, (li, gi) in enumerate(order))
     groups = backward_order_groups(metas, max(1, bucket_bytes // scale))
@@ -398,7 +397,7 @@ def predict_zero(replay: Replay, n: int, stage: int, alpha: float, beta: float, 
     1: the 'allreduce' store's buckets (laid out as zero 2's), each all-reduced as soon as its
     last layer is done, one after another on the link, then one all-gather of each rank's
     updated parameters, padded to the largest rank's share; 2: each gradient bucket
-    (:func:`zero2_buckets`) is reduced onto the owners of its members as soon as it is filled
+    (:func:`zero_buckets`) is reduced onto the owners of its members as soon as it is filled
     (one reduce per owner, one after another on the link), and before a new bucket's buffers are
     made (at its first gradient) every bucket but the latest started must be done, which blocks
     the backward; after the backward the rest is waited for, then the all-gather; 3: every layer
@@ -416,14 +415,14 @@ def predict_zero(replay: Replay, n: int, stage: int, alpha: float, beta: float, 
         if stage == 1:  # the store's buckets (the same layout), each all-reduced when its last layer is done
             ready = ready_times(replay)
             sizes = scaled_sizes(replay, scale)
-            bs = zero2_buckets(replay, scale, bucket_bytes)
+            bs = zero_buckets(replay, scale, bucket_bytes)
             nbytes = [sum(sizes[li][gi] for li, gi in b) * FP32 * scale for b in bs]
             end = serial_channel([ready[max(li for li, _ in b)] for b in bs],
                                  [ring_allreduce_s(x, n, alpha, beta) for x in nbytes])
             return max(replay.compute_s, end) + skew + gather
         owner = zero_owners(replay, n, scale)
         sizes = scaled_sizes(replay, scale)
-        bs = zero2_buckets(replay, scale, bucket_bytes)
+        bs = zero_buckets(replay, scale, bucket_bytes)
         where = {m: (b, k) for b, members in enumerate(bs) for k, m in enumerate(members)}
         t, link = replay.forward_s, 0.0
         ends: list[float] = []  # of each started bucket

@@ -26,7 +26,7 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
-from _scaling_layouts import layout_schedule, powersgd_grads
+from _scaling_layouts import bucket_allreduces, layout_schedule, powersgd_grads
 from _scaling_models import Layer, Replay, buckets
 
 RESULT = "SCALING-RESULT "
@@ -85,31 +85,7 @@ def no_comm(step: Step) -> Callable[[], None]:
 def allreduce_buckets(step: Step, replay: Replay, scale: int, bucket_bytes: int, overlap: bool
                       ) -> Callable[[], None]:
     """gloo all-reduces of flat buckets (bucket boundaries from the real sizes, DDP's rule)."""
-    import torch.distributed as dist
-
-    bs = buckets(replay, bucket_bytes)
-    flats = [torch.randn(sum(max(1, replay.layers[li].grads[gi] // scale) for li, gi in b.members))
-             for b in bs]
-    closing: dict[int, list[int]] = {}
-    for j, b in enumerate(bs):
-        closing.setdefault(b.last_layer, []).append(j)
-
-    def one() -> None:
-        works: list[Any] = []
-
-        def on_layer(i: int) -> None:
-            if overlap:
-                for j in closing.get(i, ()):
-                    with torch.profiler.record_function("mxtorch/bench.scaling.bucket"):
-                        works.append(dist.all_reduce(flats[j], async_op=True))
-
-        step.run(on_layer)
-        if not overlap:
-            works.extend(dist.all_reduce(f, async_op=True) for f in flats)
-        for w in works:
-            w.wait()
-
-    return one
+    return bucket_allreduces(step, replay, scale, [b.members for b in buckets(replay, bucket_bytes)], overlap)
 
 
 def compressed_store(step: Step, grads: list[list[torch.Tensor]], compression: dict[str, Any]

@@ -150,10 +150,10 @@ def test_zero_stages_by_hand():
     # zero 2, a bucket per gradient: b's 1000 B reduced onto rank 1 when b is done (t = 3; 500 B in
     # the ring + 500 to the root: 1.2, until 4.2), a's 2000 B onto rank 0 (2.2) after it, from 4.2:
     # 6.4, then the all-gather (2.1)
-    assert M.zero2_buckets(r, 1, 1000) == [[(0, 0)], [(1, 0)]]
+    assert M.zero_buckets(r, 1, 1000) == [[(0, 0)], [(1, 0)]]
     assert M.predict_zero(r, 2, 2, 0.1, 1000.0, bucket_bytes=1000) == pytest.approx(6.4 + 2.1)
     # one bucket of both: filled when a is done (t = 4): rank 0's reduce (2.2), then rank 1's (1.2)
-    assert M.zero2_buckets(r, 1, 1 << 20) == [[(0, 0), (1, 0)]]
+    assert M.zero_buckets(r, 1, 1 << 20) == [[(0, 0), (1, 0)]]
     assert M.predict_zero(r, 2, 2, 0.1, 1000.0, bucket_bytes=1 << 20) == pytest.approx(4.0 + 3.4 + 2.1)
     # zero 3: the layers' halves are 500 B (b: 0.6 to gather) and 1000 B (a: 1.1).  Forward (a, then
     # b; forward = half the backward): a's gather 0-1.1, b's prefetched 1.1-1.7 while a computes
@@ -175,7 +175,7 @@ def test_zero_2_waits_for_all_but_the_latest_bucket_at_a_new_bucket():
     # c done at 1.1: its reduce 1.1-2.3; b at 1.2: 2.3-3.5; a at 1.3 must wait for c's (2.3): its
     # reduce 3.5-4.7; z computes 2.3-7.3, waits for b's (done), reduces 7.3-8.5; all-gather of
     # rank 0's 2000 B (2.1).  Without the wait z would end at 6.3 and the step at 7.5 + 2.1.
-    assert len(M.zero2_buckets(r, 1, 1000)) == 4
+    assert len(M.zero_buckets(r, 1, 1000)) == 4
     assert M.predict_zero(r, 2, 2, 0.1, 1000.0, bucket_bytes=1000) == pytest.approx(8.5 + 2.1)
 
 
