@@ -28,6 +28,12 @@ class CastCompressor(Compressor):
                 key: Key) -> tuple[Payload, CompressionContext]:
         return flat.to(self.wire_dtype), ctx
 
+    def cast(self, tensor: torch.Tensor, key: Key = 0) -> torch.Tensor:
+        """``tensor`` flat in :attr:`wire_dtype`, through :meth:`compress` (its span and checks):
+        the one tensor a cast's payload is, for collectives that sum it in that dtype."""
+        payload, _ = self.compress(tensor, key=key)
+        return payload if isinstance(payload, torch.Tensor) else payload[0]
+
     def decompress(self, payload: Payload, ctx: CompressionContext) -> torch.Tensor:
         (data,) = self._check_payload(payload, 1, self.name)
         if data.dtype != self.wire_dtype or data.numel() != ctx.numel:

@@ -248,8 +248,7 @@ class GradientBuckets:
             for r in sorted(b.flats):
                 flat = b.flats[r]
                 if self._wire is not None:  # this rank's part of the sum, in the narrow dtype
-                    payload, _ = self._wire.compress(flat, key=f"zero2.bucket{b.index}.rank{r}")
-                    flat = payload if isinstance(payload, torch.Tensor) else payload[0]
+                    flat = self._wire.cast(flat, key=f"zero2.bucket{b.index}.rank{r}")
                     if r == self._rank:
                         b.wire = flat  # the owner casts the sum back into its buffer
                     else:

@@ -244,8 +244,7 @@ class ParameterShards:
                     mine = table.new_empty(table.shape[1])
                     _reduce_scatter(mine, table.view(-1), group=self._group)
                 else:  # summed in the cast compressor's dtype (as the store sums its payloads), cast back
-                    payload, _ = self._wire.compress(table.view(-1), key=f"zero3.{table.dtype}")
-                    sent = payload if isinstance(payload, torch.Tensor) else payload[0]
+                    sent = self._wire.cast(table.view(-1), key=f"zero3.{table.dtype}")
                     got = sent.new_empty(table.shape[1])
                     _reduce_scatter(got, sent, group=self._group)
                     mine = got.to(cols[0].dtype)

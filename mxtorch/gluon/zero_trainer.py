@@ -59,10 +59,7 @@ from ..profiler import span
 from .parameter import Parameter
 from .trainer import StaleGradientError, Trainer
 from .zero_grads import DEFAULT_BUCKET_BYTES, GradientBuckets, unhook
-from .zero_shards import ParameterShards, unshard
-
-# torch 2.13 renamed the flat collective (and warns on the old name); older torch has only that
-_all_gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
+from .zero_shards import ParameterShards, _all_gather, unshard
 
 __all__ = ["ZeroTrainer", "ZERO_STAGES", "shard_owners", "optimizer_state_bytes", "parameter_bytes"]
 
@@ -349,12 +346,10 @@ class ZeroTrainer(Trainer):
             return
         if self._grad_buckets is not None:  # zero=2: started during backward; the rest now
             self._grad_buckets.finish()
+        elif self._compression is not None:
+            self._reduce_compressed()
         else:
-            grads = [(i, g) for i in sorted(owners) for g in [self._params[i]._data[0].grad] if g is not None]  # type: ignore[index]
-            if self._compression is not None:
-                self._reduce_compressed(grads)
-            else:
-                self._reduce_overlapped()
+            self._reduce_overlapped()
         if self._update_hooks:  # the hooks see this rank's own gradients only
             self._agree_on_overflow([g for i, r in owners.items() if r == self._dp_rank
                                      for g in [self._params[i]._data[0].grad] if g is not None])  # type: ignore[index]
@@ -373,10 +368,12 @@ class ZeroTrainer(Trainer):
     def _trainable(self) -> list[Parameter]:
         return [self._params[i] for i in sorted(self._plan())]
 
-    def _reduce_compressed(self, grads: list[tuple[int, torch.Tensor]]) -> None:
+    def _reduce_compressed(self) -> None:
         """zero=1 with compression: every rank gets the sums through the store's compressed pushpull
         (keys: the parameters' indices, as a Trainer's; the residuals are kept per key)."""
         assert self._grad_store is not None and self._compression is not None
+        grads = [(i, g) for i in sorted(self._plan()) for g in [self._params[i]._data[0].grad]  # type: ignore[index]
+                 if g is not None]
         keys = [i for i, _ in grads]
         values = [[g] for _, g in grads]
         with torch.no_grad(), span("zero.reduce_gradients", stage=self._zero,
